@@ -1,0 +1,16 @@
+//! ttft-bench: measures LLM inference servers (TTFT, decode, cache states) with integrity checks.
+//!
+//! Data flows one way (see DESIGN.md): cli -> config -> plan -> runner (client, preset, prompt)
+//! -> record -> store; merge / verify / report only read records.
+
+pub mod cli;
+pub mod config;
+pub mod exit;
+pub mod merge;
+pub mod meta;
+pub mod plan;
+pub mod record;
+pub mod report;
+pub mod spec;
+pub mod store;
+pub mod verify;

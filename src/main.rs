@@ -1,0 +1,23 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use ttft_bench::cli::{Cli, Command};
+use ttft_bench::exit;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Sweep(_args) => Err(anyhow::anyhow!("sweep not built yet")),
+        Command::Verify(args) => ttft_bench::verify::run(args),
+        Command::Merge(args) => ttft_bench::merge::run(args),
+        Command::Report(args) => ttft_bench::report::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            let code = err.downcast_ref::<exit::Failure>().map_or(exit::USAGE, |f| f.code);
+            exit::code(code)
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! `run.json`: everything a reader needs to trust (or distrust) a run's numbers — which harness,
+//! which server, which host, the fully resolved config — rewritten atomically as the run goes.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::config::SweepConfig;
+
+pub const HARNESS_NAME: &str = "ttft-bench";
+pub const HARNESS_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const HARNESS_GIT_SHA: &str = env!("TTFT_BENCH_GIT_SHA");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Complete,
+    /// Stopped by a signal or an error; `bench sweep --resume` finishes it.
+    Interrupted,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub harness: Harness,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub status: RunStatus,
+    /// Every time `--resume` picked this run up again.
+    pub resumed_at: Vec<String>,
+    pub config: SweepConfig,
+    pub server: ServerInfo,
+    pub host: HostFacts,
+    /// How prompts were sized to the nominal context (tokenizer or calibration numbers).
+    pub prompt_sizing: Option<serde_json::Value>,
+    /// The thermal gate's baseline probes.
+    pub thermal_baseline: Option<serde_json::Value>,
+    /// Hardware and model profiles the physical ceilings were computed from.
+    pub physics: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Harness {
+    pub name: String,
+    pub version: String,
+    pub git_sha: String,
+}
+
+impl Harness {
+    pub fn current() -> Harness {
+        Harness {
+            name: HARNESS_NAME.into(),
+            version: HARNESS_VERSION.into(),
+            git_sha: HARNESS_GIT_SHA.into(),
+        }
+    }
+}
+
+/// What the server says about itself, verbatim (no secrets: these are public endpoints).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    pub base_url: String,
+    /// GET /v1/models
+    pub models: Option<serde_json::Value>,
+    /// GET /props (llama.cpp: build_info, model path, n_ctx, slots)
+    pub props: Option<serde_json::Value>,
+    /// The preset the sweep drove the server with.
+    pub preset: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostFacts {
+    pub hostname: Option<String>,
+    pub os: Option<String>,
+    pub os_version: Option<String>,
+    pub kernel: Option<String>,
+    pub arch: String,
+    pub cpu_brand: String,
+    pub cpu_cores_physical: Option<usize>,
+    pub cpu_cores_logical: usize,
+    pub memory_bytes: u64,
+}
+
+impl HostFacts {
+    pub fn collect() -> HostFacts {
+        use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
+        let sys = System::new_with_specifics(
+            RefreshKind::nothing()
+                .with_cpu(CpuRefreshKind::nothing())
+                .with_memory(MemoryRefreshKind::nothing().with_ram()),
+        );
+        HostFacts {
+            hostname: System::host_name(),
+            os: System::name(),
+            os_version: System::os_version(),
+            kernel: System::kernel_version(),
+            arch: System::cpu_arch(),
+            cpu_brand: sys.cpus().first().map(|c| c.brand().trim().to_string()).unwrap_or_default(),
+            cpu_cores_physical: System::physical_core_count(),
+            cpu_cores_logical: sys.cpus().len(),
+            memory_bytes: sys.total_memory(),
+        }
+    }
+}
+
+/// RFC 3339 UTC timestamp of now, to the millisecond.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// A run id that sorts by time and says what ran: `20261122T031500Z-cold`.
+pub fn new_run_id(label: &str) -> String {
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let compact: String = stamp.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    if label.is_empty() { compact } else { format!("{compact}-{label}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_facts_are_filled_on_this_machine() {
+        let h = HostFacts::collect();
+        assert!(h.cpu_cores_logical >= 1);
+        assert!(h.memory_bytes > 0);
+        assert!(!h.arch.is_empty());
+    }
+
+    #[test]
+    fn run_ids_are_compact_timestamps() {
+        let id = new_run_id("cold");
+        assert!(id.ends_with("-cold"), "{id}");
+        assert!(id.starts_with("20"), "{id}");
+        assert!(!id.contains(':'), "{id}");
+    }
+}

@@ -1,0 +1,173 @@
+//! The matrix: which cells a sweep measures, in a deterministic, pinned order.
+//!
+//! Order (outermost first): batch size, context, cache state, mode, run; then the staggered pairs.
+//! Runs are innermost so the repetitions of a cell are taken under the same conditions, and
+//! contexts ascend so a server that falls over at long context has already given the short ones.
+
+use crate::config::SweepConfig;
+use crate::record::{CacheState, CellKey, Mode, Scenario};
+
+/// The parts of a config that define the matrix (also what `bench merge --expect` compares with).
+#[derive(Clone, Debug)]
+pub struct Matrix {
+    pub contexts: Vec<u32>,
+    pub modes: Vec<Mode>,
+    pub cache_states: Vec<CacheState>,
+    pub batch_sizes: Vec<u32>,
+    pub runs: u32,
+    /// Largest context measured with batch size > 1 (the origin ran batch 2 only up to 16K).
+    pub concurrent_max_context: Option<u32>,
+    /// (context, runs) of the staggered pair, when enabled.
+    pub staggered: Option<(u32, u32)>,
+}
+
+impl Matrix {
+    pub fn from_config(config: &SweepConfig) -> Matrix {
+        Matrix {
+            contexts: config.contexts.clone(),
+            modes: config.modes.clone(),
+            cache_states: config.cache_states.clone(),
+            batch_sizes: config.batch_sizes.clone(),
+            runs: config.runs,
+            concurrent_max_context: config.concurrent_max_context,
+            staggered: config.staggered.as_ref().map(|s| (s.context_tokens, s.runs)),
+        }
+    }
+
+    /// Every cell for `model`, in execution order.
+    pub fn cells(&self, model: &str) -> Vec<CellKey> {
+        let mut cells = Vec::new();
+        for &batch_size in &self.batch_sizes {
+            for &context_tokens in &self.contexts {
+                if batch_size > 1 && self.concurrent_max_context.is_some_and(|max| context_tokens > max) {
+                    continue;
+                }
+                for &cache_state in &self.cache_states {
+                    for &mode in &self.modes {
+                        for run in 1..=self.runs {
+                            let scenario = if batch_size > 1 {
+                                Scenario::Concurrent
+                            } else {
+                                match cache_state {
+                                    CacheState::Cold => Scenario::Cold,
+                                    CacheState::Warm => Scenario::Warm,
+                                    CacheState::Hot => Scenario::Hot,
+                                }
+                            };
+                            cells.push(CellKey {
+                                model: model.to_string(),
+                                scenario,
+                                cache_state,
+                                mode,
+                                context_tokens,
+                                batch_size,
+                                run,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((context_tokens, runs)) = self.staggered {
+            for run in 1..=runs {
+                for scenario in [Scenario::StaggeredBatched, Scenario::StaggeredSequential] {
+                    cells.push(CellKey {
+                        model: model.to_string(),
+                        scenario,
+                        cache_state: CacheState::Cold,
+                        mode: Mode::Streaming,
+                        context_tokens,
+                        batch_size: 2,
+                        run,
+                    });
+                }
+            }
+        }
+        cells
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix() -> Matrix {
+        Matrix {
+            contexts: vec![1024, 2048],
+            modes: vec![Mode::Streaming, Mode::NonStreaming],
+            cache_states: vec![CacheState::Cold, CacheState::Warm],
+            batch_sizes: vec![1, 2],
+            runs: 2,
+            concurrent_max_context: Some(1024),
+            staggered: Some((4096, 1)),
+        }
+    }
+
+    fn label(c: &CellKey) -> String {
+        format!(
+            "b{} {} {}/{} {} r{}",
+            c.batch_size,
+            c.context_tokens,
+            c.scenario.as_str(),
+            c.cache_state.as_str(),
+            c.mode.as_str(),
+            c.run
+        )
+    }
+
+    #[test]
+    fn order_is_pinned() {
+        let cells: Vec<String> = matrix().cells("m").iter().map(label).collect();
+        let expected = [
+            "b1 1024 cold/cold streaming r1",
+            "b1 1024 cold/cold streaming r2",
+            "b1 1024 cold/cold non-streaming r1",
+            "b1 1024 cold/cold non-streaming r2",
+            "b1 1024 warm/warm streaming r1",
+            "b1 1024 warm/warm streaming r2",
+            "b1 1024 warm/warm non-streaming r1",
+            "b1 1024 warm/warm non-streaming r2",
+            "b1 2048 cold/cold streaming r1",
+            "b1 2048 cold/cold streaming r2",
+            "b1 2048 cold/cold non-streaming r1",
+            "b1 2048 cold/cold non-streaming r2",
+            "b1 2048 warm/warm streaming r1",
+            "b1 2048 warm/warm streaming r2",
+            "b1 2048 warm/warm non-streaming r1",
+            "b1 2048 warm/warm non-streaming r2",
+            "b2 1024 concurrent/cold streaming r1",
+            "b2 1024 concurrent/cold streaming r2",
+            "b2 1024 concurrent/cold non-streaming r1",
+            "b2 1024 concurrent/cold non-streaming r2",
+            "b2 1024 concurrent/warm streaming r1",
+            "b2 1024 concurrent/warm streaming r2",
+            "b2 1024 concurrent/warm non-streaming r1",
+            "b2 1024 concurrent/warm non-streaming r2",
+            "b2 4096 staggered_batched/cold streaming r1",
+            "b2 4096 staggered_sequential/cold streaming r1",
+        ];
+        assert_eq!(cells, expected);
+    }
+
+    #[test]
+    fn origin_matrix_has_198_cells_plus_6_staggered() {
+        let m = Matrix {
+            contexts: vec![1024, 2048, 4096, 8192, 16384, 32768],
+            modes: vec![Mode::Streaming, Mode::NonStreaming],
+            cache_states: vec![CacheState::Cold, CacheState::Warm, CacheState::Hot],
+            batch_sizes: vec![1, 2],
+            runs: 3,
+            concurrent_max_context: Some(16384),
+            staggered: Some((4096, 3)),
+        };
+        let cells = m.cells("m");
+        let staggered = cells
+            .iter()
+            .filter(|c| {
+                c.scenario == Scenario::StaggeredBatched || c.scenario == Scenario::StaggeredSequential
+            })
+            .count();
+        assert_eq!(cells.len() - staggered, 198);
+        assert_eq!(staggered, 6);
+    }
+}

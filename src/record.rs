@@ -1,0 +1,452 @@
+//! The records `bench sweep` writes, one JSON object per line of `measurements.jsonl`.
+//!
+//! Every later stage (merge, verify, report) reads only these types, never a server, so they carry
+//! the raw samples (token arrival offsets) needed to recompute any statistic. Units are in the field
+//! names. The published JSON Schema (`schema/record.schema.json`) is generated from these types and a
+//! test keeps the two in step.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Bumped whenever a field changes meaning or a required field is added.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How many characters of the model's output a record keeps.
+pub const OUTPUT_SAMPLE_CHARS: usize = 500;
+
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    #[default]
+    Cold,
+    Warm,
+    Hot,
+    /// A batch of `batch_size` requests released together.
+    Concurrent,
+    /// User B sent `stagger_delay_ms` after user A, while A runs.
+    StaggeredBatched,
+    /// User B sent after user A has finished: the twin that shows what batching buys.
+    StaggeredSequential,
+}
+
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheState {
+    #[default]
+    Cold,
+    Warm,
+    Hot,
+}
+
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+pub enum Mode {
+    #[default]
+    #[serde(rename = "streaming")]
+    Streaming,
+    #[serde(rename = "non-streaming")]
+    NonStreaming,
+}
+
+impl Scenario {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scenario::Cold => "cold",
+            Scenario::Warm => "warm",
+            Scenario::Hot => "hot",
+            Scenario::Concurrent => "concurrent",
+            Scenario::StaggeredBatched => "staggered_batched",
+            Scenario::StaggeredSequential => "staggered_sequential",
+        }
+    }
+}
+
+impl CacheState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheState::Cold => "cold",
+            CacheState::Warm => "warm",
+            CacheState::Hot => "hot",
+        }
+    }
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Streaming => "streaming",
+            Mode::NonStreaming => "non-streaming",
+        }
+    }
+}
+
+/// Identifies one cell of the matrix. It is also the merge key (with the record type and the
+/// request index), so it is flattened into every record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct CellKey {
+    pub model: String,
+    pub scenario: Scenario,
+    pub cache_state: CacheState,
+    pub mode: Mode,
+    /// Nominal prompt size in tokens, chat template included.
+    pub context_tokens: u32,
+    pub batch_size: u32,
+    /// 1-based repetition number.
+    pub run: u32,
+}
+
+/// One line of `measurements.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "record_type", rename_all = "snake_case")]
+pub enum Record {
+    Measurement(Box<Measurement>),
+    Group(Box<GroupRecord>),
+    Staggered(Box<StaggeredRecord>),
+}
+
+impl Record {
+    pub fn cell(&self) -> &CellKey {
+        match self {
+            Record::Measurement(m) => &m.cell,
+            Record::Group(g) => &g.cell,
+            Record::Staggered(s) => &s.cell,
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        match self {
+            Record::Measurement(m) => &m.run_id,
+            Record::Group(g) => &g.run_id,
+            Record::Staggered(s) => &s.run_id,
+        }
+    }
+
+    pub fn schema_version(&self) -> u32 {
+        match self {
+            Record::Measurement(m) => m.schema_version,
+            Record::Group(g) => g.schema_version,
+            Record::Staggered(s) => s.schema_version,
+        }
+    }
+
+    pub fn started_at(&self) -> &str {
+        match self {
+            Record::Measurement(m) => &m.started_at,
+            Record::Group(g) => &g.started_at,
+            Record::Staggered(s) => &s.started_at,
+        }
+    }
+
+    /// Passed every quality gate and carries no error: the record a resume or a merge keeps.
+    pub fn is_good(&self) -> bool {
+        match self {
+            Record::Measurement(m) => m.quality_ok && m.error.is_none(),
+            Record::Group(g) => g.error.is_none() && g.requests_failed == 0,
+            Record::Staggered(s) => s.quality_ok && s.error.is_none(),
+        }
+    }
+
+    pub fn record_type(&self) -> &'static str {
+        match self {
+            Record::Measurement(_) => "measurement",
+            Record::Group(_) => "group",
+            Record::Staggered(_) => "staggered",
+        }
+    }
+}
+
+/// One request as the client saw it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Measurement {
+    pub schema_version: u32,
+    pub run_id: String,
+    #[serde(flatten)]
+    pub cell: CellKey,
+    /// Position inside a concurrent batch (0 for batch size 1).
+    pub request_index: u32,
+    /// Ties the requests of one concurrent batch to their group record.
+    pub group_id: Option<String>,
+    /// Wall-clock time the request was sent (RFC 3339, UTC).
+    pub started_at: String,
+    /// The unique prefix that keeps prefix caches from serving a cold prompt.
+    pub nonce: String,
+    /// Time from the planned release of the request to the moment it was handed to the socket
+    /// (client-side queueing; near zero unless the harness is the bottleneck).
+    pub send_lag_ms: Option<f64>,
+    /// Response headers received.
+    pub first_byte_ms: Option<f64>,
+    /// First SSE event of any kind (role-only chunks included). Null when not streaming.
+    pub first_event_ms: Option<f64>,
+    /// First delta with non-empty content or reasoning. Null when not streaming.
+    pub ttft_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    /// Arrival of every content/reasoning delta, ms since send (raw samples for later statistics).
+    pub token_offsets_ms: Vec<f64>,
+    /// Prompt tokens as the server reported them (usage); null when the server gave no usage.
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    /// Prompt tokens the harness expected the server to see (nominal context for cold/warm).
+    pub expected_input_tokens: Option<u64>,
+    /// Number of content/reasoning deltas received (a delta may hold several tokens).
+    pub delta_count: u64,
+    /// (output_tokens - 1) / ((e2e_ms - ttft_ms) / 1000); null without usage or without a TTFT.
+    pub decode_tps: Option<f64>,
+    /// input_tokens / (ttft_ms / 1000).
+    pub prefill_tps: Option<f64>,
+    pub max_tokens: u32,
+    pub finish_reason: Option<String>,
+    /// The first 500 characters of the output (content, with reasoning first when present).
+    pub output_sample: String,
+    /// Warm only: time of the explicit reload call (e.g. llama.cpp slot restore), also inside ttft_ms.
+    pub reload_ms: Option<f64>,
+    /// Hot only: the unmeasured turns that built the conversation.
+    pub turns: Vec<TurnSummary>,
+    /// What the server said about its cache for this request.
+    pub cache_evidence: Option<CacheEvidence>,
+    /// Whether the evidence matches the claimed cache state; null when the server gives none.
+    pub cache_state_confirmed: Option<bool>,
+    /// llama.cpp's `timings` object, verbatim, when present.
+    pub server_timings: Option<serde_json::Value>,
+    pub quality_ok: bool,
+    pub quality_flags: Vec<QualityFlag>,
+    pub thermal: Option<ThermalRecord>,
+    pub physics: Option<PhysicsRecord>,
+    pub error: Option<ErrorInfo>,
+}
+
+/// An unmeasured turn of a hot conversation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnSummary {
+    pub turn: u32,
+    pub ttft_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub error: Option<ErrorInfo>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CacheEvidence {
+    /// Where the numbers came from: "usage.prompt_tokens_details", "timings", "anthropic.usage", ...
+    pub source: String,
+    /// Prompt tokens served from a cache.
+    pub cached_tokens: Option<u64>,
+    /// Prompt tokens the server had to compute.
+    pub prompt_evaluated_tokens: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct QualityFlag {
+    /// Stable snake_case code, e.g. "usage_missing".
+    pub flag: String,
+    /// A short human explanation with the numbers.
+    pub reason: String,
+    /// Whether this flag makes quality_ok false.
+    pub fails_gate: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ThermalRecord {
+    /// "probe", "fixed" or "off".
+    pub policy: String,
+    pub baseline_tps: Option<f64>,
+    pub probe_tps: Vec<f64>,
+    pub cooldown_s: f64,
+    pub recovered: bool,
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PhysicsRecord {
+    pub decode_ceiling_tps: Option<f64>,
+    pub decode_fraction: Option<f64>,
+    pub prefill_ceiling_tps: Option<f64>,
+    pub prefill_fraction: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// TCP connect failed (server down, crashed, wrong port).
+    Connect,
+    /// `--request-timeout` elapsed.
+    Timeout,
+    /// Non-2xx HTTP status.
+    HttpStatus,
+    /// A 2xx stream that carried an `{"error": ...}` object.
+    StreamError,
+    /// The stream ended without its terminator (`[DONE]` / `message_stop`).
+    StreamTruncated,
+    /// The body could not be understood (bad JSON, wrong shape).
+    Protocol,
+    /// The prompt could not be sized to the nominal context.
+    PromptSize,
+    /// A preset action (reset, evict, reload, delete) failed.
+    PresetAction,
+    /// Anything else the transport reported.
+    Transport,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorInfo {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub http_status: Option<u16>,
+}
+
+impl ErrorInfo {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ErrorInfo { kind, message: message.into(), http_status: None }
+    }
+}
+
+/// The summary of one concurrent batch; its requests are Measurement records with the same group_id.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct GroupRecord {
+    pub schema_version: u32,
+    pub run_id: String,
+    #[serde(flatten)]
+    pub cell: CellKey,
+    pub group_id: String,
+    pub started_at: String,
+    /// From the release of the batch to the end of its last response.
+    pub wall_ms: f64,
+    /// Sum of output tokens over wall time.
+    pub system_tps: Option<f64>,
+    /// Mean of the requests' decode rates.
+    pub per_request_tps: Option<f64>,
+    pub avg_ttft_ms: Option<f64>,
+    pub avg_e2e_ms: Option<f64>,
+    pub total_output_tokens: u64,
+    pub requests_ok: u32,
+    pub requests_failed: u32,
+    pub error: Option<ErrorInfo>,
+}
+
+/// One staggered pair: user A at t0, user B later.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StaggeredRecord {
+    pub schema_version: u32,
+    pub run_id: String,
+    #[serde(flatten)]
+    pub cell: CellKey,
+    pub started_at: String,
+    /// Planned delay of B after A (batched); null for sequential.
+    pub stagger_delay_ms: Option<f64>,
+    pub user_a_ttft_ms: Option<f64>,
+    pub user_a_e2e_ms: Option<f64>,
+    pub user_b_ttft_ms: Option<f64>,
+    pub user_b_e2e_ms: Option<f64>,
+    /// When B was actually sent, ms after A was sent.
+    pub user_b_arrival_ms: Option<f64>,
+    /// B's first token, ms after A was sent: the wait user B really sees measured from the wall start.
+    pub user_b_ttft_from_wall_start_ms: Option<f64>,
+    pub total_wall_ms: Option<f64>,
+    pub user_a_output_tokens: Option<u64>,
+    pub user_b_output_tokens: Option<u64>,
+    pub user_a_token_offsets_ms: Vec<f64>,
+    pub user_b_token_offsets_ms: Vec<f64>,
+    pub system_tps: Option<f64>,
+    pub quality_ok: bool,
+    pub quality_flags: Vec<QualityFlag>,
+    pub thermal: Option<ThermalRecord>,
+    pub error: Option<ErrorInfo>,
+}
+
+/// decode_tps = (output_tokens - 1) / ((e2e_ms - ttft_ms) / 1000). The first token's time belongs
+/// to prefill, so it is excluded; null when the interval or the count cannot support a rate.
+pub fn decode_tps(output_tokens: Option<u64>, ttft_ms: Option<f64>, e2e_ms: Option<f64>) -> Option<f64> {
+    let (out, ttft, e2e) = (output_tokens?, ttft_ms?, e2e_ms?);
+    let decode_ms = e2e - ttft;
+    if out < 2 || decode_ms <= 0.0 {
+        return None;
+    }
+    Some((out - 1) as f64 / (decode_ms / 1000.0))
+}
+
+/// prefill_tps = input_tokens / (ttft_ms / 1000).
+pub fn prefill_tps(input_tokens: Option<u64>, ttft_ms: Option<f64>) -> Option<f64> {
+    let (input, ttft) = (input_tokens?, ttft_ms?);
+    if input == 0 || ttft <= 0.0 {
+        return None;
+    }
+    Some(input as f64 / (ttft / 1000.0))
+}
+
+/// The first `OUTPUT_SAMPLE_CHARS` characters (not bytes: never split a UTF-8 sequence).
+pub fn output_sample(text: &str) -> String {
+    text.chars().take(OUTPUT_SAMPLE_CHARS).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Measurement {
+        Measurement {
+            schema_version: SCHEMA_VERSION,
+            run_id: "r1".into(),
+            cell: CellKey {
+                model: "m".into(),
+                scenario: Scenario::Cold,
+                cache_state: CacheState::Cold,
+                mode: Mode::NonStreaming,
+                context_tokens: 1024,
+                batch_size: 1,
+                run: 2,
+            },
+            ttft_ms: None,
+            e2e_ms: Some(812.5),
+            token_offsets_ms: vec![1.0, 2.5],
+            input_tokens: Some(1024),
+            quality_flags: vec![QualityFlag { flag: "x".into(), reason: "y".into(), fails_gate: false }],
+            error: Some(ErrorInfo::new(ErrorKind::Timeout, "slow")),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn record_round_trips_through_json_with_flat_cell_fields() {
+        let rec = Record::Measurement(Box::new(sample()));
+        let line = serde_json::to_string(&rec).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["record_type"], "measurement");
+        assert_eq!(value["mode"], "non-streaming");
+        assert_eq!(value["context_tokens"], 1024);
+        assert!(value["ttft_ms"].is_null(), "non-streaming TTFT must be null, not absent or 0");
+        assert_eq!(value["error"]["kind"], "timeout");
+        let back: Record = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, rec);
+    }
+
+    #[test]
+    fn decode_rate_excludes_the_first_token() {
+        // 65 tokens, first at 100 ms, last at 1100 ms: 64 intervals in one second.
+        assert_eq!(decode_tps(Some(65), Some(100.0), Some(1100.0)), Some(64.0));
+        assert_eq!(decode_tps(Some(1), Some(100.0), Some(1100.0)), None);
+        assert_eq!(decode_tps(Some(65), Some(100.0), Some(100.0)), None);
+        assert_eq!(decode_tps(None, Some(100.0), Some(1100.0)), None);
+        assert_eq!(decode_tps(Some(65), None, Some(1100.0)), None);
+    }
+
+    #[test]
+    fn prefill_rate_is_input_over_ttft() {
+        assert_eq!(prefill_tps(Some(4096), Some(2048.0)), Some(2000.0));
+        assert_eq!(prefill_tps(Some(0), Some(2048.0)), None);
+        assert_eq!(prefill_tps(Some(10), Some(0.0)), None);
+    }
+
+    #[test]
+    fn output_sample_cuts_on_characters() {
+        let long = "é".repeat(600);
+        assert_eq!(output_sample(&long).chars().count(), OUTPUT_SAMPLE_CHARS);
+    }
+}
