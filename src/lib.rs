@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod config;
 pub mod exit;
+pub mod load;
 pub mod merge;
 pub mod meta;
 pub mod plan;
