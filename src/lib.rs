@@ -4,14 +4,22 @@
 //! -> record -> store; merge / verify / report only read records.
 
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod exit;
 pub mod load;
 pub mod merge;
 pub mod meta;
 pub mod plan;
+pub mod preset;
+pub mod progress;
+pub mod prompt;
+pub mod quality;
 pub mod record;
 pub mod report;
+pub mod runner;
+pub mod server;
 pub mod spec;
 pub mod store;
+pub mod thermal;
 pub mod verify;

@@ -213,6 +213,8 @@ pub struct Measurement {
     pub cache_state_confirmed: Option<bool>,
     /// llama.cpp's `timings` object, verbatim, when present.
     pub server_timings: Option<serde_json::Value>,
+    /// What the preset's stats endpoint said after the measurement (e.g. agent-memory cache pool).
+    pub server_stats: Option<serde_json::Value>,
     pub quality_ok: bool,
     pub quality_flags: Vec<QualityFlag>,
     pub thermal: Option<ThermalRecord>,
@@ -291,6 +293,8 @@ pub enum ErrorKind {
     PromptSize,
     /// A preset action (reset, evict, reload, delete) failed.
     PresetAction,
+    /// The preset cannot produce this cache state honestly (e.g. warm without an evict action).
+    Unsupported,
     /// Anything else the transport reported.
     Transport,
 }

@@ -1,0 +1,258 @@
+//! Exact prompt sizes. The origin benchmark cut `target x 4` characters and its prompts came out
+//! 25% short; ours land within 1% of nominal, chat template included, or the cell fails.
+//!
+//! Two ways to count, chosen once per sweep:
+//! - the server's tokenizer (`POST /tokenize`: llama.cpp, vLLM): the template overhead is measured
+//!   once (usage.prompt_tokens of a `max_tokens: 1` request minus the tokenized user text), then
+//!   every prompt is sized by tokenizing candidates;
+//! - calibration only: two `max_tokens: 1` requests of different lengths give tokens per word and
+//!   the template overhead as a line; prompts are sized from it, and each measurement's reported
+//!   input_tokens is checked afterwards (quality flag input_tokens_mismatch).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Nonces, Prompt, document};
+use crate::client::{ChatRequest, Client, Message};
+use crate::server;
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Allowed distance from nominal: 1%, but never less than 2 tokens (a word is 1-3 tokens).
+pub fn tolerance_tokens(nominal: u32) -> u64 {
+    ((nominal as f64 * 0.01).floor() as u64).max(2)
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Counter {
+    /// Server tokenizer; `overhead` = template tokens around the user text.
+    Tokenizer { overhead: i64 },
+    /// prompt_tokens ~= intercept + per_word x words.
+    Line { intercept: f64, per_word: f64 },
+}
+
+pub struct Sizer {
+    counter: Counter,
+    model: String,
+    /// Last word count that hit each (seed, nominal): later prompts start their search there.
+    found: Mutex<HashMap<(u64, u32), usize>>,
+}
+
+impl Sizer {
+    /// Measures how the server counts. Sends one or two tiny `max_tokens: 1` requests.
+    pub async fn calibrate(
+        client: &Client,
+        model: &str,
+        nonces: &Nonces,
+        seed: u64,
+    ) -> Result<Sizer, String> {
+        let probe = document(seed, &nonces.next(), 150);
+        let has_tokenizer = count_tokens(client, model, "Hello world").await.is_ok();
+        let reported = prompt_tokens(client, model, &probe).await?;
+        let counter = if has_tokenizer {
+            let user = count_tokens(client, model, &probe).await?;
+            Counter::Tokenizer { overhead: reported as i64 - user as i64 }
+        } else {
+            let long = document(seed, &nonces.next(), 650);
+            let reported_long = prompt_tokens(client, model, &long).await?;
+            let per_word = (reported_long as f64 - reported as f64) / 500.0;
+            if per_word <= 0.0 {
+                return Err(format!(
+                    "prompt sizing: the server reported {reported} prompt tokens for 150 words and \
+                     {reported_long} for 650; its usage numbers cannot size prompts"
+                ));
+            }
+            Counter::Line { intercept: reported as f64 - per_word * 150.0, per_word }
+        };
+        Ok(Sizer { counter, model: model.to_string(), found: Mutex::new(HashMap::new()) })
+    }
+
+    /// What run.json records about sizing.
+    pub fn describe(&self) -> Value {
+        match &self.counter {
+            Counter::Tokenizer { overhead } => json!({
+                "method": "server tokenizer (POST /tokenize) + measured chat-template overhead",
+                "template_overhead_tokens": overhead,
+            }),
+            Counter::Line { intercept, per_word } => json!({
+                "method": "calibrated from usage.prompt_tokens of two max_tokens=1 requests",
+                "intercept_tokens": intercept,
+                "tokens_per_word": per_word,
+            }),
+        }
+    }
+
+    /// Builds a prompt of `nominal` tokens (chat template included) starting with `nonce`.
+    pub async fn build(
+        &self,
+        client: &Client,
+        nominal: u32,
+        seed: u64,
+        nonce: String,
+    ) -> Result<Prompt, String> {
+        let tolerance = tolerance_tokens(nominal);
+        match &self.counter {
+            Counter::Line { intercept, per_word } => {
+                let words = ((nominal as f64 - intercept) / per_word).round();
+                if words < 0.0 {
+                    return Err(too_small(nominal, *intercept as i64));
+                }
+                let words = words as usize;
+                Ok(Prompt {
+                    text: document(seed, &nonce, words),
+                    nonce,
+                    expected_input_tokens: nominal as u64,
+                    words,
+                })
+            }
+            Counter::Tokenizer { overhead } => {
+                let target = nominal as i64 - overhead;
+                let count = |words: usize| {
+                    let text = document(seed, &nonce, words);
+                    async move { count_tokens(client, &self.model, &text).await.map(|t| t as i64) }
+                };
+                let empty = count(0).await?;
+                if target < empty {
+                    return Err(too_small(nominal, overhead + empty));
+                }
+                let start = self.found.lock().ok().and_then(|f| f.get(&(seed, nominal)).copied());
+                let words =
+                    search(start.unwrap_or(((target - empty) as f64 / 1.3) as usize), target, count).await?;
+                let actual = count(words).await? + overhead;
+                let miss = (actual - nominal as i64).unsigned_abs();
+                if miss > tolerance {
+                    return Err(format!(
+                        "prompt sizing: closest prompt to {nominal} tokens has {actual} (off by {miss}, \
+                         more than the {tolerance} allowed)"
+                    ));
+                }
+                if let Ok(mut f) = self.found.lock() {
+                    f.insert((seed, nominal), words);
+                }
+                Ok(Prompt {
+                    text: document(seed, &nonce, words),
+                    nonce,
+                    expected_input_tokens: actual as u64,
+                    words,
+                })
+            }
+        }
+    }
+}
+
+fn too_small(nominal: u32, fixed: i64) -> String {
+    format!(
+        "prompt sizing: a context of {nominal} tokens is too small: the chat template, nonce and question \
+         alone take {fixed} tokens"
+    )
+}
+
+/// Finds the word count whose token count is closest to `target` (ties: the shorter one).
+/// Token count grows monotonically with words (prefixes are stable), so a secant step followed by
+/// a walk of single words converges in a few calls.
+async fn search<F, Fut>(start: usize, target: i64, count: F) -> Result<usize, String>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<i64, String>>,
+{
+    let mut words = start.max(1);
+    let mut tokens = count(words).await?;
+    for _ in 0..6 {
+        if tokens == target {
+            return Ok(words);
+        }
+        let rate = (tokens as f64 / words as f64).max(0.1);
+        let step = ((target - tokens) as f64 / rate).round() as i64;
+        if step.abs() <= 2 {
+            break;
+        }
+        words = (words as i64 + step).max(0) as usize;
+        tokens = count(words).await?;
+    }
+    // Walk one word at a time to the crossing point.
+    let dir: i64 = if tokens < target { 1 } else { -1 };
+    let mut best = (words, (tokens - target).abs());
+    for _ in 0..64 {
+        if (dir > 0 && tokens >= target) || (dir < 0 && tokens <= target) || (dir < 0 && words == 0) {
+            break;
+        }
+        words = (words as i64 + dir) as usize;
+        tokens = count(words).await?;
+        let miss = (tokens - target).abs();
+        if miss < best.1 || (miss == best.1 && words < best.0) {
+            best = (words, miss);
+        }
+    }
+    Ok(best.0)
+}
+
+/// Token count of `text` by the server's tokenizer. Accepts llama.cpp (`{"tokens": [...]}`) and
+/// vLLM (`{"count": n, "tokens": [...]}`) answers.
+async fn count_tokens(client: &Client, model: &str, text: &str) -> Result<u64, String> {
+    let body = json!({"content": text, "prompt": text, "model": model, "add_special": false});
+    let answer = server::post_json(client, "/tokenize", &body, CALL_TIMEOUT)
+        .await
+        .map_err(|e| format!("prompt sizing: {e}"))?;
+    answer
+        .get("count")
+        .and_then(Value::as_u64)
+        .or_else(|| answer.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64))
+        .ok_or_else(|| format!("prompt sizing: /tokenize answered without tokens: {answer}"))
+}
+
+/// usage.prompt_tokens of a non-streaming `max_tokens: 1` request.
+async fn prompt_tokens(client: &Client, model: &str, text: &str) -> Result<u64, String> {
+    let req = ChatRequest {
+        model: model.to_string(),
+        messages: vec![Message::new("user", text)],
+        max_tokens: 1,
+        stream: false,
+        ..Default::default()
+    };
+    let prepared = client.prepare(&req).map_err(|e| format!("prompt sizing: {e}"))?;
+    let ex = client.send(prepared).await;
+    if let Some(err) = ex.error {
+        return Err(format!("prompt sizing: calibration request failed: {}", err.message));
+    }
+    ex.usage.input_tokens.ok_or_else(|| {
+        "prompt sizing: the server reported no usage.prompt_tokens, so prompt sizes cannot be checked; \
+         enable usage reporting on the server"
+            .to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A fake tokenizer: 3 tokens of fixed text, then 1.37 tokens a word, rounded down.
+    fn fake(words: usize) -> i64 {
+        3 + (words as f64 * 1.37) as i64
+    }
+
+    #[tokio::test]
+    async fn search_finds_the_closest_word_count() {
+        for target in [10i64, 700, 1021, 4093, 32000] {
+            let calls = Cell::new(0);
+            let words = search(target as usize / 2, target, |w| {
+                calls.set(calls.get() + 1);
+                async move { Ok(fake(w)) }
+            })
+            .await
+            .unwrap();
+            assert!((fake(words) - target).abs() <= 1, "target {target}: {words} words -> {}", fake(words));
+            assert!(calls.get() <= 20, "target {target}: {} calls", calls.get());
+        }
+    }
+
+    #[test]
+    fn tolerance_is_one_percent_with_a_floor() {
+        assert_eq!(tolerance_tokens(32768), 327);
+        assert_eq!(tolerance_tokens(1024), 10);
+        assert_eq!(tolerance_tokens(64), 2);
+    }
+}

@@ -1,0 +1,158 @@
+//! Several requests in flight at once: a concurrent batch released together, and the staggered
+//! pair (user B arrives while user A runs, and its sequential twin).
+
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+use crate::record::{
+    CellKey, ErrorInfo, ErrorKind, GroupRecord, Measurement, Record, SCHEMA_VERSION, Scenario,
+    StaggeredRecord,
+};
+
+use super::Ctx;
+use super::measure::{self, Fired};
+
+/// B sessions prepared one by one (priming included), then their measured requests released
+/// together. Returns B measurement records and the group record.
+pub async fn concurrent(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
+    let group_id = format!("{}-{}", ctx.run_id, ctx.nonces.next());
+    let mut ready = Vec::new();
+    let mut records = Vec::new();
+    for i in 0..cell.batch_size {
+        match measure::prepare(ctx, cell, i).await {
+            Ok(r) => ready.push(r),
+            Err(m) => records.push(*m),
+        }
+    }
+    // All requests are built before the release; each one's send lag says how late it left.
+    let release = Instant::now();
+    let fired: Vec<Fired> = join_all(ready.iter().map(|r| measure::fire(ctx, r))).await;
+    let mut measured = Vec::new();
+    for (r, f) in ready.into_iter().zip(fired) {
+        measured.push(measure::finish(ctx, r, f, Some(release)).await);
+    }
+    records.extend(measured);
+    records.sort_by_key(|m| m.request_index);
+    let group = group_record(ctx, cell, &group_id, &records, release);
+    let mut out: Vec<Record> = records
+        .into_iter()
+        .map(|mut m| {
+            m.group_id = Some(group_id.clone());
+            Record::Measurement(Box::new(m))
+        })
+        .collect();
+    out.push(Record::Group(Box::new(group)));
+    out
+}
+
+fn group_record(
+    ctx: &Ctx,
+    cell: &CellKey,
+    group_id: &str,
+    records: &[Measurement],
+    release: Instant,
+) -> GroupRecord {
+    let ok: Vec<&Measurement> = records.iter().filter(|m| m.error.is_none()).collect();
+    // Each request's end, measured from the release: its send lag plus its own E2E.
+    let ends: Vec<f64> = ok.iter().filter_map(|m| Some(m.send_lag_ms.unwrap_or(0.0) + m.e2e_ms?)).collect();
+    let wall_ms = ends.iter().copied().fold(0.0, f64::max);
+    let total_output_tokens: u64 = ok.iter().filter_map(|m| m.output_tokens).sum();
+    let mean =
+        |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+    let failed = (records.len() - ok.len()) as u32;
+    GroupRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: ctx.run_id.clone(),
+        cell: cell.clone(),
+        group_id: group_id.to_string(),
+        started_at: records.first().map(|m| m.started_at.clone()).unwrap_or_else(crate::meta::now_rfc3339),
+        wall_ms: if wall_ms > 0.0 { wall_ms } else { release.elapsed().as_secs_f64() * 1000.0 },
+        system_tps: (wall_ms > 0.0 && total_output_tokens > 0)
+            .then(|| total_output_tokens as f64 / (wall_ms / 1000.0)),
+        per_request_tps: mean(ok.iter().filter_map(|m| m.decode_tps).collect()),
+        avg_ttft_ms: mean(ok.iter().filter_map(|m| m.ttft_ms).collect()),
+        avg_e2e_ms: mean(ok.iter().filter_map(|m| m.e2e_ms).collect()),
+        total_output_tokens,
+        requests_ok: ok.len() as u32,
+        requests_failed: failed,
+        error: (failed > 0).then(|| {
+            ErrorInfo::new(ErrorKind::Transport, format!("{failed} of {} requests failed", records.len()))
+        }),
+    }
+}
+
+/// User A at t0; user B at t0 + delay (batched) or when A has finished (sequential).
+pub async fn staggered(ctx: &Ctx, cell: &CellKey) -> Record {
+    let delay = ctx.config.staggered.as_ref().map_or(2000.0, |s| s.delay_ms);
+    let mut rec = StaggeredRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: ctx.run_id.clone(),
+        cell: cell.clone(),
+        started_at: crate::meta::now_rfc3339(),
+        stagger_delay_ms: (cell.scenario == Scenario::StaggeredBatched).then_some(delay),
+        ..Default::default()
+    };
+    let (a, b) = match (measure::prepare(ctx, cell, 0).await, measure::prepare(ctx, cell, 1).await) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(m), _) | (_, Err(m)) => {
+            rec.error = m.error.clone();
+            return Record::Staggered(Box::new(rec));
+        }
+    };
+    let (fired_a, fired_b) = if cell.scenario == Scenario::StaggeredBatched {
+        let b_due = tokio::time::Instant::now() + Duration::from_secs_f64(delay / 1000.0);
+        let later_b = async {
+            tokio::time::sleep_until(b_due).await;
+            measure::fire(ctx, &b).await
+        };
+        tokio::join!(measure::fire(ctx, &a), later_b)
+    } else {
+        let fa = measure::fire(ctx, &a).await;
+        let fb = measure::fire(ctx, &b).await;
+        (fa, fb)
+    };
+    let a_start = fired_a.window_start;
+    let arrival_ms = fired_b.window_start.saturating_duration_since(a_start).as_secs_f64() * 1000.0;
+    let ma = measure::finish(ctx, a, fired_a, None).await;
+    let mb = measure::finish(ctx, b, fired_b, None).await;
+    fill_staggered(&mut rec, &ma, &mb, arrival_ms);
+    Record::Staggered(Box::new(rec))
+}
+
+/// The pair's numbers, all from the two requests' own measurements.
+pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measurement, arrival_ms: f64) {
+    rec.started_at = a.started_at.clone();
+    rec.user_a_ttft_ms = a.ttft_ms;
+    rec.user_a_e2e_ms = a.e2e_ms;
+    rec.user_b_ttft_ms = b.ttft_ms;
+    rec.user_b_e2e_ms = b.e2e_ms;
+    rec.user_b_arrival_ms = Some(arrival_ms);
+    rec.user_b_ttft_from_wall_start_ms = b.ttft_ms.map(|t| arrival_ms + t);
+    rec.total_wall_ms = match (a.e2e_ms, b.e2e_ms) {
+        (Some(ae), Some(be)) => Some(ae.max(arrival_ms + be)),
+        _ => None,
+    };
+    rec.user_a_output_tokens = a.output_tokens;
+    rec.user_b_output_tokens = b.output_tokens;
+    rec.user_a_token_offsets_ms = a.token_offsets_ms.clone();
+    rec.user_b_token_offsets_ms = b.token_offsets_ms.clone();
+    rec.system_tps = match (a.output_tokens, b.output_tokens, rec.total_wall_ms) {
+        (Some(x), Some(y), Some(w)) if w > 0.0 => Some((x + y) as f64 / (w / 1000.0)),
+        _ => None,
+    };
+    rec.quality_flags = a
+        .quality_flags
+        .iter()
+        .map(|f| tag(f, "user_a"))
+        .chain(b.quality_flags.iter().map(|f| tag(f, "user_b")))
+        .collect();
+    rec.quality_ok = a.quality_ok && b.quality_ok;
+    rec.error = a.error.clone().or_else(|| b.error.clone());
+}
+
+fn tag(flag: &crate::record::QualityFlag, user: &str) -> crate::record::QualityFlag {
+    let mut f = flag.clone();
+    f.reason = format!("{user}: {}", f.reason);
+    f
+}

@@ -1,0 +1,263 @@
+//! One measured request in three phases, so that batches can prepare every session first and
+//! release the measured requests together:
+//! - `prepare`: size the prompt, put the session in the claimed cache state (reset / prime + evict /
+//!   turns 1-2), build the request — nothing here is timed;
+//! - `fire`: (reload +) send, timed;
+//! - `finish`: clean up the session and turn the exchange into a record.
+
+use std::time::Instant;
+
+use crate::client::{ChatRequest, Exchange, Message};
+use crate::preset::Session;
+use crate::record::{
+    self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, SCHEMA_VERSION,
+    TurnSummary,
+};
+
+use super::Ctx;
+
+/// The follow-up of a hot conversation (the origin benchmark's text).
+pub const FOLLOW_UP: &str = "Continue explaining in more detail.";
+/// The assistant turn placed before turn 3 (as in the origin benchmark).
+pub const TURN_3_ASSISTANT: &str = "Understood.";
+
+/// A session ready for its measured request.
+pub struct Ready {
+    pub cell: CellKey,
+    pub request_index: u32,
+    pub session: Session,
+    pub nonce: String,
+    pub expected_input_tokens: Option<u64>,
+    pub request: ChatRequest,
+    /// Warm with an explicit reload: run the preset's reload steps inside the timed window.
+    pub reload: bool,
+    pub turns: Vec<TurnSummary>,
+}
+
+/// Result of `fire`: the exchange with offsets measured from the start of the timed window.
+pub struct Fired {
+    pub exchange: Exchange,
+    /// When the timed window opened (reload start for warm, send for the rest).
+    pub window_start: Instant,
+    pub reload_ms: Option<f64>,
+    /// A reload failure: the request was not sent.
+    pub error: Option<ErrorInfo>,
+}
+
+pub async fn prepare(ctx: &Ctx, cell: &CellKey, request_index: u32) -> Result<Ready, Box<Measurement>> {
+    let session = ctx.new_session(request_index);
+    let nonce = ctx.nonces.next();
+    let seed = crate::prompt::text::mix(&[ctx.config.seed, cell.context_tokens as u64, request_index as u64]);
+    let fail = |kind: ErrorKind, message: String, nonce: &str, turns: Vec<TurnSummary>| {
+        let mut m = blank(ctx, cell, request_index, nonce);
+        m.turns = turns;
+        m.error = Some(ErrorInfo::new(kind, message));
+        Box::new(m)
+    };
+    if cell.cache_state == CacheState::Warm && !ctx.preset.supports_warm() {
+        let message = format!(
+            "preset {} has no evict action, so a warm cache cannot be produced honestly; \
+             use a preset that can evict to disk (llama.cpp, agent-memory) or a preset file",
+            ctx.preset.name
+        );
+        return Err(fail(ErrorKind::Unsupported, message, &nonce, vec![]));
+    }
+    let prompt = ctx
+        .sizer
+        .build(&ctx.client, cell.context_tokens, seed, nonce.clone())
+        .await
+        .map_err(|e| fail(ErrorKind::PromptSize, e, &nonce, vec![]))?;
+    let mut request = ChatRequest {
+        model: ctx.model.clone(),
+        messages: vec![Message::new("user", prompt.text.clone())],
+        max_tokens: ctx.config.output_tokens,
+        stream: false,
+        ..Default::default()
+    };
+    ctx.preset.bind(&mut request, &session).map_err(|e| fail(ErrorKind::PresetAction, e, &nonce, vec![]))?;
+    let action = |steps, what: &'static str| {
+        let session = &session;
+        async move { ctx.preset.run(&ctx.client, steps, session).await.map_err(|e| format!("{what}: {e}")) }
+    };
+    // Every scenario starts from nothing cached for this session.
+    action(&ctx.preset.reset, "reset").await.map_err(|e| fail(ErrorKind::PresetAction, e, &nonce, vec![]))?;
+
+    let mut turns = Vec::new();
+    let mut reload = false;
+    let mut expected = Some(prompt.expected_input_tokens);
+    match cell.cache_state {
+        CacheState::Cold => {}
+        CacheState::Warm => {
+            let primed = ctx.send(&request).await;
+            if let Some(err) = primed.error {
+                return Err(fail(
+                    err.kind,
+                    format!("warm priming request failed: {}", err.message),
+                    &nonce,
+                    turns,
+                ));
+            }
+            action(&ctx.preset.evict, "evict")
+                .await
+                .map_err(|e| fail(ErrorKind::PresetAction, e, &nonce, vec![]))?;
+            reload = !ctx.preset.reload.is_empty();
+        }
+        CacheState::Hot => {
+            let first = ctx.send(&request).await;
+            turns.push(turn_summary(1, &first));
+            if let Some(err) = first.error {
+                return Err(fail(err.kind, format!("hot turn 1 failed: {}", err.message), &nonce, turns));
+            }
+            request.messages.push(Message::new("assistant", first.content.clone()));
+            request.messages.push(Message::new("user", FOLLOW_UP));
+            let second = ctx.send(&request).await;
+            turns.push(turn_summary(2, &second));
+            if let Some(err) = second.error {
+                return Err(fail(err.kind, format!("hot turn 2 failed: {}", err.message), &nonce, turns));
+            }
+            request.messages.push(Message::new("assistant", TURN_3_ASSISTANT));
+            request.messages.push(Message::new("user", FOLLOW_UP));
+            // Turn 3's size depends on the model's turn-1 text; the nominal check applies to turn 1.
+            expected = None;
+        }
+    }
+    request.stream = cell.mode == Mode::Streaming;
+    Ok(Ready {
+        cell: cell.clone(),
+        request_index,
+        session,
+        nonce: prompt.nonce,
+        expected_input_tokens: expected,
+        request,
+        reload,
+        turns,
+    })
+}
+
+/// Runs the timed part. The request is serialized before the window opens.
+pub async fn fire(ctx: &Ctx, ready: &Ready) -> Fired {
+    let prepared = match ctx.client.prepare(&ready.request) {
+        Ok(p) => p,
+        Err(e) => {
+            return Fired {
+                exchange: Exchange::default(),
+                window_start: Instant::now(),
+                reload_ms: None,
+                error: Some(ErrorInfo::new(ErrorKind::Protocol, format!("cannot build request: {e}"))),
+            };
+        }
+    };
+    let window_start = Instant::now();
+    let mut reload_ms = None;
+    if ready.reload {
+        match ctx.preset.run(&ctx.client, &ctx.preset.reload, &ready.session).await {
+            Ok(took) => reload_ms = Some(took.as_secs_f64() * 1000.0),
+            Err(e) => {
+                return Fired {
+                    exchange: Exchange::default(),
+                    window_start,
+                    reload_ms: None,
+                    error: Some(ErrorInfo::new(ErrorKind::PresetAction, format!("reload: {e}"))),
+                };
+            }
+        }
+    }
+    let exchange = ctx.client.send(prepared).await;
+    Fired { exchange, window_start, reload_ms, error: None }
+}
+
+/// Cleans the session up and builds the record. `release` is when the request was due (batches).
+pub async fn finish(ctx: &Ctx, ready: Ready, fired: Fired, release: Option<Instant>) -> Measurement {
+    let cleanup = ctx.preset.run(&ctx.client, &ctx.preset.cleanup, &ready.session).await;
+    let stats = ctx.preset.fetch_stats(&ctx.client, &ready.session).await;
+    let mut m = blank(ctx, &ready.cell, ready.request_index, &ready.nonce);
+    m.expected_input_tokens = ready.expected_input_tokens;
+    m.turns = ready.turns;
+    m.server_stats = stats;
+    m.max_tokens = ready.request.max_tokens;
+    if let Some(error) = fired.error {
+        m.error = Some(error);
+        return m;
+    }
+    let ex = fired.exchange;
+    // Offsets count from the opening of the timed window (so a warm reload is inside TTFT).
+    let shift = ex.start.map_or(0.0, |s| s.duration_since(fired.window_start).as_secs_f64() * 1000.0);
+    let add = |v: Option<f64>| v.map(|x| x + shift);
+    m.started_at = ex.started_at.clone();
+    m.send_lag_ms = release.map(|r| fired.window_start.saturating_duration_since(r).as_secs_f64() * 1000.0);
+    m.first_byte_ms = add(ex.first_byte_ms);
+    m.first_event_ms = add(ex.first_event_ms);
+    m.ttft_ms = add(ex.ttft_ms);
+    m.e2e_ms = add(ex.e2e_ms);
+    m.token_offsets_ms = ex.token_offsets_ms.iter().map(|t| t + shift).collect();
+    m.reload_ms = fired.reload_ms;
+    m.input_tokens = ex.usage.input_tokens;
+    m.output_tokens = ex.usage.output_tokens;
+    m.cached_tokens = ex.usage.cached_tokens;
+    m.delta_count = ex.delta_count;
+    m.decode_tps = record::decode_tps(m.output_tokens, m.ttft_ms, m.e2e_ms);
+    m.prefill_tps = record::prefill_tps(m.input_tokens, m.ttft_ms);
+    m.finish_reason = ex.finish_reason.clone();
+    let output = ex.full_output();
+    m.output_sample = record::output_sample(&output);
+    m.cache_evidence = evidence(&ex);
+    m.cache_state_confirmed = m
+        .cache_evidence
+        .as_ref()
+        .and_then(|e| crate::quality::confirm_cache_state(m.cell.cache_state, e, m.input_tokens));
+    m.server_timings = ex.server_timings.clone();
+    m.error = ex.error.clone();
+    if let (None, Err(e)) = (&m.error, cleanup) {
+        m.error = Some(ErrorInfo::new(ErrorKind::PresetAction, format!("cleanup: {e}")));
+    }
+    ctx.annotate(&mut m, &output);
+    m
+}
+
+/// A record with the identity fields filled and nothing measured.
+pub fn blank(ctx: &Ctx, cell: &CellKey, request_index: u32, nonce: &str) -> Measurement {
+    Measurement {
+        schema_version: SCHEMA_VERSION,
+        run_id: ctx.run_id.clone(),
+        cell: cell.clone(),
+        request_index,
+        started_at: crate::meta::now_rfc3339(),
+        nonce: nonce.to_string(),
+        max_tokens: ctx.config.output_tokens,
+        ..Default::default()
+    }
+}
+
+/// The server's word on what it had cached: llama.cpp timings first (they count exactly what was
+/// computed), then OpenAI/Anthropic usage.
+pub fn evidence(ex: &Exchange) -> Option<CacheEvidence> {
+    if let Some(t) = &ex.server_timings {
+        let cached = t.get("cache_n").and_then(|v| v.as_u64());
+        let evaluated = t.get("prompt_n").and_then(|v| v.as_u64());
+        if cached.is_some() || evaluated.is_some() {
+            return Some(CacheEvidence {
+                source: "timings".into(),
+                cached_tokens: cached,
+                prompt_evaluated_tokens: evaluated,
+            });
+        }
+    }
+    let cached = ex.usage.cached_tokens?;
+    Some(CacheEvidence {
+        source: "usage.cached_tokens".into(),
+        cached_tokens: Some(cached),
+        prompt_evaluated_tokens: ex.usage.input_tokens.map(|i| i.saturating_sub(cached)),
+    })
+}
+
+fn turn_summary(turn: u32, ex: &Exchange) -> TurnSummary {
+    TurnSummary {
+        turn,
+        ttft_ms: ex.ttft_ms,
+        e2e_ms: ex.e2e_ms,
+        input_tokens: ex.usage.input_tokens,
+        output_tokens: ex.usage.output_tokens,
+        cached_tokens: evidence(ex).and_then(|e| e.cached_tokens),
+        error: ex.error.clone(),
+    }
+}

@@ -1,0 +1,59 @@
+//! The real llama.cpp server, started through the project's one path (scripts/llama-server.sh).
+//!
+//! Skips (returns None with a printed reason) when the server is not built locally, unless
+//! TTFT_BENCH_REQUIRE_LLAMA=1 (set by .ci/run), which turns the skip into a failure.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+pub struct LlamaServer {
+    pub url: String,
+    state_dir: tempfile::TempDir,
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/llama-server.sh")
+}
+
+impl LlamaServer {
+    /// Starts a private server (own port, own state dir); `extra` goes to llama-server.
+    pub fn start(test: &str, extra: &[&str]) -> Option<LlamaServer> {
+        let available = Command::new("bash").arg(script()).arg("available").output().unwrap();
+        if !available.status.success() {
+            let why = String::from_utf8_lossy(&available.stderr).trim().to_string();
+            if std::env::var("TTFT_BENCH_REQUIRE_LLAMA").as_deref() == Ok("1") {
+                panic!("{test}: the real llama-server is required (TTFT_BENCH_REQUIRE_LLAMA=1) but: {why}");
+            }
+            eprintln!(
+                "SKIPPED {test}: real llama-server not available ({why}); `just server-build` builds it"
+            );
+            return None;
+        }
+        let state_dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new("bash");
+        cmd.arg(script()).arg("start").arg("--state-dir").arg(state_dir.path());
+        if !extra.is_empty() {
+            cmd.arg("--").args(extra);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{test}: llama-server did not start:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let url = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").trim().to_string();
+        assert!(url.starts_with("http://"), "{test}: no URL from the start script: {url:?}");
+        Some(LlamaServer { url, state_dir })
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script())
+            .arg("stop")
+            .arg("--state-dir")
+            .arg(self.state_dir.path())
+            .output();
+    }
+}

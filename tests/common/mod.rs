@@ -1,0 +1,40 @@
+//! Shared test helpers: the scripted server, the real llama-server, and reading results.
+
+#![allow(dead_code)]
+
+pub mod llama;
+pub mod scripted;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// Runs `bench` with `args`, returning the command's output.
+pub fn bench(args: &[&str]) -> std::process::Output {
+    assert_cmd::Command::cargo_bin("bench").unwrap().args(args).output().unwrap()
+}
+
+/// The single run directory under `out`.
+pub fn run_dir(out: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> =
+        std::fs::read_dir(out).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    assert_eq!(dirs.len(), 1, "expected one run directory in {}: {dirs:?}", out.display());
+    dirs[0].clone()
+}
+
+/// Every line of measurements.jsonl as JSON (panics on an invalid line: that is a test failure).
+pub fn records(run_dir: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(run_dir.join("measurements.jsonl")).unwrap();
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("line {}: {e}: {l}", i + 1)))
+        .collect()
+}
+
+pub fn measurements(run_dir: &Path) -> Vec<Value> {
+    records(run_dir).into_iter().filter(|r| r["record_type"] == "measurement").collect()
+}
+
+pub fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}

@@ -1,0 +1,317 @@
+//! A scripted OpenAI/llama.cpp-like server (axum, 127.0.0.1:0) for exact timings and faults.
+//!
+//! Tokens are whitespace-separated words; the chat template costs `TEMPLATE_TOKENS` per message.
+//! Slots remember the last prompt (word list) so `timings.cache_n` behaves like llama.cpp's:
+//! erase forgets, save/restore copy to and from named files. Every request is logged.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::stream::{self, StreamExt};
+use serde_json::{Value, json};
+
+pub const TEMPLATE_TOKENS: u64 = 7;
+
+/// What the chat endpoint does. One behaviour per server; tests pick it.
+#[derive(Clone, Debug)]
+pub struct Behaviour {
+    /// Delay before the first content token (prefill), per request.
+    pub first_token_ms: u64,
+    /// Delay between tokens.
+    pub token_ms: u64,
+    /// Send a role-only chunk (content null) right away, before the prefill delay.
+    pub role_chunk: bool,
+    /// Tokens per content chunk (multi-token chunks).
+    pub tokens_per_chunk: u32,
+    pub usage: bool,
+    pub fault: Fault,
+    /// Ignore max_tokens and produce this many tokens (the seed's 253 of 64).
+    pub force_output_tokens: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    None,
+    /// Respond with this status and body.
+    Status(u16, &'static str),
+    /// 200 stream that carries an error object after the first token.
+    ErrorInStream,
+    /// Stream ends after the tokens without usage and without [DONE].
+    Truncate,
+    /// Never answer (for timeouts).
+    Hang,
+    /// Keep-alive comments between events.
+    KeepAlive,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour {
+            first_token_ms: 50,
+            token_ms: 2,
+            role_chunk: true,
+            tokens_per_chunk: 1,
+            usage: true,
+            fault: Fault::None,
+            force_output_tokens: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Logged {
+    pub method: String,
+    pub path: String,
+    pub headers: HashMap<String, String>,
+    pub body: Value,
+    pub at: std::time::Instant,
+}
+
+#[derive(Default)]
+struct Slots {
+    live: HashMap<u64, Vec<String>>,
+    files: HashMap<String, Vec<String>>,
+}
+
+#[derive(Clone)]
+struct AppState {
+    behaviour: Arc<Mutex<Behaviour>>,
+    log: Arc<Mutex<Vec<Logged>>>,
+    slots: Arc<Mutex<Slots>>,
+}
+
+pub struct Scripted {
+    pub url: String,
+    behaviour: Arc<Mutex<Behaviour>>,
+    log: Arc<Mutex<Vec<Logged>>>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Scripted {
+    pub fn start(behaviour: Behaviour) -> Scripted {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let state = AppState {
+            behaviour: Arc::new(Mutex::new(behaviour)),
+            log: Arc::new(Mutex::new(Vec::new())),
+            slots: Arc::new(Mutex::new(Slots::default())),
+        };
+        let app = Router::new()
+            .route("/v1/models", get(models))
+            .route("/props", get(props))
+            .route("/tokenize", post(tokenize))
+            .route("/slots/{id}", post(slot_action))
+            .route("/v1/chat/completions", post(chat))
+            .with_state(state.clone());
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        runtime.spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Scripted {
+            url: format!("http://{addr}"),
+            behaviour: state.behaviour,
+            log: state.log,
+            _runtime: runtime,
+        }
+    }
+
+    pub fn set(&self, behaviour: Behaviour) {
+        *self.behaviour.lock().unwrap() = behaviour;
+    }
+
+    pub fn log(&self) -> Vec<Logged> {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn clear_log(&self) {
+        self.log.lock().unwrap().clear();
+    }
+}
+
+fn record(state: &AppState, method: &str, path: &str, headers: &HeaderMap, body: Value) {
+    let headers =
+        headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
+    state.log.lock().unwrap().push(Logged {
+        method: method.into(),
+        path: path.into(),
+        headers,
+        body,
+        at: std::time::Instant::now(),
+    });
+}
+
+async fn models(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    record(&s, "GET", "/v1/models", &headers, Value::Null);
+    axum::Json(json!({"object": "list", "data": [{"id": "scripted-model", "object": "model"}]}))
+}
+
+async fn props(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    record(&s, "GET", "/props", &headers, Value::Null);
+    axum::Json(json!({"total_slots": 2, "build_info": "scripted"}))
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+async fn tokenize(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> impl IntoResponse {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&s, "POST", "/tokenize", &headers, body.clone());
+    let n = words(body["content"].as_str().unwrap_or("")).len();
+    axum::Json(json!({"tokens": vec![1; n]}))
+}
+
+async fn slot_action(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let action = q.get("action").cloned().unwrap_or_default();
+    record(&s, "POST", &format!("/slots/{id}?action={action}"), &headers, body.clone());
+    let mut slots = s.slots.lock().unwrap();
+    let file = body["filename"].as_str().unwrap_or("").to_string();
+    match action.as_str() {
+        "erase" => {
+            slots.live.remove(&id);
+        }
+        "save" => {
+            let prompt = slots.live.get(&id).cloned().unwrap_or_default();
+            slots.files.insert(file, prompt);
+        }
+        "restore" => match slots.files.get(&file).cloned() {
+            Some(p) => {
+                slots.live.insert(id, p);
+            }
+            None => return (StatusCode::BAD_REQUEST, "no such file").into_response(),
+        },
+        _ => return (StatusCode::BAD_REQUEST, "bad action").into_response(),
+    }
+    axum::Json(json!({"id_slot": id})).into_response()
+}
+
+/// The prompt as a word list: every message's words plus the template tokens.
+fn prompt_words(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in body["messages"].as_array().cloned().unwrap_or_default() {
+        for _ in 0..TEMPLATE_TOKENS {
+            out.push(format!("<{}>", m["role"].as_str().unwrap_or("")));
+        }
+        out.extend(words(m["content"].as_str().unwrap_or("")));
+    }
+    out
+}
+
+async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&s, "POST", "/v1/chat/completions", &headers, body.clone());
+    let b = s.behaviour.lock().unwrap().clone();
+    // Faults (and other quirks) hit only measured-size requests, so prompt calibration (max_tokens 1) and the
+    // warm-up (8) get through and the sweep reaches its measurements.
+    let max_tokens = body["max_tokens"].as_u64().unwrap_or(16) as u32;
+    let b = if max_tokens < 20 {
+        Behaviour { first_token_ms: b.first_token_ms, token_ms: b.token_ms, ..Behaviour::default() }
+    } else {
+        b
+    };
+    match &b.fault {
+        Fault::Status(code, text) => {
+            return (StatusCode::from_u16(*code).unwrap(), text.to_string()).into_response();
+        }
+        Fault::Hang => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        _ => {}
+    }
+    let prompt = prompt_words(&body);
+    // Cache evidence like llama.cpp: common prefix with what the slot holds.
+    let slot = body["id_slot"].as_u64();
+    let cached = match slot {
+        Some(id) => {
+            let mut slots = s.slots.lock().unwrap();
+            let held = slots.live.get(&id).cloned().unwrap_or_default();
+            let common = held.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
+            let cached = common.min(prompt.len().saturating_sub(1));
+            slots.live.insert(id, prompt.clone());
+            cached as u64
+        }
+        None => 0,
+    };
+    let input = prompt.len() as u64;
+    let n_out = b.force_output_tokens.unwrap_or(max_tokens);
+    // Prefill time scales with what is not cached, like a real server.
+    let uncached_share = if input == 0 { 1.0 } else { (input - cached) as f64 / input as f64 };
+    let first_ms = (b.first_token_ms as f64 * uncached_share).round() as u64;
+    let usage = json!({"prompt_tokens": input, "completion_tokens": n_out, "total_tokens": input + n_out as u64,
+                       "prompt_tokens_details": {"cached_tokens": cached}});
+    let timings = json!({"cache_n": cached, "prompt_n": input - cached});
+    if body["stream"].as_bool() != Some(true) {
+        tokio::time::sleep(Duration::from_millis(first_ms + b.token_ms * n_out as u64)).await;
+        let text = vec!["tok"; n_out as usize].join(" ");
+        let mut resp = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                               "finish_reason": "length"}], "timings": timings});
+        if b.usage {
+            resp["usage"] = usage;
+        }
+        return axum::Json(resp).into_response();
+    }
+    let mut events: Vec<(u64, String)> = Vec::new();
+    if b.role_chunk {
+        events.push((
+            0,
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}]}).to_string(),
+        ));
+    }
+    let mut produced = 0u32;
+    let mut first = true;
+    while produced < n_out {
+        let k = b.tokens_per_chunk.min(n_out - produced);
+        let text: Vec<&str> = (0..k).map(|i| if produced + i == 0 { "tok" } else { " tok" }).collect();
+        let delay = if first { first_ms } else { b.token_ms * k as u64 };
+        events.push((
+            delay,
+            json!({"choices": [{"index": 0, "delta": {"content": text.concat()}}]}).to_string(),
+        ));
+        if first && b.fault == Fault::ErrorInStream {
+            events.push((1, json!({"error": {"message": "scripted failure", "code": 500}}).to_string()));
+            break;
+        }
+        first = false;
+        produced += k;
+    }
+    if b.fault != Fault::ErrorInStream && b.fault != Fault::Truncate {
+        events.push((
+            0,
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}).to_string(),
+        ));
+        if b.usage {
+            events.push((0, json!({"choices": [], "usage": usage, "timings": timings}).to_string()));
+        }
+        events.push((0, "[DONE]".to_string()));
+    }
+    let keep_alive = b.fault == Fault::KeepAlive;
+    let stream = stream::iter(events).then(move |(delay, data)| async move {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        let mut frame = String::new();
+        if keep_alive {
+            frame.push_str(": keep-alive\n\n");
+        }
+        frame.push_str(&format!("data: {data}\n\n"));
+        Ok::<_, Infallible>(Bytes::from(frame))
+    });
+    Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(stream)).unwrap()
+}
