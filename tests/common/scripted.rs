@@ -113,6 +113,8 @@ impl Scripted {
             .route("/tokenize", post(tokenize))
             .route("/slots/{id}", post(slot_action))
             .route("/v1/chat/completions", post(chat))
+            .route("/v1/messages", post(messages))
+            .fallback(anything)
             .with_state(state.clone());
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr: SocketAddr = listener.local_addr().unwrap();
@@ -160,6 +162,57 @@ async fn models(State(s): State<AppState>, headers: HeaderMap) -> impl IntoRespo
 async fn props(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
     record(&s, "GET", "/props", &headers, Value::Null);
     axum::Json(json!({"total_slots": 2, "build_info": "scripted"}))
+}
+
+/// Any other call (preset actions of other servers): logged, answered 200 `{}`.
+async fn anything(State(s): State<AppState>, req: axum::extract::Request) -> impl IntoResponse {
+    let method = req.method().to_string();
+    let path = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let headers = req.headers().clone();
+    let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&s, &method, &path, &headers, body);
+    axum::Json(json!({"ok": true}))
+}
+
+/// Anthropic messages: whole JSON, or streamed as message_start (usage), text deltas, message_delta, stop.
+async fn messages(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&s, "POST", "/v1/messages", &headers, body.clone());
+    let b = s.behaviour.lock().unwrap().clone();
+    let input = prompt_words(&body).len() as u64;
+    let n_out = body["max_tokens"].as_u64().unwrap_or(16);
+    if body["stream"].as_bool() != Some(true) {
+        tokio::time::sleep(Duration::from_millis(b.first_token_ms + b.token_ms * n_out)).await;
+        return axum::Json(json!({"type": "message", "content": [{"type": "text", "text": vec!["tok"; n_out as usize].join(" ")}],
+            "stop_reason": "max_tokens", "usage": {"input_tokens": input, "output_tokens": n_out}}))
+        .into_response();
+    }
+    let mut events: Vec<(u64, &'static str, String)> = vec![(
+        0,
+        "message_start",
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": input, "cache_read_input_tokens": 0,
+               "cache_creation_input_tokens": 0, "output_tokens": 1}}})
+        .to_string(),
+    )];
+    for i in 0..n_out {
+        let delay = if i == 0 { b.first_token_ms } else { b.token_ms };
+        let text = if i == 0 { "tok" } else { " tok" };
+        events.push((
+            delay,
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})
+                .to_string(),
+        ));
+    }
+    events.push((0, "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": n_out}}).to_string()));
+    events.push((0, "message_stop", json!({"type": "message_stop"}).to_string()));
+    let stream = stream::iter(events).then(|(delay, name, data)| async move {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        Ok::<_, Infallible>(Bytes::from(format!("event: {name}\ndata: {data}\n\n")))
+    });
+    Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(stream)).unwrap()
 }
 
 fn words(text: &str) -> Vec<String> {
