@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import zlib
 
@@ -37,7 +38,7 @@ import gguf
 
 # Bump whenever the output would change; scripts/llama-server.sh keys its
 # cache on this string, so a bump makes it regenerate the cached models.
-GENERATOR_VERSION = "ttft-tiny-llama-v1"
+GENERATOR_VERSION = "ttft-random-llama-v1"
 
 VARIANTS = {
     # ~38 MB f16: 4 layers, 256 wide. Fast enough on 2 CPU cores for tests.
@@ -179,6 +180,8 @@ def main() -> None:
     # Write next to the target and rename, so a killed run never leaves a
     # truncated model behind.
     tmp = f"{args.out}.tmp.{os.getpid()}"
+    # SIGTERM -> SystemExit, so the `finally` below removes the partial file.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         generate(args.variant, args.vocab, tmp, args.seed)
         os.replace(tmp, args.out)

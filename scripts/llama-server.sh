@@ -34,14 +34,16 @@ GEN=$SCRIPT_DIR/gen_model.py
 log() { printf '%s\n' "llama-server.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# Serialise build/model work so parallel `start`s (e.g. concurrent tests)
-# don't all build at once. The lock fd is closed again by the caller's subshell.
+# with_lock NAME CMD...: run CMD holding $CACHE/.lock-NAME, so parallel
+# `start`s (e.g. concurrent tests) don't build or generate the same thing twice.
 with_lock() {
+    local name=$1
+    shift
     mkdir -p "$CACHE"
     (
         flock 9
         "$@"
-    ) 9>"$CACHE/.lock"
+    ) 9>"$CACHE/.lock-$name"
 }
 
 # --------------------------------------------------------------------- build
@@ -57,6 +59,10 @@ ensure_cmake() {
 }
 
 ensure_src() {
+    [[ -f $SRC/CMakeLists.txt ]] || with_lock src fetch_src
+}
+
+fetch_src() {
     [[ -f $SRC/CMakeLists.txt ]] && return 0
     command -v python3 >/dev/null 2>&1 || die "python3 is required to download llama.cpp"
     mkdir -p "$LDIR"
@@ -177,7 +183,7 @@ do_stop() {
             for ((i = 0; i < 50; i++)); do pid_alive "$pid" || break; sleep 0.1; done
         fi
     fi
-    rm -f "$dir/pid"
+    rm -f "$dir/pid" "$dir/url"
 }
 
 do_url() {
@@ -193,6 +199,43 @@ do_url() {
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+port_free() { # port -> 0 iff 127.0.0.1:port can be bound
+    python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null
+}
+
+# pid port -> 0 iff pid owns the listening socket on port (so a 200 from
+# /health is from our server, not another one on the same port). Linux /proc;
+# elsewhere it trusts the pid being alive.
+listens_on() {
+    python3 - "$1" "$2" <<'EOF'
+import os, sys
+pid, port = sys.argv[1], int(sys.argv[2])
+try:
+    fds = os.listdir(f"/proc/{pid}/fd")
+except OSError:
+    sys.exit(0 if not os.path.isdir("/proc/self/fd") else 1)
+inodes = set()
+for fd in fds:
+    try:
+        link = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        continue
+    if link.startswith("socket:["):
+        inodes.add(link[8:-1])
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try:
+        rows = open(table).read().splitlines()[1:]
+    except OSError:
+        continue
+    for row in rows:
+        f = row.split()
+        # f[1] local addr:port (hex), f[3] state (0A = LISTEN), f[9] inode
+        if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port and f[9] in inodes:
+            sys.exit(0)
+sys.exit(1)
+EOF
 }
 
 do_start() {
@@ -212,9 +255,9 @@ do_start() {
     done
 
     local bin model_path
-    bin=$(with_lock do_build)
+    bin=$(with_lock build do_build)
     case $model in
-        tiny | medium) model_path=$(with_lock do_model "$model") ;;
+        tiny | medium) model_path=$(with_lock "model-$model" do_model "$model") ;;
         *) [[ -f $model ]] || die "model file '$model' not found"; model_path=$model ;;
     esac
 
@@ -226,7 +269,11 @@ do_start() {
     # If we pick the port ourselves, another process can grab it between our
     # probe and the server's bind: retry a few times with a new port.
     local attempts=1 attempt
-    [[ -z $port ]] && attempts=3
+    if [[ -z $port ]]; then
+        attempts=3
+    elif ! port_free "$port"; then
+        die "port $port on 127.0.0.1 is already in use"
+    fi
     for ((attempt = 1; attempt <= attempts; attempt++)); do
         local p=${port:-$(free_port)}
         local url="http://127.0.0.1:$p"
@@ -257,7 +304,7 @@ do_start() {
                 exit 1
             fi
             code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url/health" || true)
-            [[ $code == 200 ]] && break
+            [[ $code == 200 ]] && listens_on "$pid" "$p" && break
             if ((SECONDS - start >= 120)); then
                 log "llama-server not healthy after 120 s; last lines of $dir/server.log:"
                 tail -n 30 "$dir/server.log" >&2
@@ -300,12 +347,15 @@ usage() {
 cmd=${1:-}
 (($#)) && shift
 case $cmd in
-    build) (($# == 0)) || die "build takes no arguments"; with_lock do_build ;;
-    model) (($# <= 1)) || die "usage: model [tiny|medium]"; with_lock do_model "${1:-tiny}" ;;
+    build) (($# == 0)) || die "build takes no arguments"; with_lock build do_build ;;
+    model)
+        (($# <= 1)) && [[ ${1:-tiny} == tiny || ${1:-tiny} == medium ]] || die "usage: model [tiny|medium]"
+        with_lock "model-${1:-tiny}" do_model "${1:-tiny}"
+        ;;
     available) do_available ;;
     start) do_start "$@" ;;
-    stop) do_stop "$(parse_state_dir "$@")" ;;
-    url) do_url "$(parse_state_dir "$@")" ;;
+    stop) dir=$(parse_state_dir "$@"); do_stop "$dir" ;;
+    url) dir=$(parse_state_dir "$@"); do_url "$dir" ;;
     -h | --help | help) usage ;;
     *) usage; exit 2 ;;
 esac
