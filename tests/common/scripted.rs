@@ -84,15 +84,21 @@ struct Slots {
     files: HashMap<String, Vec<String>>,
 }
 
+/// When the server handed each stream's first content chunk to the transport, keyed by the
+/// first word of the first message (the harness puts a unique nonce there).
+pub type FirstSent = Arc<Mutex<HashMap<String, std::time::Instant>>>;
+
 #[derive(Clone)]
 struct AppState {
     behaviour: Arc<Mutex<Behaviour>>,
     log: Arc<Mutex<Vec<Logged>>>,
     slots: Arc<Mutex<Slots>>,
+    first_sent: FirstSent,
 }
 
 pub struct Scripted {
     pub url: String,
+    pub first_sent: FirstSent,
     behaviour: Arc<Mutex<Behaviour>>,
     log: Arc<Mutex<Vec<Logged>>>,
     _runtime: tokio::runtime::Runtime,
@@ -106,6 +112,7 @@ impl Scripted {
             behaviour: Arc::new(Mutex::new(behaviour)),
             log: Arc::new(Mutex::new(Vec::new())),
             slots: Arc::new(Mutex::new(Slots::default())),
+            first_sent: Arc::new(Mutex::new(HashMap::new())),
         };
         let app = Router::new()
             .route("/v1/models", get(models))
@@ -123,6 +130,7 @@ impl Scripted {
         });
         Scripted {
             url: format!("http://{addr}"),
+            first_sent: state.first_sent,
             behaviour: state.behaviour,
             log: state.log,
             _runtime: runtime,
@@ -357,14 +365,21 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
         events.push((0, "[DONE]".to_string()));
     }
     let keep_alive = b.fault == Fault::KeepAlive;
-    let stream = stream::iter(events).then(move |(delay, data)| async move {
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-        let mut frame = String::new();
-        if keep_alive {
-            frame.push_str(": keep-alive\n\n");
+    let first_sent = s.first_sent.clone();
+    let stream = stream::iter(events).then(move |(delay, data)| {
+        let (first_sent, key) = (first_sent.clone(), key.clone());
+        async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            if data.contains("\"content\":\"tok") {
+                first_sent.lock().unwrap().entry(key).or_insert_with(std::time::Instant::now);
+            }
+            let mut frame = String::new();
+            if keep_alive {
+                frame.push_str(": keep-alive\n\n");
+            }
+            frame.push_str(&format!("data: {data}\n\n"));
+            Ok::<_, Infallible>(Bytes::from(frame))
         }
-        frame.push_str(&format!("data: {data}\n\n"));
-        Ok::<_, Infallible>(Bytes::from(frame))
     });
     Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(stream)).unwrap()
 }

@@ -1,0 +1,80 @@
+//! Harness overhead: how much later than the server's write does `bench` stamp the first token?
+//!
+//! The scripted server runs in this process and records the Instant it hands each stream's first
+//! content chunk to the transport; the client records the Instant that chunk's bytes arrive. Both
+//! are the same monotonic clock, so the difference is the whole client-side cost (loopback, HTTP,
+//! SSE framing, our stamping) — what a Python harness inflates by 30-55 ms at 64 streams here.
+//! Run with `just bench` (release build). Reports ratios, never asserts speed.
+
+#[path = "../tests/common/scripted.rs"]
+mod scripted;
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use scripted::{Behaviour, Scripted};
+use ttft_bench::client::{ChatRequest, Client, Message};
+use ttft_bench::config::Api;
+use ttft_bench::prompt::{Nonces, document};
+
+/// Median TTFT overhead that Python anchors add at 64 concurrent streams on this machine class.
+const PYTHON_ANCHOR_MS: f64 = 30.0;
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+async fn round(client: &Client, server: &Scripted, nonces: &Nonces, streams: usize) -> Vec<f64> {
+    let mut prepared = Vec::new();
+    let mut keys = Vec::new();
+    for _ in 0..streams {
+        let nonce = nonces.next();
+        let req = ChatRequest {
+            model: "m".into(),
+            messages: vec![Message::new("user", document(1, &nonce, 400))],
+            max_tokens: 64,
+            stream: true,
+            ..Default::default()
+        };
+        prepared.push(client.prepare(&req).unwrap());
+        keys.push(format!("{nonce}]"));
+    }
+    let exchanges = join_all(prepared.into_iter().map(|p| client.send(p))).await;
+    let sent = server.first_sent.lock().unwrap().clone();
+    let mut overhead = Vec::new();
+    for (ex, key) in exchanges.iter().zip(&keys) {
+        assert!(ex.error.is_none(), "{:?}", ex.error);
+        let arrived = ex.start.unwrap() + Duration::from_secs_f64(ex.ttft_ms.unwrap() / 1000.0);
+        let written = sent[key];
+        overhead.push(arrived.saturating_duration_since(written).as_secs_f64() * 1000.0);
+    }
+    overhead
+}
+
+fn main() {
+    let server = Scripted::start(Behaviour { first_token_ms: 200, token_ms: 5, ..Default::default() });
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let client = Client::new(&server.url, Api::Openai, None, Duration::from_secs(60)).unwrap();
+    let nonces = Nonces::new();
+    println!("harness TTFT overhead (client arrival stamp - server write), ms");
+    println!("{:>8} {:>8} {:>8} {:>8} {:>8}  {}", "streams", "median", "p95", "max", "n", "median vs Python anchor");
+    for streams in [1usize, 8, 64] {
+        let mut all = Vec::new();
+        rt.block_on(async {
+            round(&client, &server, &nonces, streams).await; // warm the connection pool
+            for _ in 0..5 {
+                all.extend(round(&client, &server, &nonces, streams).await);
+            }
+        });
+        all.sort_by(f64::total_cmp);
+        let median = percentile(&all, 0.5);
+        println!(
+            "{streams:>8} {median:>8.3} {:>8.3} {:>8.3} {:>8}  {:.4}x of {PYTHON_ANCHOR_MS} ms",
+            percentile(&all, 0.95),
+            all[all.len() - 1],
+            all.len(),
+            median / PYTHON_ANCHOR_MS
+        );
+    }
+}
