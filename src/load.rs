@@ -53,7 +53,12 @@ pub fn load(path: &Path) -> Result<Source, InputError> {
     }
     if path.extension().is_some_and(|e| e == "jsonl") {
         let records = store::read_records(path, TornTail::Reject)?;
-        return Ok(Source { path: path.to_path_buf(), kind: SourceKind::Jsonl, run_meta: Vec::new(), records });
+        return Ok(Source {
+            path: path.to_path_buf(),
+            kind: SourceKind::Jsonl,
+            run_meta: Vec::new(),
+            records,
+        });
     }
     Err(whole("unrecognised input: expected a run directory or a .jsonl file".into()))
 }
