@@ -42,7 +42,7 @@ pub fn profiles() -> &'static [Profile] {
 /// Looks a profile up by name or alias (case-insensitive).
 pub fn find(name: &str) -> Option<&'static Profile> {
     let wanted = name.trim().to_ascii_lowercase();
-    profiles().iter().find(|p| p.name == wanted || p.aliases.iter().any(|a| *a == wanted))
+    profiles().iter().find(|p| p.name == wanted || p.aliases.contains(&wanted))
 }
 
 /// `find`, or an error that lists every known name.

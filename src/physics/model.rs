@@ -114,7 +114,7 @@ pub fn parse_bytes(flag: &str, text: &str) -> Result<f64, String> {
 pub fn parse_count(flag: &str, text: &str) -> Result<f64, String> {
     let t = text.trim();
     let (digits, scale) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() && !t.ends_with(|c: char| c == 'e' || c == 'E') => {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
             let scale = match c.to_ascii_uppercase() {
                 'K' => 1e3,
                 'M' => 1e6,
