@@ -242,3 +242,86 @@ fn text_output_is_one_line_per_finding_and_a_summary() {
     assert!(lines[0].contains("cold/streaming 1024 tok b1 #2"), "{text}");
     assert!(lines[1].starts_with("summary: 1 error(s)"), "{text}");
 }
+
+/// The clean sweep with one record changed by `edit` (matched by cache state, context and run).
+fn edited_clean(state: &str, context: u64, run: u64, edit: impl Fn(&mut Value)) -> tempfile::NamedTempFile {
+    let text = std::fs::read_to_string(fixture("clean_m4_pro.jsonl")).unwrap();
+    let mut out = String::new();
+    let mut hit = false;
+    for line in text.lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        if v["cache_state"] == state && v["context_tokens"] == context && v["run"] == run {
+            edit(&mut v);
+            hit = true;
+        }
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    assert!(hit, "no such record");
+    let file = tempfile::Builder::new().suffix(".jsonl").tempfile().unwrap();
+    std::fs::write(file.path(), out).unwrap();
+    file
+}
+
+type Edit = Box<dyn Fn(&mut Value)>;
+
+#[test]
+fn each_record_rule_fires_alone() {
+    let cases: Vec<(&str, &str, Edit)> = vec![
+        ("error", "ttft_after_e2e", Box::new(|v| v["ttft_ms"] = 99_999.0.into())),
+        (
+            "error",
+            "cache_state_unconfirmed",
+            Box::new(|v| {
+                v["cache_state_confirmed"] = Value::Null;
+                v["cache_evidence"]["cached_tokens"] = 4000.into();
+                v["cache_evidence"]["prompt_evaluated_tokens"] = 96.into();
+                v["cached_tokens"] = 4000.into();
+                // 96 computed tokens in 15.4 s is slow: only the evidence rule should fire.
+            }),
+        ),
+        ("warning", "input_tokens_off_nominal", Box::new(|v| v["input_tokens"] = 2936.into())),
+        (
+            "warning",
+            "thermal_not_recovered",
+            Box::new(|v| {
+                v["thermal"]["recovered"] = false.into();
+                v["thermal"]["cooldown_s"] = 240.0.into();
+            }),
+        ),
+        (
+            "warning",
+            "measurement_failed",
+            Box::new(|v| {
+                v["error"] = serde_json::json!({"kind": "connect", "message": "refused", "http_status": null})
+            }),
+        ),
+    ];
+    for (severity, rule, edit) in cases {
+        let file = edited_clean("cold", 4096, 2, edit);
+        let (code, report) = verify_json(&[file.path()], &M4_PRO_GEMMA);
+        only(&report, severity, rule);
+        assert_eq!(code, if severity == "error" { 1 } else { 0 }, "{rule}");
+    }
+}
+
+#[test]
+fn hot_slower_than_warm_warns() {
+    let text = std::fs::read_to_string(fixture("clean_m4_pro.jsonl")).unwrap();
+    let slow_hot: String = text
+        .lines()
+        .map(|line| {
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            if v["cache_state"] == "hot" && v["context_tokens"] == 1024 {
+                v["ttft_ms"] = 900.0.into();
+            }
+            v.to_string() + "\n"
+        })
+        .collect();
+    let file = tempfile::Builder::new().suffix(".jsonl").tempfile().unwrap();
+    std::fs::write(file.path(), slow_hot).unwrap();
+    let (code, report) = verify_json(&[file.path()], &M4_PRO_GEMMA);
+    let f = only(&report, "warning", "hot_slower_than_warm");
+    assert_eq!((code, f["value"].as_f64()), (0, Some(900.0)));
+    assert_eq!(f["cell"]["cache_state"], "hot");
+}

@@ -107,3 +107,43 @@ pub fn run_outliers(inputs: &[(String, &[Record])], out: &mut Vec<Finding>) {
         out.push(f);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{CacheState, Measurement};
+
+    fn runs(ttfts: &[f64]) -> Vec<Record> {
+        let mut out = Vec::new();
+        for (i, t) in ttfts.iter().enumerate() {
+            for (ctx, scale) in [(1024, 0.25), (4096, 1.0)] {
+                let mut m =
+                    Measurement { run_id: format!("r{i}"), ttft_ms: Some(t * scale), ..Default::default() };
+                m.cell.cache_state = CacheState::Cold;
+                m.cell.context_tokens = ctx;
+                out.push(Record::Measurement(Box::new(m)));
+            }
+        }
+        out
+    }
+
+    fn flagged(ttfts: &[f64]) -> Vec<String> {
+        let records = runs(ttfts);
+        let mut out = Vec::new();
+        run_outliers(&[("f".into(), &records)], &mut out);
+        out.into_iter().filter_map(|f| f.run_id).collect()
+    }
+
+    #[test]
+    fn seed_004_flags_only_the_paper_run() {
+        let flagged = flagged(&[16016.0, 15269.0, 3894.0, 15407.0, 15394.0, 16829.0]);
+        assert_eq!(flagged, vec!["r2".to_string()], "the post-reboot 16,829 ms run is drift, not an outlier");
+    }
+
+    #[test]
+    fn too_few_runs_or_ordinary_spread_flag_nothing() {
+        assert!(flagged(&[16016.0, 3894.0, 15407.0]).is_empty(), "three runs cannot outvote one");
+        assert!(flagged(&[15000.0, 15000.0, 15000.0, 16400.0]).is_empty(), "9% off identical runs is drift");
+        assert_eq!(flagged(&[15000.0, 15000.0, 15000.0, 30000.0]), vec!["r3".to_string()]);
+    }
+}
