@@ -48,6 +48,13 @@ fn clean_sweep_raises_nothing_with_or_without_physics() {
     let (code, report) = verify_json(&[&fixture("clean_m4_pro.jsonl")], &M4_PRO_GEMMA);
     assert_eq!((code, found(&report)), (0, vec![]), "{report:#}");
     assert_eq!(report["summary"]["records"], 18);
+    let keys: Vec<&String> = report.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["findings", "inputs", "notes", "physics", "summary", "verify_schema"],
+        "stable JSON shape"
+    );
+    assert_eq!(report["verify_schema"], 1);
     assert_eq!(report["summary"]["exit_code"], 0);
     assert_eq!(report["physics"][0]["hardware"]["bandwidth_gbps"], 273.0);
 

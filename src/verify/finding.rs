@@ -92,7 +92,10 @@ impl Finding {
     /// One readable line: severity, rule, where, why.
     pub fn line(&self) -> String {
         let place = match &self.cell {
-            Some(c) => format!("{} run {}", cell_label(c), self.run_id.as_deref().unwrap_or("?")),
+            Some(c) => match &self.run_id {
+                Some(r) => format!("{} run {r}", cell_label(c)),
+                None => format!("{} in {}", cell_label(c), self.file),
+            },
             None => self.run_id.as_deref().map_or_else(|| self.file.clone(), |r| format!("run {r}")),
         };
         format!("{:<7} {:<24} {place}: {}", self.severity.label(), self.rule, self.message)

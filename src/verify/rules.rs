@@ -231,7 +231,8 @@ fn ceiling_rules(
 struct StateTimes {
     ttft: BTreeMap<CacheState, Vec<f64>>,
     input: Vec<f64>,
-    sample: Option<(String, crate::record::CellKey)>,
+    /// The cell (run 0 = all runs) the findings name.
+    sample: Option<crate::record::CellKey>,
 }
 
 pub fn median(v: &[f64]) -> Option<f64> {
@@ -266,13 +267,13 @@ pub fn cache_state_rules(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) 
         if c.cache_state == CacheState::Warm {
             cell.input.extend(m.input_tokens.map(|n| n as f64));
         }
-        if c.cache_state != CacheState::Cold || cell.sample.is_none() {
-            cell.sample = Some((m.run_id.clone(), crate::record::CellKey { run: 0, ..c.clone() }));
+        if cell.sample.is_none() {
+            cell.sample = Some(crate::record::CellKey { run: 0, ..c.clone() });
         }
     }
     for ((model, ..), cell) in cells {
         let med = |s: CacheState| cell.ttft.get(&s).and_then(|v| median(v));
-        let Some((run_id, key)) = cell.sample.clone() else { continue };
+        let Some(key) = cell.sample.clone() else { continue };
         // The finding names the cell of the slower state; run 0 stands for "all runs".
         let at = |state: CacheState, f: Finding| {
             let scenario = match (key.scenario, state) {
@@ -281,7 +282,10 @@ pub fn cache_state_rules(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) 
                 (_, CacheState::Warm) => Scenario::Warm,
                 (_, CacheState::Hot) => Scenario::Hot,
             };
-            f.at(&run_id, &crate::record::CellKey { cache_state: state, scenario, ..key.clone() })
+            // A cell-level finding spans every run of the input: no single run id.
+            let mut f = f.at("", &crate::record::CellKey { cache_state: state, scenario, ..key.clone() });
+            f.run_id = None;
+            f
         };
         if let (Some(cold), Some(warm)) = (med(CacheState::Cold), med(CacheState::Warm)) {
             let speedup = cold / warm;
