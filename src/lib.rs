@@ -10,6 +10,7 @@ pub mod exit;
 pub mod load;
 pub mod merge;
 pub mod meta;
+pub mod physics;
 pub mod plan;
 pub mod preset;
 pub mod progress;

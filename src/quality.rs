@@ -1,27 +1,422 @@
-//! quality_ok gating (placeholder until the integrity work lands).
+//! Quality flags of one measurement: pure functions over a record and the full output text.
+//!
+//! `quality_ok` = no flag with `fails_gate`. Which flags fail the gate, and why:
+//!
+//! | flag | fails | why |
+//! |---|---|---|
+//! | empty_output | yes | nothing was generated: no decode to measure |
+//! | too_few_tokens | yes | under 5 tokens, a decode rate is noise |
+//! | early_eos | **no** | the model legitimately finished (seed 000, issue 5); the row is real, only shorter. (The random-weight test model never emits EOS, so tests see it only from fixtures.) |
+//! | repetition_loop | yes | a 4-word sequence more than 5 times: the model is broken or the cache corrupt |
+//! | spacing_corruption | yes | mean word length over 20: detokenisation is broken |
+//! | usage_missing | yes | no server token counts (or input_tokens 0): rates would be guesses (pitfall 3) |
+//! | max_tokens_exceeded | yes | the server ignored max_tokens (origin: 253 of 64) |
+//! | input_tokens_mismatch | **no** | the prompt was mis-sized; the timing is real but for another context (verify warns) |
+//! | delta_count_mismatch | yes | more deltas than tokens: the client or the server miscounts |
+//! | error_in_stream | yes | a 200 stream carried an error object (pitfall 6) |
+//! | http_error | yes | non-2xx status |
+//! | request_failed | yes | connect, timeout, truncation, protocol or preset failure |
+//! | ttft_after_e2e | yes | impossible timing: clock misuse |
 
-use crate::record::{CacheEvidence, CacheState, Measurement, QualityFlag};
+use std::collections::HashMap;
 
-pub fn assess(m: &Measurement, _full_output: &str) -> Vec<QualityFlag> {
-    let mut flags = Vec::new();
-    if m.output_tokens.is_none() || m.input_tokens.is_none() {
-        flags.push(QualityFlag { flag: "usage_missing".into(), reason: "no usage".into(), fails_gate: true });
-    }
-    flags
+use crate::record::{CacheEvidence, CacheState, ErrorKind, Measurement, Mode, QualityFlag, StaggeredRecord};
+
+pub const EMPTY_OUTPUT: &str = "empty_output";
+pub const TOO_FEW_TOKENS: &str = "too_few_tokens";
+pub const EARLY_EOS: &str = "early_eos";
+pub const REPETITION_LOOP: &str = "repetition_loop";
+pub const SPACING_CORRUPTION: &str = "spacing_corruption";
+pub const USAGE_MISSING: &str = "usage_missing";
+pub const MAX_TOKENS_EXCEEDED: &str = "max_tokens_exceeded";
+pub const INPUT_TOKENS_MISMATCH: &str = "input_tokens_mismatch";
+pub const DELTA_COUNT_MISMATCH: &str = "delta_count_mismatch";
+pub const ERROR_IN_STREAM: &str = "error_in_stream";
+pub const HTTP_ERROR: &str = "http_error";
+pub const REQUEST_FAILED: &str = "request_failed";
+pub const TTFT_AFTER_E2E: &str = "ttft_after_e2e";
+
+/// Fewer output tokens than this cannot support a decode rate.
+pub const MIN_OUTPUT_TOKENS: u64 = 5;
+/// A 4-word sequence seen more than this many times is a loop.
+pub const MAX_NGRAM_REPEATS: usize = 5;
+pub const NGRAM_WORDS: usize = 4;
+/// Mean word length (characters) above which spacing is corrupt.
+pub const MAX_MEAN_WORD_CHARS: f64 = 20.0;
+
+fn flag(code: &str, fails_gate: bool, reason: String) -> QualityFlag {
+    QualityFlag { flag: code.to_string(), reason, fails_gate }
 }
 
+/// quality_ok: true when no flag fails the gate.
 pub fn gate(flags: &[QualityFlag]) -> bool {
     !flags.iter().any(|f| f.fails_gate)
 }
 
+/// Every flag of one measurement. `full_output` is the whole generated text (reasoning first),
+/// not the 500-character sample.
+pub fn assess(m: &Measurement, full_output: &str) -> Vec<QualityFlag> {
+    let mut flags = timing_flags(m.ttft_ms, m.e2e_ms);
+    if let Some(err) = &m.error {
+        let (code, what) = match err.kind {
+            ErrorKind::StreamError => (ERROR_IN_STREAM, "the stream carried an error".to_string()),
+            ErrorKind::HttpStatus => {
+                (HTTP_ERROR, format!("HTTP {}", err.http_status.map_or("error".into(), |s| s.to_string())))
+            }
+            _ => (REQUEST_FAILED, format!("{:?}", err.kind).to_lowercase()),
+        };
+        flags.push(flag(code, true, format!("{what}: {}", err.message)));
+        // A failed request has no output to judge; more flags would only repeat the error.
+        return flags;
+    }
+    flags.extend(text_flags(full_output));
+    let usage_gap = match (m.input_tokens, m.output_tokens) {
+        (None, _) | (_, None) => Some(format!(
+            "server usage missing (input_tokens {}, output_tokens {})",
+            show(m.input_tokens),
+            show(m.output_tokens)
+        )),
+        (Some(0), _) => Some("input_tokens 0: the server reported no prompt usage".to_string()),
+        _ => None,
+    };
+    if let Some(reason) = usage_gap {
+        flags.push(flag(USAGE_MISSING, true, reason));
+    }
+    if let Some(out) = m.output_tokens {
+        output_count_flags(&mut flags, m, out);
+    }
+    if let (Some(input), Some(expected)) = (m.input_tokens.filter(|&n| n > 0), m.expected_input_tokens) {
+        let tolerance = (expected as f64 * 0.01).max(2.0);
+        let off = input as f64 - expected as f64;
+        if off.abs() > tolerance {
+            flags.push(flag(
+                INPUT_TOKENS_MISMATCH,
+                false,
+                format!(
+                    "{input} input tokens vs {expected} expected ({:+.1}%, tolerance {tolerance:.0})",
+                    100.0 * off / expected.max(1) as f64
+                ),
+            ));
+        }
+    }
+    flags
+}
+
+fn output_count_flags(flags: &mut Vec<QualityFlag>, m: &Measurement, out: u64) {
+    let max = u64::from(m.max_tokens);
+    if max > 0 && out > max {
+        flags.push(flag(MAX_TOKENS_EXCEEDED, true, format!("{out} output tokens > max_tokens {max}")));
+    }
+    if out > 0 && out < MIN_OUTPUT_TOKENS && max >= MIN_OUTPUT_TOKENS {
+        flags.push(flag(TOO_FEW_TOKENS, true, format!("{out} output tokens < {MIN_OUTPUT_TOKENS}")));
+    }
+    if m.finish_reason.as_deref() == Some("stop") && out > 0 && out * 2 < max {
+        flags.push(flag(
+            EARLY_EOS,
+            false,
+            format!("model stopped after {out} of max_tokens {max} (finish_reason stop)"),
+        ));
+    }
+    if m.cell.mode == Mode::Streaming {
+        // A delta may carry several tokens (speculative decoding, batched deltas), so fewer deltas
+        // than tokens is fine; more deltas than tokens (+1 for a trailing empty-ish delta) is not.
+        if m.delta_count > out + 1 {
+            flags.push(flag(
+                DELTA_COUNT_MISMATCH,
+                true,
+                format!("{} content deltas > {out} output tokens (+1)", m.delta_count),
+            ));
+        } else if m.delta_count == 0 && out > 0 {
+            flags.push(flag(
+                DELTA_COUNT_MISMATCH,
+                true,
+                format!("0 content deltas in a stream whose usage says {out} output tokens"),
+            ));
+        }
+    }
+}
+
+fn show(v: Option<u64>) -> String {
+    v.map_or("null".into(), |n| n.to_string())
+}
+
+fn timing_flags(ttft_ms: Option<f64>, e2e_ms: Option<f64>) -> Vec<QualityFlag> {
+    let mut flags = Vec::new();
+    if let Some(t) = ttft_ms.filter(|t| *t < 0.0) {
+        flags.push(flag(TTFT_AFTER_E2E, true, format!("negative ttft_ms {t:.1}")));
+    } else if let Some(e) = e2e_ms.filter(|e| *e < 0.0) {
+        flags.push(flag(TTFT_AFTER_E2E, true, format!("negative e2e_ms {e:.1}")));
+    } else if let (Some(t), Some(e)) = (ttft_ms, e2e_ms)
+        && t > e
+    {
+        flags.push(flag(TTFT_AFTER_E2E, true, format!("ttft_ms {t:.1} > e2e_ms {e:.1}")));
+    }
+    flags
+}
+
+/// The origin's structural checks on the text itself.
+fn text_flags(text: &str) -> Vec<QualityFlag> {
+    let mut flags = Vec::new();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.is_empty() {
+        flags.push(flag(EMPTY_OUTPUT, true, format!("no words in {} characters of output", text.len())));
+        return flags;
+    }
+    let mut counts: HashMap<&[&str], usize> = HashMap::new();
+    for gram in words.windows(NGRAM_WORDS) {
+        *counts.entry(gram).or_default() += 1;
+    }
+    if let Some((gram, n)) =
+        counts.into_iter().filter(|(_, n)| *n > MAX_NGRAM_REPEATS).max_by_key(|(_, n)| *n)
+    {
+        flags.push(flag(
+            REPETITION_LOOP,
+            true,
+            format!("{:?} repeated {n} times (> {MAX_NGRAM_REPEATS})", gram.join(" ")),
+        ));
+    }
+    let mean = words.iter().map(|w| w.chars().count()).sum::<usize>() as f64 / words.len() as f64;
+    if mean > MAX_MEAN_WORD_CHARS {
+        flags.push(flag(
+            SPACING_CORRUPTION,
+            true,
+            format!("mean word length {mean:.1} characters > {MAX_MEAN_WORD_CHARS}"),
+        ));
+    }
+    flags
+}
+
+/// Flags of a staggered pair: both users' timings and output counts, and any error.
+pub fn assess_staggered(s: &StaggeredRecord) -> Vec<QualityFlag> {
+    let mut flags = Vec::new();
+    for (user, ttft, e2e, out) in [
+        ("user A", s.user_a_ttft_ms, s.user_a_e2e_ms, s.user_a_output_tokens),
+        ("user B", s.user_b_ttft_ms, s.user_b_e2e_ms, s.user_b_output_tokens),
+    ] {
+        for mut f in timing_flags(ttft, e2e) {
+            f.reason = format!("{user}: {}", f.reason);
+            flags.push(f);
+        }
+        match out {
+            None => flags.push(flag(USAGE_MISSING, true, format!("{user}: output_tokens missing"))),
+            Some(0) => flags.push(flag(EMPTY_OUTPUT, true, format!("{user}: 0 output tokens"))),
+            Some(n) if n < MIN_OUTPUT_TOKENS => flags.push(flag(
+                TOO_FEW_TOKENS,
+                true,
+                format!("{user}: {n} output tokens < {MIN_OUTPUT_TOKENS}"),
+            )),
+            Some(_) => {}
+        }
+    }
+    if let Some(err) = &s.error {
+        flags.push(flag(REQUEST_FAILED, true, format!("{:?}: {}", err.kind, err.message)));
+    }
+    flags
+}
+
+/// Whether the server's cache evidence matches the claimed state; None without evidence.
+///
+/// cold: confirmed iff nothing was served from a cache (cached 0), or the server evaluated about
+/// the whole prompt (within 1% or 2 tokens). warm/hot: confirmed iff the server computed only a small
+/// part of the prompt: evaluated <= max(64, 10% of input), or cached >= 90% of input.
 pub fn confirm_cache_state(
     state: CacheState,
     evidence: &CacheEvidence,
-    _input_tokens: Option<u64>,
+    input_tokens: Option<u64>,
 ) -> Option<bool> {
-    let cached = evidence.cached_tokens?;
-    Some(match state {
-        CacheState::Cold => cached == 0,
-        _ => cached > 0,
-    })
+    let input = input_tokens.filter(|&n| n > 0);
+    let (cached, evaluated) = (evidence.cached_tokens, evidence.prompt_evaluated_tokens);
+    match state {
+        CacheState::Cold => {
+            if let Some(c) = cached {
+                return Some(c == 0);
+            }
+            let (p, i) = (evaluated?, input?);
+            Some(p as f64 + (i as f64 * 0.01).max(2.0) >= i as f64)
+        }
+        CacheState::Warm | CacheState::Hot => {
+            let small = input.map_or(64.0, |i| (i as f64 * 0.10).max(64.0));
+            let by_evaluated = evaluated.map(|p| p as f64 <= small);
+            let by_cached = cached.zip(input).map(|(c, i)| c as f64 >= 0.9 * i as f64);
+            match (by_evaluated, by_cached) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(false) || b.unwrap_or(false)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{CellKey, ErrorInfo};
+
+    const TEXT: &str = "The cache keeps the keys and values of every earlier token so that a later request \
+        can skip the prefill of the shared prefix and start decoding almost at once.";
+
+    fn m(out: Option<u64>, max: u32, deltas: u64) -> Measurement {
+        Measurement {
+            cell: CellKey {
+                mode: Mode::Streaming,
+                context_tokens: 1024,
+                batch_size: 1,
+                run: 1,
+                ..Default::default()
+            },
+            ttft_ms: Some(100.0),
+            e2e_ms: Some(2000.0),
+            input_tokens: Some(1024),
+            expected_input_tokens: Some(1024),
+            output_tokens: out,
+            max_tokens: max,
+            delta_count: deltas,
+            finish_reason: Some("length".into()),
+            ..Default::default()
+        }
+    }
+
+    fn codes(flags: &[QualityFlag]) -> Vec<&str> {
+        flags.iter().map(|f| f.flag.as_str()).collect()
+    }
+
+    #[test]
+    fn a_clean_row_has_no_flags() {
+        let flags = assess(&m(Some(64), 64, 64), TEXT);
+        assert!(flags.is_empty(), "{flags:?}");
+        assert!(gate(&flags));
+    }
+
+    #[test]
+    fn max_tokens_exceeded_carries_the_numbers_and_fails() {
+        let flags = assess(&m(Some(253), 64, 253), TEXT);
+        assert_eq!(codes(&flags), vec![MAX_TOKENS_EXCEEDED]);
+        assert_eq!(flags[0].reason, "253 output tokens > max_tokens 64");
+        assert!(!gate(&flags));
+    }
+
+    #[test]
+    fn usage_missing_and_zero_input_fail() {
+        let flags = assess(&m(None, 64, 64), TEXT);
+        assert_eq!(codes(&flags), vec![USAGE_MISSING]);
+        let mut zero = m(Some(64), 64, 64);
+        zero.input_tokens = Some(0);
+        let flags = assess(&zero, TEXT);
+        assert_eq!(codes(&flags), vec![USAGE_MISSING]);
+        assert!(flags[0].reason.contains("input_tokens 0"));
+        assert!(!gate(&flags));
+    }
+
+    #[test]
+    fn early_eos_is_flagged_but_does_not_fail_the_gate() {
+        let mut row = m(Some(45), 128, 45);
+        row.finish_reason = Some("stop".into());
+        let flags = assess(&row, TEXT);
+        assert_eq!(codes(&flags), vec![EARLY_EOS]);
+        assert!(flags[0].reason.contains("45 of max_tokens 128"));
+        assert!(gate(&flags));
+        // Seed 000: 45 of 64 is more than half: not early.
+        let mut row = m(Some(45), 64, 45);
+        row.finish_reason = Some("stop".into());
+        assert!(assess(&row, TEXT).is_empty());
+    }
+
+    #[test]
+    fn structural_text_rules() {
+        assert_eq!(codes(&assess(&m(Some(64), 64, 64), "  \n ")), vec![EMPTY_OUTPUT]);
+        let looped = "and then it goes ".repeat(6);
+        let flags = assess(&m(Some(64), 64, 64), &looped);
+        assert_eq!(codes(&flags), vec![REPETITION_LOOP]);
+        assert!(flags[0].reason.contains("6 times"), "{}", flags[0].reason);
+        assert!(assess(&m(Some(64), 64, 64), &"and then it goes ".repeat(5)).is_empty());
+        let glued = "Thecachekeepsthekeysandvalues ofeveryearliertokensothatalater";
+        assert_eq!(codes(&assess(&m(Some(64), 64, 64), glued)), vec![SPACING_CORRUPTION]);
+        assert_eq!(codes(&assess(&m(Some(3), 64, 3), TEXT)), vec![TOO_FEW_TOKENS]);
+    }
+
+    #[test]
+    fn delta_counts_allow_multi_token_chunks_only() {
+        assert!(assess(&m(Some(64), 64, 20), TEXT).is_empty(), "multi-token chunks are legitimate");
+        assert!(assess(&m(Some(64), 64, 65), TEXT).is_empty(), "+1 slack");
+        assert_eq!(codes(&assess(&m(Some(64), 64, 66), TEXT)), vec![DELTA_COUNT_MISMATCH]);
+        assert_eq!(codes(&assess(&m(Some(64), 64, 0), TEXT)), vec![DELTA_COUNT_MISMATCH]);
+        let mut ns = m(Some(64), 64, 0);
+        ns.cell.mode = Mode::NonStreaming;
+        ns.ttft_ms = None;
+        assert!(assess(&ns, TEXT).is_empty(), "non-streaming has no deltas and no TTFT");
+    }
+
+    #[test]
+    fn input_mismatch_uses_one_percent_or_two_tokens() {
+        let mut row = m(Some(64), 64, 64);
+        row.input_tokens = Some(768); // the origin's 25% short prompts
+        let flags = assess(&row, TEXT);
+        assert_eq!(codes(&flags), vec![INPUT_TOKENS_MISMATCH]);
+        assert!(flags[0].reason.contains("768 input tokens vs 1024 expected (-25.0%"), "{}", flags[0].reason);
+        assert!(gate(&flags), "mis-sized prompts warn in verify; the timing itself is real");
+        row.input_tokens = Some(1034);
+        assert!(assess(&row, TEXT).is_empty(), "within 1%");
+        row.expected_input_tokens = Some(20);
+        row.input_tokens = Some(23);
+        assert_eq!(codes(&assess(&row, TEXT)), vec![INPUT_TOKENS_MISMATCH], "tiny prompt: > 2 tokens off");
+    }
+
+    #[test]
+    fn timing_and_errors() {
+        let mut row = m(Some(64), 64, 64);
+        row.ttft_ms = Some(2500.0);
+        let flags = assess(&row, TEXT);
+        assert_eq!(codes(&flags), vec![TTFT_AFTER_E2E]);
+        assert_eq!(flags[0].reason, "ttft_ms 2500.0 > e2e_ms 2000.0");
+        row.ttft_ms = Some(-1.0);
+        assert_eq!(codes(&assess(&row, TEXT)), vec![TTFT_AFTER_E2E]);
+
+        let mut err = m(None, 64, 0);
+        err.error =
+            Some(ErrorInfo { kind: ErrorKind::HttpStatus, message: "busy".into(), http_status: Some(503) });
+        let flags = assess(&err, "");
+        assert_eq!(codes(&flags), vec![HTTP_ERROR]);
+        assert_eq!(flags[0].reason, "HTTP 503: busy");
+        err.error = Some(ErrorInfo::new(ErrorKind::StreamError, "overloaded"));
+        assert_eq!(codes(&assess(&err, "")), vec![ERROR_IN_STREAM]);
+        err.error = Some(ErrorInfo::new(ErrorKind::Timeout, "600 s"));
+        assert_eq!(codes(&assess(&err, "")), vec![REQUEST_FAILED]);
+    }
+
+    #[test]
+    fn staggered_pairs() {
+        let mut s = StaggeredRecord {
+            user_a_ttft_ms: Some(100.0),
+            user_a_e2e_ms: Some(900.0),
+            user_b_ttft_ms: Some(300.0),
+            user_b_e2e_ms: Some(200.0),
+            user_a_output_tokens: Some(64),
+            user_b_output_tokens: None,
+            ..Default::default()
+        };
+        let flags = assess_staggered(&s);
+        assert_eq!(codes(&flags), vec![TTFT_AFTER_E2E, USAGE_MISSING]);
+        assert!(flags[0].reason.starts_with("user B"));
+        s.user_b_e2e_ms = Some(1200.0);
+        s.user_b_output_tokens = Some(64);
+        assert!(assess_staggered(&s).is_empty());
+    }
+
+    #[test]
+    fn cache_state_confirmation() {
+        let ev = |cached, evaluated| CacheEvidence {
+            source: "t".into(),
+            cached_tokens: cached,
+            prompt_evaluated_tokens: evaluated,
+        };
+        assert_eq!(confirm_cache_state(CacheState::Cold, &ev(Some(0), None), Some(4096)), Some(true));
+        assert_eq!(confirm_cache_state(CacheState::Cold, &ev(Some(4000), None), Some(4096)), Some(false));
+        assert_eq!(confirm_cache_state(CacheState::Cold, &ev(None, Some(4090)), Some(4096)), Some(true));
+        assert_eq!(confirm_cache_state(CacheState::Cold, &ev(None, Some(100)), Some(4096)), Some(false));
+        assert_eq!(confirm_cache_state(CacheState::Cold, &ev(None, None), Some(4096)), None);
+        assert_eq!(confirm_cache_state(CacheState::Warm, &ev(None, Some(12)), Some(4096)), Some(true));
+        assert_eq!(confirm_cache_state(CacheState::Warm, &ev(None, Some(4096)), Some(4096)), Some(false));
+        assert_eq!(confirm_cache_state(CacheState::Hot, &ev(Some(3900), None), Some(4096)), Some(true));
+        assert_eq!(confirm_cache_state(CacheState::Warm, &ev(Some(0), None), Some(4096)), Some(false));
+        assert_eq!(confirm_cache_state(CacheState::Warm, &ev(None, None), Some(4096)), None);
+    }
 }

@@ -1,34 +1,325 @@
-//! Thermal gate (placeholder until the integrity work lands).
+//! The thermal gate: after each measurement, wait until the machine is back to its baseline speed
+//! so heat from one measurement does not leak into the next (DESIGN.md, "Thermal gate").
+//!
+//! The decision is a pure function (`decide`) so it can be tested exhaustively; `cooldown` drives
+//! it with tokio time (tests run it under `tokio::time::pause()`, no real sleeping) and any probe.
+//!
+//! Runner usage:
+//! ```ignore
+//! let probes = [probe().await, probe().await, probe().await]; // after a discarded warm-up
+//! let baseline = thermal::baseline(&probes.iter().flatten().copied().collect::<Vec<_>>());
+//! let before = thermal::host_snapshot();
+//! // ... measure ...
+//! let mut rec = thermal::cooldown(&cfg.thermal, baseline, || probe(), |s| bar.set_message(s.to_string())).await;
+//! rec.before = Some(before);
+//! rec.after = Some(thermal::host_snapshot());
+//! ```
 
 use std::future::Future;
+use std::process::Command;
+
+use serde_json::{Map, Value, json};
+use tokio::time::{Duration, Instant};
 
 use crate::config::ThermalPolicy;
 use crate::record::ThermalRecord;
 
+/// Seconds between probes once the minimum cooldown has passed (the origin used 5 s).
+pub const PROBE_INTERVAL_S: f64 = 5.0;
+
+/// Median of the baseline probes (the design takes 3); None when no probe succeeded. Failed
+/// (non-finite or non-positive) probes are left out rather than dragging the median down.
 pub fn baseline(probes: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = probes.to_vec();
+    let mut v: Vec<f64> = probes.iter().copied().filter(|p| p.is_finite() && *p > 0.0).collect();
+    if v.is_empty() {
+        return None;
+    }
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 })
 }
 
+/// The probe rate that counts as recovered.
+pub fn recovery_threshold(baseline_tps: f64, tolerance: f64) -> f64 {
+    (1.0 - tolerance) * baseline_tps
+}
+
+/// What the gate does next.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step {
+    /// Sleep this long, then probe (probe policy) or re-decide (fixed policy).
+    Wait {
+        sleep_s: f64,
+        then_probe: bool,
+    },
+    Finish {
+        recovered: bool,
+    },
+}
+
+/// One decision. `elapsed_s`: time since the measurement ended; `last_probe`: None before the
+/// first probe, Some(None) for a failed probe, Some(Some(tps)) for a result.
+///
+/// `recovered` means "nothing says the machine is still hot": true for `off` and `fixed` (there
+/// is nothing to judge; the record's `policy` says so), true for `probe` only when a probe reached
+/// the threshold. Without a baseline the probe policy waits the minimum and reports not recovered.
+pub fn decide(
+    policy: &ThermalPolicy,
+    baseline_tps: Option<f64>,
+    elapsed_s: f64,
+    last_probe: Option<Option<f64>>,
+) -> Step {
+    match *policy {
+        ThermalPolicy::Off => Step::Finish { recovered: true },
+        ThermalPolicy::Fixed { cooldown_s } => {
+            if elapsed_s < cooldown_s {
+                Step::Wait { sleep_s: cooldown_s - elapsed_s, then_probe: false }
+            } else {
+                Step::Finish { recovered: true }
+            }
+        }
+        ThermalPolicy::Probe { tolerance, min_cooldown_s, max_cooldown_s } => {
+            let Some(base) = baseline_tps else {
+                return if elapsed_s < min_cooldown_s {
+                    Step::Wait { sleep_s: min_cooldown_s - elapsed_s, then_probe: false }
+                } else {
+                    Step::Finish { recovered: false }
+                };
+            };
+            match last_probe {
+                None => Step::Wait { sleep_s: (min_cooldown_s - elapsed_s).max(0.0), then_probe: true },
+                Some(Some(tps)) if tps >= recovery_threshold(base, tolerance) => {
+                    Step::Finish { recovered: true }
+                }
+                Some(_) if elapsed_s >= max_cooldown_s => Step::Finish { recovered: false },
+                Some(_) => {
+                    Step::Wait { sleep_s: PROBE_INTERVAL_S.min(max_cooldown_s - elapsed_s), then_probe: true }
+                }
+            }
+        }
+    }
+}
+
+pub fn policy_name(policy: &ThermalPolicy) -> &'static str {
+    match policy {
+        ThermalPolicy::Probe { .. } => "probe",
+        ThermalPolicy::Fixed { .. } => "fixed",
+        ThermalPolicy::Off => "off",
+    }
+}
+
+/// Waits per `policy` after a measurement. `probe` runs one TPS probe (None when it failed);
+/// `on_status` receives one line per step for a progress display. `before`/`after` telemetry is
+/// the caller's to fill (see `host_snapshot`).
 pub async fn cooldown<F, Fut>(
     policy: &ThermalPolicy,
     baseline_tps: Option<f64>,
-    _probe: F,
-    _on_status: impl FnMut(&str),
+    mut probe: F,
+    mut on_status: impl FnMut(&str),
 ) -> ThermalRecord
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<f64>>,
 {
-    let name = match policy {
-        ThermalPolicy::Probe { .. } => "probe",
-        ThermalPolicy::Fixed { .. } => "fixed",
-        ThermalPolicy::Off => "off",
+    let start = Instant::now();
+    let mut probe_tps = Vec::new();
+    let mut last: Option<Option<f64>> = None;
+    let recovered = loop {
+        let elapsed = start.elapsed().as_secs_f64();
+        match decide(policy, baseline_tps, elapsed, last) {
+            Step::Finish { recovered } => break recovered,
+            Step::Wait { sleep_s, then_probe } => {
+                if sleep_s > 0.0 {
+                    on_status(&format!("cooling down {sleep_s:.0}s (waited {elapsed:.0}s)"));
+                    tokio::time::sleep(Duration::from_secs_f64(sleep_s)).await;
+                }
+                if then_probe {
+                    let result = probe().await;
+                    if let Some(tps) = result {
+                        probe_tps.push(tps);
+                    }
+                    let target = baseline_tps.zip(match policy {
+                        ThermalPolicy::Probe { tolerance, .. } => Some(*tolerance),
+                        _ => None,
+                    });
+                    on_status(&match (result, target) {
+                        (Some(tps), Some((b, t))) => {
+                            format!("probe {tps:.1} tok/s (need {:.1})", recovery_threshold(b, t))
+                        }
+                        _ => "probe failed".to_string(),
+                    });
+                    last = Some(result);
+                }
+            }
+        }
     };
-    ThermalRecord { policy: name.into(), baseline_tps, recovered: true, ..Default::default() }
+    if !recovered {
+        on_status("not recovered: the next measurement may run hot");
+    }
+    ThermalRecord {
+        policy: policy_name(policy).into(),
+        baseline_tps,
+        probe_tps,
+        cooldown_s: start.elapsed().as_secs_f64(),
+        recovered,
+        before: None,
+        after: None,
+    }
 }
 
-pub fn host_snapshot() -> serde_json::Value {
-    serde_json::Value::Null
+const NVIDIA_SMI_FIELDS: &str =
+    "index,name,temperature.gpu,clocks.sm,power.draw,clocks_throttle_reasons.active";
+
+/// Host and GPU telemetry for a ThermalRecord's before/after: sysinfo component temperatures
+/// (label -> °C) and, where `nvidia-smi` is on PATH, per-GPU temperature, SM clock, power and
+/// throttle reasons. Never fails: what cannot be read is left out. Blocking (runs nvidia-smi): call
+/// it from `spawn_blocking` inside async code.
+pub fn host_snapshot() -> Value {
+    let components = sysinfo::Components::new_with_refreshed_list();
+    let mut temps = Map::new();
+    for c in components.list() {
+        if let Some(t) = c.temperature().filter(|t| t.is_finite()) {
+            temps.insert(c.label().to_string(), json!(t));
+        }
+    }
+    let mut out = json!({ "taken_at": crate::meta::now_rfc3339(), "components_c": temps });
+    if let Some(gpus) = nvidia_smi() {
+        out["gpus"] = Value::Array(gpus);
+    }
+    out
+}
+
+fn nvidia_smi() -> Option<Vec<Value>> {
+    let path = std::env::var_os("PATH")?;
+    let exe = std::env::split_paths(&path).map(|d| d.join("nvidia-smi")).find(|p| p.is_file())?;
+    let output = Command::new(exe)
+        .args([format!("--query-gpu={NVIDIA_SMI_FIELDS}"), "--format=csv,noheader,nounits".into()])
+        .output()
+        .ok()?;
+    output.status.success().then(|| parse_nvidia_smi(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// Parses `nvidia-smi --query-gpu=index,name,temperature.gpu,clocks.sm,power.draw,
+/// clocks_throttle_reasons.active --format=csv,noheader,nounits`; "[N/A]" and unparsable values
+/// become null.
+pub fn parse_nvidia_smi(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            let num =
+                |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok()).map_or(Value::Null, |v| json!(v));
+            json!({
+                "index": num(0),
+                "name": f.get(1).copied().unwrap_or_default(),
+                "temperature_c": num(2),
+                "sm_clock_mhz": num(3),
+                "power_w": num(4),
+                "throttle_reasons": f.get(5).filter(|s| s.starts_with("0x")).copied(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROBE: ThermalPolicy =
+        ThermalPolicy::Probe { tolerance: 0.20, min_cooldown_s: 10.0, max_cooldown_s: 240.0 };
+
+    #[test]
+    fn baseline_is_the_median_of_good_probes() {
+        assert_eq!(baseline(&[30.0, 10.0, 20.0]), Some(20.0));
+        assert_eq!(baseline(&[30.0, f64::NAN, 20.0, 0.0]), Some(25.0));
+        assert_eq!(baseline(&[]), None);
+        assert_eq!(recovery_threshold(50.0, 0.20), 40.0);
+    }
+
+    #[test]
+    fn decisions_of_the_probe_policy() {
+        let b = Some(50.0);
+        assert_eq!(decide(&PROBE, b, 0.0, None), Step::Wait { sleep_s: 10.0, then_probe: true });
+        assert_eq!(decide(&PROBE, b, 10.0, Some(Some(40.0))), Step::Finish { recovered: true });
+        assert_eq!(decide(&PROBE, b, 10.0, Some(Some(39.9))), Step::Wait { sleep_s: 5.0, then_probe: true });
+        assert_eq!(decide(&PROBE, b, 238.0, Some(None)), Step::Wait { sleep_s: 2.0, then_probe: true });
+        assert_eq!(decide(&PROBE, b, 240.0, Some(Some(1.0))), Step::Finish { recovered: false });
+        assert_eq!(decide(&PROBE, None, 0.0, None), Step::Wait { sleep_s: 10.0, then_probe: false });
+        assert_eq!(decide(&PROBE, None, 10.0, None), Step::Finish { recovered: false });
+        let fixed = ThermalPolicy::Fixed { cooldown_s: 30.0 };
+        assert_eq!(decide(&fixed, None, 0.0, None), Step::Wait { sleep_s: 30.0, then_probe: false });
+        assert_eq!(decide(&fixed, None, 30.0, None), Step::Finish { recovered: true });
+        assert_eq!(decide(&ThermalPolicy::Off, None, 0.0, None), Step::Finish { recovered: true });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cooldown_probes_until_recovered() {
+        let mut answers = vec![Some(30.0), None, Some(38.0), Some(45.0)].into_iter();
+        let mut lines = Vec::new();
+        let rec = cooldown(
+            &PROBE,
+            Some(50.0),
+            || std::future::ready(answers.next().flatten()),
+            |s| lines.push(s.to_string()),
+        )
+        .await;
+        assert!(rec.recovered);
+        assert_eq!(rec.probe_tps, vec![30.0, 38.0, 45.0]);
+        // 10 s minimum, then three more probes 5 s apart.
+        assert_eq!(rec.cooldown_s, 25.0);
+        assert_eq!(rec.policy, "probe");
+        assert!(lines.iter().any(|l| l == "probe 45.0 tok/s (need 40.0)"), "{lines:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cooldown_gives_up_at_the_cap() {
+        let policy = ThermalPolicy::Probe { tolerance: 0.20, min_cooldown_s: 10.0, max_cooldown_s: 22.0 };
+        let mut n = 0;
+        let rec = cooldown(
+            &policy,
+            Some(50.0),
+            || {
+                n += 1;
+                std::future::ready(Some(20.0))
+            },
+            |_| {},
+        )
+        .await;
+        assert!(!rec.recovered);
+        assert_eq!(rec.cooldown_s, 22.0);
+        assert_eq!(n, 4, "probes at 10, 15, 20 and 22 s");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fixed_and_off_do_not_probe() {
+        let rec = cooldown(
+            &ThermalPolicy::Fixed { cooldown_s: 30.0 },
+            None,
+            || async { panic!("no probe") },
+            |_| {},
+        )
+        .await;
+        assert_eq!((rec.cooldown_s, rec.recovered, rec.policy.as_str()), (30.0, true, "fixed"));
+        let rec = cooldown(&ThermalPolicy::Off, Some(5.0), || async { panic!("no probe") }, |_| {}).await;
+        assert_eq!((rec.cooldown_s, rec.probe_tps.len()), (0.0, 0));
+    }
+
+    #[test]
+    fn nvidia_smi_lines_parse_with_missing_values() {
+        let gpus = parse_nvidia_smi(
+            "0, NVIDIA H200, 41, 1980, 118.52, 0x0000000000000000\n1, NVIDIA H200, [N/A], 345, [N/A], [N/A]\n",
+        );
+        assert_eq!(gpus.len(), 2);
+        assert_eq!(gpus[0]["temperature_c"], 41.0);
+        assert_eq!(gpus[0]["power_w"], 118.52);
+        assert_eq!(gpus[0]["throttle_reasons"], "0x0000000000000000");
+        assert!(gpus[1]["temperature_c"].is_null() && gpus[1]["throttle_reasons"].is_null());
+    }
+
+    #[test]
+    fn host_snapshot_never_fails() {
+        let snap = host_snapshot();
+        assert!(snap["components_c"].is_object());
+        assert!(snap["taken_at"].as_str().is_some_and(|t| t.starts_with("20")));
+    }
 }

@@ -1,0 +1,130 @@
+//! Hardware profiles: peak memory bandwidth and dense fp16 compute, kept as data (`hardware.toml`,
+//! transcribed from shared/reference/hardware.md) so a new device is a table row, not code.
+
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+const TABLE: &str = include_str!("hardware.toml");
+
+/// One device of the table.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct Profile {
+    pub name: String,
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    pub label: String,
+    pub bandwidth_gbps: f64,
+    pub tflops_fp16: f64,
+    /// The vendor publishes no fp16 figure; ours is an estimate.
+    #[serde(default)]
+    pub compute_estimated: bool,
+    /// Substrings of a CPU brand or GPU name that identify the device (suggestions only).
+    #[serde(default)]
+    pub brands: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Table {
+    device: Vec<Profile>,
+}
+
+/// Every known profile, in table order.
+pub fn profiles() -> &'static [Profile] {
+    static PROFILES: OnceLock<Vec<Profile>> = OnceLock::new();
+    PROFILES.get_or_init(|| {
+        // The table ships inside the binary and a unit test parses it, so a failure here is a
+        // build defect, not bad user input.
+        toml::from_str::<Table>(TABLE).map(|t| t.device).expect("embedded hardware.toml is valid")
+    })
+}
+
+/// Looks a profile up by name or alias (case-insensitive).
+pub fn find(name: &str) -> Option<&'static Profile> {
+    let wanted = name.trim().to_ascii_lowercase();
+    profiles().iter().find(|p| p.name == wanted || p.aliases.contains(&wanted))
+}
+
+/// `find`, or an error that lists every known name.
+pub fn lookup(name: &str) -> Result<&'static Profile, String> {
+    find(name).ok_or_else(|| {
+        let names: Vec<&str> = profiles().iter().map(|p| p.name.as_str()).collect();
+        format!(
+            "--hardware {name:?} is not a known profile; known: {} (or give --bandwidth-gbps and --tflops)",
+            names.join(", ")
+        )
+    })
+}
+
+/// The profile whose brand string occurs in `brand` ("Apple M4 Pro" -> m4-pro). The longest match
+/// wins and a match must end on a word boundary, so "Apple M4 Pro" is not taken for "Apple M4" and
+/// "NVIDIA A100" not for "NVIDIA A10". The caller prints the suggestion; it is never applied silently.
+pub fn suggest_hardware(cpu_brand: &str) -> Option<&'static Profile> {
+    let hay = cpu_brand.to_ascii_lowercase();
+    let mut best: Option<(&Profile, usize)> = None;
+    for p in profiles() {
+        for b in &p.brands {
+            let needle = b.to_ascii_lowercase();
+            if contains_word(&hay, &needle) && best.is_none_or(|(_, len)| needle.len() > len) {
+                best = Some((p, needle.len()));
+            }
+        }
+    }
+    best.map(|(p, _)| p)
+}
+
+fn contains_word(hay: &str, needle: &str) -> bool {
+    hay.match_indices(needle).any(|(i, _)| {
+        let after = hay[i + needle.len()..].chars().next();
+        after.is_none_or(|c| !c.is_ascii_alphanumeric())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_parses_and_holds_the_named_devices() {
+        for name in [
+            "m4-pro",
+            "m4-max-40c",
+            "m3-ultra",
+            "h100-sxm",
+            "h100-pcie",
+            "h200",
+            "a100-80gb-sxm",
+            "rtx-4090",
+            "mi300x",
+        ] {
+            assert!(find(name).is_some(), "{name}");
+        }
+        let m4 = lookup("M4-Pro").unwrap();
+        assert_eq!(m4.bandwidth_gbps, 273.0);
+        assert!(m4.compute_estimated);
+        assert_eq!(lookup("h200").unwrap().tflops_fp16, 989.0);
+        assert_eq!(lookup("m4-max").unwrap().name, "m4-max-40c");
+        let names: Vec<&str> = profiles().iter().map(|p| p.name.as_str()).collect();
+        let mut dedup = names.clone();
+        dedup.sort();
+        dedup.dedup();
+        assert_eq!(dedup.len(), names.len(), "profile names are unique");
+    }
+
+    #[test]
+    fn unknown_names_list_the_known_ones() {
+        let err = lookup("m9-hyper").unwrap_err();
+        assert!(err.contains("m9-hyper") && err.contains("m4-pro") && err.contains("h200"), "{err}");
+    }
+
+    #[test]
+    fn suggestions_take_the_longest_whole_word_match() {
+        assert_eq!(suggest_hardware("Apple M4 Pro").map(|p| p.name.as_str()), Some("m4-pro"));
+        assert_eq!(suggest_hardware("Apple M4").map(|p| p.name.as_str()), Some("m4"));
+        assert_eq!(suggest_hardware("Apple M1 Max").map(|p| p.name.as_str()), Some("m1-max"));
+        assert_eq!(suggest_hardware("NVIDIA H200").map(|p| p.name.as_str()), Some("h200"));
+        assert_eq!(suggest_hardware("NVIDIA A100-SXM4-80GB").map(|p| p.name.as_str()), Some("a100-80gb-sxm"));
+        assert_eq!(suggest_hardware("NVIDIA A100 unknown variant"), None);
+        assert_eq!(suggest_hardware("Intel(R) Xeon(R) Platinum 8480+"), None);
+    }
+}

@@ -1,0 +1,115 @@
+//! What verify reports: one finding per rule hit, in a stable JSON shape.
+
+use serde::Serialize;
+
+use crate::record::CellKey;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Context a reader should see; never fails the run.
+    Info,
+    /// Suspicious; fails only with --strict.
+    Warning,
+    /// Impossible or broken; exit 1.
+    Error,
+}
+
+impl Severity {
+    pub fn label(self) -> &'static str {
+        match self {
+            Severity::Info => "INFO",
+            Severity::Warning => "WARNING",
+            Severity::Error => "ERROR",
+        }
+    }
+}
+
+/// Rule ids (stable: scripts match on them).
+pub mod rule {
+    pub const DECODE_ABOVE_CEILING: &str = "decode_above_ceiling";
+    pub const PREFILL_ABOVE_CEILING: &str = "prefill_above_ceiling";
+    pub const MAX_TOKENS_EXCEEDED: &str = "max_tokens_exceeded";
+    pub const USAGE_MISSING: &str = "usage_missing";
+    pub const INPUT_TOKENS_OFF_NOMINAL: &str = "input_tokens_off_nominal";
+    pub const TTFT_AFTER_E2E: &str = "ttft_after_e2e";
+    pub const WARM_NOT_FASTER: &str = "warm_not_faster";
+    pub const WARM_SLOWER_EXPLAINED: &str = "warm_slower_explained";
+    pub const HOT_SLOWER_THAN_WARM: &str = "hot_slower_than_warm";
+    pub const CACHE_STATE_UNCONFIRMED: &str = "cache_state_unconfirmed";
+    pub const THERMAL_NOT_RECOVERED: &str = "thermal_not_recovered";
+    pub const RUN_OUTLIER: &str = "run_outlier";
+    pub const HARDWARE_MISMATCH: &str = "hardware_mismatch";
+    pub const MEASUREMENT_FAILED: &str = "measurement_failed";
+    pub const QUALITY_GATE_FAILED: &str = "quality_gate_failed";
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub rule: &'static str,
+    /// The input the finding comes from.
+    pub file: String,
+    pub run_id: Option<String>,
+    /// The cell (null for findings about a whole run or file).
+    pub cell: Option<CellKey>,
+    /// The measured number and the limit it was held against, in `unit`.
+    pub value: Option<f64>,
+    pub limit: Option<f64>,
+    pub unit: Option<&'static str>,
+    /// Why, with the numbers.
+    pub message: String,
+}
+
+impl Finding {
+    pub fn new(severity: Severity, rule: &'static str, file: &str, message: String) -> Finding {
+        Finding {
+            severity,
+            rule,
+            file: file.to_string(),
+            run_id: None,
+            cell: None,
+            value: None,
+            limit: None,
+            unit: None,
+            message,
+        }
+    }
+
+    pub fn at(mut self, run_id: &str, cell: &CellKey) -> Finding {
+        self.run_id = Some(run_id.to_string());
+        self.cell = Some(cell.clone());
+        self
+    }
+
+    pub fn numbers(mut self, value: f64, limit: f64, unit: &'static str) -> Finding {
+        self.value = Some(value);
+        self.limit = Some(limit);
+        self.unit = Some(unit);
+        self
+    }
+
+    /// One readable line: severity, rule, where, why.
+    pub fn line(&self) -> String {
+        let place = match &self.cell {
+            Some(c) => match &self.run_id {
+                Some(r) => format!("{} run {r}", cell_label(c)),
+                None => format!("{} in {}", cell_label(c), self.file),
+            },
+            None => self.run_id.as_deref().map_or_else(|| self.file.clone(), |r| format!("run {r}")),
+        };
+        format!("{:<7} {:<24} {place}: {}", self.severity.label(), self.rule, self.message)
+    }
+}
+
+/// "gemma-3-12b-it-4bit cold/streaming 4096 tok b1 #2" (the model's last path part only; run 0,
+/// used by findings about a whole cell, reads "all runs").
+pub fn cell_label(c: &CellKey) -> String {
+    let model = c.model.rsplit('/').next().unwrap_or(&c.model);
+    let scenario = match c.scenario.as_str() {
+        s if s == c.cache_state.as_str() => s.to_string(),
+        s => format!("{s}:{}", c.cache_state.as_str()),
+    };
+    let run = if c.run == 0 { "all runs".to_string() } else { format!("#{}", c.run) };
+    format!("{model} {scenario}/{} {} tok b{} {run}", c.mode.as_str(), c.context_tokens, c.batch_size)
+}

@@ -1,0 +1,334 @@
+//! `bench verify` end to end on the fixtures of tests/fixtures/verify (see verify_fixtures.rs for
+//! their numbers): each seed anomaly raises exactly its rule, clean data raises nothing, and the
+//! exit codes are 0 / 1 / 2.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const M4_PRO_GEMMA: [&str; 6] = ["--hardware", "m4-pro", "--model-bytes", "8.03GB", "--params", "12B"];
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/verify").join(name)
+}
+
+/// Runs `bench verify --format json ARGS`; returns (exit code, report).
+fn verify_json(inputs: &[&Path], flags: &[&str]) -> (i32, Value) {
+    let out = Command::cargo_bin("bench")
+        .unwrap()
+        .arg("verify")
+        .args(inputs)
+        .args(flags)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap_or(-1), report)
+}
+
+/// (severity, rule) of every finding.
+fn found(report: &Value) -> Vec<(String, String)> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["severity"].as_str().unwrap().to_string(), f["rule"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+fn only(report: &Value, severity: &str, rule: &str) -> Value {
+    assert_eq!(found(report), vec![(severity.to_string(), rule.to_string())], "{report:#}");
+    report["findings"][0].clone()
+}
+
+#[test]
+fn clean_sweep_raises_nothing_with_or_without_physics() {
+    let (code, report) = verify_json(&[&fixture("clean_m4_pro.jsonl")], &M4_PRO_GEMMA);
+    assert_eq!((code, found(&report)), (0, vec![]), "{report:#}");
+    assert_eq!(report["summary"]["records"], 18);
+    let keys: Vec<&String> = report.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        ["findings", "inputs", "notes", "physics", "summary", "verify_schema"],
+        "stable JSON shape"
+    );
+    assert_eq!(report["verify_schema"], 1);
+    assert_eq!(report["summary"]["exit_code"], 0);
+    assert_eq!(report["physics"][0]["hardware"]["bandwidth_gbps"], 273.0);
+
+    let (code, report) = verify_json(&[&fixture("clean_m4_pro.jsonl")], &[]);
+    assert_eq!((code, found(&report)), (0, vec![]));
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("no hardware known") && notes.contains("skipped"), "{notes}");
+}
+
+#[test]
+fn decode_77_7_on_an_m4_pro_is_impossible_and_33_passes() {
+    let (code, report) = verify_json(&[&fixture("decode_77_7.jsonl")], &M4_PRO_GEMMA);
+    let f = only(&report, "error", "decode_above_ceiling");
+    assert_eq!(code, 1);
+    assert_eq!(f["value"], 77.7);
+    assert!((f["limit"].as_f64().unwrap() - 34.0).abs() < 0.05, "{f}");
+    assert_eq!(f["cell"]["context_tokens"], 1024);
+    assert_eq!(f["cell"]["run"], 2);
+    assert!(f["message"].as_str().unwrap().contains("needs 624 GB/s"), "{f}");
+}
+
+#[test]
+fn max_tokens_253_of_64() {
+    let (code, report) = verify_json(&[&fixture("max_tokens_253.jsonl")], &M4_PRO_GEMMA);
+    let f = only(&report, "error", "max_tokens_exceeded");
+    assert_eq!((code, f["value"].as_f64(), f["limit"].as_f64()), (1, Some(253.0), Some(64.0)));
+}
+
+#[test]
+fn input_tokens_0_in_streaming_is_missing_usage() {
+    let (code, report) = verify_json(&[&fixture("input_tokens_0.jsonl")], &M4_PRO_GEMMA);
+    let f = only(&report, "error", "usage_missing");
+    assert_eq!(code, 1);
+    assert!(f["message"].as_str().unwrap().starts_with("input_tokens 0"), "{f}");
+}
+
+#[test]
+fn warm_0_98x_cold_is_a_broken_cache() {
+    let (code, report) = verify_json(&[&fixture("warm_0_98.jsonl")], &M4_PRO_GEMMA);
+    let f = only(&report, "error", "warm_not_faster");
+    assert_eq!(code, 1);
+    assert!((f["value"].as_f64().unwrap() - 0.98).abs() < 0.005, "{f}");
+    assert_eq!(f["cell"]["cache_state"], "warm");
+    assert_eq!(f["cell"]["context_tokens"], 4096);
+    // Same verdict without any physics: the plain speed-up rule.
+    let (code, report) = verify_json(&[&fixture("warm_0_98.jsonl")], &[]);
+    only(&report, "error", "warm_not_faster");
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn the_paper_run_stands_out_among_five_normal_runs() {
+    let (code, report) = verify_json(&[&fixture("paper_run_outlier.jsonl")], &[]);
+    let f = only(&report, "warning", "run_outlier");
+    assert_eq!(code, 0, "a warning alone passes");
+    assert_eq!(f["run_id"], "20260204T1959-paper");
+    assert!(f["message"].as_str().unwrap().contains("6 of 6 cells"), "{f}");
+
+    let (code, _) = verify_json(&[&fixture("paper_run_outlier.jsonl")], &["--strict"]);
+    assert_eq!(code, 1, "--strict makes warnings fail");
+
+    // With the M4 Pro's physics the same run is also impossible, cell by cell.
+    let (code, report) = verify_json(&[&fixture("paper_run_outlier.jsonl")], &M4_PRO_GEMMA);
+    assert_eq!(code, 1);
+    let rules = found(&report);
+    assert_eq!(rules.iter().filter(|(_, r)| r == "decode_above_ceiling").count(), 3);
+    assert_eq!(rules.iter().filter(|(_, r)| r == "prefill_above_ceiling").count(), 3);
+    assert_eq!(rules.len(), 7, "{rules:?}");
+    for f in report["findings"].as_array().unwrap() {
+        assert_eq!(f["run_id"], "20260204T1959-paper", "only the paper run is flagged: {f}");
+    }
+}
+
+#[test]
+fn runs_are_compared_across_files_given_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("paper_run_outlier.jsonl")).unwrap();
+    let mut files = Vec::new();
+    for (i, chunk) in text.lines().collect::<Vec<_>>().chunks(3).enumerate() {
+        let path = dir.path().join(format!("run{i}.jsonl"));
+        std::fs::write(&path, chunk.join("\n") + "\n").unwrap();
+        files.push(path);
+    }
+    let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let (_, report) = verify_json(&paths, &[]);
+    let f = only(&report, "warning", "run_outlier");
+    assert!(f["file"].as_str().unwrap().ends_with("run2.jsonl"), "{f}");
+    // One file alone has no siblings to be compared with.
+    let (_, report) = verify_json(&paths[..1], &[]);
+    assert_eq!(found(&report), vec![]);
+}
+
+#[test]
+fn warm_slower_than_cold_on_an_h200_is_explained_by_storage_physics() {
+    let h200 = ["--bandwidth-gbps", "4214", "--tflops", "770"];
+    let config = fixture("config.json");
+    let mut flags = h200.to_vec();
+    flags.extend(["--model-file", config.to_str().unwrap()]);
+    let (code, report) = verify_json(&[&fixture("h200_warm_slower_than_cold.jsonl")], &flags);
+    assert_eq!(code, 0, "{report:#}");
+    let rules = found(&report);
+    assert_eq!(rules, vec![("info".into(), "warm_slower_explained".into()); 2], "{report:#}");
+    assert_eq!(report["physics"][0]["models"][0]["kv_bytes_per_token"], 131072.0);
+    // With a fast disk the reload should have won: then it is a broken cache.
+    flags.extend(["--storage-gbps", "50"]);
+    let (code, report) = verify_json(&[&fixture("h200_warm_slower_than_cold.jsonl")], &flags);
+    assert_eq!(code, 1);
+    assert!(found(&report).contains(&("error".into(), "warm_not_faster".into())));
+    // Without the KV size, only the plain speed-up rule is left.
+    let mut plain = h200.to_vec();
+    plain.extend(["--model-bytes", "14.48GB", "--params", "7.24B"]);
+    let (code, report) = verify_json(&[&fixture("h200_warm_slower_than_cold.jsonl")], &plain);
+    assert_eq!(code, 1);
+    assert_eq!(found(&report), vec![("error".into(), "warm_not_faster".into()); 2]);
+}
+
+fn run_dir(jsonl: &str, run_json: Value) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture(jsonl), dir.path().join("measurements.jsonl")).unwrap();
+    std::fs::write(dir.path().join("run.json"), run_json.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn physics_falls_back_to_run_json_and_the_builtin_model_table() {
+    let dir = run_dir(
+        "decode_77_7.jsonl",
+        serde_json::json!({"host": {"cpu_brand": "Apple M4 Pro"}, "config": {"physics": {"hardware": "m4-pro"}}}),
+    );
+    let (code, report) = verify_json(&[dir.path()], &[]);
+    only(&report, "error", "decode_above_ceiling");
+    assert_eq!(code, 1);
+    assert_eq!(report["physics"][0]["models"][0]["source"], "builtin");
+}
+
+#[test]
+fn hardware_other_than_the_hosts_is_a_warning() {
+    let dir = run_dir(
+        "clean_m4_pro.jsonl",
+        serde_json::json!({"host": {"cpu_brand": "Apple M4 Max"}, "config": {"physics": {"hardware": "m4-max-40c"}}}),
+    );
+    let (code, report) = verify_json(&[dir.path()], &M4_PRO_GEMMA);
+    let f = only(&report, "warning", "hardware_mismatch");
+    assert_eq!(code, 0);
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains("m4-pro") && msg.contains("m4-max-40c"), "{msg}");
+}
+
+#[test]
+fn without_hardware_the_note_suggests_the_hosts_profile() {
+    let dir = run_dir("clean_m4_pro.jsonl", serde_json::json!({"host": {"cpu_brand": "Apple M4 Pro"}}));
+    let (_, report) = verify_json(&[dir.path()], &[]);
+    assert!(report["notes"].to_string().contains("try --hardware m4-pro"), "{report:#}");
+}
+
+#[test]
+fn unusable_input_exits_2_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    let good = std::fs::read_to_string(fixture("clean_m4_pro.jsonl")).unwrap();
+    let first = good.lines().next().unwrap();
+    std::fs::write(&path, format!("{first}\n{{not json\n")).unwrap();
+    Command::cargo_bin("bench")
+        .unwrap()
+        .args(["verify", path.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("bad.jsonl:2:"));
+    Command::cargo_bin("bench").unwrap().args(["verify", "/nonexistent/x.jsonl"]).assert().code(2);
+    Command::cargo_bin("bench")
+        .unwrap()
+        .args(["verify", fixture("clean_m4_pro.jsonl").to_str().unwrap(), "--hardware", "m9-ultra"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("m4-pro"));
+}
+
+#[test]
+fn text_output_is_one_line_per_finding_and_a_summary() {
+    let out = Command::cargo_bin("bench")
+        .unwrap()
+        .arg("verify")
+        .arg(fixture("decode_77_7.jsonl"))
+        .args(M4_PRO_GEMMA)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("ERROR   decode_above_ceiling"), "{text}");
+    assert!(lines[0].contains("cold/streaming 1024 tok b1 #2"), "{text}");
+    assert!(lines[1].starts_with("summary: 1 error(s)"), "{text}");
+}
+
+/// The clean sweep with one record changed by `edit` (matched by cache state, context and run).
+fn edited_clean(state: &str, context: u64, run: u64, edit: impl Fn(&mut Value)) -> tempfile::NamedTempFile {
+    let text = std::fs::read_to_string(fixture("clean_m4_pro.jsonl")).unwrap();
+    let mut out = String::new();
+    let mut hit = false;
+    for line in text.lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        if v["cache_state"] == state && v["context_tokens"] == context && v["run"] == run {
+            edit(&mut v);
+            hit = true;
+        }
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    assert!(hit, "no such record");
+    let file = tempfile::Builder::new().suffix(".jsonl").tempfile().unwrap();
+    std::fs::write(file.path(), out).unwrap();
+    file
+}
+
+type Edit = Box<dyn Fn(&mut Value)>;
+
+#[test]
+fn each_record_rule_fires_alone() {
+    let cases: Vec<(&str, &str, Edit)> = vec![
+        ("error", "ttft_after_e2e", Box::new(|v| v["ttft_ms"] = 99_999.0.into())),
+        (
+            "error",
+            "cache_state_unconfirmed",
+            Box::new(|v| {
+                v["cache_state_confirmed"] = Value::Null;
+                v["cache_evidence"]["cached_tokens"] = 4000.into();
+                v["cache_evidence"]["prompt_evaluated_tokens"] = 96.into();
+                v["cached_tokens"] = 4000.into();
+                // 96 computed tokens in 15.4 s is slow: only the evidence rule should fire.
+            }),
+        ),
+        ("warning", "input_tokens_off_nominal", Box::new(|v| v["input_tokens"] = 2936.into())),
+        (
+            "warning",
+            "thermal_not_recovered",
+            Box::new(|v| {
+                v["thermal"]["recovered"] = false.into();
+                v["thermal"]["cooldown_s"] = 240.0.into();
+            }),
+        ),
+        (
+            "warning",
+            "measurement_failed",
+            Box::new(|v| {
+                v["error"] = serde_json::json!({"kind": "connect", "message": "refused", "http_status": null})
+            }),
+        ),
+    ];
+    for (severity, rule, edit) in cases {
+        let file = edited_clean("cold", 4096, 2, edit);
+        let (code, report) = verify_json(&[file.path()], &M4_PRO_GEMMA);
+        only(&report, severity, rule);
+        assert_eq!(code, if severity == "error" { 1 } else { 0 }, "{rule}");
+    }
+}
+
+#[test]
+fn hot_slower_than_warm_warns() {
+    let text = std::fs::read_to_string(fixture("clean_m4_pro.jsonl")).unwrap();
+    let slow_hot: String = text
+        .lines()
+        .map(|line| {
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            if v["cache_state"] == "hot" && v["context_tokens"] == 1024 {
+                v["ttft_ms"] = 900.0.into();
+            }
+            v.to_string() + "\n"
+        })
+        .collect();
+    let file = tempfile::Builder::new().suffix(".jsonl").tempfile().unwrap();
+    std::fs::write(file.path(), slow_hot).unwrap();
+    let (code, report) = verify_json(&[file.path()], &M4_PRO_GEMMA);
+    let f = only(&report, "warning", "hot_slower_than_warm");
+    assert_eq!((code, f["value"].as_f64()), (0, Some(900.0)));
+    assert_eq!(f["cell"]["cache_state"], "hot");
+}
