@@ -1,0 +1,1 @@
+//! Statistics over raw per-record values (never over averages).
