@@ -140,9 +140,8 @@ pub fn import(
         let first = records.len();
         records.extend(measurement_records(&cx, cell.clone(), r));
         if cell.run == 0 {
-            for i in first..records.len() {
-                unnumbered.entry(cell.clone()).or_default().push((records[i].started_at().to_string(), i));
-            }
+            let rows = unnumbered.entry(cell.clone()).or_default();
+            rows.extend(records.iter().enumerate().skip(first).map(|(i, r)| (r.started_at().to_string(), i)));
         }
     }
     for row in staggered {

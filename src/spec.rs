@@ -110,10 +110,11 @@ pub fn parse_name_list<T: PartialEq>(
 /// `2s`, `1500ms`, `4m`, or a bare number of seconds (`30`, `0.5`).
 pub fn parse_duration(flag: &str, text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    if let Ok(secs) = text.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
+    if let Ok(secs) = text.parse::<f64>()
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return Ok(Duration::from_secs_f64(secs));
     }
     humantime::parse_duration(text)
         .map_err(|e| format!("{flag}: {text:?} is not a duration ({e}; examples: 2s, 1500ms, 4m)"))

@@ -17,6 +17,8 @@ use crate::record::{CacheState, Mode, Scenario};
 use crate::stats::Summary;
 
 type Res<T> = Result<T, String>;
+/// (context, mean, ci low, ci high)
+type Point = (f64, f64, f64, f64);
 
 fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
@@ -71,11 +73,7 @@ pub fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
 }
 
 /// (context, mean, lo, hi) points of one cache state.
-fn points(
-    cells: &[&CellStats],
-    state: CacheState,
-    pick: fn(&CellStats) -> &Summary,
-) -> Vec<(f64, f64, f64, f64)> {
+fn points(cells: &[&CellStats], state: CacheState, pick: fn(&CellStats) -> &Summary) -> Vec<Point> {
     cells
         .iter()
         .filter(|c| c.id.cache_state == state)
@@ -107,7 +105,7 @@ fn series_plot(
     log_y: bool,
 ) -> Res<bool> {
     let states = [CacheState::Cold, CacheState::Warm, CacheState::Hot];
-    let series: Vec<(CacheState, Vec<(f64, f64, f64, f64)>)> =
+    let series: Vec<(CacheState, Vec<Point>)> =
         states.iter().map(|&s| (s, points(cells, s, pick))).filter(|(_, p)| !p.is_empty()).collect();
     if series.is_empty() {
         return Ok(false);

@@ -28,7 +28,11 @@ fn median_ci(s: &Summary) -> String {
 }
 
 fn context(tokens: u32) -> String {
-    if tokens >= 1024 && tokens % 1024 == 0 { format!("{}K", tokens / 1024) } else { tokens.to_string() }
+    if tokens >= 1024 && tokens.is_multiple_of(1024) {
+        format!("{}K", tokens / 1024)
+    } else {
+        tokens.to_string()
+    }
 }
 
 fn new_table(width: Option<u16>, header: &[&str]) -> Table {
