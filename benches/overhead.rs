@@ -58,7 +58,10 @@ fn main() {
     let client = Client::new(&server.url, Api::Openai, None, Duration::from_secs(60)).unwrap();
     let nonces = Nonces::new();
     println!("harness TTFT overhead (client arrival stamp - server write), ms");
-    println!("{:>8} {:>8} {:>8} {:>8} {:>8}  {}", "streams", "median", "p95", "max", "n", "median vs Python anchor");
+    println!(
+        "{:>8} {:>8} {:>8} {:>8} {:>8}  {}",
+        "streams", "median", "p95", "max", "n", "median vs Python anchor"
+    );
     for streams in [1usize, 8, 64] {
         let mut all = Vec::new();
         rt.block_on(async {

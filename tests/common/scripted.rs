@@ -331,6 +331,13 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
         return axum::Json(resp).into_response();
     }
     let mut events: Vec<(u64, String)> = Vec::new();
+    let key = body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or("")
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("")
+        .to_string();
     if b.role_chunk {
         events.push((
             0,

@@ -1,0 +1,125 @@
+//! `bench merge`: many result files -> one canonical file (format in `canonical`).
+//!
+//! Inputs are anything `load::load` reads. Re-runs replace failures (`combine`), the metadata of
+//! every source is kept and disagreements listed (`settings`), and `--expect` checks the result
+//! against a scenario's matrix (`expect`). Bad input: exit 2 and nothing written. Incomplete
+//! (missing or failed cells) with `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
+
+pub mod canonical;
+pub mod combine;
+pub mod expect;
+pub mod settings;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::exit::{self, Failure};
+use crate::load::{self, Source};
+use crate::record::SCHEMA_VERSION;
+use canonical::{CANONICAL_KIND, Canonical, SourceEntry};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    bench merge results/run-a results/run-b/measurements.jsonl -o results/paper.json\n  \
+    bench merge first.json rerun.json -o results/gemma.json --expect scenarios/paper.toml\n\n\
+    Inputs: run directories, .jsonl record files, canonical files, origin benchmark JSON.\n\
+    Exit codes: 0 merged (and complete); 1 incomplete against --expect; 2 bad input (nothing written);\n\
+    4 the output could not be written.")]
+pub struct MergeArgs {
+    /// Run directories, .jsonl files, canonical files or origin result JSON.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write the canonical file (e.g. results/paper.json).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Scenario file whose matrix the merged records should fill; prints a completeness table.
+    #[arg(long, value_name = "SCENARIO")]
+    pub expect: Option<PathBuf>,
+    /// Exit 0 even when --expect finds missing or failed cells.
+    #[arg(long)]
+    pub allow_incomplete: bool,
+}
+
+/// Loads every input, failing on the first bad one (its error names the file and line).
+pub fn load_all(inputs: &[PathBuf]) -> anyhow::Result<Vec<Source>> {
+    let mut sources = Vec::new();
+    for path in inputs {
+        sources.push(load::load(path).map_err(|e| Failure::usage(e.to_string()))?);
+    }
+    Ok(sources)
+}
+
+/// Builds the canonical document from loaded sources (pure: no clock, no input order).
+pub fn build(sources: &[Source]) -> Canonical {
+    let combined = combine::combine(sources);
+    let mut entries: Vec<SourceEntry> = sources
+        .iter()
+        .map(|s| {
+            let mut run_ids: Vec<String> = s.records.iter().map(|r| r.run_id().to_string()).collect();
+            run_ids.sort();
+            run_ids.dedup();
+            SourceEntry {
+                path: s.path.display().to_string(),
+                kind: s.kind.as_str().to_string(),
+                records: s.records.len(),
+                run_ids,
+                run_meta: s.run_meta.clone(),
+            }
+        })
+        .collect();
+    entries.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.kind.cmp(&b.kind)));
+    let mut ordered: Vec<&Source> = sources.iter().collect();
+    ordered.sort_by_key(|s| s.path.display().to_string());
+    let ordered: Vec<Source> = ordered.into_iter().cloned().collect();
+    Canonical {
+        schema_version: SCHEMA_VERSION,
+        kind: CANONICAL_KIND.to_string(),
+        sources: entries,
+        conflicts: settings::conflicts(&ordered),
+        provenance: combined.provenance,
+        records: combined.records,
+    }
+}
+
+pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
+    let expectation = match &args.expect {
+        Some(path) => Some(expect::from_scenario(path).map_err(Failure::usage)?),
+        None => None,
+    };
+    let sources = load_all(&args.inputs)?;
+    let doc = build(&sources);
+    for conflict in &doc.conflicts {
+        eprintln!("{}", settings::describe(conflict));
+    }
+    crate::store::write_json_atomic(&args.output, &doc)
+        .map_err(|e| Failure::io(format!("{}: cannot write: {e}", args.output.display())))?;
+    let replaced: usize = doc.provenance.replaced.iter().map(|r| r.beat).sum();
+    eprintln!(
+        "merged {} records from {} sources ({} duplicates set aside, see provenance) -> {}",
+        doc.records.len(),
+        doc.sources.len(),
+        replaced,
+        args.output.display()
+    );
+    let Some(expectation) = expectation else {
+        return Ok(exit::code(exit::SUCCESS));
+    };
+    let rows = expect::completeness(&expectation, &doc.records);
+    print!("{}", expect::render(&rows));
+    for conflict in doc.conflicts.iter().filter(|c| c.setting == "output_tokens") {
+        let want = expectation.output_tokens.to_string();
+        if conflict.values.iter().any(|v| v.value != want) {
+            eprintln!("warning: the scenario expects {want} output tokens; sources differ (see conflicts)");
+        }
+    }
+    let complete = !rows.is_empty() && rows.iter().all(expect::ModelCompleteness::is_complete);
+    if complete || args.allow_incomplete {
+        Ok(exit::code(exit::SUCCESS))
+    } else {
+        eprintln!(
+            "incomplete against {} (use --allow-incomplete to accept)",
+            args.expect.as_ref().map_or(String::new(), |p| p.display().to_string())
+        );
+        Ok(exit::code(exit::FINDINGS))
+    }
+}

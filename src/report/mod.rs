@@ -1,0 +1,222 @@
+//! `bench report`: statistics per cell, as a terminal table, markdown, CSV or JSON, plus SVG plots.
+//!
+//! A cell is (model, scenario, cache state, mode, context, batch size); runs and the requests of a
+//! batch are its samples. Every number is recomputed from the raw records (decode TPS from output
+//! tokens, TTFT and E2E; never an average of averages), over the records that passed (quality_ok
+//! and error-free); `records` and `quality_ok` say how many there were and how many were used.
+//! Several inputs are combined with merge's rules first, so a re-run is not counted twice.
+//! Methods: see `stats` (t-interval on the mean; bootstrap for the ratio of medians).
+
+mod csv;
+mod plot;
+mod table;
+
+pub use self::csv::{COLUMNS, to_csv};
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::exit::{self, Failure};
+use crate::record::{self, CacheState, Mode, Record, Scenario};
+use crate::stats::{self, Ratio, Summary};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Markdown,
+    Csv,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    bench report results/paper.json\n  \
+    bench report results/paper.json --format csv > paper.csv\n  \
+    bench report results/run-a results/run-b --plot plots/\n\n\
+    CSV columns: docs/report-columns.md. Exit codes: 0 done; 2 bad input; 4 plots not written.")]
+pub struct ReportArgs {
+    /// Canonical files, run directories, .jsonl files or origin result JSON.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Also write SVG plots into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct CellId {
+    pub model: String,
+    pub batch_size: u32,
+    pub scenario: Scenario,
+    pub mode: Mode,
+    pub context_tokens: u32,
+    pub cache_state: CacheState,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CellStats {
+    #[serde(flatten)]
+    pub id: CellId,
+    /// Measurement or staggered records in the cell (group records are not counted here).
+    pub records: usize,
+    pub quality_ok: usize,
+    pub cache_confirmed: usize,
+    pub cache_unconfirmed: usize,
+    pub ttft_ms: Summary,
+    pub e2e_ms: Summary,
+    pub decode_tps: Summary,
+    /// Median of the records' physics.decode_ceiling_tps.
+    pub decode_ceiling_tps: Option<f64>,
+    /// Cold median TTFT / this cell's median TTFT (warm and hot cells).
+    pub ttft_speedup_vs_cold: Option<Ratio>,
+    /// Concurrent cells: system TPS of the batches (group records).
+    pub system_tps: Summary,
+    /// Staggered cells: user B's first token, from A's send.
+    pub user_b_wait_ms: Summary,
+}
+
+#[derive(Default)]
+struct Samples {
+    records: usize,
+    quality_ok: usize,
+    confirmed: usize,
+    unconfirmed: usize,
+    ttft: Vec<f64>,
+    e2e: Vec<f64>,
+    decode: Vec<f64>,
+    ceiling: Vec<f64>,
+    system_tps: Vec<f64>,
+    b_wait: Vec<f64>,
+}
+
+fn cell_id(r: &Record) -> CellId {
+    let c = r.cell();
+    CellId {
+        model: c.model.clone(),
+        batch_size: c.batch_size,
+        scenario: c.scenario,
+        mode: c.mode,
+        context_tokens: c.context_tokens,
+        cache_state: c.cache_state,
+    }
+}
+
+/// Statistics of every cell, sorted by (model, batch size, scenario, mode, context, cache state).
+pub fn cells(records: &[Record]) -> Vec<CellStats> {
+    let mut by_cell: BTreeMap<CellId, Samples> = BTreeMap::new();
+    for r in records {
+        let s = by_cell.entry(cell_id(r)).or_default();
+        let good = r.is_good();
+        match r {
+            Record::Measurement(m) => {
+                s.records += 1;
+                match m.cache_state_confirmed {
+                    Some(true) => s.confirmed += 1,
+                    Some(false) => s.unconfirmed += 1,
+                    None => {}
+                }
+                if !good {
+                    continue;
+                }
+                s.quality_ok += 1;
+                s.ttft.extend(m.ttft_ms);
+                s.e2e.extend(m.e2e_ms);
+                s.decode.extend(record::decode_tps(m.output_tokens, m.ttft_ms, m.e2e_ms).or(m.decode_tps));
+                s.ceiling.extend(m.physics.as_ref().and_then(|p| p.decode_ceiling_tps));
+            }
+            Record::Group(g) if good => s.system_tps.extend(g.system_tps),
+            Record::Group(_) => {}
+            Record::Staggered(st) => {
+                s.records += 1;
+                if good {
+                    s.quality_ok += 1;
+                    s.b_wait.extend(st.user_b_ttft_from_wall_start_ms);
+                }
+            }
+        }
+    }
+    let cold_twin = |id: &CellId| {
+        let scenario = match id.scenario {
+            Scenario::Warm | Scenario::Hot => Scenario::Cold,
+            other => other,
+        };
+        CellId { scenario, cache_state: CacheState::Cold, ..id.clone() }
+    };
+    by_cell
+        .iter()
+        .map(|(id, s)| {
+            let speedup = (id.cache_state != CacheState::Cold && !s.ttft.is_empty())
+                .then(|| by_cell.get(&cold_twin(id)))
+                .flatten()
+                .filter(|cold| !cold.ttft.is_empty())
+                .map(|cold| stats::ratio_of_medians(&cold.ttft, &s.ttft));
+            CellStats {
+                id: id.clone(),
+                records: s.records,
+                quality_ok: s.quality_ok,
+                cache_confirmed: s.confirmed,
+                cache_unconfirmed: s.unconfirmed,
+                ttft_ms: stats::summarize(&s.ttft),
+                e2e_ms: stats::summarize(&s.e2e),
+                decode_tps: stats::summarize(&s.decode),
+                decode_ceiling_tps: stats::median(&s.ceiling),
+                ttft_speedup_vs_cold: speedup,
+                system_tps: stats::summarize(&s.system_tps),
+                user_b_wait_ms: stats::summarize(&s.b_wait),
+            }
+        })
+        .collect()
+}
+
+pub fn is_staggered(id: &CellId) -> bool {
+    matches!(id.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    ci_method: &'a str,
+    quantile_method: &'a str,
+    speedup_method: &'a str,
+    cells: &'a [CellStats],
+}
+
+pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
+
+pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    let sources = crate::merge::load_all(&args.inputs)?;
+    let combined = crate::merge::combine::combine(&sources);
+    let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
+    if set_aside > 0 {
+        eprintln!("note: {set_aside} duplicate records set aside by merge rules (re-runs, copies)");
+    }
+    let cells = cells(&combined.records);
+    let out = match args.format {
+        Format::Table => table::render(&cells, Some(table::TERMINAL_WIDTH)),
+        Format::Markdown => table::render(&cells, None),
+        Format::Csv => to_csv(&cells).map_err(|e| Failure::io(format!("csv: {e}")))?,
+        Format::Json => {
+            let report = JsonReport {
+                ci_method: stats::CI_METHOD,
+                quantile_method: QUANTILE_METHOD,
+                speedup_method: stats::RATIO_METHOD,
+                cells: &cells,
+            };
+            serde_json::to_string_pretty(&report)? + "\n"
+        }
+    };
+    print!("{out}");
+    if let Some(dir) = &args.plot {
+        let written = plot::write_all(dir, &cells)
+            .map_err(|e| Failure::io(format!("{}: cannot write plots: {e}", dir.display())))?;
+        for path in written {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    Ok(exit::code(exit::SUCCESS))
+}

@@ -1,0 +1,214 @@
+//! `bench report`: statistics on known vectors, the CSV snapshot, the table width, JSON, SVG plots.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use ttft_bench::record::{
+    CacheState, CellKey, GroupRecord, Measurement, Mode, PhysicsRecord, Record, SCHEMA_VERSION, Scenario,
+    StaggeredRecord,
+};
+use ttft_bench::report::{self, COLUMNS};
+
+fn key(scenario: Scenario, cache_state: CacheState, mode: Mode, batch_size: u32, run: u32) -> CellKey {
+    CellKey { model: "m".into(), scenario, cache_state, mode, context_tokens: 1024, batch_size, run }
+}
+
+fn m(cell: CellKey, index: u32, ttft: Option<f64>, e2e: f64, ok: bool) -> Record {
+    Record::Measurement(Box::new(Measurement {
+        schema_version: SCHEMA_VERSION,
+        run_id: "r".into(),
+        cell,
+        request_index: index,
+        started_at: "2026-01-01T00:00:00Z".into(),
+        ttft_ms: ttft,
+        e2e_ms: Some(e2e),
+        output_tokens: Some(65),
+        quality_ok: ok,
+        ..Default::default()
+    }))
+}
+
+/// A small, hand-checkable data set: see the expected values in the tests below.
+fn records() -> Vec<Record> {
+    use CacheState::*;
+    use Mode::*;
+    let mut v = Vec::new();
+    // cold streaming: TTFT 100/200/300; decode 64 tokens over 1.0, 1.1, 0.8 s = 64, 58.18, 80 tok/s.
+    for (run, ttft, e2e) in [(1, 100.0, 1100.0), (2, 200.0, 1300.0), (3, 300.0, 1100.0)] {
+        let mut r = m(key(Scenario::Cold, Cold, Streaming, 1, run), 0, Some(ttft), e2e, true);
+        if let Record::Measurement(x) = &mut r {
+            x.physics = Some(PhysicsRecord { decode_ceiling_tps: Some(100.0), ..Default::default() });
+        }
+        v.push(r);
+    }
+    // A failed fourth run: counted, never used.
+    v.push(m(key(Scenario::Cold, Cold, Streaming, 1, 4), 0, Some(9999.0), 99999.0, false));
+    // warm streaming: TTFT 10/20/30 -> 10x cold's median 200; cache evidence 2 confirmed, 1 not.
+    for (run, ttft, confirmed) in [(1, 10.0, true), (2, 20.0, true), (3, 30.0, false)] {
+        let mut r = m(key(Scenario::Warm, Warm, Streaming, 1, run), 0, Some(ttft), ttft + 1000.0, true);
+        if let Record::Measurement(x) = &mut r {
+            x.cache_state_confirmed = Some(confirmed);
+        }
+        v.push(r);
+    }
+    // cold non-streaming: no TTFT, E2E 900/1000.
+    v.push(m(key(Scenario::Cold, Cold, NonStreaming, 1, 1), 0, None, 900.0, true));
+    v.push(m(key(Scenario::Cold, Cold, NonStreaming, 1, 2), 0, None, 1000.0, true));
+    // one concurrent batch of 2 with its group record.
+    let batch = key(Scenario::Concurrent, Cold, Streaming, 2, 1);
+    for (index, ttft) in [(0, 400.0), (1, 500.0)] {
+        let mut r = m(batch.clone(), index, Some(ttft), ttft + 1000.0, true);
+        if let Record::Measurement(x) = &mut r {
+            x.group_id = Some("g".into());
+        }
+        v.push(r);
+    }
+    v.push(Record::Group(Box::new(GroupRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: "r".into(),
+        cell: batch,
+        group_id: "g".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        wall_ms: 1500.0,
+        system_tps: Some(86.67),
+        requests_ok: 2,
+        ..Default::default()
+    })));
+    // staggered: B waits 2500/2600 ms batched, 4000 ms sequential.
+    for (scenario, run, wait) in [
+        (Scenario::StaggeredBatched, 1, 2500.0),
+        (Scenario::StaggeredBatched, 2, 2600.0),
+        (Scenario::StaggeredSequential, 1, 4000.0),
+    ] {
+        v.push(Record::Staggered(Box::new(StaggeredRecord {
+            schema_version: SCHEMA_VERSION,
+            run_id: "r".into(),
+            cell: CellKey { batch_size: 2, context_tokens: 4096, ..key(scenario, Cold, Streaming, 2, run) },
+            started_at: "2026-01-01T00:00:00Z".into(),
+            user_b_ttft_from_wall_start_ms: Some(wait),
+            quality_ok: true,
+            ..Default::default()
+        })));
+    }
+    v
+}
+
+fn run_dir(dir: &Path) -> PathBuf {
+    let run = dir.join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let lines: String = records().iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
+    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
+    run
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() < 1e-6)
+}
+
+#[test]
+fn statistics_of_known_vectors() {
+    let cells = report::cells(&records());
+    let find = |scenario: Scenario, mode: Mode| {
+        cells.iter().find(|c| c.id.scenario == scenario && c.id.mode == mode).unwrap()
+    };
+    let cold = find(Scenario::Cold, Mode::Streaming);
+    assert_eq!(
+        (cold.records, cold.quality_ok, cold.ttft_ms.n),
+        (4, 3, 3),
+        "the failed run is counted, not used"
+    );
+    assert!(
+        close(cold.ttft_ms.median, 200.0) && close(cold.ttft_ms.mean, 200.0) && close(cold.ttft_ms.sd, 100.0)
+    );
+    assert!(close(cold.ttft_ms.p5, 110.0) && close(cold.ttft_ms.p95, 290.0));
+    // t(0.975, 2) = 4.302652729911275; half width = t * 100 / sqrt(3).
+    let half = 4.302652729911275 * 100.0 / 3f64.sqrt();
+    assert!(close(cold.ttft_ms.ci95_lo, 200.0 - half) && close(cold.ttft_ms.ci95_hi, 200.0 + half));
+    assert!(close(cold.decode_tps.median, 64.0) && close(cold.decode_tps.p95, 78.4), "{:?}", cold.decode_tps);
+    assert!(close(cold.decode_ceiling_tps, 100.0));
+    let warm = find(Scenario::Warm, Mode::Streaming);
+    assert_eq!((warm.cache_confirmed, warm.cache_unconfirmed), (2, 1));
+    let speed = warm.ttft_speedup_vs_cold.clone().unwrap();
+    assert!(close(speed.ratio, 10.0));
+    let (lo, hi) = (speed.ci95_lo.unwrap(), speed.ci95_hi.unwrap());
+    assert!(lo <= 10.0 && hi >= 10.0 && lo >= 100.0 / 30.0 && hi <= 300.0 / 10.0, "{speed:?}");
+    let ns = find(Scenario::Cold, Mode::NonStreaming);
+    assert_eq!(ns.ttft_ms.n, 0, "non-streaming has no TTFT");
+    assert!(close(ns.e2e_ms.median, 950.0));
+    let batch = find(Scenario::Concurrent, Mode::Streaming);
+    assert_eq!((batch.records, batch.ttft_ms.n), (2, 2), "both requests of the batch are samples");
+    assert!(close(batch.ttft_ms.median, 450.0) && close(batch.system_tps.median, 86.67));
+    let batched = find(Scenario::StaggeredBatched, Mode::Streaming);
+    assert!(close(batched.user_b_wait_ms.median, 2550.0));
+}
+
+#[test]
+fn csv_matches_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_dir(dir.path());
+    let out =
+        Command::cargo_bin("bench").unwrap().args(["report", "--format", "csv"]).arg(&run).assert().code(0);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let snapshot = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/merge/report-small.csv");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&snapshot, &text).unwrap();
+    }
+    assert_eq!(text, std::fs::read_to_string(&snapshot).unwrap());
+    assert_eq!(text.lines().next().unwrap(), COLUMNS.join(","));
+}
+
+#[test]
+fn columns_are_documented() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/report-columns.md"))
+        .unwrap();
+    for column in COLUMNS {
+        assert!(doc.contains(&format!("`{column}`")), "docs/report-columns.md lacks {column}");
+    }
+}
+
+#[test]
+fn table_fits_100_columns_and_json_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_dir(dir.path());
+    let out = Command::cargo_bin("bench").unwrap().arg("report").arg(&run).assert().code(0);
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(text.contains("10.0"), "speed-up shown: {text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= 100, "too wide ({}): {line}", line.chars().count());
+    }
+    let out =
+        Command::cargo_bin("bench").unwrap().args(["report", "--format", "json"]).arg(&run).assert().code(0);
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["ci_method"], "t-interval on the mean (95%)");
+    assert_eq!(v["cells"].as_array().unwrap().len(), 6);
+    let out = Command::cargo_bin("bench")
+        .unwrap()
+        .args(["report", "--format", "markdown"])
+        .arg(&run)
+        .assert()
+        .code(0);
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("| ctx |"));
+}
+
+#[test]
+fn every_plot_is_written_as_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_dir(dir.path());
+    let plots = dir.path().join("plots");
+    Command::cargo_bin("bench").unwrap().arg("report").arg(&run).arg("--plot").arg(&plots).assert().code(0);
+    for name in ["ttft-m.svg", "decode-m.svg", "staggered-m.svg"] {
+        let text = std::fs::read_to_string(plots.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let doc = roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(doc.root_element().tag_name().name(), "svg", "{name}");
+    }
+    let decode = std::fs::read_to_string(plots.join("decode-m.svg")).unwrap();
+    assert!(decode.contains("physical ceiling"), "the ceiling is drawn when records carry it");
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("e.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    Command::cargo_bin("bench").unwrap().arg("report").arg(&empty).assert().code(2);
+}
