@@ -10,6 +10,17 @@ a TTFT / throughput benchmark is that
   * the model can never emit EOS, so every request runs to max_tokens and the
     number of generated tokens is exactly what the benchmark asked for.
 
+Readable output: greedy decoding of purely random weights repeats one token
+without spaces, which ttft-bench's own quality gate rightly rejects
+(spacing_corruption, repetition_loop). So the residual stream carries a direct
+path from the current token to a chosen next one: every token t has a "next"
+word token (word tokens -- "▁" + 3..9 letters -- form one long shuffled
+cycle; every other token jumps into the cycle), and the LM-head row of a word
+token is the sum of the embeddings of the tokens that lead to it. The layers'
+output projections are scaled down so they barely disturb that path (they still
+cost the same compute, which is what a benchmark measures). The result is an
+endless, non-repeating sequence of real word pieces: " report metal against ...".
+
 How EOS is made impossible: residual-stream dimension 0 ("the EOS-guard dim")
 holds a positive constant in every token embedding, and no layer ever writes to
 it (row 0 of every attn_output / ffn_down matrix is zero), so after the final
@@ -38,7 +49,7 @@ import gguf
 
 # Bump whenever the output would change; scripts/llama-server.sh keys its
 # cache on this string, so a bump makes it regenerate the cached models.
-GENERATOR_VERSION = "ttft-random-llama-v1"
+GENERATOR_VERSION = "ttft-random-llama-v2-wordchain"
 
 VARIANTS = {
     # ~38 MB f16: 4 layers, 256 wide. Fast enough on 2 CPU cores for tests.
@@ -51,6 +62,8 @@ CONTEXT_LENGTH = 65536
 EOS_GUARD_CONST = 1.0  # value of residual dim 0 in every token embedding
 EOS_GUARD_WEIGHT = -1.0e4  # output[EOS, 0]; fits f16 and q8_0
 INIT_STD = 0.02
+LAYER_OUT_SCALE = 0.01  # attn_output / ffn_down scale: keep the token->next path dominant
+CHAIN_GAIN = 20.0  # LM-head gain of the token->next path: the right logit is ~15x the noise
 
 # Llama-2 style chat template (the vocab file ships none; llama-server would
 # otherwise fall back to ChatML, whose <|im_start|> markers are not special
@@ -79,10 +92,10 @@ def randn(seed: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
     return rng_for(seed, name).standard_normal(shape, dtype=np.float32) * INIT_STD
 
 
-def copy_tokenizer(writer: gguf.GGUFWriter, vocab_path: str) -> tuple[int, int]:
-    """Copy every tokenizer.* KV from a llama.cpp vocab GGUF. Returns (n_vocab, eos_id)."""
+def copy_tokenizer(writer: gguf.GGUFWriter, vocab_path: str) -> tuple[list[str], int]:
+    """Copy every tokenizer.* KV from a llama.cpp vocab GGUF. Returns (tokens, eos_id)."""
     reader = gguf.GGUFReader(vocab_path)
-    n_vocab = eos_id = None
+    tokens = eos_id = None
     for key, field in reader.fields.items():
         if not key.startswith("tokenizer."):
             continue
@@ -91,14 +104,27 @@ def copy_tokenizer(writer: gguf.GGUFWriter, vocab_path: str) -> tuple[int, int]:
         value = field.contents()
         writer.add_key_value(key, value, vtype, sub_type=sub_type)
         if key == "tokenizer.ggml.tokens":
-            n_vocab = len(value)
+            tokens = [str(t) for t in value]
         elif key == "tokenizer.ggml.eos_token_id":
             eos_id = int(value)
-    if n_vocab is None or eos_id is None:
+    if tokens is None or eos_id is None:
         sys.exit(f"{vocab_path}: no tokenizer.ggml.tokens / eos_token_id")
     if "tokenizer.chat_template" not in reader.fields:
         writer.add_chat_template(CHAT_TEMPLATE)
-    return n_vocab, eos_id
+    return tokens, eos_id
+
+
+def next_tokens(tokens: list[str], seed: int) -> np.ndarray:
+    """next[t]: the token greedy decoding should emit after t (see the module doc)."""
+    words = [i for i, t in enumerate(tokens)
+             if t.startswith("\u2581") and t[1:].isascii() and t[1:].isalpha() and 3 <= len(t) - 1 <= 9]
+    if len(words) < 100:
+        sys.exit("vocab has too few word tokens for the word chain")
+    cycle = np.array(words)
+    rng_for(seed, "word-chain").shuffle(cycle)
+    nxt = cycle[rng_for(seed, "word-entry").integers(0, len(cycle), len(tokens))]
+    nxt[cycle] = np.roll(cycle, -1)  # word -> the following word of the cycle
+    return nxt
 
 
 def add_weight(writer: gguf.GGUFWriter, name: str, data: np.ndarray, qtype: str) -> None:
@@ -117,7 +143,8 @@ def generate(variant: str, vocab_path: str, out_path: str, seed: int) -> None:
 
     writer = gguf.GGUFWriter(out_path, "llama")
     writer.add_name(f"ttft-bench random {variant} ({GENERATOR_VERSION}, seed {seed})")
-    n_vocab, eos_id = copy_tokenizer(writer, vocab_path)
+    tokens, eos_id = copy_tokenizer(writer, vocab_path)
+    n_vocab = len(tokens)
     writer.add_context_length(CONTEXT_LENGTH)
     writer.add_embedding_length(n_embd)
     writer.add_block_count(n_layer)
@@ -135,7 +162,6 @@ def generate(variant: str, vocab_path: str, out_path: str, seed: int) -> None:
     emb = randn(seed, "token_embd", (n_vocab, n_embd))
     emb[:, 0] = EOS_GUARD_CONST
     add_weight(writer, "token_embd.weight", emb, qtype)
-    del emb
 
     ones = np.ones(n_embd, dtype=np.float32)  # norms stay f32 (llama.cpp expects it)
     for i in range(n_layer):
@@ -144,19 +170,22 @@ def generate(variant: str, vocab_path: str, out_path: str, seed: int) -> None:
         for t in ("attn_q", "attn_k", "attn_v"):
             add_weight(writer, f"{p}.{t}.weight", randn(seed, f"{p}.{t}", (n_embd, n_embd)), qtype)
         # Output projections never write the EOS-guard dim (row 0 = output dim 0).
-        w = randn(seed, f"{p}.attn_output", (n_embd, n_embd))
+        w = randn(seed, f"{p}.attn_output", (n_embd, n_embd)) * LAYER_OUT_SCALE
         w[0, :] = 0.0
         add_weight(writer, f"{p}.attn_output.weight", w, qtype)
         writer.add_tensor(f"{p}.ffn_norm.weight", ones)
         for t in ("ffn_gate", "ffn_up"):
             add_weight(writer, f"{p}.{t}.weight", randn(seed, f"{p}.{t}", (n_ff, n_embd)), qtype)
-        w = randn(seed, f"{p}.ffn_down", (n_embd, n_ff))
+        w = randn(seed, f"{p}.ffn_down", (n_embd, n_ff)) * LAYER_OUT_SCALE
         w[0, :] = 0.0
         add_weight(writer, f"{p}.ffn_down.weight", w, qtype)
 
     writer.add_tensor("output_norm.weight", ones)
     # LM head: the guard dim feeds only the EOS logit, with a huge negative weight.
-    out = randn(seed, "output", (n_vocab, n_embd))
+    # Row of token j = CHAIN_GAIN x sum of embeddings of the tokens whose next is j.
+    out = np.zeros((n_vocab, n_embd), dtype=np.float32)
+    np.add.at(out, next_tokens(tokens, seed), emb * (CHAIN_GAIN / INIT_STD))
+    del emb
     out[:, 0] = 0.0
     out[eos_id, 0] = EOS_GUARD_WEIGHT
     add_weight(writer, "output.weight", out, qtype)

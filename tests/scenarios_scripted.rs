@@ -75,7 +75,7 @@ fn llama_cpp_cold_warm_hot_sequences_and_evidence() {
     let c = chats(&log);
     let (turn2, turn3) = (&c[4].body["messages"], &c[5].body["messages"]);
     assert_eq!(turn2[1]["role"], "assistant");
-    assert_eq!(turn2[1]["content"], vec!["tok"; 24].join(" "));
+    assert_eq!(turn2[1]["content"], common::scripted::output_text(24));
     assert_eq!(turn2[2]["content"], "Continue explaining in more detail.");
     assert_eq!(turn3[3]["content"], "Understood.");
     assert_eq!(turn3.as_array().unwrap().len(), 5);

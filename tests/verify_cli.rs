@@ -312,23 +312,50 @@ fn each_record_rule_fires_alone() {
     }
 }
 
-#[test]
-fn hot_slower_than_warm_warns() {
+/// The clean fixture with hot at 1K slowed to 900 ms; `evidence` adds prompt tokens computed
+/// (hot, warm) to every hot/warm record of that context.
+fn slow_hot(evidence: Option<(u64, u64)>) -> tempfile::NamedTempFile {
     let text = std::fs::read_to_string(fixture("clean_m4_pro.jsonl")).unwrap();
-    let slow_hot: String = text
+    let edited: String = text
         .lines()
         .map(|line| {
             let mut v: Value = serde_json::from_str(line).unwrap();
-            if v["cache_state"] == "hot" && v["context_tokens"] == 1024 {
-                v["ttft_ms"] = 900.0.into();
+            if v["context_tokens"] == 1024 {
+                if v["cache_state"] == "hot" {
+                    v["ttft_ms"] = 900.0.into();
+                }
+                if let Some((hot, warm)) = evidence {
+                    let n = match v["cache_state"].as_str() {
+                        Some("hot") => Some(hot),
+                        Some("warm") => Some(warm),
+                        _ => None,
+                    };
+                    if let Some(n) = n {
+                        v["cache_evidence"] = serde_json::json!({"source": "timings", "cached_tokens": 1000, "prompt_evaluated_tokens": n});
+                    }
+                }
             }
             v.to_string() + "\n"
         })
         .collect();
     let file = tempfile::Builder::new().suffix(".jsonl").tempfile().unwrap();
-    std::fs::write(file.path(), slow_hot).unwrap();
+    std::fs::write(file.path(), edited).unwrap();
+    file
+}
+
+#[test]
+fn hot_slower_than_warm_warns() {
+    let file = slow_hot(None);
     let (code, report) = verify_json(&[file.path()], &M4_PRO_GEMMA);
     let f = only(&report, "warning", "hot_slower_than_warm");
     assert_eq!((code, f["value"].as_f64()), (0, Some(900.0)));
     assert_eq!(f["cell"]["cache_state"], "hot");
+    // Same numbers, but hot had to compute the new turn (18 tokens vs warm's 1): explained.
+    let file = slow_hot(Some((18, 1)));
+    let (_, report) = verify_json(&[file.path()], &M4_PRO_GEMMA);
+    only(&report, "info", "hot_slower_explained");
+    // Evidence that hot computed no more than warm keeps the warning.
+    let file = slow_hot(Some((1, 1)));
+    let (_, report) = verify_json(&[file.path()], &M4_PRO_GEMMA);
+    only(&report, "warning", "hot_slower_than_warm");
 }

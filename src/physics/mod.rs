@@ -114,7 +114,7 @@ pub fn prefill_flops_per_token(model: &ModelProfile, cached: u64, context: u64) 
         (Some(l), Some(w)) => 2.0 * f64::from(l) * w * (cached + context) as f64,
         _ => 0.0, // unknown shape: leaving attention out only raises the ceiling
     };
-    2.0 * model.compute_params() + attention
+    2.0 * model.prefill_params() + attention
 }
 
 /// Prefill ceiling in computed tok/s; None without a compute figure.

@@ -35,6 +35,10 @@ pub struct ModelProfile {
     pub expert_used_count: Option<u32>,
     /// K and V of one token over all layers; None where the cache layout is not known.
     pub kv_bytes_per_token: Option<f64>,
+    /// Parameters of the LM head (output projection). Servers compute logits for the last prompt
+    /// position only, so prefill does not pay them per token. None where unknown.
+    #[serde(default)]
+    pub lm_head_params: Option<f64>,
 }
 
 impl ModelProfile {
@@ -46,6 +50,13 @@ impl ModelProfile {
     /// Parameters that take part in one token's matmuls.
     pub fn compute_params(&self) -> f64 {
         self.active_params.unwrap_or(self.params)
+    }
+
+    /// Parameters every PROMPT token passes through: the LM head is left out when known (it runs
+    /// for the last position only). For a 8B model that is ~2%; for a tiny test model, most of it —
+    /// counting it would put the ceiling below what an honest server does.
+    pub fn prefill_params(&self) -> f64 {
+        self.compute_params() - self.lm_head_params.unwrap_or(0.0)
     }
 
     /// Width of the attention (query heads x head dim), which is n_embd for llama-shaped models.
@@ -171,6 +182,8 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelProfile, String> {
     let key = |k: &str| format!("{arch}.{k}");
     let u32_of = |k: &str| h.uint(&key(k)).and_then(|v| u32::try_from(v).ok());
     let tied = !h.tensors.iter().any(|t| t.name == "output.weight");
+    let lm_head_name = if tied { "token_embd.weight" } else { "output.weight" };
+    let lm_head_params = h.tensors.iter().find(|t| t.name == lm_head_name).map(|t| t.n_elements() as f64);
     let (mut bytes, mut params, mut expert_bytes, mut expert_params, mut embd_bytes, mut embd_params) =
         (0f64, 0f64, 0f64, 0f64, 0f64, 0f64);
     for t in &h.tensors {
@@ -228,6 +241,7 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelProfile, String> {
         expert_count,
         expert_used_count,
         kv_bytes_per_token,
+        lm_head_params,
     })
 }
 

@@ -39,6 +39,8 @@ pub struct Ctx {
     pub nonces: Nonces,
     /// Server slots (llama.cpp `total_slots`); sessions are spread over them.
     pub slots: u32,
+    /// Hardware and model the physical ceilings come from, when known.
+    pub physics: Option<(crate::physics::Hardware, crate::physics::ModelProfile)>,
     sessions: AtomicU64,
 }
 
@@ -63,6 +65,9 @@ impl Ctx {
     pub fn annotate(&self, m: &mut Measurement, full_output: &str) {
         m.quality_flags = crate::quality::assess(m, full_output);
         m.quality_ok = crate::quality::gate(&m.quality_flags) && m.error.is_none();
+        if let Some((hw, model)) = &self.physics {
+            m.physics = Some(crate::physics::ceilings(hw, model, m));
+        }
     }
 }
 
@@ -83,6 +88,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     let model = server.model.clone();
     meta.server = server.info.clone();
     meta.config.model = Some(model.clone());
+    let physics = setup::physics(&mut meta, &progress)?;
 
     std::fs::create_dir_all(&run_dir)
         .map_err(|e| Failure::io(format!("cannot create {}: {e}", run_dir.display())))?;
@@ -98,13 +104,14 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
 
     let ctx = Ctx {
         client,
-        config: config.clone(),
+        config: meta.config.clone(),
         preset,
         model: model.clone(),
         run_id: meta.run_id.clone(),
         sizer,
         nonces,
         slots: server.slots,
+        physics,
         sessions: AtomicU64::new(0),
     };
     if ctx.config.cache_states.contains(&crate::record::CacheState::Warm) && !ctx.preset.supports_warm() {
@@ -135,9 +142,9 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
                 let label = cell_label(cell);
                 let thermal = if i == 0 { gate.first() } else { gate.wait(&ctx, &progress).await };
                 progress.cell(i, &label);
-                let before = crate::thermal::host_snapshot();
+                let before = snapshot().await;
                 let mut records = execute(&ctx, cell).await;
-                let after = crate::thermal::host_snapshot();
+                let after = snapshot().await;
                 for r in &mut records {
                     attach_thermal(r, &thermal, &before, &after);
                 }
@@ -177,6 +184,11 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     }
     println!("{dir}");
     Ok(exit::code(if failed > 0 { exit::FINDINGS } else { exit::SUCCESS }))
+}
+
+/// Host and GPU temperatures (sysinfo, nvidia-smi): blocking calls, kept off the async workers.
+async fn snapshot() -> serde_json::Value {
+    tokio::task::spawn_blocking(crate::thermal::host_snapshot).await.unwrap_or(serde_json::Value::Null)
 }
 
 async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {

@@ -135,6 +135,39 @@ pub async fn preflight(
     })
 }
 
+/// Resolves the physical ceilings' inputs. Where the flags name no model, a llama.cpp server on
+/// this machine tells which GGUF it serves: its header is read (and recorded, so `bench verify`
+/// finds it). Hardware is never guessed: a local server only earns a printed suggestion.
+pub fn physics(
+    meta: &mut RunMeta,
+    progress: &Progress,
+) -> Result<Option<(crate::physics::Hardware, crate::physics::ModelProfile)>, Failure> {
+    let p = &mut meta.config.physics;
+    let local = ["://127.0.0.1", "://localhost", "://[::1]"].iter().any(|h| meta.config.server.contains(h));
+    if p.model_file.is_none() && p.model_bytes.is_none() && local {
+        let served = meta.server.props.as_ref().and_then(|v| v.get("model_path")).and_then(Value::as_str);
+        if let Some(path) = served.map(PathBuf::from).filter(|p| p.is_file()) {
+            progress.note(&format!("model profile: reading the served GGUF header ({})", path.display()));
+            p.model_file = Some(path);
+        }
+    }
+    let hardware = crate::physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
+        .map_err(Failure::usage)?;
+    let model =
+        crate::physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
+            .map_err(Failure::usage)?;
+    if hardware.is_none() {
+        let suggestion = crate::physics::suggest_hardware(&meta.host.cpu_brand)
+            .filter(|_| local)
+            .map_or(String::new(), |s| format!(" (this host looks like {}: --hardware {})", s.name, s.name));
+        progress.note(&format!(
+            "note: no --hardware / --bandwidth-gbps given: physical ceilings are not computed{suggestion}"
+        ));
+    }
+    meta.physics = Some(json!({ "hardware": hardware, "model": model }));
+    Ok(hardware.zip(model))
+}
+
 /// The thermal gate: a baseline TPS before the first cell, a cooldown before every later one.
 pub struct ThermalGate {
     policy: ThermalPolicy,

@@ -36,6 +36,7 @@ pub mod rule {
     pub const WARM_NOT_FASTER: &str = "warm_not_faster";
     pub const WARM_SLOWER_EXPLAINED: &str = "warm_slower_explained";
     pub const HOT_SLOWER_THAN_WARM: &str = "hot_slower_than_warm";
+    pub const HOT_SLOWER_EXPLAINED: &str = "hot_slower_explained";
     pub const CACHE_STATE_UNCONFIRMED: &str = "cache_state_unconfirmed";
     pub const THERMAL_NOT_RECOVERED: &str = "thermal_not_recovered";
     pub const RUN_OUTLIER: &str = "run_outlier";

@@ -192,8 +192,10 @@ async fn messages(State(s): State<AppState>, headers: HeaderMap, body: Bytes) ->
     let n_out = body["max_tokens"].as_u64().unwrap_or(16);
     if body["stream"].as_bool() != Some(true) {
         tokio::time::sleep(Duration::from_millis(b.first_token_ms + b.token_ms * n_out)).await;
-        return axum::Json(json!({"type": "message", "content": [{"type": "text", "text": vec!["tok"; n_out as usize].join(" ")}],
-            "stop_reason": "max_tokens", "usage": {"input_tokens": input, "output_tokens": n_out}}))
+        return axum::Json(
+            json!({"type": "message", "content": [{"type": "text", "text": output_text(n_out as u32)}],
+            "stop_reason": "max_tokens", "usage": {"input_tokens": input, "output_tokens": n_out}}),
+        )
         .into_response();
     }
     let mut events: Vec<(u64, &'static str, String)> = vec![(
@@ -205,7 +207,7 @@ async fn messages(State(s): State<AppState>, headers: HeaderMap, body: Bytes) ->
     )];
     for i in 0..n_out {
         let delay = if i == 0 { b.first_token_ms } else { b.token_ms };
-        let text = if i == 0 { "tok" } else { " tok" };
+        let text = token(i as u32);
         events.push((
             delay,
             "content_block_delta",
@@ -221,6 +223,16 @@ async fn messages(State(s): State<AppState>, headers: HeaderMap, body: Bytes) ->
         Ok::<_, Infallible>(Bytes::from(format!("event: {name}\ndata: {data}\n\n")))
     });
     Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(stream)).unwrap()
+}
+
+/// The i-th output token: distinct words, so quality checks (repetition) see plausible prose.
+pub fn token(i: u32) -> String {
+    if i == 0 { "w0".to_string() } else { format!(" w{i}") }
+}
+
+/// All `n` output tokens as one text.
+pub fn output_text(n: u32) -> String {
+    (0..n).map(token).collect()
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -322,7 +334,7 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
     let timings = json!({"cache_n": cached, "prompt_n": input - cached});
     if body["stream"].as_bool() != Some(true) {
         tokio::time::sleep(Duration::from_millis(first_ms + b.token_ms * n_out as u64)).await;
-        let text = vec!["tok"; n_out as usize].join(" ");
+        let text = output_text(n_out);
         let mut resp = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                "finish_reason": "length"}], "timings": timings});
         if b.usage {
@@ -348,7 +360,7 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
     let mut first = true;
     while produced < n_out {
         let k = b.tokens_per_chunk.min(n_out - produced);
-        let text: Vec<&str> = (0..k).map(|i| if produced + i == 0 { "tok" } else { " tok" }).collect();
+        let text: Vec<String> = (0..k).map(|i| token(produced + i)).collect();
         let delay = if first { first_ms } else { b.token_ms * k as u64 };
         events.push((
             delay,
@@ -377,7 +389,7 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
         let (first_sent, key) = (first_sent.clone(), key.clone());
         async move {
             tokio::time::sleep(Duration::from_millis(delay)).await;
-            if data.contains("\"content\":\"tok") {
+            if data.contains("\"content\":\"w0") {
                 first_sent.lock().unwrap().entry(key).or_insert_with(std::time::Instant::now);
             }
             let mut frame = String::new();
