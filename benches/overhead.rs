@@ -59,8 +59,8 @@ fn main() {
     let nonces = Nonces::new();
     println!("harness TTFT overhead (client arrival stamp - server write), ms");
     println!(
-        "{:>8} {:>8} {:>8} {:>8} {:>8}  {}",
-        "streams", "median", "p95", "max", "n", "median vs Python anchor"
+        "{:>8} {:>8} {:>8} {:>8} {:>8}  median vs Python anchor",
+        "streams", "median", "p95", "max", "n"
     );
     for streams in [1usize, 8, 64] {
         let mut all = Vec::new();
