@@ -5,6 +5,45 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @just --list
 
+# this machine class's measured ceilings (scripts/host_profile.py: 26-32 GB/s read, 166 GFLOP/s f32 GEMM)
+host := "--bandwidth-gbps 32 --tflops 0.17"
+
+# the whole job on a real llama-server: build it (once), sweep every scenario, verify, merge, report
+demo: server-build server-model
+    #!/usr/bin/env bash
+    set -euo pipefail
+    state="${TTFT_BENCH_CACHE:-$HOME/.cache/ttft-bench}/run/demo"
+    cargo build --release --quiet
+    url=$(bash scripts/llama-server.sh start --state-dir "$state")
+    trap 'bash scripts/llama-server.sh stop --state-dir "$state"' EXIT
+    echo "llama-server at $url" >&2
+    run=$(./target/release/bench sweep --server "$url" --scenario scenarios/demo.toml {{host}} --out results) || [ $? -eq 1 ]
+    ./target/release/bench verify "$run"
+    ./target/release/bench merge "$run" -o results/demo.json --expect scenarios/demo.toml
+    ./target/release/bench report results/demo.json --plot results/demo-plots
+    echo "records: $run   canonical: results/demo.json   plots: results/demo-plots/" >&2
+
+# all tests: unit, scripted-server and real llama-server end to end (builds the server once, ~15 min)
+test: server-build server-model
+    cargo test
+
+# tests without building llama.cpp (real-server tests skip with a message)
+test-fast:
+    cargo test
+
+# fmt + clippy, as CI runs them
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --all-targets -- -D warnings
+
+# harness overhead benchmark (release build): TTFT stamp vs the server's write, at 1/8/64 streams
+bench:
+    cargo bench --bench overhead
+
+# measure this machine's memory bandwidth and GEMM throughput (numpy) for --bandwidth-gbps/--tflops
+host-profile:
+    python3 scripts/host_profile.py
+
 # --- llama.cpp server (scripts/llama-server.sh) ---
 # Local llama-server for tests/benchmarks. Cache: ${TTFT_BENCH_CACHE:-~/.cache/ttft-bench}
 

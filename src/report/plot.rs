@@ -32,9 +32,11 @@ fn color(state: CacheState) -> RGBColor {
     }
 }
 
-/// File-name-safe model name.
+/// File-name-safe model name. Servers like llama.cpp echo the model's file path as its name:
+/// only the last component says anything ("/models/tiny.gguf" -> "tiny-gguf").
 pub fn slug(model: &str) -> String {
-    model.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect()
+    let last = model.trim_end_matches('/').rsplit('/').next().unwrap_or(model);
+    last.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect()
 }
 
 pub fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
@@ -50,7 +52,14 @@ pub fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
             .filter(|c| c.id.batch_size == 1 && c.id.mode == Mode::Streaming && !is_staggered(&c.id))
             .collect();
         let path = dir.join(format!("ttft-{}.svg", slug(model)));
-        if series_plot(&path, model, &single, |c| &c.ttft_ms, "TTFT ms (mean, 95% t-interval)", true)? {
+        if series_plot(
+            &path,
+            model,
+            &single,
+            |c| &c.ttft_ms,
+            "TTFT ms (mean; band: 95% t-interval within the 5-95% range)",
+            true,
+        )? {
             written.push(path);
         }
         let path = dir.join(format!("decode-{}.svg", slug(model)));
@@ -59,7 +68,7 @@ pub fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
             model,
             &single,
             |c| &c.decode_tps,
-            "decode tok/s (mean, 95% t-interval)",
+            "decode tok/s (mean; band: 95% t-interval within the 5-95% range)",
             false,
         )? {
             written.push(path);
@@ -80,8 +89,10 @@ fn points(cells: &[&CellStats], state: CacheState, pick: fn(&CellStats) -> &Summ
         .filter_map(|c| {
             let s = pick(c);
             let mean = s.mean?;
-            let lo = s.ci95_lo.unwrap_or(mean);
-            let hi = s.ci95_hi.unwrap_or(mean);
+            // With 2-3 runs a t-interval spans far past the data (and below zero, which a log
+            // axis cannot show): the band is the interval clipped to the samples' 5-95% range.
+            let lo = s.ci95_lo.unwrap_or(mean).max(s.p5.unwrap_or(mean));
+            let hi = s.ci95_hi.unwrap_or(mean).min(s.p95.unwrap_or(mean));
             Some((f64::from(c.id.context_tokens), mean, lo, hi))
         })
         .collect()
@@ -115,11 +126,18 @@ fn series_plot(
     for &(x, _, lo, hi) in all {
         (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(lo), y1.max(hi));
     }
-    let ceilings: Vec<(f64, f64)> = if log_y {
-        Vec::new()
-    } else {
-        cells.iter().filter_map(|c| Some((f64::from(c.id.context_tokens), c.decode_ceiling_tps?))).collect()
-    };
+    // One ceiling per context (cache states differ a little in prompt length): the highest.
+    let mut ceilings: Vec<(f64, f64)> = Vec::new();
+    if !log_y {
+        for c in cells {
+            let (Some(y), x) = (c.decode_ceiling_tps, f64::from(c.id.context_tokens)) else { continue };
+            match ceilings.iter_mut().find(|(cx, _)| *cx == x) {
+                Some(p) => p.1 = p.1.max(y),
+                None => ceilings.push((x, y)),
+            }
+        }
+        ceilings.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
     y1 = ceilings.iter().fold(y1, |m, &(_, y)| m.max(y));
     let (y0, y1) = padded(y0, y1, log_y);
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
