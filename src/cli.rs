@@ -127,22 +127,29 @@ pub struct SweepArgs {
     #[arg(long)]
     pub max_cooldown: Option<String>,
 
-    /// Hardware profile for physical ceilings (e.g. m4-pro, h100-sxm, h200); see `bench verify --help`.
+    #[command(flatten)]
+    pub physics: PhysicsArgs,
+}
+
+/// What the physical ceilings are computed from (shared by `sweep` and `verify`).
+#[derive(Debug, Args, Default, Clone)]
+pub struct PhysicsArgs {
+    /// Hardware profile (m4-pro, m4-max-40c, m3-ultra, h100-sxm, h200, rtx-4090, mi300x, ...).
     #[arg(long)]
     pub hardware: Option<String>,
-    /// Memory bandwidth in GB/s (instead of --hardware).
+    /// Memory bandwidth in GB/s (instead of, or overriding, --hardware).
     #[arg(long)]
     pub bandwidth_gbps: Option<f64>,
-    /// Dense fp16 compute in TFLOP/s (instead of --hardware).
+    /// Dense fp16 compute in TFLOP/s (instead of, or overriding, --hardware).
     #[arg(long)]
     pub tflops: Option<f64>,
-    /// Bytes of model weights read per decoded token (e.g. 8.03GB).
+    /// Weight bytes read per decoded token (active bytes for mixture-of-experts), e.g. 8.03GB.
     #[arg(long)]
     pub model_bytes: Option<String>,
-    /// Parameters (e.g. 12B, 840M); active parameters for mixture-of-experts models.
+    /// Parameters in one token's matmuls (active for MoE), e.g. 12B, 840M.
     #[arg(long)]
     pub params: Option<String>,
-    /// GGUF file or HF config.json to read the model profile from.
+    /// GGUF file or HF config.json to read the model shape from (flags override it).
     #[arg(long)]
     pub model_file: Option<PathBuf>,
 }

@@ -4,12 +4,13 @@
 //! full, so a result file always says exactly what it was measured with, and `--resume` reads it
 //! back from there.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cli::SweepArgs;
 use crate::record::{CacheState, Mode};
+use crate::scenario::{ListValue, ScenarioFile, load_scenario};
 use crate::spec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,83 +81,10 @@ pub struct SweepConfig {
     pub physics: PhysicsInputs,
 }
 
-/// A scenario file: every key is optional and mirrors a flag (underscores for dashes).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScenarioFile {
-    pub description: Option<String>,
-    pub server: Option<String>,
-    pub model: Option<String>,
-    pub api: Option<String>,
-    pub preset: Option<String>,
-    pub contexts: Option<ListValue>,
-    pub modes: Option<ListValue>,
-    pub cache_states: Option<ListValue>,
-    pub batch_sizes: Option<ListValue>,
-    pub concurrent_max_context: Option<ListValue>,
-    pub runs: Option<u32>,
-    pub output_tokens: Option<u32>,
-    pub request_timeout: Option<String>,
-    pub seed: Option<u64>,
-    pub staggered: Option<bool>,
-    pub stagger_delay: Option<String>,
-    pub stagger_context: Option<ListValue>,
-    pub stagger_runs: Option<u32>,
-    pub thermal: Option<String>,
-    pub tolerance: Option<f64>,
-    pub min_cooldown: Option<String>,
-    pub max_cooldown: Option<String>,
-    pub hardware: Option<String>,
-    pub bandwidth_gbps: Option<f64>,
-    pub tflops: Option<f64>,
-    pub model_bytes: Option<String>,
-    pub params: Option<String>,
-    pub model_file: Option<PathBuf>,
-}
-
-/// `contexts = "1k..4k"` or `contexts = [1024, "4k"]`: both read as the same spec string.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum ListValue {
-    Text(String),
-    Number(u64),
-    Items(Vec<ListItem>),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum ListItem {
-    Text(String),
-    Number(u64),
-}
-
-impl ListValue {
-    fn as_spec(&self) -> String {
-        match self {
-            ListValue::Text(s) => s.clone(),
-            ListValue::Number(n) => n.to_string(),
-            ListValue::Items(items) => items
-                .iter()
-                .map(|i| match i {
-                    ListItem::Text(s) => s.clone(),
-                    ListItem::Number(n) => n.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join(","),
-        }
-    }
-}
-
 pub const DEFAULT_CONTEXTS: &str = "1024..4096";
 pub const DEFAULT_OUTPUT_TOKENS: u32 = 64;
 pub const DEFAULT_TIMEOUT: &str = "600s";
 pub const DEFAULT_SEED: u64 = 20_260_208;
-
-pub fn load_scenario(path: &Path) -> Result<ScenarioFile, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--scenario {}: cannot read: {e}", path.display()))?;
-    toml::from_str(&text).map_err(|e| format!("--scenario {}: {e}", path.display()))
-}
 
 pub fn parse_mode(s: &str) -> Option<Mode> {
     match s {
@@ -296,13 +224,14 @@ pub fn resolve(args: &SweepArgs) -> Result<SweepConfig, String> {
     };
 
     let thermal = resolve_thermal(args, &file, f)?;
+    let a = &args.physics;
     let physics = PhysicsInputs {
-        hardware: args.hardware.clone().or(file.hardware.clone()),
-        bandwidth_gbps: args.bandwidth_gbps.or(file.bandwidth_gbps),
-        tflops: args.tflops.or(file.tflops),
-        model_bytes: args.model_bytes.clone().or(file.model_bytes.clone()),
-        params: args.params.clone().or(file.params.clone()),
-        model_file: args.model_file.clone().or(file.model_file.clone()),
+        hardware: a.hardware.clone().or(file.hardware.clone()),
+        bandwidth_gbps: a.bandwidth_gbps.or(file.bandwidth_gbps),
+        tflops: a.tflops.or(file.tflops),
+        model_bytes: a.model_bytes.clone().or(file.model_bytes.clone()),
+        params: a.params.clone().or(file.params.clone()),
+        model_file: a.model_file.clone().or(file.model_file.clone()),
     };
 
     Ok(SweepConfig {

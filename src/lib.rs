@@ -20,6 +20,7 @@ pub mod quality;
 pub mod record;
 pub mod report;
 pub mod runner;
+pub mod scenario;
 pub mod server;
 pub mod spec;
 pub mod stats;

@@ -210,15 +210,7 @@ fn measurement_cell(cx: &Context, line: usize, r: &MeasurementRow) -> Result<Cel
         .ok_or_else(|| bad(cx, line, format!("unknown mode {:?}", r.mode)))?;
     let model = r.model_id.clone().or_else(|| cx.model.clone());
     let model = model.ok_or_else(|| bad(cx, line, "no model_id in the row or the file".into()))?;
-    let scenario = if r.batch_size > 1 {
-        Scenario::Concurrent
-    } else {
-        match cache_state {
-            CacheState::Cold => Scenario::Cold,
-            CacheState::Warm => Scenario::Warm,
-            CacheState::Hot => Scenario::Hot,
-        }
-    };
+    let scenario = Scenario::of(cache_state, r.batch_size);
     Ok(CellKey {
         model,
         scenario,

@@ -45,15 +45,7 @@ impl Matrix {
                 for &cache_state in &self.cache_states {
                     for &mode in &self.modes {
                         for run in 1..=self.runs {
-                            let scenario = if batch_size > 1 {
-                                Scenario::Concurrent
-                            } else {
-                                match cache_state {
-                                    CacheState::Cold => Scenario::Cold,
-                                    CacheState::Warm => Scenario::Warm,
-                                    CacheState::Hot => Scenario::Hot,
-                                }
-                            };
+                            let scenario = Scenario::of(cache_state, batch_size);
                             cells.push(CellKey {
                                 model: model.to_string(),
                                 scenario,

@@ -72,11 +72,7 @@ fn cold_sweep_sizes_prompts_exactly_and_verifies_clean() {
         }
     }
     // Records validate against the published schema.
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema/record.schema.json")).unwrap(),
-    )
-    .unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
+    let validator = common::schema_validator();
     for r in records(&run) {
         assert!(validator.is_valid(&r), "{r}");
     }

@@ -61,9 +61,7 @@ fn real_sweep_output_validates_against_the_schema() {
         dir.path().to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(SCHEMA_PATH).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
+    let validator = common::schema_validator();
     let recs = records(&run_dir(dir.path()));
     let kinds: std::collections::BTreeSet<&str> =
         recs.iter().map(|r| r["record_type"].as_str().unwrap()).collect();

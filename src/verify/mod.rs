@@ -52,24 +52,8 @@ pub struct VerifyArgs {
     /// Warnings fail too (exit 1).
     #[arg(long)]
     pub strict: bool,
-    /// Hardware profile (m4-pro, m4-max-40c, m3-ultra, h100-sxm, h200, rtx-4090, mi300x, ...).
-    #[arg(long)]
-    pub hardware: Option<String>,
-    /// Memory bandwidth in GB/s (instead of, or overriding, --hardware).
-    #[arg(long)]
-    pub bandwidth_gbps: Option<f64>,
-    /// Dense fp16 compute in TFLOP/s (instead of, or overriding, --hardware).
-    #[arg(long)]
-    pub tflops: Option<f64>,
-    /// Weight bytes read per decoded token (active bytes for mixture-of-experts), e.g. 8.03GB.
-    #[arg(long)]
-    pub model_bytes: Option<String>,
-    /// Parameters in one token's matmuls (active for MoE), e.g. 12B, 840M.
-    #[arg(long)]
-    pub params: Option<String>,
-    /// GGUF file or HF config.json to read the model shape from (flags override it).
-    #[arg(long)]
-    pub model_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub physics: crate::cli::PhysicsArgs,
     /// Warm must be at least this much faster than cold (median TTFT) where physics cannot say more.
     #[arg(long, default_value_t = 1.5)]
     pub min_warm_speedup: f64,
@@ -86,14 +70,12 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     if !(args.storage_gbps.is_finite() && args.storage_gbps > 0.0) {
         return Err(Failure::usage("--storage-gbps must be more than 0").into());
     }
-    let flag_hw = physics::resolve_hardware(args.hardware.as_deref(), args.bandwidth_gbps, args.tflops)
+    let p = &args.physics;
+    let flag_hw = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
         .map_err(Failure::usage)?;
-    let flag_model = physics::resolve_model(
-        args.model_bytes.as_deref(),
-        args.params.as_deref(),
-        args.model_file.as_deref(),
-    )
-    .map_err(Failure::usage)?;
+    let flag_model =
+        physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
+            .map_err(Failure::usage)?;
     let mut sources = Vec::new();
     for path in &args.inputs {
         sources.push(load::load(path).map_err(|e| Failure::usage(e.to_string()))?);

@@ -38,3 +38,10 @@ pub fn measurements(run_dir: &Path) -> Vec<Value> {
 pub fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
+
+/// A validator for the published record schema (schema/record.schema.json).
+pub fn schema_validator() -> jsonschema::Validator {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/record.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).unwrap()
+}
