@@ -22,6 +22,10 @@ impl std::fmt::Display for CallError {
 
 const BODY_CHARS: usize = 500;
 
+/// Starts the message of a call that could not connect, so callers that only see text (prompt
+/// sizing, preset actions) can still tell "server down" from "server said no".
+pub const UNREACHABLE: &str = "server unreachable";
+
 /// Sends `method path` with an optional JSON body and returns the JSON answer (Null when the body
 /// is empty, e.g. 204). Non-2xx is an error carrying the status and the start of the body.
 pub async fn call(
@@ -41,10 +45,10 @@ pub async fn call(
     if let Some(body) = body {
         builder = builder.json(body);
     }
-    let response = builder
-        .send()
-        .await
-        .map_err(|e| CallError { status: None, message: format!("{method} {path}: {}", error_chain(&e)) })?;
+    let response = builder.send().await.map_err(|e| {
+        let prefix = if e.is_connect() { format!("{UNREACHABLE}: ") } else { String::new() };
+        CallError { status: None, message: format!("{prefix}{method} {path}: {}", error_chain(&e)) }
+    })?;
     let status = response.status();
     let bytes = response.bytes().await.map_err(|e| CallError {
         status: Some(status.as_u16()),

@@ -252,3 +252,70 @@ fn kill_9_mid_sweep_leaves_valid_lines_and_resume_finishes() {
     let runs: std::collections::BTreeSet<u64> = after.iter().map(|m| m["run"].as_u64().unwrap()).collect();
     assert_eq!(runs.len(), 40);
 }
+
+#[test]
+fn a_server_that_dies_mid_sweep_stops_the_sweep_with_everything_kept() {
+    let server = Scripted::start(Behaviour { first_token_ms: 100, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("bench"))
+        .args([
+            "sweep",
+            "--server",
+            &server.url,
+            "--contexts",
+            "256",
+            "--runs",
+            "30",
+            "--output-tokens",
+            "32",
+            "--thermal",
+            "off",
+            "--run-id",
+            "crash",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let jsonl = dir.path().join("crash/measurements.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(&jsonl).map(|t| t.lines().count()).unwrap_or(0) < 3 {
+        assert!(std::time::Instant::now() < deadline, "no records appeared");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(server); // the server crashes (seed 001): its port now refuses connections
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("refused 3 cells in a row"), "{}", stderr(&out));
+    let run = dir.path().join("crash");
+    let ms = measurements(&run);
+    assert!(ms.len() < 30, "the sweep stopped instead of recording every remaining cell");
+    let good = ms.iter().filter(|m| m["quality_ok"] == true).count();
+    assert!(good >= 3, "measurements before the crash are kept");
+    assert!(ms[ms.len() - 3..].iter().all(|m| !m["error"].is_null()));
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["status"], "interrupted");
+}
+
+#[test]
+fn connection_refused_is_an_error_kind_not_a_panic() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = ttft_bench::client::Client::new(
+        "http://127.0.0.1:9",
+        ttft_bench::config::Api::Openai,
+        None,
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    let req = ttft_bench::client::ChatRequest {
+        model: "m".into(),
+        max_tokens: 4,
+        stream: true,
+        ..Default::default()
+    };
+    let ex = rt.block_on(client.send(client.prepare(&req).unwrap()));
+    let err = ex.error.unwrap();
+    assert_eq!(err.kind, ttft_bench::record::ErrorKind::Connect);
+    assert!(ex.ttft_ms.is_none() && ex.e2e_ms.is_none());
+}

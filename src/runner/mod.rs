@@ -28,6 +28,28 @@ use crate::store::{self, RecordWriter, TornTail};
 
 pub use batch::fill_staggered;
 
+/// Cells refused in a row after which the server is taken for dead.
+const SERVER_GONE_AFTER: usize = 3;
+
+/// How the cell loop ended.
+enum Stop {
+    Finished,
+    Signal,
+    ServerGone,
+}
+
+/// A record whose request never reached the server.
+fn refused(r: &Record) -> bool {
+    let error = match r {
+        Record::Measurement(m) => &m.error,
+        Record::Staggered(s) => &s.error,
+        Record::Group(_) => return true,
+    };
+    error.as_ref().is_some_and(|e| {
+        e.kind == crate::record::ErrorKind::Connect || e.message.contains(crate::server::UNREACHABLE)
+    })
+}
+
 /// Everything a cell needs, shared read-only across the requests of a batch.
 pub struct Ctx {
     pub client: Client,
@@ -136,8 +158,12 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
     }
     let progress = Progress::new(cells.len(), args.quiet);
     let mut failed = 0usize;
-    let interrupted = {
+    let mut measured = 0usize;
+    let stop = {
         let work = async {
+            // Consecutive cells whose every request was refused: the server has died (seed 001's
+            // crashes mid-sweep). Stop instead of writing a long tail of connection errors.
+            let mut refused_in_a_row = 0;
             for (i, cell) in cells.iter().enumerate() {
                 let label = cell_label(cell);
                 let thermal = if i == 0 { gate.first() } else { gate.wait(&ctx, &progress).await };
@@ -153,28 +179,45 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
                         .append(r)
                         .map_err(|e| Failure::io(format!("cannot write {}: {e}", writer.path().display())))?;
                 }
+                measured += 1;
                 if records.iter().any(|r| !r.is_good()) {
                     failed += 1;
                 }
                 progress.done(i, &label, &summary(&records));
+                refused_in_a_row = if records.iter().all(refused) { refused_in_a_row + 1 } else { 0 };
+                if refused_in_a_row >= SERVER_GONE_AFTER {
+                    return Ok(Stop::ServerGone);
+                }
             }
-            Ok::<(), Failure>(())
+            Ok::<Stop, Failure>(Stop::Finished)
         };
         tokio::select! {
-            result = work => { result?; false }
-            _ = shutdown_signal() => true,
+            result = work => result,
+            _ = shutdown_signal() => Ok(Stop::Signal),
         }
     };
     progress.finish();
     meta.ended_at = Some(meta::now_rfc3339());
-    meta.status = if interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
+    meta.status =
+        if matches!(stop, Ok(Stop::Finished)) { RunStatus::Complete } else { RunStatus::Interrupted };
     write_meta(&run_dir, &meta)?;
     let dir = run_dir.display();
-    if interrupted {
-        eprintln!(
-            "interrupted: every finished measurement is in {dir}; finish with: bench sweep --resume {dir}"
-        );
-        return Ok(exit::code(exit::INTERRUPTED));
+    match stop? {
+        Stop::Finished => {}
+        Stop::Signal => {
+            eprintln!(
+                "interrupted: every finished measurement is in {dir}; finish with: bench sweep --resume {dir}"
+            );
+            return Ok(exit::code(exit::INTERRUPTED));
+        }
+        Stop::ServerGone => {
+            eprintln!(
+                "the server at {} refused {SERVER_GONE_AFTER} cells in a row: it is down. {measured} cells were \
+                 recorded in {dir}; restart the server and finish with: bench sweep --resume {dir} --server URL",
+                config.server
+            );
+            return Ok(exit::code(exit::SERVER));
+        }
     }
     if !args.quiet {
         eprintln!(
