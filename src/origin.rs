@@ -39,6 +39,9 @@ pub const ORIGIN_STAGGER_CONTEXT: u32 = 4096;
 /// Marks the run_meta built from an origin file.
 pub const ORIGIN_FORMAT: &str = "agent-memory colm_full";
 
+/// Flag on the stand-in measurement of an imported batch row (the origin kept only batch totals).
+pub const BATCH_AGGREGATE_FLAG: &str = "origin_batch_aggregate";
+
 /// Whether a parsed JSON document looks like an origin result file.
 pub fn is_origin(doc: &Value) -> bool {
     doc.get("metadata").is_some_and(Value::is_object) && doc.get("measurements").is_some_and(Value::is_array)
@@ -246,7 +249,7 @@ fn measurement_records(cx: &Context, cell: CellKey, r: MeasurementRow) -> Vec<Re
     if is_batch {
         extra.insert("per_request_tps".into(), json!(r.per_request_tps));
         flags.push(note(
-            "origin_batch_aggregate",
+            BATCH_AGGREGATE_FLAG,
             "origin kept one row per batch: per-request timings unknown; batch figures are in the group record"
                 .into(),
         ));

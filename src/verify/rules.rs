@@ -36,6 +36,11 @@ pub fn record_rules(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
         }
     };
     let at = |f: Finding| f.at(&m.run_id, &m.cell);
+    // An imported origin batch row: the origin kept only batch totals (they live in the group
+    // record), so this stand-in has no per-request numbers to judge.
+    if m.quality_flags.iter().any(|f| f.flag == crate::origin::BATCH_AGGREGATE_FLAG) {
+        return;
+    }
     if let Some(e) = &m.error {
         // A failed request carries no numbers to judge; merge re-runs it.
         out.push(at(failed(ctx, &format!("{:?}: {}", e.kind, e.message))));
