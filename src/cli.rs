@@ -49,43 +49,43 @@ pub struct SweepArgs {
     /// Model name sent in requests (default: the first model the server lists).
     #[arg(long)]
     pub model: Option<String>,
-    /// API dialect: openai (/v1/chat/completions) or anthropic (/v1/messages).
+    /// API dialect: openai (/v1/chat/completions) or anthropic (/v1/messages). Default: openai.
     #[arg(long)]
     pub api: Option<String>,
-    /// Server preset (openai, llama.cpp, vllm, sglang, agent-memory) or a preset TOML file.
+    /// Server preset (openai, llama.cpp, vllm, sglang, agent-memory) or a preset TOML file. Default: openai.
     #[arg(long)]
     pub preset: Option<String>,
     /// Scenario file (TOML) giving any of these settings; flags override it.
     #[arg(long)]
     pub scenario: Option<PathBuf>,
-    /// Context sizes in tokens: 1024..32768 (doubling), 1k,4k,32k, or both mixed.
+    /// Context sizes in tokens: 1024..32768 (doubling), 1k,4k,32k, or both mixed. Default: 1024..4096.
     #[arg(long)]
     pub contexts: Option<String>,
-    /// streaming, non-streaming, or both (comma-separated).
+    /// streaming, non-streaming, or both (comma-separated). Default: streaming.
     #[arg(long)]
     pub modes: Option<String>,
-    /// cold, warm, hot (comma-separated).
+    /// cold, warm, hot (comma-separated). Default: cold.
     #[arg(long)]
     pub cache_states: Option<String>,
-    /// Concurrent batch sizes (comma-separated), e.g. 1,2,4.
+    /// Concurrent batch sizes (comma-separated), e.g. 1,2,4. Default: 1.
     #[arg(long)]
     pub batch_sizes: Option<String>,
     /// Largest context measured with batch sizes above 1 (e.g. 16k).
     #[arg(long)]
     pub concurrent_max_context: Option<String>,
-    /// Repetitions of every cell.
+    /// Repetitions of every cell. Default: 3.
     #[arg(long)]
     pub runs: Option<u32>,
-    /// max_tokens of every measured request.
+    /// max_tokens of every measured request. Default: 64.
     #[arg(long)]
     pub output_tokens: Option<u32>,
-    /// Give up on one request after this long (e.g. 300s).
+    /// Give up on one request after this long (e.g. 300s). Default: 600s.
     #[arg(long)]
     pub request_timeout: Option<String>,
     /// Name of an environment variable holding the API key (the key itself is never written out).
     #[arg(long)]
     pub api_key_env: Option<String>,
-    /// Seed of the prompt text generator.
+    /// Seed of the prompt text generator (same seed, same prose; nonces stay unique). Default: 20260208.
     #[arg(long)]
     pub seed: Option<u64>,
     /// Directory that receives <run-id>/ (default: results).
@@ -104,26 +104,26 @@ pub struct SweepArgs {
     /// Also run the staggered pair (batched and sequential).
     #[arg(long)]
     pub staggered: bool,
-    /// Delay of user B after user A in the batched staggered run (e.g. 2s).
+    /// Delay of user B after user A in the batched staggered run. Default: 2s.
     #[arg(long)]
     pub stagger_delay: Option<String>,
-    /// Context of the staggered prompts (tokens, e.g. 4096 or 4k).
+    /// Context of the staggered prompts (tokens, e.g. 4096 or 4k). Default: 4096.
     #[arg(long)]
     pub stagger_context: Option<String>,
-    /// Repetitions of the staggered pair.
+    /// Repetitions of the staggered pair. Default: 3.
     #[arg(long)]
     pub stagger_runs: Option<u32>,
 
-    /// Thermal gate: probe (wait for a TPS probe to recover), fixed:30s, or off.
+    /// Thermal gate: probe (wait for a TPS probe to recover), fixed:30s, or off. Default: probe.
     #[arg(long)]
     pub thermal: Option<String>,
-    /// Probe must reach (1 - tolerance) x baseline before the next measurement.
+    /// Probe must reach (1 - tolerance) x baseline before the next measurement. Default: 0.20.
     #[arg(long)]
     pub tolerance: Option<f64>,
-    /// Wait at least this long after every measurement (probe policy).
+    /// Wait at least this long after every measurement (probe policy). Default: 10s.
     #[arg(long)]
     pub min_cooldown: Option<String>,
-    /// Never wait longer than this for recovery.
+    /// Never wait longer than this for recovery. Default: 240s.
     #[arg(long)]
     pub max_cooldown: Option<String>,
 
