@@ -45,7 +45,15 @@ pub async fn call(
     if let Some(body) = body {
         builder = builder.json(body);
     }
-    let response = builder.send().await.map_err(|e| {
+    let spare = builder.try_clone();
+    let mut sent = builder.send().await;
+    // Same stale keep-alive case as in `Client::send`: one more try on a fresh connection.
+    if let (Err(e), Some(again)) = (&sent, spare)
+        && crate::client::stale_connection(e)
+    {
+        sent = again.send().await;
+    }
+    let response = sent.map_err(|e| {
         let prefix = if e.is_connect() { format!("{UNREACHABLE}: ") } else { String::new() };
         CallError { status: None, message: format!("{prefix}{method} {path}: {}", error_chain(&e)) }
     })?;

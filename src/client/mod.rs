@@ -190,10 +190,22 @@ impl Client {
     /// Sends a prepared request and measures it. Never fails: errors land in `Exchange::error`.
     pub async fn send(&self, prepared: Prepared) -> Exchange {
         let mut ex = Exchange { started_at: crate::meta::now_rfc3339(), ..Default::default() };
-        let start = Instant::now();
+        let spare = prepared.request.try_clone();
+        let mut start = Instant::now();
+        let mut deadline = tokio::time::Instant::from_std(start + self.timeout);
+        let mut sent = tokio::time::timeout_at(deadline, self.http.execute(prepared.request)).await;
+        // A pooled keep-alive connection the server has just closed (llama.cpp's HTTP server ends a
+        // connection after a few requests) fails before anything is processed. That is the client's
+        // artefact, not the server's: send once more on a fresh connection, with a fresh clock.
+        if let (Ok(Err(e)), Some(again)) = (&sent, spare)
+            && stale_connection(e)
+        {
+            start = Instant::now();
+            deadline = tokio::time::Instant::from_std(start + self.timeout);
+            sent = tokio::time::timeout_at(deadline, self.http.execute(again)).await;
+        }
         ex.start = Some(start);
-        let deadline = tokio::time::Instant::from_std(start + self.timeout);
-        let response = match tokio::time::timeout_at(deadline, self.http.execute(prepared.request)).await {
+        let response = match sent {
             Err(_) => {
                 ex.fail(ErrorKind::Timeout, format!("no response headers within {:?}", self.timeout));
                 return ex;
@@ -337,6 +349,12 @@ async fn read_body(
 
 fn ms_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1000.0
+}
+
+/// The request failed while being sent on an existing connection (not a refused connect, not a
+/// timeout): the kind of failure a closed keep-alive connection gives.
+pub fn stale_connection(e: &reqwest::Error) -> bool {
+    e.is_request() && !e.is_connect() && !e.is_timeout()
 }
 
 /// reqwest's top-level message hides the cause ("error sending request"); keep the whole chain.
