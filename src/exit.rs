@@ -1,4 +1,5 @@
-//! Documented exit codes (also listed in `bench --help` and the README).
+//! Documented exit codes (also listed in `bench --help` and the README), and the one place that
+//! maps a failure to its code (`Failure::exit_code`, an exhaustive match, as nextest does).
 
 use std::process::ExitCode;
 
@@ -8,31 +9,61 @@ pub const SUCCESS: u8 = 0;
 pub const FINDINGS: u8 = 1;
 /// Unusable input: bad flags, unreadable or malformed files. Nothing was measured or written.
 pub const USAGE: u8 = 2;
-/// The server could not be reached (or refused the model) before anything was measured.
+/// The server could not be reached or stopped answering: before the first cell (nothing measured),
+/// or mid-sweep (every record measured so far is kept; `--resume` finishes).
 pub const SERVER: u8 = 3;
 /// Results could not be written (disk full, permissions).
 pub const IO: u8 = 4;
+/// An unexpected failure inside bench itself (a bug: please report it with the message).
+pub const INTERNAL: u8 = 5;
 /// Interrupted (Ctrl-C / SIGTERM); every record measured so far is on disk.
 pub const INTERRUPTED: u8 = 130;
 
-/// An error that knows which exit code it deserves.
+/// An error that knows which exit code it deserves. Anything else reaching `main` is `INTERNAL`.
 #[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct Failure {
-    pub code: u8,
-    pub message: String,
+pub enum Failure {
+    /// Bad flags, scenario, preset or result files (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The server is unreachable, refuses, or stopped answering (exit 3).
+    #[error("{0}")]
+    Server(String),
+    /// A result file could not be written (exit 4).
+    #[error("{0}")]
+    Io(String),
+    /// Something bench did not expect (exit 5).
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl Failure {
     pub fn usage(message: impl Into<String>) -> Failure {
-        Failure { code: USAGE, message: message.into() }
+        Failure::Usage(message.into())
     }
     pub fn server(message: impl Into<String>) -> Failure {
-        Failure { code: SERVER, message: message.into() }
+        Failure::Server(message.into())
     }
     pub fn io(message: impl Into<String>) -> Failure {
-        Failure { code: IO, message: message.into() }
+        Failure::Io(message.into())
     }
+    pub fn internal(message: impl Into<String>) -> Failure {
+        Failure::Internal(message.into())
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Usage(_) => USAGE,
+            Failure::Server(_) => SERVER,
+            Failure::Io(_) => IO,
+            Failure::Internal(_) => INTERNAL,
+        }
+    }
+}
+
+/// The exit code of an error that reached `main`: a `Failure` says its own; anything else is a
+/// failure nobody planned for, which is not the user's bad input.
+pub fn code_of(err: &anyhow::Error) -> u8 {
+    err.downcast_ref::<Failure>().map_or(INTERNAL, Failure::exit_code)
 }
 
 pub fn code(c: u8) -> ExitCode {

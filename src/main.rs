@@ -19,8 +19,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            let code = err.downcast_ref::<exit::Failure>().map_or(exit::USAGE, |f| f.code);
-            exit::code(code)
+            exit::code(exit::code_of(&err))
         }
     }
 }

@@ -150,8 +150,10 @@ fn concurrent_batch_is_released_together_with_a_correct_group_record() {
     assert_eq!(c.len(), 2);
     let apart = c[1].at.duration_since(c[0].at).as_millis();
     assert!(apart < 100, "the batch was not released together: {apart} ms apart");
-    let slots: Vec<&Value> = c.iter().map(|l| &l.body["id_slot"]).collect();
-    assert_eq!(slots, [&Value::from(0), &Value::from(1)]);
+    // Released together, so either may reach the server first.
+    let mut slots: Vec<u64> = c.iter().map(|l| l.body["id_slot"].as_u64().unwrap()).collect();
+    slots.sort();
+    assert_eq!(slots, [0, 1], "each request of the batch on its own slot");
 
     let recs = records(&run_dir(dir.path()));
     let ms: Vec<&Value> = recs.iter().filter(|r| r["record_type"] == "measurement").collect();
