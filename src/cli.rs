@@ -1,9 +1,27 @@
-//! Command-line surface (clap derive). Values stay raw strings here; `config` validates them so
-//! that every error can name the flag or scenario key it came from.
+//! Command-line surface (clap derive), and the one place every sweep setting is declared.
+//!
+//! A sweep setting is a field of `ConnectionArgs` or `PlanArgs` (or the nested thermal/physics
+//! groups). The same structs are filled by clap (flags) and by serde (scenario files: keys are the
+//! flag names with underscores), so adding a setting means adding one field here and reading it in
+//! `config::validate`. Values are typed here (`spec`), so clap names a bad flag itself and a bad
+//! scenario key is named with its file. The split between the two groups is the resume policy:
+//! `ConnectionArgs` may change on `--resume` (they say how to reach the server, not what is
+//! measured); `PlanArgs` are fixed for the life of a run and refused on `--resume`.
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Api, ThermalChoice};
+use crate::record::{CacheState, Mode};
+use crate::spec::{Contexts, Count, List, Span, Tokens};
+
+/// Bounds of the matrix flags: large enough for any real sweep, small enough that a typo
+/// (`--runs 4000000000`) is an error instead of a plan that never ends.
+pub const MAX_RUNS: u32 = 10_000;
+pub const MAX_BATCH: u32 = 4_096;
+pub const MAX_OUTPUT_TOKENS: u32 = 1_048_576;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -16,8 +34,8 @@ use clap::{Args, Parser, Subcommand};
         bench merge   build one canonical result file from partial runs and re-runs\n\
         bench report  statistics, tables, CSV and SVG plots\n\n\
         Exit codes: 0 success; 1 findings (verify errors, failed measurements, incomplete merge);\n\
-        2 bad input (flags, files); 3 server unreachable before anything was measured;\n\
-        4 results could not be written; 130 interrupted (everything measured so far is kept)."
+        2 bad input (flags, files); 3 server unreachable or stopped answering (records kept);\n\
+        4 results could not be written; 5 internal error (a bug); 130 interrupted (records kept)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -40,116 +58,151 @@ pub enum Command {
 #[command(after_help = "Examples:\n  \
     bench sweep --server http://127.0.0.1:8080 --contexts 1024..32768 --modes streaming,non-streaming --runs 3\n  \
     bench sweep --scenario scenarios/quick.toml --server http://127.0.0.1:8080\n  \
-    bench sweep --resume results/20261122-101500-cold\n\n\
-    Flags override the values of --scenario. Records land in <out>/<run-id>/measurements.jsonl.")]
+    bench sweep --resume results/20261122T101500Z-cold --server http://127.0.0.1:8081\n\n\
+    Flags override the values of --scenario (keys are the flag names with underscores).\n\
+    Records land in <out>/<run-id>/measurements.jsonl, fsync'd as each cell finishes.")]
 pub struct SweepArgs {
-    /// Base URL of the server (e.g. http://127.0.0.1:8080).
-    #[arg(long, env = "TTFT_BENCH_SERVER")]
-    pub server: Option<String>,
-    /// Model name sent in requests (default: the first model the server lists).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// API dialect: openai (/v1/chat/completions) or anthropic (/v1/messages). Default: openai.
-    #[arg(long)]
-    pub api: Option<String>,
-    /// Server preset (openai, llama.cpp, vllm, sglang, agent-memory) or a preset TOML file. Default: openai.
-    #[arg(long)]
-    pub preset: Option<String>,
-    /// Scenario file (TOML) giving any of these settings; flags override it.
-    #[arg(long)]
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Scenario file (TOML) giving any setting above; flags override it.
+    #[arg(long, help_heading = "Run")]
     pub scenario: Option<PathBuf>,
-    /// Context sizes in tokens: 1024..32768 (doubling), 1k,4k,32k, or both mixed. Default: 1024..4096.
-    #[arg(long)]
-    pub contexts: Option<String>,
-    /// streaming, non-streaming, or both (comma-separated). Default: streaming.
-    #[arg(long)]
-    pub modes: Option<String>,
-    /// cold, warm, hot (comma-separated). Default: cold.
-    #[arg(long)]
-    pub cache_states: Option<String>,
-    /// Concurrent batch sizes (comma-separated), e.g. 1,2,4. Default: 1.
-    #[arg(long)]
-    pub batch_sizes: Option<String>,
-    /// Largest context measured with batch sizes above 1 (e.g. 16k).
-    #[arg(long)]
-    pub concurrent_max_context: Option<String>,
-    /// Repetitions of every cell. Default: 3.
-    #[arg(long)]
-    pub runs: Option<u32>,
-    /// max_tokens of every measured request. Default: 64.
-    #[arg(long)]
-    pub output_tokens: Option<u32>,
-    /// Give up on one request after this long (e.g. 300s). Default: 600s.
-    #[arg(long)]
-    pub request_timeout: Option<String>,
-    /// Name of an environment variable holding the API key (the key itself is never written out).
-    #[arg(long)]
-    pub api_key_env: Option<String>,
-    /// Seed of the prompt text generator (same seed, same prose; nonces stay unique). Default: 20260208.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Directory that receives <run-id>/ (default: results).
-    #[arg(long)]
+    /// Directory that receives <run-id>/ [default: results].
+    #[arg(long, help_heading = "Run")]
     pub out: Option<PathBuf>,
-    /// Name of the run directory (default: a UTC timestamp).
-    #[arg(long)]
+    /// Name of the run directory (default: a UTC timestamp and the cache states).
+    #[arg(long, help_heading = "Run")]
     pub run_id: Option<String>,
-    /// Finish an interrupted run: skip cells already measured with quality_ok, re-run the rest.
-    #[arg(long, value_name = "RUN_DIR")]
+    /// Finish an interrupted run: skip cells already measured and good, re-run the rest. Only the
+    /// connection settings may be given with it (the plan comes from the run's run.json).
+    #[arg(long, value_name = "RUN_DIR", help_heading = "Run")]
     pub resume: Option<PathBuf>,
     /// No progress output.
-    #[arg(long, short)]
+    #[arg(long, short, help_heading = "Run")]
     pub quiet: bool,
+}
 
-    /// Also run the staggered pair (batched and sequential).
-    #[arg(long)]
-    pub staggered: bool,
-    /// Delay of user B after user A in the batched staggered run. Default: 2s.
-    #[arg(long)]
-    pub stagger_delay: Option<String>,
-    /// Context of the staggered prompts (tokens, e.g. 4096 or 4k). Default: 4096.
-    #[arg(long)]
-    pub stagger_context: Option<String>,
-    /// Repetitions of the staggered pair. Default: 3.
-    #[arg(long)]
-    pub stagger_runs: Option<u32>,
+/// How to reach the server. These may change on `--resume` (a restarted server on another port,
+/// a longer timeout); each change is recorded in run.json's `resumed_at`.
+#[derive(Debug, Args, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConnectionArgs {
+    /// Base URL of the server: http://127.0.0.1:8080 or https://host (credentials in the URL are
+    /// never written out).
+    #[arg(long, env = "TTFT_BENCH_SERVER", help_heading = "Connection (may change on --resume)")]
+    pub server: Option<String>,
+    /// Name of an environment variable holding the API key (the key itself is never written out).
+    #[arg(long, value_name = "VAR", help_heading = "Connection (may change on --resume)")]
+    pub api_key_env: Option<String>,
+    /// Give up on any one call (a measured request, a preset action, a tokenizer call) after this
+    /// long [default: 600s].
+    #[arg(long, help_heading = "Connection (may change on --resume)")]
+    pub request_timeout: Option<Span>,
+}
 
-    /// Thermal gate: probe (wait for a TPS probe to recover), fixed:30s, or off. Default: probe.
-    #[arg(long)]
-    pub thermal: Option<String>,
-    /// Probe must reach (1 - tolerance) x baseline before the next measurement. Default: 0.20.
-    #[arg(long)]
-    pub tolerance: Option<f64>,
-    /// Wait at least this long after every measurement (probe policy). Default: 10s.
-    #[arg(long)]
-    pub min_cooldown: Option<String>,
-    /// Never wait longer than this for recovery. Default: 240s.
-    #[arg(long)]
-    pub max_cooldown: Option<String>,
+/// What is measured. Fixed for the life of a run: refused with `--resume`.
+#[derive(Debug, Args, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanArgs {
+    /// Model name sent in requests [default: the first model the server lists].
+    #[arg(long, help_heading = "Server")]
+    pub model: Option<String>,
+    /// API dialect: openai (/v1/chat/completions) or anthropic (/v1/messages) [default: openai].
+    #[arg(long, help_heading = "Server")]
+    pub api: Option<Api>,
+    /// Server preset (openai, llama.cpp, vllm, sglang, agent-memory) or a preset TOML file
+    /// [default: openai].
+    #[arg(long, help_heading = "Server")]
+    pub preset: Option<String>,
+
+    /// Context sizes in tokens: 1024..32768 (doubling), 1k,4k,32k, or both mixed [default: 1024..4096].
+    #[arg(long, help_heading = "Matrix")]
+    pub contexts: Option<Contexts>,
+    /// streaming, non-streaming, or both, comma-separated [default: streaming].
+    #[arg(long, help_heading = "Matrix")]
+    pub modes: Option<List<Mode>>,
+    /// cold, warm, hot, comma-separated [default: cold].
+    #[arg(long, help_heading = "Matrix")]
+    pub cache_states: Option<List<CacheState>>,
+    /// Concurrent batch sizes, comma-separated, e.g. 1,2,4 [default: 1].
+    #[arg(long, help_heading = "Matrix")]
+    pub batch_sizes: Option<List<Count<MAX_BATCH>>>,
+    /// Largest context measured with batch sizes above 1 (e.g. 16k) [default: no limit].
+    #[arg(long, help_heading = "Matrix")]
+    pub concurrent_max_context: Option<Tokens>,
+    /// Repetitions of every cell [default: 3].
+    #[arg(long, help_heading = "Matrix")]
+    pub runs: Option<Count<MAX_RUNS>>,
+    /// max_tokens of every measured request [default: 64].
+    #[arg(long, help_heading = "Matrix")]
+    pub output_tokens: Option<Count<MAX_OUTPUT_TOKENS>>,
+    /// Seed of the prompt text generator (same seed, same prose; nonces stay unique) [default: 20260208].
+    #[arg(long, help_heading = "Matrix")]
+    pub seed: Option<u64>,
+
+    /// Also run the staggered pair (user B arrives while user A runs, and the sequential twin).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", help_heading = "Staggered pair")]
+    pub staggered: Option<bool>,
+    /// Delay of user B after user A in the batched staggered run: a duration (2s) or a share of
+    /// A's own duration measured by a calibration request (50%), so the pair overlaps on any
+    /// hardware [default: 50%].
+    #[arg(long, help_heading = "Staggered pair")]
+    pub stagger_delay: Option<crate::config::StaggerDelay>,
+    /// Context of the staggered prompts (tokens, e.g. 4096 or 4k) [default: 4096].
+    #[arg(long, help_heading = "Staggered pair")]
+    pub stagger_context: Option<Tokens>,
+    /// Repetitions of the staggered pair [default: 3].
+    #[arg(long, help_heading = "Staggered pair")]
+    pub stagger_runs: Option<Count<MAX_RUNS>>,
 
     #[command(flatten)]
+    #[serde(flatten)]
+    pub thermal: ThermalArgs,
+    #[command(flatten)]
+    #[serde(flatten)]
     pub physics: PhysicsArgs,
 }
 
+/// The thermal gate between measurements.
+#[derive(Debug, Args, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ThermalArgs {
+    /// probe (wait for a TPS probe to recover), fixed:30s, or off [default: probe].
+    #[arg(long, help_heading = "Thermal gate")]
+    pub thermal: Option<ThermalChoice>,
+    /// The probe must reach (1 - tolerance) x baseline before the next measurement [default: 0.20].
+    #[arg(long, help_heading = "Thermal gate")]
+    pub tolerance: Option<f64>,
+    /// Wait at least this long after every measurement (probe policy) [default: 10s].
+    #[arg(long, help_heading = "Thermal gate")]
+    pub min_cooldown: Option<Span>,
+    /// Never wait longer than this for recovery [default: 240s].
+    #[arg(long, help_heading = "Thermal gate")]
+    pub max_cooldown: Option<Span>,
+}
+
 /// What the physical ceilings are computed from (shared by `sweep` and `verify`).
-#[derive(Debug, Args, Default, Clone)]
+#[derive(Debug, Args, Default, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PhysicsArgs {
     /// Hardware profile (m4-pro, m4-max-40c, m3-ultra, h100-sxm, h200, rtx-4090, mi300x, ...).
-    #[arg(long)]
+    #[arg(long, help_heading = "Physics")]
     pub hardware: Option<String>,
     /// Memory bandwidth in GB/s (instead of, or overriding, --hardware).
-    #[arg(long)]
+    #[arg(long, help_heading = "Physics")]
     pub bandwidth_gbps: Option<f64>,
     /// Dense fp16 compute in TFLOP/s (instead of, or overriding, --hardware).
-    #[arg(long)]
+    #[arg(long, help_heading = "Physics")]
     pub tflops: Option<f64>,
     /// Weight bytes read per decoded token (active bytes for mixture-of-experts), e.g. 8.03GB.
-    #[arg(long)]
+    #[arg(long, help_heading = "Physics")]
     pub model_bytes: Option<String>,
     /// Parameters in one token's matmuls (active for MoE), e.g. 12B, 840M.
-    #[arg(long)]
+    #[arg(long, help_heading = "Physics")]
     pub params: Option<String>,
     /// GGUF file or HF config.json to read the model shape from (flags override it).
-    #[arg(long)]
+    #[arg(long, help_heading = "Physics")]
     pub model_file: Option<PathBuf>,
 }

@@ -1,24 +1,35 @@
-//! Raw inputs (scenario TOML + flags) -> one validated `SweepConfig`.
+//! Flags over a scenario file over defaults -> one validated `SweepConfig`.
 //!
-//! Precedence: flag > scenario file > default. The resolved config is written into run.json in
-//! full, so a result file always says exactly what it was measured with, and `--resume` reads it
-//! back from there.
+//! The layers are the same typed structs (`cli::ConnectionArgs`, `cli::PlanArgs`), filled by clap
+//! and by serde. They are merged generically (a flag given wins, key by key), and every value
+//! remembers where it came from (`Origins`), so a value that is well-formed but not acceptable
+//! (a max cooldown below the min, a matrix of a million cells) is reported against the flag or the
+//! file key that set it. The resolved config is written into run.json in full, so a result file
+//! always says exactly what it was measured with, and `--resume` reads it back from there.
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::cli::SweepArgs;
+use crate::cli::{ConnectionArgs, PhysicsArgs, PlanArgs, SweepArgs};
+use crate::exit::Failure;
+use crate::plan::Matrix;
 use crate::record::{CacheState, Mode};
-use crate::scenario::{ListValue, ScenarioFile, load_scenario};
-use crate::spec;
+use crate::scenario_file::{self, ScenarioFile};
+pub use crate::spec::{Api, StaggerDelay, ThermalChoice};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Api {
-    Openai,
-    Anthropic,
-}
+pub const DEFAULT_CONTEXTS: [u32; 3] = [1024, 2048, 4096];
+pub const DEFAULT_RUNS: u32 = 3;
+pub const DEFAULT_OUTPUT_TOKENS: u32 = 64;
+pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
+pub const DEFAULT_SEED: u64 = 20_260_208;
+pub const DEFAULT_STAGGER_SHARE: f64 = 0.5;
+pub const DEFAULT_STAGGER_CONTEXT: u32 = 4096;
+/// More cells than this is a typo, not a plan (the origin's paper matrix is 204).
+pub const MAX_CELLS: usize = 100_000;
 
 /// How the sweep waits between measurements so heat does not leak from one into the next.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,25 +50,25 @@ pub enum ThermalPolicy {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StaggerConfig {
-    pub delay_ms: f64,
+    /// A fixed delay of B after A, ms; null when the delay is a share of A's duration.
+    pub delay_ms: Option<f64>,
+    /// B's delay as a share of A's end-to-end time (calibrated before the first pair).
+    #[serde(default)]
+    pub delay_share_of_a: Option<f64>,
     pub context_tokens: u32,
     pub runs: u32,
 }
 
 /// Inputs of the physical ceilings, as given; `physics` turns them into numbers.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PhysicsInputs {
-    pub hardware: Option<String>,
-    pub bandwidth_gbps: Option<f64>,
-    pub tflops: Option<f64>,
-    pub model_bytes: Option<String>,
-    pub params: Option<String>,
-    pub model_file: Option<PathBuf>,
-}
+pub type PhysicsInputs = PhysicsArgs;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepConfig {
+    /// The server URL as written out: credentials removed (`secrets::redact_url`).
     pub server: String,
+    /// The URL bench connects to (credentials included); never serialized.
+    #[serde(skip)]
+    pub server_url: String,
     /// None until resolved from the server's /v1/models.
     pub model: Option<String>,
     pub api: Api,
@@ -81,300 +92,248 @@ pub struct SweepConfig {
     pub physics: PhysicsInputs,
 }
 
-pub const DEFAULT_CONTEXTS: &str = "1024..4096";
-pub const DEFAULT_OUTPUT_TOKENS: u32 = 64;
-pub const DEFAULT_TIMEOUT: &str = "600s";
-pub const DEFAULT_SEED: u64 = 20_260_208;
-
-pub fn parse_mode(s: &str) -> Option<Mode> {
-    match s {
-        "streaming" | "stream" => Some(Mode::Streaming),
-        "non-streaming" | "non_streaming" | "nonstreaming" => Some(Mode::NonStreaming),
-        _ => None,
+impl SweepConfig {
+    /// The matrix this config measures.
+    pub fn matrix(&self) -> Matrix {
+        Matrix {
+            contexts: self.contexts.clone(),
+            modes: self.modes.clone(),
+            cache_states: self.cache_states.clone(),
+            batch_sizes: self.batch_sizes.clone(),
+            runs: self.runs,
+            concurrent_max_context: self.concurrent_max_context,
+            staggered: self.staggered.as_ref().map(|s| (s.context_tokens, s.runs)),
+        }
     }
 }
 
-pub fn parse_cache_state(s: &str) -> Option<CacheState> {
-    match s {
-        "cold" => Some(CacheState::Cold),
-        "warm" => Some(CacheState::Warm),
-        "hot" => Some(CacheState::Hot),
-        _ => None,
+/// A setting that cannot be used, named by the flag or file key it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--scenario {path}: {message}")]
+    Scenario { path: String, message: String },
+    #[error("{origin}: {message}")]
+    Invalid { origin: String, message: String },
+    #[error("{0}")]
+    Missing(String),
+}
+
+impl From<ConfigError> for Failure {
+    fn from(e: ConfigError) -> Failure {
+        Failure::usage(e.to_string())
     }
 }
 
-/// Picks the flag when given, else the scenario key; keeps the name of whichever was used so
-/// that a bad value is reported against the right source.
-fn pick<T: Clone>(
-    flag: &Option<T>,
-    flag_name: &str,
-    file: Option<T>,
-    key: &str,
-    file_name: &str,
-) -> Option<(T, String)> {
-    match (flag, file) {
-        (Some(v), _) => Some((v.clone(), flag_name.to_string())),
-        (None, Some(v)) => Some((v, format!("{file_name}: {key}"))),
-        (None, None) => None,
+/// Where each setting came from: a flag, a scenario key, or the default.
+pub struct Origins {
+    file: Option<PathBuf>,
+    flags: BTreeSet<String>,
+    keys: BTreeSet<String>,
+}
+
+impl Origins {
+    /// `--runs`, `scenarios/x.toml: runs`, or `default runs`.
+    pub fn of(&self, key: &str) -> String {
+        if self.flags.contains(key) {
+            format!("--{}", key.replace('_', "-"))
+        } else if let (true, Some(file)) = (self.keys.contains(key), &self.file) {
+            format!("{}: {key}", file.display())
+        } else {
+            format!("default {key}")
+        }
+    }
+
+    fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid { origin: self.of(key), message: message.into() }
     }
 }
 
-pub fn resolve(args: &SweepArgs) -> Result<SweepConfig, String> {
+/// The keys a layer sets (non-null in its serialized form).
+fn given<T: Serialize>(layer: &T) -> BTreeSet<String> {
+    match serde_json::to_value(layer) {
+        Ok(Value::Object(map)) => map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, _)| k).collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// `top` over `base`, key by key: a value `top` sets wins. Generic over the layer types, so a new
+/// setting needs no merge code of its own.
+fn overlay<T: Serialize + DeserializeOwned>(top: &T, base: &T) -> Result<T, ConfigError> {
+    let internal = |e: serde_json::Error| ConfigError::Missing(format!("cannot merge settings: {e}"));
+    let mut merged = serde_json::to_value(base).map_err(internal)?;
+    if let (Value::Object(m), Value::Object(t)) = (&mut merged, serde_json::to_value(top).map_err(internal)?)
+    {
+        m.extend(t.into_iter().filter(|(_, v)| !v.is_null()));
+    }
+    serde_json::from_value(merged).map_err(internal)
+}
+
+/// The plan and connection layers of a sweep, merged, with their origins.
+pub struct Layered {
+    pub connection: ConnectionArgs,
+    pub plan: PlanArgs,
+    pub origins: Origins,
+}
+
+pub fn layered(args: &SweepArgs) -> Result<Layered, ConfigError> {
     let file = match &args.scenario {
-        Some(path) => load_scenario(path)?,
+        Some(path) => scenario_file::load(path)?,
         None => ScenarioFile::default(),
     };
-    let file_name = args.scenario.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-    let f = &file_name;
-
-    let (server, _) = pick(&args.server, "--server", file.server.clone(), "server", f)
-        .ok_or("--server is required (or `server = ...` in the scenario file, or TTFT_BENCH_SERVER)")?;
-    let server = server.trim_end_matches('/').to_string();
-    if !(server.starts_with("http://") || server.starts_with("https://")) {
-        return Err(format!("--server: {server:?} must start with http:// or https://"));
-    }
-
-    let api = match pick(&args.api, "--api", file.api.clone(), "api", f) {
-        None => Api::Openai,
-        Some((s, src)) => match s.as_str() {
-            "openai" => Api::Openai,
-            "anthropic" => Api::Anthropic,
-            _ => return Err(format!("{src}: unknown api {s:?} (allowed: openai, anthropic)")),
-        },
-    };
-    let preset = pick(&args.preset, "--preset", file.preset.clone(), "preset", f)
-        .map(|(s, _)| s)
-        .unwrap_or_else(|| "openai".to_string());
-
-    let contexts = {
-        let (s, src) =
-            pick(&args.contexts, "--contexts", file.contexts.as_ref().map(ListValue::as_spec), "contexts", f)
-                .unwrap_or((DEFAULT_CONTEXTS.to_string(), "--contexts".into()));
-        spec::parse_contexts(&src, &s)?
-    };
-    let modes = match pick(&args.modes, "--modes", file.modes.as_ref().map(ListValue::as_spec), "modes", f) {
-        None => vec![Mode::Streaming],
-        Some((s, src)) => spec::parse_name_list(&src, &s, parse_mode, "streaming, non-streaming")?,
-    };
-    let cache_states = match pick(
-        &args.cache_states,
-        "--cache-states",
-        file.cache_states.as_ref().map(ListValue::as_spec),
-        "cache_states",
-        f,
-    ) {
-        None => vec![CacheState::Cold],
-        Some((s, src)) => spec::parse_name_list(&src, &s, parse_cache_state, "cold, warm, hot")?,
-    };
-    let batch_sizes = match pick(
-        &args.batch_sizes,
-        "--batch-sizes",
-        file.batch_sizes.as_ref().map(ListValue::as_spec),
-        "batch_sizes",
-        f,
-    ) {
-        None => vec![1],
-        Some((s, src)) => spec::parse_positive_list(&src, &s)?,
-    };
-    let concurrent_max_context = match pick(
-        &args.concurrent_max_context,
-        "--concurrent-max-context",
-        file.concurrent_max_context.as_ref().map(ListValue::as_spec),
-        "concurrent_max_context",
-        f,
-    ) {
-        None => None,
-        Some((s, src)) => Some(spec::parse_tokens(&src, &s)?),
-    };
-    let runs = positive(pick(&args.runs, "--runs", file.runs, "runs", f), 3)?;
-    let output_tokens = positive(
-        pick(&args.output_tokens, "--output-tokens", file.output_tokens, "output_tokens", f),
-        DEFAULT_OUTPUT_TOKENS,
-    )?;
-    let request_timeout_s = duration_s(
-        pick(&args.request_timeout, "--request-timeout", file.request_timeout.clone(), "request_timeout", f),
-        DEFAULT_TIMEOUT,
-    )?;
-    if request_timeout_s <= 0.0 {
-        return Err("--request-timeout must be more than 0".into());
-    }
-    let seed = pick(&args.seed, "--seed", file.seed, "seed", f).map(|(v, _)| v).unwrap_or(DEFAULT_SEED);
-
-    let staggered = if args.staggered || file.staggered.unwrap_or(false) {
-        let delay_ms = 1000.0
-            * duration_s(
-                pick(&args.stagger_delay, "--stagger-delay", file.stagger_delay.clone(), "stagger_delay", f),
-                "2s",
-            )?;
-        let context_tokens = match pick(
-            &args.stagger_context,
-            "--stagger-context",
-            file.stagger_context.as_ref().map(ListValue::as_spec),
-            "stagger_context",
-            f,
-        ) {
-            None => 4096,
-            Some((s, src)) => spec::parse_tokens(&src, &s)?,
-        };
-        let runs =
-            positive(pick(&args.stagger_runs, "--stagger-runs", file.stagger_runs, "stagger_runs", f), 3)?;
-        Some(StaggerConfig { delay_ms, context_tokens, runs })
-    } else {
-        None
-    };
-
-    let thermal = resolve_thermal(args, &file, f)?;
-    let a = &args.physics;
-    let physics = PhysicsInputs {
-        hardware: a.hardware.clone().or(file.hardware.clone()),
-        bandwidth_gbps: a.bandwidth_gbps.or(file.bandwidth_gbps),
-        tflops: a.tflops.or(file.tflops),
-        model_bytes: a.model_bytes.clone().or(file.model_bytes.clone()),
-        params: a.params.clone().or(file.params.clone()),
-        model_file: a.model_file.clone().or(file.model_file.clone()),
-    };
-
-    Ok(SweepConfig {
-        server,
-        model: args.model.clone().or(file.model.clone()),
-        api,
-        preset,
-        scenario_file: args.scenario.clone(),
-        contexts,
-        modes,
-        cache_states,
-        batch_sizes,
-        concurrent_max_context,
-        runs,
-        output_tokens,
-        request_timeout_s,
-        api_key_env: args.api_key_env.clone(),
-        seed,
-        out_dir: args.out.clone().unwrap_or_else(|| PathBuf::from("results")),
-        staggered,
-        thermal,
-        physics,
+    let mut flags = given(&args.connection);
+    flags.extend(given(&args.plan));
+    let mut keys = given(&file.connection);
+    keys.extend(given(&file.plan));
+    Ok(Layered {
+        connection: overlay(&args.connection, &file.connection)?,
+        plan: overlay(&args.plan, &file.plan)?,
+        origins: Origins { file: args.scenario.clone(), flags, keys },
     })
 }
 
-fn resolve_thermal(args: &SweepArgs, file: &ScenarioFile, f: &str) -> Result<ThermalPolicy, String> {
-    let (policy, src) = pick(&args.thermal, "--thermal", file.thermal.clone(), "thermal", f)
-        .unwrap_or(("probe".into(), "--thermal".into()));
-    if policy == "off" {
-        return Ok(ThermalPolicy::Off);
+/// Validates the merged layers of a new sweep into its config.
+pub fn resolve(args: &SweepArgs) -> Result<SweepConfig, ConfigError> {
+    let Layered { connection, plan, origins } = layered(args)?;
+    let matrix = validate_matrix(&plan, &origins)?;
+    let server = connection.server.clone().ok_or_else(|| {
+        ConfigError::Missing(
+            "--server is required (or `server = ...` in the scenario file, or TTFT_BENCH_SERVER)".into(),
+        )
+    })?;
+    let server = validate_server(&server).map_err(|m| origins.invalid("server", m))?;
+    let thermal = validate_thermal(&plan, &origins)?;
+    Ok(SweepConfig {
+        server: crate::secrets::redact_url(&server),
+        server_url: server,
+        model: plan.model.clone(),
+        api: plan.api.unwrap_or(Api::Openai),
+        preset: plan.preset.clone().unwrap_or_else(|| "openai".to_string()),
+        scenario_file: args.scenario.clone(),
+        contexts: matrix.contexts,
+        modes: matrix.modes,
+        cache_states: matrix.cache_states,
+        batch_sizes: matrix.batch_sizes,
+        concurrent_max_context: matrix.concurrent_max_context,
+        runs: matrix.runs,
+        output_tokens: plan.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
+        request_timeout_s: validate_timeout(&connection, &origins)?,
+        api_key_env: connection.api_key_env.clone(),
+        seed: plan.seed.unwrap_or(DEFAULT_SEED),
+        out_dir: args.out.clone().unwrap_or_else(|| PathBuf::from("results")),
+        staggered: stagger_config(&plan),
+        thermal,
+        physics: plan.physics.clone(),
+    })
+}
+
+/// `http://` or `https://`, without a trailing slash.
+pub fn validate_server(server: &str) -> Result<String, String> {
+    let server = server.trim().trim_end_matches('/');
+    if !(server.starts_with("http://") || server.starts_with("https://")) {
+        return Err(format!("{:?} must start with http:// or https://", crate::secrets::redact_url(server)));
     }
-    if let Some(rest) = policy.strip_prefix("fixed:") {
-        let cooldown_s = spec::parse_duration(&src, rest)?.as_secs_f64();
-        return Ok(ThermalPolicy::Fixed { cooldown_s });
+    Ok(server.to_string())
+}
+
+pub fn validate_timeout(connection: &ConnectionArgs, origins: &Origins) -> Result<f64, ConfigError> {
+    let secs = connection.request_timeout.map_or(DEFAULT_TIMEOUT_S, |s| s.secs());
+    if secs <= 0.0 {
+        return Err(origins.invalid("request_timeout", "must be more than 0"));
     }
-    if policy != "probe" {
-        return Err(format!("{src}: unknown thermal policy {policy:?} (allowed: probe, fixed:30s, off)"));
+    Ok(secs)
+}
+
+fn stagger_config(plan: &PlanArgs) -> Option<StaggerConfig> {
+    if plan.staggered != Some(true) {
+        return None;
     }
-    let tolerance = match pick(&args.tolerance, "--tolerance", file.tolerance, "tolerance", f) {
-        None => 0.20,
-        Some((t, _)) if (0.0..1.0).contains(&t) => t,
-        Some((t, src)) => {
-            return Err(format!("{src}: tolerance {t} must be at least 0 and below 1 (e.g. 0.20)"));
-        }
+    let (delay_ms, delay_share_of_a) = match plan.stagger_delay {
+        None => (None, Some(DEFAULT_STAGGER_SHARE)),
+        Some(StaggerDelay::Fixed(span)) => (Some(span.secs() * 1000.0), None),
+        Some(StaggerDelay::ShareOfA(share)) => (None, Some(share)),
     };
-    let min_cooldown_s = duration_s(
-        pick(&args.min_cooldown, "--min-cooldown", file.min_cooldown.clone(), "min_cooldown", f),
-        "10s",
-    )?;
-    let max_cooldown_s = duration_s(
-        pick(&args.max_cooldown, "--max-cooldown", file.max_cooldown.clone(), "max_cooldown", f),
-        "240s",
-    )?;
-    if max_cooldown_s < min_cooldown_s {
-        return Err(format!(
-            "--max-cooldown ({max_cooldown_s}s) is shorter than --min-cooldown ({min_cooldown_s}s)"
+    Some(StaggerConfig {
+        delay_ms,
+        delay_share_of_a,
+        context_tokens: plan.stagger_context.map_or(DEFAULT_STAGGER_CONTEXT, |t| t.0),
+        runs: plan.stagger_runs.map_or(DEFAULT_RUNS, |c| c.0),
+    })
+}
+
+fn list_or<T: Clone>(value: &Option<crate::spec::List<T>>, default: Vec<T>) -> Vec<T> {
+    value.as_ref().map_or(default, |l| l.0.clone())
+}
+
+/// The matrix part of a plan: what `bench merge --expect` needs, no server involved.
+pub fn validate_matrix(plan: &PlanArgs, origins: &Origins) -> Result<Matrix, ConfigError> {
+    let matrix = Matrix {
+        contexts: plan.contexts.as_ref().map_or(DEFAULT_CONTEXTS.to_vec(), |c| c.0.clone()),
+        modes: list_or(&plan.modes, vec![Mode::Streaming]),
+        cache_states: list_or(&plan.cache_states, vec![CacheState::Cold]),
+        batch_sizes: plan.batch_sizes.as_ref().map_or(vec![1], |l| l.0.iter().map(|c| c.0).collect()),
+        runs: plan.runs.map_or(DEFAULT_RUNS, |c| c.0),
+        concurrent_max_context: plan.concurrent_max_context.map(|t| t.0),
+        staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),
+    };
+    let cells = matrix.cell_count();
+    if cells > MAX_CELLS {
+        let key = ["runs", "contexts", "batch_sizes", "stagger_runs"]
+            .into_iter()
+            .find(|k| origins.flags.contains(*k) || origins.keys.contains(*k))
+            .unwrap_or("runs");
+        return Err(origins.invalid(
+            key,
+            format!(
+                "the matrix has {cells} cells, more than the limit of {MAX_CELLS}: is a number mistyped?"
+            ),
         ));
     }
-    Ok(ThermalPolicy::Probe { tolerance, min_cooldown_s, max_cooldown_s })
+    Ok(matrix)
 }
 
-fn positive(value: Option<(u32, String)>, default: u32) -> Result<u32, String> {
-    match value {
-        None => Ok(default),
-        Some((0, src)) => Err(format!("{src}: must be at least 1")),
-        Some((v, _)) => Ok(v),
+fn validate_thermal(plan: &PlanArgs, origins: &Origins) -> Result<ThermalPolicy, ConfigError> {
+    let t = &plan.thermal;
+    match t.thermal.unwrap_or(ThermalChoice::Probe) {
+        ThermalChoice::Off => Ok(ThermalPolicy::Off),
+        ThermalChoice::Fixed(span) => Ok(ThermalPolicy::Fixed { cooldown_s: span.secs() }),
+        ThermalChoice::Probe => {
+            let tolerance = t.tolerance.unwrap_or(0.20);
+            if !(0.0..1.0).contains(&tolerance) {
+                return Err(origins.invalid(
+                    "tolerance",
+                    format!("{tolerance} must be at least 0 and below 1 (e.g. 0.20)"),
+                ));
+            }
+            let min_cooldown_s = t.min_cooldown.map_or(10.0, |s| s.secs());
+            let max_cooldown_s = t.max_cooldown.map_or(240.0, |s| s.secs());
+            if max_cooldown_s < min_cooldown_s {
+                return Err(origins.invalid(
+                    "max_cooldown",
+                    format!("{max_cooldown_s}s is shorter than the minimum cooldown ({min_cooldown_s}s)"),
+                ));
+            }
+            Ok(ThermalPolicy::Probe { tolerance, min_cooldown_s, max_cooldown_s })
+        }
     }
 }
 
-fn duration_s(value: Option<(String, String)>, default: &str) -> Result<f64, String> {
-    match value {
-        None => Ok(spec::parse_duration("default", default)?.as_secs_f64()),
-        Some((s, src)) => Ok(spec::parse_duration(&src, &s)?.as_secs_f64()),
-    }
+/// What a scenario file expects of a merged result: its matrix, model and output tokens.
+pub struct Expectation {
+    pub matrix: Matrix,
+    pub model: Option<String>,
+    pub output_tokens: u32,
+}
+
+/// Reads a scenario file the way `bench sweep` would, without a server.
+pub fn expectation(path: &Path) -> Result<Expectation, ConfigError> {
+    let file = scenario_file::load(path)?;
+    let origins = Origins { file: Some(path.to_path_buf()), flags: BTreeSet::new(), keys: given(&file.plan) };
+    Ok(Expectation {
+        matrix: validate_matrix(&file.plan, &origins)?,
+        model: file.plan.model.clone(),
+        output_tokens: file.plan.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args() -> SweepArgs {
-        SweepArgs { server: Some("http://127.0.0.1:1/".into()), ..Default::default() }
-    }
-
-    #[test]
-    fn defaults_are_sane() {
-        let c = resolve(&args()).unwrap();
-        assert_eq!(c.server, "http://127.0.0.1:1");
-        assert_eq!(c.contexts, vec![1024, 2048, 4096]);
-        assert_eq!(c.modes, vec![Mode::Streaming]);
-        assert_eq!(c.cache_states, vec![CacheState::Cold]);
-        assert_eq!(c.runs, 3);
-        assert_eq!(c.output_tokens, 64);
-        assert!(matches!(c.thermal, ThermalPolicy::Probe { tolerance, .. } if tolerance == 0.20));
-    }
-
-    #[test]
-    fn flags_override_the_scenario_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.toml");
-        std::fs::write(&path, "contexts = [512, \"1k\"]\nruns = 5\nmodes = \"streaming,non-streaming\"\n")
-            .unwrap();
-        let mut a = args();
-        a.scenario = Some(path);
-        a.runs = Some(2);
-        let c = resolve(&a).unwrap();
-        assert_eq!(c.contexts, vec![512, 1024]);
-        assert_eq!(c.runs, 2, "flag wins over file");
-        assert_eq!(c.modes, vec![Mode::Streaming, Mode::NonStreaming]);
-    }
-
-    #[test]
-    fn errors_name_the_file_key_or_flag() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("bad.toml");
-        std::fs::write(&path, "contexts = \"1k..3k\"\n").unwrap();
-        let mut a = args();
-        a.scenario = Some(path.clone());
-        let err = resolve(&a).unwrap_err();
-        assert!(err.contains("bad.toml: contexts"), "{err}");
-
-        std::fs::write(&path, "contextz = 5\n").unwrap();
-        let err = resolve(&a).unwrap_err();
-        assert!(err.contains("bad.toml") && err.contains("contextz"), "{err}");
-
-        let mut a = args();
-        a.modes = Some("streaming,fast".into());
-        assert!(resolve(&a).unwrap_err().contains("--modes"));
-        let mut a = args();
-        a.thermal = Some("cold".into());
-        assert!(resolve(&a).unwrap_err().contains("--thermal"));
-        let mut a = args();
-        a.server = Some("localhost:8080".into());
-        assert!(resolve(&a).unwrap_err().contains("--server"));
-    }
-
-    #[test]
-    fn shipped_scenarios_parse() {
-        for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios")).unwrap() {
-            let path = entry.unwrap().path();
-            let mut a = args();
-            a.scenario = Some(path.clone());
-            resolve(&a).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        }
-    }
-}
+mod tests;

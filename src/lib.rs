@@ -22,7 +22,7 @@ pub mod record;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod scenario;
+pub mod scenario_file;
 pub mod secrets;
 pub mod server;
 pub mod spec;

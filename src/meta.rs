@@ -27,17 +27,71 @@ pub struct RunMeta {
     pub started_at: String,
     pub ended_at: Option<String>,
     pub status: RunStatus,
-    /// Every time `--resume` picked this run up again.
-    pub resumed_at: Vec<String>,
+    /// Every time `--resume` picked this run up again, and what it changed.
+    pub resumed_at: Vec<Resumption>,
     pub config: SweepConfig,
     pub server: ServerInfo,
     pub host: HostFacts,
     /// How prompts were sized to the nominal context (tokenizer or calibration numbers).
-    pub prompt_sizing: Option<serde_json::Value>,
-    /// The thermal gate's baseline probes.
-    pub thermal_baseline: Option<serde_json::Value>,
+    pub prompt_sizing: Option<crate::prompt::sizing::SizingMethod>,
+    /// The discarded warm-up and the thermal gate's baseline probes.
+    pub thermal_baseline: Option<ThermalBaseline>,
     /// Hardware and model profiles the physical ceilings were computed from.
-    pub physics: Option<serde_json::Value>,
+    pub physics: Option<PhysicsProfiles>,
+    /// How the staggered pair's delay was set, when it is a share of user A's duration.
+    #[serde(default)]
+    pub stagger_calibration: Option<StaggerCalibration>,
+}
+
+/// One `--resume`: when, and the connection settings it changed (names and values; a key's value
+/// is never among them, only the name of its variable).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "ResumptionOnDisk")]
+pub struct Resumption {
+    pub at: String,
+    pub changed: std::collections::BTreeMap<String, String>,
+}
+
+/// Early run.json files kept a bare timestamp per resume.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ResumptionOnDisk {
+    At(String),
+    Full { at: String, changed: std::collections::BTreeMap<String, String> },
+}
+
+impl From<ResumptionOnDisk> for Resumption {
+    fn from(d: ResumptionOnDisk) -> Resumption {
+        match d {
+            ResumptionOnDisk::At(at) => Resumption { at, changed: Default::default() },
+            ResumptionOnDisk::Full { at, changed } => Resumption { at, changed },
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThermalBaseline {
+    pub policy: crate::config::ThermalPolicy,
+    /// The discarded first request (a server's first large request is slower).
+    pub warmup_e2e_ms: Option<f64>,
+    pub warmup_error: Option<String>,
+    pub baseline_probes_tps: Vec<f64>,
+    pub baseline_tps: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhysicsProfiles {
+    pub hardware: Option<crate::physics::Hardware>,
+    pub model: Option<crate::physics::ModelProfile>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StaggerCalibration {
+    /// User A's end-to-end time alone (one unmeasured request at the staggered context).
+    pub a_e2e_ms: f64,
+    pub share_of_a: f64,
+    /// The delay B is sent after A: share x A's duration.
+    pub delay_ms: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

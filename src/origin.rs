@@ -207,10 +207,13 @@ fn number_by_time(records: &mut [Record], cells: BTreeMap<CellKey, Vec<(String, 
 }
 
 fn measurement_cell(cx: &Context, line: usize, r: &MeasurementRow) -> Result<CellKey, InputError> {
-    let cache_state = crate::config::parse_cache_state(&r.cache_state)
+    let cache_state = r
+        .cache_state
+        .parse::<CacheState>()
+        .ok()
         .ok_or_else(|| bad(cx, line, format!("unknown cache_state {:?}", r.cache_state)))?;
-    let mode = crate::config::parse_mode(&r.mode)
-        .ok_or_else(|| bad(cx, line, format!("unknown mode {:?}", r.mode)))?;
+    let mode =
+        r.mode.parse::<Mode>().ok().ok_or_else(|| bad(cx, line, format!("unknown mode {:?}", r.mode)))?;
     let model = r.model_id.clone().or_else(|| cx.model.clone());
     let model = model.ok_or_else(|| bad(cx, line, "no model_id in the row or the file".into()))?;
     let scenario = Scenario::of(cache_state, r.batch_size);

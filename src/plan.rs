@@ -4,7 +4,6 @@
 //! Runs are innermost so the repetitions of a cell are taken under the same conditions, and
 //! contexts ascend so a server that falls over at long context has already given the short ones.
 
-use crate::config::SweepConfig;
 use crate::record::{CacheState, CellKey, Mode, Scenario};
 
 /// The parts of a config that define the matrix (also what `bench merge --expect` compares with).
@@ -22,16 +21,20 @@ pub struct Matrix {
 }
 
 impl Matrix {
-    pub fn from_config(config: &SweepConfig) -> Matrix {
-        Matrix {
-            contexts: config.contexts.clone(),
-            modes: config.modes.clone(),
-            cache_states: config.cache_states.clone(),
-            batch_sizes: config.batch_sizes.clone(),
-            runs: config.runs,
-            concurrent_max_context: config.concurrent_max_context,
-            staggered: config.staggered.as_ref().map(|s| (s.context_tokens, s.runs)),
+    /// How many cells `cells` would return, computed without building them (so an absurd plan is
+    /// refused before it allocates).
+    pub fn cell_count(&self) -> usize {
+        let per_context = self.cache_states.len() * self.modes.len() * self.runs as usize;
+        let mut n = 0usize;
+        for &batch_size in &self.batch_sizes {
+            let contexts = self
+                .contexts
+                .iter()
+                .filter(|&&c| batch_size == 1 || self.concurrent_max_context.is_none_or(|max| c <= max))
+                .count();
+            n = n.saturating_add(contexts.saturating_mul(per_context));
         }
+        n.saturating_add(self.staggered.map_or(0, |(_, runs)| 2 * runs as usize))
     }
 
     /// Every cell for `model`, in execution order.
@@ -139,6 +142,7 @@ mod tests {
             "b2 4096 staggered_sequential/cold streaming r1",
         ];
         assert_eq!(cells, expected);
+        assert_eq!(matrix().cell_count(), expected.len());
     }
 
     #[test]

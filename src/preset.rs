@@ -3,8 +3,14 @@
 //! `presets/`, or a user's file via `--preset path.toml`), not code branches.
 //!
 //! Placeholders in paths, bodies and headers: `{slot}` (the session's server slot), `{session}`
-//! (a unique session id), `{env:NAME}` (read from the environment when the action runs: admin keys
-//! stay out of files, records and logs).
+//! (a unique session id), `{env:NAME}` (read from the environment when the action runs; the value
+//! is registered as a secret, so it never reaches a record, run.json or a log line).
+//!
+//! Every step has a scope. A `session` step acts on one session (it names `{slot}` or `{session}`);
+//! a `global` step acts on the whole server (vLLM's `/reset_prefix_cache`, SGLang's `/flush_cache`,
+//! agent-memory's `DELETE /admin/caches`). The scope is inferred from the placeholders unless the
+//! step says `scope = ...`. The runner runs global steps once per cell, before any session is
+//! primed: run per session, a global reset would wipe the sessions primed before it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -13,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::client::{ChatRequest, Client};
-use crate::server;
+use crate::record::ErrorKind;
+use crate::server::{self, CallError};
 
 const BUILTIN: &[(&str, &str)] = &[
     ("openai", include_str!("../presets/openai.toml")),
@@ -32,7 +39,7 @@ pub struct Preset {
     /// Added to every chat request of a session.
     #[serde(default)]
     pub request: RequestBinding,
-    /// Before a cold measurement: make sure nothing of this session is cached.
+    /// Before a measurement: make sure nothing of this session (or, global, of anything) is cached.
     #[serde(default)]
     pub reset: Vec<Step>,
     /// Warm, after priming: drop the session from memory, keep it on disk.
@@ -47,6 +54,10 @@ pub struct Preset {
     /// Fetched after every measurement and kept in the record (e.g. cache pool statistics).
     #[serde(default)]
     pub stats: Option<Step>,
+    /// Prometheus counters (GET `metrics.path`) snapshotted around every measurement as cache
+    /// evidence that does not depend on usage fields.
+    #[serde(default)]
+    pub metrics: Option<MetricsSpec>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -58,10 +69,39 @@ pub struct RequestBinding {
     pub headers: BTreeMap<String, String>,
 }
 
+/// Which Prometheus counters say what the server computed.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSpec {
+    #[serde(default = "default_metrics_path")]
+    pub path: String,
+    /// Prompt tokens the server computed (prefilled), e.g. `llamacpp:prompt_tokens_total`.
+    #[serde(default)]
+    pub prompt_tokens: Option<String>,
+    /// Prefix-cache hits, in tokens or blocks (e.g. `vllm:prefix_cache_hits_total`).
+    #[serde(default)]
+    pub cache_hits: Option<String>,
+    /// Prefix-cache queries, same unit as the hits (e.g. `vllm:prefix_cache_queries_total`).
+    #[serde(default)]
+    pub cache_queries: Option<String>,
+}
+
+fn default_metrics_path() -> String {
+    "/metrics".into()
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Session,
+    Global,
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
-    pub method: String,
+    #[serde(with = "method")]
+    pub method: reqwest::Method,
     pub path: String,
     #[serde(default)]
     pub body: Option<Value>,
@@ -70,6 +110,42 @@ pub struct Step {
     /// HTTP statuses that count as success besides 2xx (e.g. 404 when deleting what is gone).
     #[serde(default)]
     pub ok_status: Vec<u16>,
+    /// Inferred from the placeholders when not given (see the module docs).
+    #[serde(default)]
+    pub scope: Option<Scope>,
+}
+
+/// An HTTP method is checked once, when the preset is read, not on every call.
+mod method {
+    use serde::{Deserialize, Deserializer, Serializer, de};
+
+    pub fn serialize<S: Serializer>(m: &reqwest::Method, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(m.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<reqwest::Method, D::Error> {
+        let text = String::deserialize(d)?;
+        match text.to_uppercase().as_str() {
+            m @ ("GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD") => {
+                reqwest::Method::from_bytes(m.as_bytes()).map_err(de::Error::custom)
+            }
+            _ => Err(de::Error::custom(format!(
+                "unknown HTTP method {text:?} (GET, POST, PUT, PATCH, DELETE, HEAD)"
+            ))),
+        }
+    }
+}
+
+impl Step {
+    pub fn scope(&self) -> Scope {
+        self.scope.unwrap_or_else(|| {
+            let mut text = vec![self.path.clone()];
+            text.extend(self.headers.values().cloned());
+            text.extend(self.body.as_ref().map(Value::to_string));
+            let names_session = text.iter().any(|t| t.contains("{slot}") || t.contains("{session}"));
+            if names_session { Scope::Session } else { Scope::Global }
+        })
+    }
 }
 
 /// Identifies one session on the server.
@@ -77,6 +153,28 @@ pub struct Step {
 pub struct Session {
     pub id: String,
     pub slot: u32,
+}
+
+/// A preset action that failed: which action, and what a record of it is (the server gone or too
+/// slow, or the server refusing the action).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{action}: {message}")]
+pub struct ActionError {
+    pub action: String,
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+/// What a failed call means for a record: unreachable -> connect, too slow -> timeout, anything
+/// else the server said -> preset_action.
+pub fn kind_of(e: &CallError) -> ErrorKind {
+    if e.status.is_none() && e.message.contains(server::UNREACHABLE) {
+        ErrorKind::Connect
+    } else if e.status.is_none() && e.message.contains("timed out") {
+        ErrorKind::Timeout
+    } else {
+        ErrorKind::PresetAction
+    }
 }
 
 impl Preset {
@@ -101,6 +199,53 @@ impl Preset {
         !self.evict.is_empty()
     }
 
+    /// Why this preset cannot produce a warm state for several sessions at once, if it cannot: an
+    /// eviction or reload that acts on the whole server would evict or reload the other sessions
+    /// of the batch too.
+    pub fn warm_batch_problem(&self) -> Option<String> {
+        let global: Vec<String> = [("evict", &self.evict), ("reload", &self.reload)]
+            .iter()
+            .flat_map(|(name, steps)| {
+                steps.iter().filter(|s| s.scope() == Scope::Global).map(move |s| format!("{name} {}", s.path))
+            })
+            .collect();
+        (!global.is_empty()).then(|| {
+            format!(
+                "preset {} acts on the whole server to evict or reload ({}), so several warm sessions \
+                 cannot be prepared at once without disturbing each other",
+                self.name,
+                global.join(", ")
+            )
+        })
+    }
+
+    /// Environment variables the given actions need (`{env:NAME}`), with the action naming each.
+    pub fn required_env<'a>(&'a self, actions: &[(&'a str, &'a [Step])]) -> Vec<(String, &'a str)> {
+        let mut out = Vec::new();
+        let mut texts: Vec<(&str, String)> = Vec::new();
+        for (name, steps) in actions {
+            for step in steps.iter() {
+                texts.push((name, step.path.clone()));
+                texts.extend(step.headers.values().map(|v| (*name, v.clone())));
+                texts.extend(step.body.as_ref().map(|b| (*name, b.to_string())));
+            }
+        }
+        texts.extend(self.request.headers.values().map(|v| ("request", v.clone())));
+        for (action, text) in texts {
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find("{env:") {
+                let tail = &rest[at + 5..];
+                let Some(end) = tail.find('}') else { break };
+                let var = tail[..end].to_string();
+                if !out.iter().any(|(v, _)| *v == var) {
+                    out.push((var, action));
+                }
+                rest = &tail[end..];
+            }
+        }
+        out
+    }
+
     /// Adds the session binding to a chat request.
     pub fn bind(&self, req: &mut ChatRequest, session: &Session) -> Result<(), String> {
         for (k, v) in &self.request.body {
@@ -112,11 +257,23 @@ impl Preset {
         Ok(())
     }
 
-    /// Runs the steps of one action in order; returns the time they took.
-    pub async fn run(&self, client: &Client, steps: &[Step], session: &Session) -> Result<Duration, String> {
+    /// Runs the steps of one action that have `scope` (all steps when None), in order; returns the
+    /// time they took.
+    pub async fn run(
+        &self,
+        client: &Client,
+        action: &str,
+        steps: &[Step],
+        scope: Option<Scope>,
+        session: &Session,
+    ) -> Result<Duration, ActionError> {
         let start = Instant::now();
-        for step in steps {
-            run_step(client, step, session).await?;
+        for step in steps.iter().filter(|s| scope.is_none_or(|want| s.scope() == want)) {
+            run_step(client, step, session).await.map_err(|(kind, message)| ActionError {
+                action: action.to_string(),
+                kind,
+                message,
+            })?;
         }
         Ok(start.elapsed())
     }
@@ -129,24 +286,23 @@ impl Preset {
 
 const ACTION_TIMEOUT: Duration = Duration::from_secs(300);
 
-async fn run_step(client: &Client, step: &Step, session: &Session) -> Result<Value, String> {
-    let method = reqwest::Method::from_bytes(step.method.to_uppercase().as_bytes())
-        .map_err(|_| format!("preset step: bad method {:?}", step.method))?;
-    let path = fill(&step.path, session)?;
-    let body = step.body.as_ref().map(|b| fill_value(b, session)).transpose()?;
+async fn run_step(client: &Client, step: &Step, session: &Session) -> Result<Value, (ErrorKind, String)> {
+    let setup = |e: String| (ErrorKind::PresetAction, e);
+    let path = fill(&step.path, session).map_err(setup)?;
+    let body = step.body.as_ref().map(|b| fill_value(b, session)).transpose().map_err(setup)?;
     let mut headers = Vec::new();
     for (k, v) in &step.headers {
-        headers.push((k.clone(), fill(v, session)?));
+        headers.push((k.clone(), fill(v, session).map_err(setup)?));
     }
-    match server::call(client, method, &path, body.as_ref(), &headers, ACTION_TIMEOUT).await {
+    match server::call(client, step.method.clone(), &path, body.as_ref(), &headers, ACTION_TIMEOUT).await {
         Ok(v) => Ok(v),
         Err(e) if e.status.is_some_and(|s| step.ok_status.contains(&s)) => Ok(Value::Null),
         // The message names method and path only: headers may hold secrets.
-        Err(e) => Err(format!("preset action failed: {}", e.message)),
+        Err(e) => Err((kind_of(&e), format!("preset action failed: {}", crate::secrets::redact(&e.message)))),
     }
 }
 
-/// Replaces placeholders in a string.
+/// Replaces placeholders in a string. `{env:NAME}` values are registered as secrets.
 fn fill(template: &str, session: &Session) -> Result<String, String> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
@@ -160,10 +316,12 @@ fn fill(template: &str, session: &Session) -> Result<String, String> {
             "slot" => out.push_str(&session.slot.to_string()),
             "session" => out.push_str(&session.id),
             _ => match name.strip_prefix("env:") {
-                Some(var) => out.push_str(
-                    &std::env::var(var)
-                        .map_err(|_| format!("preset needs the environment variable {var}"))?,
-                ),
+                Some(var) => {
+                    let value = std::env::var(var)
+                        .map_err(|_| format!("preset needs the environment variable {var}"))?;
+                    crate::secrets::register(&value);
+                    out.push_str(&value);
+                }
                 None => return Err(format!("preset: unknown placeholder {{{name}}} in {template:?}")),
             },
         }
@@ -194,39 +352,4 @@ fn fill_value(value: &Value, session: &Session) -> Result<Value, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn session() -> Session {
-        Session { id: "tb-42".into(), slot: 1 }
-    }
-
-    #[test]
-    fn builtins_parse_and_say_what_they_support() {
-        for (name, _) in BUILTIN {
-            let p = Preset::load(name).unwrap();
-            assert_eq!(&p.name, name);
-        }
-        assert!(!Preset::load("openai").unwrap().supports_warm(), "openai must not fake warm");
-        assert!(Preset::load("llama.cpp").unwrap().supports_warm());
-        assert!(Preset::load("agent-memory").unwrap().supports_warm());
-    }
-
-    #[test]
-    fn placeholders_fill_and_slot_stays_a_number() {
-        let p = Preset::load("llama.cpp").unwrap();
-        let mut req = ChatRequest::default();
-        p.bind(&mut req, &session()).unwrap();
-        assert_eq!(req.extra_body["id_slot"], Value::from(1));
-        assert_eq!(fill("/slots/{slot}?action=save", &session()).unwrap(), "/slots/1?action=save");
-        assert_eq!(fill("/v1/agents/oai_{session}", &session()).unwrap(), "/v1/agents/oai_tb-42");
-    }
-
-    #[test]
-    fn missing_env_and_unknown_placeholders_are_clear_errors() {
-        let err = fill("{env:TTFT_BENCH_SURELY_UNSET_VAR}", &session()).unwrap_err();
-        assert!(err.contains("TTFT_BENCH_SURELY_UNSET_VAR"));
-        assert!(fill("{nope}", &session()).unwrap_err().contains("unknown placeholder"));
-        assert!(Preset::load("tgi").unwrap_err().contains("built in: openai"));
-    }
-}
+mod tests;

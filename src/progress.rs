@@ -28,6 +28,10 @@ impl Progress {
         Progress::Lines { total }
     }
 
+    pub fn is_quiet(&self) -> bool {
+        matches!(self, Progress::Quiet)
+    }
+
     /// A note that is not about one cell (setup, calibration, warnings).
     pub fn note(&self, text: &str) {
         match self {

@@ -95,6 +95,41 @@ impl Mode {
     }
 }
 
+impl std::fmt::Display for CacheState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CacheState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CacheState, String> {
+        match s.trim() {
+            "cold" => Ok(CacheState::Cold),
+            "warm" => Ok(CacheState::Warm),
+            "hot" => Ok(CacheState::Hot),
+            other => Err(format!("unknown cache state {other:?} (allowed: cold, warm, hot)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s.trim() {
+            "streaming" | "stream" => Ok(Mode::Streaming),
+            "non-streaming" | "non_streaming" | "nonstreaming" => Ok(Mode::NonStreaming),
+            other => Err(format!("unknown mode {other:?} (allowed: streaming, non-streaming)")),
+        }
+    }
+}
+
 /// Identifies one cell of the matrix. It is also the merge key (with the record type and the
 /// request index), so it is flattened into every record.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
@@ -108,6 +143,27 @@ pub struct CellKey {
     pub batch_size: u32,
     /// 1-based repetition number.
     pub run: u32,
+}
+
+/// The one label of a cell in every message: `gemma ctx 4096 warm streaming b1 run 2`; batches
+/// say `concurrent/warm`. `{:#}` leaves the model out (progress lines, where it never changes);
+/// run 0 stands for "every run" (cell-level findings).
+impl std::fmt::Display for CellKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !f.alternate() {
+            write!(f, "{} ", self.model)?;
+        }
+        write!(f, "ctx {} ", self.context_tokens)?;
+        match self.scenario {
+            Scenario::Concurrent => write!(f, "concurrent/{}", self.cache_state)?,
+            other => f.write_str(other.as_str())?,
+        }
+        write!(f, " {} b{} ", self.mode, self.batch_size)?;
+        match self.run {
+            0 => f.write_str("all runs"),
+            n => write!(f, "run {n}"),
+        }
+    }
 }
 
 /// One line of `measurements.jsonl`.
@@ -309,6 +365,24 @@ pub enum ErrorKind {
     Transport,
 }
 
+impl ErrorKind {
+    /// The record's name of the kind (its serde name), for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::HttpStatus => "http_status",
+            ErrorKind::StreamError => "stream_error",
+            ErrorKind::StreamTruncated => "stream_truncated",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::PromptSize => "prompt_size",
+            ErrorKind::PresetAction => "preset_action",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Transport => "transport",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorInfo {
     pub kind: ErrorKind,
@@ -364,6 +438,12 @@ pub struct StaggeredRecord {
     /// B's first token, ms after A was sent: the wait user B really sees measured from the wall start.
     pub user_b_ttft_from_wall_start_ms: Option<f64>,
     pub total_wall_ms: Option<f64>,
+    /// B was sent while A was still in flight (before A's last byte); null when A has no E2E.
+    #[serde(default)]
+    pub overlapped: Option<bool>,
+    /// How long A and B were both in flight, ms (0 when B came after A ended).
+    #[serde(default)]
+    pub overlap_ms: Option<f64>,
     pub user_a_output_tokens: Option<u64>,
     pub user_b_output_tokens: Option<u64>,
     pub user_a_token_offsets_ms: Vec<f64>,

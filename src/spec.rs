@@ -1,148 +1,408 @@
-//! Parsing of the small value languages used on the command line and in scenario files:
-//! context lists (`1024..32768`, `1k,4k,32k`), durations (`2s`, `240s`) and comma lists.
+//! The small value languages of the command line and the scenario files, each parsed once into a
+//! type: token counts (`4096`, `4k`), context lists (`1024..32768`, `1k,4k,32k`), comma lists,
+//! bounded counts and durations (`2s`, `1500ms`, `240`).
 //!
-//! Every error names the flag (or scenario key) it came from, so `bench` can say exactly which input
-//! was wrong.
+//! Every type here implements `FromStr` (clap parses flags with it, so a bad flag is named by clap)
+//! and `Deserialize` (scenario files may write `contexts = "1k..4k"` or `contexts = [1024, "4k"]`),
+//! and `Serialize`s back to the text it was parsed from. Bounds are checked here, before any value
+//! can size an allocation or a `Duration`: `--runs 4e9` or `--request-timeout 1e30` is an error
+//! that names its limit, never a panic or a runaway.
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
-/// Parses a context spec into token counts.
-///
-/// - `A..B` doubles from A up to B (B must be A x 2^n, so nothing is silently skipped);
-/// - `A,B,C` is an explicit list; every item may carry a `k` suffix (x1024);
-/// - the two forms can be mixed: `512,1k..4k`.
-pub fn parse_contexts(flag: &str, spec: &str) -> Result<Vec<u32>, String> {
-    let spec = spec.trim();
-    if spec.is_empty() {
-        return Err(format!("{flag}: empty context list (try 1024..32768 or 1k,4k,32k)"));
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize, Serializer};
+
+/// Largest context a sweep may ask for (16 Mi tokens: above every model served today).
+pub const MAX_CONTEXT_TOKENS: u32 = 16 * 1024 * 1024;
+/// Longest duration any flag accepts (one week).
+pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
+
+/// `4096`, `4k`, `4K` -> 4096 tokens. Zero is refused: a context must hold at least the question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tokens(pub u32);
+
+impl FromStr for Tokens {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Tokens, String> {
+        let text = text.trim();
+        let (digits, scale) = match text.strip_suffix(['k', 'K']) {
+            Some(d) => (d, 1024u64),
+            None => (text, 1),
+        };
+        let value: u64 = digits
+            .parse()
+            .map_err(|_| format!("{text:?} is not a token count (examples: 512, 4k, 32768)"))?;
+        let value = value.saturating_mul(scale);
+        if value == 0 {
+            return Err("a context of 0 tokens cannot be measured".into());
+        }
+        if value > u64::from(MAX_CONTEXT_TOKENS) {
+            return Err(format!("{text:?} is too large (at most {MAX_CONTEXT_TOKENS} tokens)"));
+        }
+        Ok(Tokens(value as u32))
     }
-    let mut out: Vec<u32> = Vec::new();
-    for part in spec.split(',') {
-        let part = part.trim();
-        if let Some((lo, hi)) = part.split_once("..") {
-            let lo = parse_tokens(flag, lo)?;
-            let hi = parse_tokens(flag, hi)?;
+}
+
+/// A context list: `A..B` doubles from A up to B (B must be A x 2^n, so nothing is silently
+/// skipped); `A,B,C` is explicit; both forms mix: `512,1k..4k`. No size twice.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Contexts(pub Vec<u32>);
+
+impl FromStr for Contexts {
+    type Err = String;
+    fn from_str(spec: &str) -> Result<Contexts, String> {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return Err("empty context list (try 1024..32768 or 1k,4k,32k)".into());
+        }
+        let mut out: Vec<u32> = Vec::new();
+        for part in spec.split(',').map(str::trim) {
+            let Some((lo, hi)) = part.split_once("..") else {
+                out.push(part.parse::<Tokens>()?.0);
+                continue;
+            };
+            let (lo, hi) = (lo.parse::<Tokens>()?.0, hi.parse::<Tokens>()?.0);
             if lo > hi {
-                return Err(format!("{flag}: range {part} runs backwards ({lo} > {hi})"));
+                return Err(format!("range {part} runs backwards ({lo} > {hi})"));
             }
-            let mut value = lo;
             let mut steps = vec![lo];
-            while value < hi {
-                value = value.checked_mul(2).ok_or_else(|| format!("{flag}: range {part} overflows"))?;
-                steps.push(value);
+            while steps[steps.len() - 1] < hi {
+                steps.push(steps[steps.len() - 1].saturating_mul(2));
             }
-            if value != hi {
+            if steps[steps.len() - 1] != hi {
                 let shown: Vec<String> = steps.iter().map(u32::to_string).collect();
                 return Err(format!(
-                    "{flag}: range {part} doubles {} and never lands on {hi}; \
+                    "range {part} doubles {} and never lands on {hi}; \
                      give an end that is the start doubled, or list the sizes with commas",
                     shown.join(", ")
                 ));
             }
             out.extend(steps);
-        } else {
-            out.push(parse_tokens(flag, part)?);
         }
-    }
-    for (i, value) in out.iter().enumerate() {
-        if out[..i].contains(value) {
-            return Err(format!("{flag}: context {value} is listed twice in {spec:?}"));
+        for (i, value) in out.iter().enumerate() {
+            if out[..i].contains(value) {
+                return Err(format!("context {value} is listed twice in {spec:?}"));
+            }
         }
+        Ok(Contexts(out))
     }
-    Ok(out)
 }
 
-/// `4096`, `4k`, `4K` -> 4096. Zero is refused: a context must hold at least the question.
-pub fn parse_tokens(flag: &str, text: &str) -> Result<u32, String> {
-    let text = text.trim();
-    let (digits, scale) = match text.strip_suffix(['k', 'K']) {
-        Some(d) => (d, 1024u32),
-        None => (text, 1),
-    };
-    let value: u32 = digits
-        .parse()
-        .map_err(|_| format!("{flag}: {text:?} is not a token count (examples: 512, 4k, 32768)"))?;
-    let value = value.checked_mul(scale).ok_or_else(|| format!("{flag}: {text:?} is too large"))?;
-    if value == 0 {
-        return Err(format!("{flag}: a context of 0 tokens cannot be measured"));
+impl fmt::Display for Contexts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(u32::to_string).collect();
+        f.write_str(&parts.join(","))
     }
-    Ok(value)
 }
 
-/// Comma list of positive integers (`1,2,4`).
-pub fn parse_positive_list(flag: &str, spec: &str) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in spec.split(',').map(str::trim) {
-        let value: u32 = part.parse().map_err(|_| format!("{flag}: {part:?} is not a whole number"))?;
-        if value == 0 {
-            return Err(format!("{flag}: 0 is not allowed"));
-        }
-        if out.contains(&value) {
-            return Err(format!("{flag}: {value} is listed twice"));
-        }
-        out.push(value);
+/// A whole number from 1 to `MAX` (runs, output tokens, batch sizes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Count<const MAX: u32>(pub u32);
+
+impl<const MAX: u32> FromStr for Count<MAX> {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let value: u64 = text.parse().map_err(|_| format!("{text:?} is not a whole number"))?;
+        Count::<MAX>::try_from(value)
     }
-    Ok(out)
 }
 
-/// Comma list of names, each parsed by `one` (modes, cache states).
-pub fn parse_name_list<T: PartialEq>(
-    flag: &str,
-    spec: &str,
-    one: impl Fn(&str) -> Option<T>,
-    allowed: &str,
-) -> Result<Vec<T>, String> {
-    let mut out = Vec::new();
-    for part in spec.split(',').map(str::trim) {
-        let value =
-            one(part).ok_or_else(|| format!("{flag}: unknown value {part:?} (allowed: {allowed})"))?;
-        if out.contains(&value) {
-            return Err(format!("{flag}: {part} is listed twice"));
+impl<const MAX: u32> TryFrom<u64> for Count<MAX> {
+    type Error = String;
+    fn try_from(value: u64) -> Result<Self, String> {
+        match value {
+            0 => Err("must be at least 1".into()),
+            v if v > u64::from(MAX) => Err(format!("{v} is more than the limit of {MAX}")),
+            v => Ok(Count(v as u32)),
         }
-        out.push(value);
     }
-    if out.is_empty() {
-        return Err(format!("{flag}: empty list (allowed: {allowed})"));
-    }
-    Ok(out)
 }
 
-/// `2s`, `1500ms`, `4m`, or a bare number of seconds (`30`, `0.5`).
-pub fn parse_duration(flag: &str, text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if let Ok(secs) = text.parse::<f64>()
-        && secs.is_finite()
-        && secs >= 0.0
-    {
-        return Ok(Duration::from_secs_f64(secs));
+impl<const MAX: u32> fmt::Display for Count<MAX> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
     }
-    humantime::parse_duration(text)
-        .map_err(|e| format!("{flag}: {text:?} is not a duration ({e}; examples: 2s, 1500ms, 4m)"))
 }
+
+/// `2s`, `1500ms`, `4m`, or a bare number of seconds (`30`, `0.5`); at most `MAX_DURATION_S`.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct Span(pub Duration);
+
+impl Span {
+    pub fn secs(self) -> f64 {
+        self.0.as_secs_f64()
+    }
+}
+
+impl FromStr for Span {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Span, String> {
+        let text = text.trim();
+        let secs = match text.parse::<f64>() {
+            Ok(s) => s,
+            Err(_) => humantime::parse_duration(text)
+                .map_err(|e| format!("{text:?} is not a duration ({e}; examples: 2s, 1500ms, 4m)"))?
+                .as_secs_f64(),
+        };
+        // Checked before Duration::from_secs_f64, which panics on values it cannot hold.
+        if !secs.is_finite() || secs < 0.0 {
+            return Err(format!("{text:?} is not a duration (examples: 2s, 1500ms, 4m)"));
+        }
+        if secs > MAX_DURATION_S {
+            return Err(format!("{text:?} is longer than the limit of {}", humantime_s(MAX_DURATION_S)));
+        }
+        Ok(Span(Duration::from_secs_f64(secs)))
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&humantime_s(self.secs()))
+    }
+}
+
+fn humantime_s(secs: f64) -> String {
+    humantime::format_duration(Duration::from_secs_f64(secs)).to_string()
+}
+
+/// A comma list (`streaming,non-streaming`, `1,2,4`), each item parsed by `T`; nothing twice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct List<T>(pub Vec<T>);
+
+impl<T> Default for List<T> {
+    fn default() -> Self {
+        List(Vec::new())
+    }
+}
+
+impl<T: FromStr<Err = String> + PartialEq + fmt::Display> FromStr for List<T> {
+    type Err = String;
+    fn from_str(spec: &str) -> Result<List<T>, String> {
+        let mut out: Vec<T> = Vec::new();
+        for part in spec.split(',').map(str::trim) {
+            let value = part.parse::<T>()?;
+            if out.contains(&value) {
+                return Err(format!("{value} is listed twice"));
+            }
+            out.push(value);
+        }
+        Ok(List(out))
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for List<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(T::to_string).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// Scenario files write a value as text, a number, or a list of either; all of them read as the
+/// text the flag would take, and the one `FromStr` parses it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Written {
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Items(Vec<Item>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Item {
+    Text(String),
+    Int(i64),
+}
+
+impl Written {
+    fn text(self) -> String {
+        match self {
+            Written::Text(s) => s,
+            Written::Int(n) => n.to_string(),
+            Written::Float(x) => x.to_string(),
+            Written::Items(items) => items
+                .into_iter()
+                .map(|i| match i {
+                    Item::Text(s) => s,
+                    Item::Int(n) => n.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+}
+
+/// Implements `Deserialize` (through `Written` and `FromStr`) and `Serialize` (as `Display` text).
+macro_rules! text_value {
+    ($($ty:ty),* $(,)?) => {$(
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                Written::deserialize(d)?.text().parse().map_err(de::Error::custom)
+            }
+        }
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    )*};
+}
+
+impl fmt::Display for Tokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+text_value!(Tokens, Contexts, Span);
+
+impl<'de, const MAX: u32> Deserialize<'de> for Count<MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Written::deserialize(d)?.text().parse().map_err(de::Error::custom)
+    }
+}
+
+impl<const MAX: u32> Serialize for Count<MAX> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(self.0)
+    }
+}
+
+impl<'de, T: FromStr<Err = String> + PartialEq + fmt::Display> Deserialize<'de> for List<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Written::deserialize(d)?.text().parse().map_err(de::Error::custom)
+    }
+}
+
+impl<T: fmt::Display> Serialize for List<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The API dialect: OpenAI chat completions or Anthropic messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    Openai,
+    Anthropic,
+}
+
+impl FromStr for Api {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Api, String> {
+        match s.trim() {
+            "openai" => Ok(Api::Openai),
+            "anthropic" => Ok(Api::Anthropic),
+            other => Err(format!("unknown api {other:?} (allowed: openai, anthropic)")),
+        }
+    }
+}
+
+impl fmt::Display for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Api::Openai => "openai",
+            Api::Anthropic => "anthropic",
+        })
+    }
+}
+
+/// `--thermal`: `probe`, `fixed:30s` or `off`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ThermalChoice {
+    Probe,
+    Fixed(Span),
+    Off,
+}
+
+impl FromStr for ThermalChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ThermalChoice, String> {
+        match s.trim() {
+            "probe" => Ok(ThermalChoice::Probe),
+            "off" => Ok(ThermalChoice::Off),
+            other => match other.strip_prefix("fixed:") {
+                Some(rest) => Ok(ThermalChoice::Fixed(rest.parse()?)),
+                None => Err(format!("unknown thermal policy {other:?} (allowed: probe, fixed:30s, off)")),
+            },
+        }
+    }
+}
+
+impl fmt::Display for ThermalChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ThermalChoice::Probe => f.write_str("probe"),
+            ThermalChoice::Fixed(span) => write!(f, "fixed:{span}"),
+            ThermalChoice::Off => f.write_str("off"),
+        }
+    }
+}
+
+/// `--stagger-delay`: a fixed delay (`2s`) or a share of user A's own duration (`50%`), measured
+/// by a calibration request, so "B arrives while A runs" holds on a laptop and on an H200 alike.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StaggerDelay {
+    Fixed(Span),
+    /// Fraction (0 < f < 1) of A's end-to-end time.
+    ShareOfA(f64),
+}
+
+impl FromStr for StaggerDelay {
+    type Err = String;
+    fn from_str(s: &str) -> Result<StaggerDelay, String> {
+        let s = s.trim();
+        let Some(percent) = s.strip_suffix('%') else { return Ok(StaggerDelay::Fixed(s.parse()?)) };
+        match percent.trim().parse::<f64>() {
+            Ok(p) if p > 0.0 && p < 100.0 => Ok(StaggerDelay::ShareOfA(p / 100.0)),
+            _ => {
+                Err(format!("{s:?}: a share of user A's duration must be above 0% and below 100% (e.g. 50%)"))
+            }
+        }
+    }
+}
+
+impl fmt::Display for StaggerDelay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StaggerDelay::Fixed(span) => write!(f, "{span}"),
+            StaggerDelay::ShareOfA(share) => write!(f, "{}%", share * 100.0),
+        }
+    }
+}
+
+text_value!(ThermalChoice, StaggerDelay);
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn contexts(s: &str) -> Result<Vec<u32>, String> {
+        s.parse::<Contexts>().map(|c| c.0)
+    }
+
     #[test]
     fn range_doubles_from_start_to_end() {
-        assert_eq!(
-            parse_contexts("--contexts", "1024..32768").unwrap(),
-            vec![1024, 2048, 4096, 8192, 16384, 32768]
-        );
-        assert_eq!(parse_contexts("--contexts", "1k..4k").unwrap(), vec![1024, 2048, 4096]);
-        assert_eq!(parse_contexts("--contexts", "512..512").unwrap(), vec![512]);
+        assert_eq!(contexts("1024..32768").unwrap(), vec![1024, 2048, 4096, 8192, 16384, 32768]);
+        assert_eq!(contexts("1k..4k").unwrap(), vec![1024, 2048, 4096]);
+        assert_eq!(contexts("512..512").unwrap(), vec![512]);
     }
 
     #[test]
     fn lists_and_k_suffixes() {
-        assert_eq!(parse_contexts("--contexts", "1k,4k,32k").unwrap(), vec![1024, 4096, 32768]);
-        assert_eq!(parse_contexts("--contexts", " 500 , 2K ").unwrap(), vec![500, 2048]);
-        assert_eq!(parse_contexts("--contexts", "256,1k..2k").unwrap(), vec![256, 1024, 2048]);
+        assert_eq!(contexts("1k,4k,32k").unwrap(), vec![1024, 4096, 32768]);
+        assert_eq!(contexts(" 500 , 2K ").unwrap(), vec![500, 2048]);
+        assert_eq!(contexts("256,1k..2k").unwrap(), vec![256, 1024, 2048]);
     }
 
     #[test]
-    fn bad_specs_name_the_flag_and_the_problem() {
+    fn bad_specs_name_the_problem() {
         let cases = [
             ("", "empty"),
             ("1k..", "not a token count"),
@@ -152,26 +412,64 @@ mod tests {
             ("0", "0 tokens"),
             ("1k,1024", "listed twice"),
             ("99999999k", "too large"),
+            ("4000000000", "too large"),
+            ("4e9", "not a token count"),
         ];
         for (spec, expected) in cases {
-            let err = parse_contexts("--contexts", spec).unwrap_err();
-            assert!(err.starts_with("--contexts"), "{spec}: {err}");
+            let err = contexts(spec).unwrap_err();
             assert!(err.contains(expected), "{spec}: {err}");
         }
     }
 
     #[test]
-    fn positive_lists() {
-        assert_eq!(parse_positive_list("--batch-sizes", "1,2,4").unwrap(), vec![1, 2, 4]);
-        assert!(parse_positive_list("--batch-sizes", "1,0").unwrap_err().contains("0 is not allowed"));
-        assert!(parse_positive_list("--batch-sizes", "1,x").unwrap_err().contains("--batch-sizes"));
+    fn counts_are_positive_and_bounded() {
+        assert_eq!("3".parse::<Count<10>>().unwrap().0, 3);
+        assert!("0".parse::<Count<10>>().unwrap_err().contains("at least 1"));
+        assert!("11".parse::<Count<10>>().unwrap_err().contains("limit of 10"));
+        assert!("4e9".parse::<Count<10>>().unwrap_err().contains("not a whole number"));
+        assert!("4000000000".parse::<Count<10>>().unwrap_err().contains("limit of 10"));
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("--x", "2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("--x", "1500ms").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("--x", "30").unwrap(), Duration::from_secs(30));
-        assert!(parse_duration("--x", "soon").unwrap_err().contains("--x"));
+    fn durations_are_bounded_before_they_become_a_duration() {
+        assert_eq!("2s".parse::<Span>().unwrap().0, Duration::from_secs(2));
+        assert_eq!("1500ms".parse::<Span>().unwrap().0, Duration::from_millis(1500));
+        assert_eq!("30".parse::<Span>().unwrap().0, Duration::from_secs(30));
+        for bad in ["1e30", "1e19", "1e20", "1e25", "inf", "NaN", "-1", "99999999999999999999999s"] {
+            assert!(bad.parse::<Span>().is_err(), "{bad}");
+        }
+        assert!("soon".parse::<Span>().unwrap_err().contains("not a duration"));
+        assert!("8days".parse::<Span>().unwrap_err().contains("limit"));
+    }
+
+    #[test]
+    fn policies_and_delays_parse_and_print_back() {
+        for text in ["probe", "off", "fixed:30s"] {
+            assert_eq!(text.parse::<ThermalChoice>().unwrap().to_string(), text);
+        }
+        assert!("cold".parse::<ThermalChoice>().unwrap_err().contains("probe, fixed:30s, off"));
+        assert_eq!("50%".parse::<StaggerDelay>().unwrap(), StaggerDelay::ShareOfA(0.5));
+        assert_eq!("2s".parse::<StaggerDelay>().unwrap().to_string(), "2s");
+        assert!("150%".parse::<StaggerDelay>().is_err());
+        assert!("1e25".parse::<StaggerDelay>().is_err());
+    }
+
+    #[test]
+    fn scenario_values_read_as_text_numbers_or_lists() {
+        #[derive(Deserialize)]
+        struct S {
+            a: Contexts,
+            b: Contexts,
+            c: Span,
+            d: Count<100>,
+            e: List<Count<9>>,
+        }
+        let s: S = toml::from_str("a = [512, \"1k\"]\nb = 2048\nc = 0.5\nd = 7\ne = \"1,2\"\n").unwrap();
+        assert_eq!(s.a.0, vec![512, 1024]);
+        assert_eq!(s.b.0, vec![2048]);
+        assert_eq!(s.c.0, Duration::from_millis(500));
+        assert_eq!(s.d.0, 7);
+        assert_eq!(s.e.0, vec![Count(1), Count(2)]);
+        assert_eq!(serde_json::to_string(&s.a).unwrap(), "\"512,1024\"");
     }
 }

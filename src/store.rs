@@ -62,6 +62,22 @@ fn cut_torn_tail(path: &Path) -> io::Result<()> {
     file.sync_all()
 }
 
+/// An exclusive lock on a run directory, held while a sweep writes to it; released on drop.
+pub struct RunLock {
+    _file: File,
+}
+
+impl RunLock {
+    pub fn acquire(run_dir: &Path) -> io::Result<RunLock> {
+        let path = run_dir.join(".lock");
+        let file = OpenOptions::new().create(true).truncate(false).write(true).open(&path)?;
+        file.try_lock().map_err(|_| {
+            io::Error::other(format!("{} is in use by another bench sweep", run_dir.display()))
+        })?;
+        Ok(RunLock { _file: file })
+    }
+}
+
 /// Writes `bytes` to `path` through a temp file in the same directory and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));

@@ -167,6 +167,8 @@ fn staggered() -> Record {
         user_b_arrival_ms: Some(2001.0),
         user_b_ttft_from_wall_start_ms: Some(2004.5),
         total_wall_ms: Some(2006.0),
+        overlapped: Some(false),
+        overlap_ms: Some(0.0),
         user_a_output_tokens: Some(64),
         user_b_output_tokens: Some(63),
         user_a_token_offsets_ms: vec![1.5, 2.0],

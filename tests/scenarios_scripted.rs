@@ -121,10 +121,18 @@ path = "/slots/{slot}?action=erase"
         dir.path(),
         &["--preset", preset_path.to_str().unwrap(), "--cache-states", "warm"],
     );
-    assert!(out.status.success() || out.status.code() == Some(1), "{}", stderr(&out));
-    let m = &measurements(&run_dir(dir.path()))[0];
+    // An unconfirmed cache state is a failed measurement, like a failed quality gate: exit 1, and
+    // `--resume` measures the cell again.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let run = run_dir(dir.path());
+    let m = &measurements(&run)[0];
     assert_eq!(m["cache_evidence"]["cached_tokens"], 0);
     assert_eq!(m["cache_state_confirmed"], false, "a warm row that re-prefilled everything: {m}");
+    assert_eq!(m["quality_ok"], false, "{m}");
+    assert!(m["quality_flags"].as_array().unwrap().iter().any(|f| f["flag"] == "cache_state_unconfirmed"));
+    let again = bench(&["sweep", "--resume", run.to_str().unwrap(), "--quiet"]);
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert_eq!(measurements(&run).len(), 2, "the unconfirmed cell was measured again");
 }
 
 #[test]
@@ -255,7 +263,7 @@ fn agent_memory_preset_sends_its_headers_and_keeps_the_admin_key_secret() {
     assert!(out.status.success(), "{}", stderr(&out));
     let log = server.log();
     let resets: Vec<&Logged> = log.iter().filter(|l| l.path == "/admin/caches").collect();
-    assert_eq!(resets.len(), 2);
+    assert_eq!(resets.len(), 3, "one in the preflight dry run, then once per cell");
     assert!(resets.iter().all(|l| l.method == "DELETE" && l.headers["x-admin-key"] == secret));
     let c = chats(&log);
     let sid = c[1].headers["x-session-id"].clone();

@@ -3,31 +3,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use crate::cli::SweepArgs;
-use crate::plan::Matrix;
+pub use crate::config::Expectation;
 use crate::record::{CellKey, Record, Scenario};
 
-/// The expectation a scenario file sets: its matrix, and its model and output tokens.
-pub struct Expectation {
-    pub matrix: Matrix,
-    pub model: Option<String>,
-    pub output_tokens: u32,
-}
-
-/// Resolves a scenario file the way `bench sweep` would, without a server: the server URL is a
-/// placeholder that nothing contacts (it only satisfies `config::resolve`).
+/// Reads a scenario file's matrix the way `bench sweep` would, without a server.
 pub fn from_scenario(path: &Path) -> Result<Expectation, String> {
-    let args = SweepArgs {
-        server: Some("http://expectation.invalid".into()),
-        scenario: Some(path.to_path_buf()),
-        ..Default::default()
-    };
-    let config = crate::config::resolve(&args)?;
-    Ok(Expectation {
-        matrix: Matrix::from_config(&config),
-        model: config.model.clone(),
-        output_tokens: config.output_tokens,
-    })
+    crate::config::expectation(path).map_err(|e| e.to_string())
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -20,14 +20,14 @@ pub mod gguf;
 pub mod hardware;
 pub mod model;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::record::{CacheState, Measurement, PhysicsRecord};
 pub use hardware::{Profile, suggest_hardware};
 pub use model::ModelProfile;
 
 /// The hardware numbers ceilings are computed from (a table profile or numbers given by hand).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hardware {
     /// Profile name, or "custom" for --bandwidth-gbps/--tflops alone.
     pub name: String,

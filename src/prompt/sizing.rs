@@ -13,13 +13,48 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Nonces, Prompt, document};
 use crate::client::{ChatRequest, Client, Message};
+use crate::record::ErrorKind;
 use crate::server;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why a prompt could not be sized. `kind` says what a record of the failure is: the server
+/// gone or too slow (connect, timeout), or the prompt itself (prompt_size).
+#[derive(Debug, thiserror::Error)]
+#[error("prompt sizing: {message}")]
+pub struct SizingError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// The server cannot count tokens at all (no tokenizer and no usage): a setup problem, found
+    /// before anything is measured.
+    pub uncountable: bool,
+}
+
+impl SizingError {
+    fn prompt(message: impl Into<String>) -> SizingError {
+        SizingError { kind: ErrorKind::PromptSize, message: message.into(), uncountable: false }
+    }
+
+    fn call(e: server::CallError) -> SizingError {
+        let kind = crate::preset::kind_of(&e);
+        SizingError { kind, message: e.to_string(), uncountable: false }
+    }
+}
+
+/// How prompts are counted, as run.json records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "method", rename_all = "snake_case")]
+pub enum SizingMethod {
+    /// The server's tokenizer (POST /tokenize) plus the measured chat-template overhead.
+    Tokenizer { template_overhead_tokens: i64 },
+    /// Calibrated from usage.prompt_tokens of two max_tokens=1 requests.
+    Calibrated { intercept_tokens: f64, tokens_per_word: f64 },
+}
 
 /// Allowed distance from nominal: 1%, but never less than 2 tokens (a word is 1-3 tokens).
 pub fn tolerance_tokens(nominal: u32) -> u64 {
@@ -48,7 +83,7 @@ impl Sizer {
         model: &str,
         nonces: &Nonces,
         seed: u64,
-    ) -> Result<Sizer, String> {
+    ) -> Result<Sizer, SizingError> {
         let probe = document(seed, &nonces.next(), 150);
         let has_tokenizer = count_tokens(client, model, "Hello world").await.is_ok();
         let reported = prompt_tokens(client, model, &probe).await?;
@@ -60,10 +95,13 @@ impl Sizer {
             let reported_long = prompt_tokens(client, model, &long).await?;
             let per_word = (reported_long as f64 - reported as f64) / 500.0;
             if per_word <= 0.0 {
-                return Err(format!(
-                    "prompt sizing: the server reported {reported} prompt tokens for 150 words and \
-                     {reported_long} for 650; its usage numbers cannot size prompts"
-                ));
+                return Err(SizingError {
+                    uncountable: true,
+                    ..SizingError::prompt(format!(
+                        "the server reported {reported} prompt tokens for 150 words and {reported_long} \
+                         for 650; its usage numbers cannot size prompts"
+                    ))
+                });
             }
             Counter::Line { intercept: reported as f64 - per_word * 150.0, per_word }
         };
@@ -71,17 +109,14 @@ impl Sizer {
     }
 
     /// What run.json records about sizing.
-    pub fn describe(&self) -> Value {
+    pub fn describe(&self) -> SizingMethod {
         match &self.counter {
-            Counter::Tokenizer { overhead } => json!({
-                "method": "server tokenizer (POST /tokenize) + measured chat-template overhead",
-                "template_overhead_tokens": overhead,
-            }),
-            Counter::Line { intercept, per_word } => json!({
-                "method": "calibrated from usage.prompt_tokens of two max_tokens=1 requests",
-                "intercept_tokens": intercept,
-                "tokens_per_word": per_word,
-            }),
+            Counter::Tokenizer { overhead } => {
+                SizingMethod::Tokenizer { template_overhead_tokens: *overhead }
+            }
+            Counter::Line { intercept, per_word } => {
+                SizingMethod::Calibrated { intercept_tokens: *intercept, tokens_per_word: *per_word }
+            }
         }
     }
 
@@ -92,13 +127,13 @@ impl Sizer {
         nominal: u32,
         seed: u64,
         nonce: String,
-    ) -> Result<Prompt, String> {
+    ) -> Result<Prompt, SizingError> {
         let tolerance = tolerance_tokens(nominal);
         match &self.counter {
             Counter::Line { intercept, per_word } => {
                 let words = ((nominal as f64 - intercept) / per_word).round();
                 if words < 0.0 {
-                    return Err(too_small(nominal, *intercept as i64));
+                    return Err(SizingError::prompt(too_small(nominal, *intercept as i64)));
                 }
                 let words = words as usize;
                 Ok(Prompt {
@@ -116,7 +151,7 @@ impl Sizer {
                 };
                 let empty = count(0).await?;
                 if target < empty {
-                    return Err(too_small(nominal, overhead + empty));
+                    return Err(SizingError::prompt(too_small(nominal, overhead + empty)));
                 }
                 let start = self.found.lock().ok().and_then(|f| f.get(&(seed, nominal)).copied());
                 let words =
@@ -124,10 +159,10 @@ impl Sizer {
                 let actual = count(words).await? + overhead;
                 let miss = (actual - nominal as i64).unsigned_abs();
                 if miss > tolerance {
-                    return Err(format!(
-                        "prompt sizing: closest prompt to {nominal} tokens has {actual} (off by {miss}, \
-                         more than the {tolerance} allowed)"
-                    ));
+                    return Err(SizingError::prompt(format!(
+                        "closest prompt to {nominal} tokens has {actual} (off by {miss}, more than the \
+                         {tolerance} allowed)"
+                    )));
                 }
                 if let Ok(mut f) = self.found.lock() {
                     f.insert((seed, nominal), words);
@@ -145,7 +180,7 @@ impl Sizer {
 
 fn too_small(nominal: u32, fixed: i64) -> String {
     format!(
-        "prompt sizing: a context of {nominal} tokens is too small: the chat template, nonce and question \
+        "a context of {nominal} tokens is too small: the chat template, nonce and question \
          alone take {fixed} tokens"
     )
 }
@@ -153,10 +188,10 @@ fn too_small(nominal: u32, fixed: i64) -> String {
 /// Finds the word count whose token count is closest to `target` (ties: the shorter one).
 /// Token count grows monotonically with words (prefixes are stable), so a secant step followed by
 /// a walk of single words converges in a few calls.
-async fn search<F, Fut>(start: usize, target: i64, count: F) -> Result<usize, String>
+async fn search<F, Fut, E>(start: usize, target: i64, count: F) -> Result<usize, E>
 where
     F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<i64, String>>,
+    Fut: std::future::Future<Output = Result<i64, E>>,
 {
     let mut words = start.max(1);
     let mut tokens = count(words).await?;
@@ -191,20 +226,19 @@ where
 
 /// Token count of `text` by the server's tokenizer. Accepts llama.cpp (`{"tokens": [...]}`) and
 /// vLLM (`{"count": n, "tokens": [...]}`) answers.
-async fn count_tokens(client: &Client, model: &str, text: &str) -> Result<u64, String> {
+async fn count_tokens(client: &Client, model: &str, text: &str) -> Result<u64, SizingError> {
     let body = json!({"content": text, "prompt": text, "model": model, "add_special": false});
-    let answer = server::post_json(client, "/tokenize", &body, CALL_TIMEOUT)
-        .await
-        .map_err(|e| format!("prompt sizing: {e}"))?;
+    let answer =
+        server::post_json(client, "/tokenize", &body, CALL_TIMEOUT).await.map_err(SizingError::call)?;
     answer
         .get("count")
         .and_then(Value::as_u64)
         .or_else(|| answer.get("tokens").and_then(Value::as_array).map(|t| t.len() as u64))
-        .ok_or_else(|| format!("prompt sizing: /tokenize answered without tokens: {answer}"))
+        .ok_or_else(|| SizingError::prompt(format!("/tokenize answered without tokens: {answer}")))
 }
 
 /// usage.prompt_tokens of a non-streaming `max_tokens: 1` request.
-async fn prompt_tokens(client: &Client, model: &str, text: &str) -> Result<u64, String> {
+async fn prompt_tokens(client: &Client, model: &str, text: &str) -> Result<u64, SizingError> {
     let req = ChatRequest {
         model: model.to_string(),
         messages: vec![Message::new("user", text)],
@@ -212,15 +246,25 @@ async fn prompt_tokens(client: &Client, model: &str, text: &str) -> Result<u64, 
         stream: false,
         ..Default::default()
     };
-    let prepared = client.prepare(&req).map_err(|e| format!("prompt sizing: {e}"))?;
+    let prepared = client.prepare(&req).map_err(|e| SizingError::prompt(e.to_string()))?;
     let ex = client.send(prepared).await;
     if let Some(err) = ex.error {
-        return Err(format!("prompt sizing: calibration request failed: {}", err.message));
+        let kind = match err.kind {
+            ErrorKind::Connect | ErrorKind::Timeout => err.kind,
+            _ => ErrorKind::PromptSize,
+        };
+        return Err(SizingError {
+            kind,
+            message: format!("calibration request failed: {}", err.message),
+            uncountable: false,
+        });
     }
-    ex.usage.input_tokens.ok_or_else(|| {
-        "prompt sizing: the server reported no usage.prompt_tokens, so prompt sizes cannot be checked; \
-         enable usage reporting on the server"
-            .to_string()
+    ex.usage.input_tokens.ok_or_else(|| SizingError {
+        uncountable: true,
+        ..SizingError::prompt(
+            "the server has no tokenizer endpoint (POST /tokenize) and reports no usage.prompt_tokens, \
+             so prompt sizes can be neither built nor checked; enable usage reporting on the server",
+        )
     })
 }
 
@@ -240,7 +284,7 @@ mod tests {
             let calls = Cell::new(0);
             let words = search(target as usize / 2, target, |w| {
                 calls.set(calls.get() + 1);
-                async move { Ok(fake(w)) }
+                async move { Ok::<i64, ()>(fake(w)) }
             })
             .await
             .unwrap();

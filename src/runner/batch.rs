@@ -1,9 +1,15 @@
 //! Several requests in flight at once: a concurrent batch released together, and the staggered
 //! pair (user B arrives while user A runs, and its sequential twin).
+//!
+//! The scheduling (`release_together`, `stagger`) and the arithmetic (`group_record`,
+//! `fill_staggered`) take the firing of a request as a function, so tests drive them with a fake
+//! under paused tokio time and check every number exactly; the sweep passes the real `fire`.
 
-use std::time::{Duration, Instant};
+use std::future::Future;
+use std::time::Duration;
 
 use futures_util::future::join_all;
+use tokio::time::Instant;
 
 use crate::record::{
     CellKey, ErrorInfo, ErrorKind, GroupRecord, Measurement, Record, SCHEMA_VERSION, Scenario,
@@ -25,16 +31,12 @@ pub async fn concurrent(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
             Err(m) => records.push(*m),
         }
     }
-    // All requests are built before the release; each one's send lag says how late it left.
-    let release = Instant::now();
-    let fired: Vec<Fired> = join_all(ready.iter().map(|r| measure::fire(ctx, r))).await;
-    let mut measured = Vec::new();
+    let (release, fired) = release_together(ready.len(), |i| measure::fire(ctx, &ready[i])).await;
     for (r, f) in ready.into_iter().zip(fired) {
-        measured.push(measure::finish(ctx, r, f, Some(release)).await);
+        records.push(measure::finish(ctx, r, f, Some(release)).await);
     }
-    records.extend(measured);
     records.sort_by_key(|m| m.request_index);
-    let group = group_record(ctx, cell, &group_id, &records, release);
+    let group = group_record(&ctx.run_id, cell, &group_id, &records);
     let mut out: Vec<Record> = records
         .into_iter()
         .map(|mut m| {
@@ -46,13 +48,19 @@ pub async fn concurrent(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
     out
 }
 
-fn group_record(
-    ctx: &Ctx,
-    cell: &CellKey,
-    group_id: &str,
-    records: &[Measurement],
-    release: Instant,
-) -> GroupRecord {
+/// Fires `n` requests at one instant (all were built before it); returns that instant and each
+/// request's result, in order. Each one's send lag (window start - release) says how late it left.
+pub async fn release_together<F, Fut>(n: usize, fire: F) -> (Instant, Vec<Fired>)
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Fired>,
+{
+    let release = Instant::now();
+    (release, join_all((0..n).map(fire)).await)
+}
+
+/// The batch's numbers, from its requests' own measurements.
+pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Measurement]) -> GroupRecord {
     let ok: Vec<&Measurement> = records.iter().filter(|m| m.error.is_none()).collect();
     // Each request's end, measured from the release: its send lag plus its own E2E.
     let ends: Vec<f64> = ok.iter().filter_map(|m| Some(m.send_lag_ms.unwrap_or(0.0) + m.e2e_ms?)).collect();
@@ -60,14 +68,14 @@ fn group_record(
     let total_output_tokens: u64 = ok.iter().filter_map(|m| m.output_tokens).sum();
     let mean =
         |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
-    let failed = (records.len() - ok.len()) as u32;
+    let failed = (records.len() - ok.len()) as u32 + cell.batch_size.saturating_sub(records.len() as u32);
     GroupRecord {
         schema_version: SCHEMA_VERSION,
-        run_id: ctx.run_id.clone(),
+        run_id: run_id.to_string(),
         cell: cell.clone(),
         group_id: group_id.to_string(),
         started_at: records.first().map(|m| m.started_at.clone()).unwrap_or_else(crate::meta::now_rfc3339),
-        wall_ms: if wall_ms > 0.0 { wall_ms } else { release.elapsed().as_secs_f64() * 1000.0 },
+        wall_ms,
         system_tps: (wall_ms > 0.0 && total_output_tokens > 0)
             .then(|| total_output_tokens as f64 / (wall_ms / 1000.0)),
         per_request_tps: mean(ok.iter().filter_map(|m| m.decode_tps).collect()),
@@ -77,22 +85,32 @@ fn group_record(
         requests_ok: ok.len() as u32,
         requests_failed: failed,
         error: (failed > 0).then(|| {
-            ErrorInfo::new(ErrorKind::Transport, format!("{failed} of {} requests failed", records.len()))
+            let kind =
+                records.iter().find_map(|m| m.error.as_ref().map(|e| e.kind)).unwrap_or(ErrorKind::Transport);
+            ErrorInfo::new(kind, format!("{failed} of {} requests failed", cell.batch_size))
         }),
     }
 }
 
 /// User A at t0; user B at t0 + delay (batched) or when A has finished (sequential).
 pub async fn staggered(ctx: &Ctx, cell: &CellKey) -> Record {
-    let delay = ctx.config.staggered.as_ref().map_or(2000.0, |s| s.delay_ms);
     let mut rec = StaggeredRecord {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),
         cell: cell.clone(),
         started_at: crate::meta::now_rfc3339(),
-        stagger_delay_ms: (cell.scenario == Scenario::StaggeredBatched).then_some(delay),
         ..Default::default()
     };
+    let batched = cell.scenario == Scenario::StaggeredBatched;
+    let delay_ms = match ctx.stagger_delay.get() {
+        Some(Ok(ms)) => *ms,
+        Some(Err(e)) => {
+            rec.error = Some(e.clone());
+            return Record::Staggered(Box::new(rec));
+        }
+        None => ctx.config.staggered.as_ref().and_then(|s| s.delay_ms).unwrap_or(2000.0),
+    };
+    rec.stagger_delay_ms = batched.then_some(delay_ms);
     let (a, b) = match (measure::prepare(ctx, cell, 0).await, measure::prepare(ctx, cell, 1).await) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(m), _) | (_, Err(m)) => {
@@ -100,27 +118,38 @@ pub async fn staggered(ctx: &Ctx, cell: &CellKey) -> Record {
             return Record::Staggered(Box::new(rec));
         }
     };
-    let (fired_a, fired_b) = if cell.scenario == Scenario::StaggeredBatched {
-        let b_due = tokio::time::Instant::now() + Duration::from_secs_f64(delay / 1000.0);
-        let later_b = async {
-            tokio::time::sleep_until(b_due).await;
-            measure::fire(ctx, &b).await
-        };
-        tokio::join!(measure::fire(ctx, &a), later_b)
-    } else {
-        let fa = measure::fire(ctx, &a).await;
-        let fb = measure::fire(ctx, &b).await;
-        (fa, fb)
-    };
-    let a_start = fired_a.window_start;
-    let arrival_ms = fired_b.window_start.saturating_duration_since(a_start).as_secs_f64() * 1000.0;
+    let ready = [&a, &b];
+    let (fired_a, fired_b, arrival_ms) = stagger(batched, delay_ms, |i| measure::fire(ctx, ready[i])).await;
     let ma = measure::finish(ctx, a, fired_a, None).await;
     let mb = measure::finish(ctx, b, fired_b, None).await;
     fill_staggered(&mut rec, &ma, &mb, arrival_ms);
     Record::Staggered(Box::new(rec))
 }
 
-/// The pair's numbers, all from the two requests' own measurements.
+/// Fires A (`fire(0)`) and B (`fire(1)`): B `delay_ms` after A opened its window (batched), or
+/// after A finished (sequential). Returns both and B's arrival, ms after A's window opened.
+pub async fn stagger<F, Fut>(batched: bool, delay_ms: f64, fire: F) -> (Fired, Fired, f64)
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Fired>,
+{
+    let (a, b) = if batched {
+        let b_due = Instant::now() + Duration::from_secs_f64(delay_ms.max(0.0) / 1000.0);
+        let later_b = async {
+            tokio::time::sleep_until(b_due).await;
+            fire(1).await
+        };
+        tokio::join!(fire(0), later_b)
+    } else {
+        let a = fire(0).await;
+        (a, fire(1).await)
+    };
+    let arrival_ms = b.window_start.saturating_duration_since(a.window_start).as_secs_f64() * 1000.0;
+    (a, b, arrival_ms)
+}
+
+/// The pair's numbers, all from the two requests' own measurements. B overlapped A when it was
+/// sent before A's last byte arrived; `overlap_ms` is how long both were in flight.
 pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measurement, arrival_ms: f64) {
     rec.started_at = a.started_at.clone();
     rec.user_a_ttft_ms = a.ttft_ms;
@@ -131,6 +160,11 @@ pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measuremen
     rec.user_b_ttft_from_wall_start_ms = b.ttft_ms.map(|t| arrival_ms + t);
     rec.total_wall_ms = match (a.e2e_ms, b.e2e_ms) {
         (Some(ae), Some(be)) => Some(ae.max(arrival_ms + be)),
+        _ => None,
+    };
+    rec.overlapped = a.e2e_ms.map(|ae| arrival_ms < ae);
+    rec.overlap_ms = match (a.e2e_ms, b.e2e_ms) {
+        (Some(ae), Some(be)) => Some((ae.min(arrival_ms + be) - arrival_ms).max(0.0)),
         _ => None,
     };
     rec.user_a_output_tokens = a.output_tokens;
@@ -156,3 +190,6 @@ fn tag(flag: &crate::record::QualityFlag, user: &str) -> crate::record::QualityF
     f.reason = format!("{user}: {}", f.reason);
     f
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,14 +1,17 @@
 //! One measured request in three phases, so that batches can prepare every session first and
 //! release the measured requests together:
-//! - `prepare`: size the prompt, put the session in the claimed cache state (reset / prime + evict /
-//!   turns 1-2), build the request — nothing here is timed;
+//! - `prepare`: size the prompt, put the session in the claimed cache state (session reset /
+//!   prime + evict / turns 1-2), build the request; nothing here is timed;
 //! - `fire`: (reload +) send, timed;
-//! - `finish`: clean up the session and turn the exchange into a record.
+//! - `finish`: clean the session up and turn the exchange into a record.
+//!
+//! Actions that act on the whole server (global scope) run once per cell, in `begin_cell` and
+//! `end_cell`, never per session: a global reset run per session wipes the sessions already primed.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use crate::client::{ChatRequest, Exchange, Message};
-use crate::preset::Session;
+use crate::preset::{Scope, Session};
 use crate::record::{
     self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, SCHEMA_VERSION,
     TurnSummary,
@@ -44,29 +47,59 @@ pub struct Fired {
     pub error: Option<ErrorInfo>,
 }
 
+/// Why a cell cannot be measured at all, before any session: its record says so.
+pub fn unsupported(ctx: &Ctx, cell: &CellKey) -> Option<String> {
+    if cell.cache_state != CacheState::Warm {
+        return None;
+    }
+    if !ctx.preset.supports_warm() {
+        return Some(format!(
+            "preset {} has no evict action, so a warm cache cannot be produced honestly; \
+             use a preset that can evict to disk (llama.cpp, agent-memory) or a preset file",
+            ctx.preset.name
+        ));
+    }
+    if cell.batch_size > 1 { ctx.preset.warm_batch_problem() } else { None }
+}
+
+/// The cell's global actions before any session is touched (e.g. vLLM's prefix-cache reset).
+pub async fn begin_cell(ctx: &Ctx) -> Result<(), ErrorInfo> {
+    let p = &ctx.preset;
+    let session = ctx.new_session(0);
+    p.run(&ctx.client, "reset", &p.reset, Some(Scope::Global), &session)
+        .await
+        .map(|_| ())
+        .map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
+}
+
+/// The cell's global cleanup, after every session of it is finished.
+pub async fn end_cell(ctx: &Ctx) -> Result<(), ErrorInfo> {
+    let p = &ctx.preset;
+    let session = ctx.new_session(0);
+    p.run(&ctx.client, "cleanup", &p.cleanup, Some(Scope::Global), &session)
+        .await
+        .map(|_| ())
+        .map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
+}
+
 pub async fn prepare(ctx: &Ctx, cell: &CellKey, request_index: u32) -> Result<Ready, Box<Measurement>> {
     let session = ctx.new_session(request_index);
     let nonce = ctx.nonces.next();
     let seed = crate::prompt::text::mix(&[ctx.config.seed, cell.context_tokens as u64, request_index as u64]);
-    let fail = |kind: ErrorKind, message: String, nonce: &str, turns: Vec<TurnSummary>| {
-        let mut m = blank(ctx, cell, request_index, nonce);
+    let fail = |error: ErrorInfo, turns: Vec<TurnSummary>| {
+        let mut m = blank(ctx, cell, request_index, &nonce);
         m.turns = turns;
-        m.error = Some(ErrorInfo::new(kind, message));
+        m.error = Some(error);
         Box::new(m)
     };
-    if cell.cache_state == CacheState::Warm && !ctx.preset.supports_warm() {
-        let message = format!(
-            "preset {} has no evict action, so a warm cache cannot be produced honestly; \
-             use a preset that can evict to disk (llama.cpp, agent-memory) or a preset file",
-            ctx.preset.name
-        );
-        return Err(fail(ErrorKind::Unsupported, message, &nonce, vec![]));
+    if let Some(why) = unsupported(ctx, cell) {
+        return Err(fail(ErrorInfo::new(ErrorKind::Unsupported, why), vec![]));
     }
     let prompt = ctx
         .sizer
         .build(&ctx.client, cell.context_tokens, seed, nonce.clone())
         .await
-        .map_err(|e| fail(ErrorKind::PromptSize, e, &nonce, vec![]))?;
+        .map_err(|e| fail(ErrorInfo::new(e.kind, e.to_string()), vec![]))?;
     let mut request = ChatRequest {
         model: ctx.model.clone(),
         messages: vec![Message::new("user", prompt.text.clone())],
@@ -74,13 +107,20 @@ pub async fn prepare(ctx: &Ctx, cell: &CellKey, request_index: u32) -> Result<Re
         stream: false,
         ..Default::default()
     };
-    ctx.preset.bind(&mut request, &session).map_err(|e| fail(ErrorKind::PresetAction, e, &nonce, vec![]))?;
-    let action = |steps, what: &'static str| {
+    ctx.preset
+        .bind(&mut request, &session)
+        .map_err(|e| fail(ErrorInfo::new(ErrorKind::PresetAction, e), vec![]))?;
+    let p = &ctx.preset;
+    let action = |name: &'static str, steps| {
         let session = &session;
-        async move { ctx.preset.run(&ctx.client, steps, session).await.map_err(|e| format!("{what}: {e}")) }
+        async move {
+            p.run(&ctx.client, name, steps, Some(Scope::Session), session)
+                .await
+                .map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
+        }
     };
     // Every scenario starts from nothing cached for this session.
-    action(&ctx.preset.reset, "reset").await.map_err(|e| fail(ErrorKind::PresetAction, e, &nonce, vec![]))?;
+    action("reset", &p.reset).await.map_err(|e| fail(e, vec![]))?;
 
     let mut turns = Vec::new();
     let mut reload = false;
@@ -90,30 +130,26 @@ pub async fn prepare(ctx: &Ctx, cell: &CellKey, request_index: u32) -> Result<Re
         CacheState::Warm => {
             let primed = ctx.send(&request).await;
             if let Some(err) = primed.error {
-                return Err(fail(
-                    err.kind,
-                    format!("warm priming request failed: {}", err.message),
-                    &nonce,
-                    turns,
-                ));
+                let message = format!("warm priming request failed: {}", err.message);
+                return Err(fail(ErrorInfo::new(err.kind, message), turns));
             }
-            action(&ctx.preset.evict, "evict")
-                .await
-                .map_err(|e| fail(ErrorKind::PresetAction, e, &nonce, vec![]))?;
-            reload = !ctx.preset.reload.is_empty();
+            action("evict", &p.evict).await.map_err(|e| fail(e, vec![]))?;
+            reload = !p.reload.is_empty();
         }
         CacheState::Hot => {
             let first = ctx.send(&request).await;
             turns.push(turn_summary(1, &first));
             if let Some(err) = first.error {
-                return Err(fail(err.kind, format!("hot turn 1 failed: {}", err.message), &nonce, turns));
+                let message = format!("hot turn 1 failed: {}", err.message);
+                return Err(fail(ErrorInfo::new(err.kind, message), turns));
             }
             request.messages.push(Message::new("assistant", first.content.clone()));
             request.messages.push(Message::new("user", FOLLOW_UP));
             let second = ctx.send(&request).await;
             turns.push(turn_summary(2, &second));
             if let Some(err) = second.error {
-                return Err(fail(err.kind, format!("hot turn 2 failed: {}", err.message), &nonce, turns));
+                let message = format!("hot turn 2 failed: {}", err.message);
+                return Err(fail(ErrorInfo::new(err.kind, message), turns));
             }
             request.messages.push(Message::new("assistant", TURN_3_ASSISTANT));
             request.messages.push(Message::new("user", FOLLOW_UP));
@@ -139,25 +175,28 @@ pub async fn fire(ctx: &Ctx, ready: &Ready) -> Fired {
     let prepared = match ctx.client.prepare(&ready.request) {
         Ok(p) => p,
         Err(e) => {
+            let error = ErrorInfo::new(ErrorKind::Protocol, format!("cannot build request: {e}"));
             return Fired {
                 exchange: Exchange::default(),
                 window_start: Instant::now(),
                 reload_ms: None,
-                error: Some(ErrorInfo::new(ErrorKind::Protocol, format!("cannot build request: {e}"))),
+                error: Some(error),
             };
         }
     };
     let window_start = Instant::now();
     let mut reload_ms = None;
     if ready.reload {
-        match ctx.preset.run(&ctx.client, &ctx.preset.reload, &ready.session).await {
+        let p = &ctx.preset;
+        match p.run(&ctx.client, "reload", &p.reload, Some(Scope::Session), &ready.session).await {
             Ok(took) => reload_ms = Some(took.as_secs_f64() * 1000.0),
             Err(e) => {
+                let error = ErrorInfo::new(e.kind, e.to_string());
                 return Fired {
                     exchange: Exchange::default(),
                     window_start,
                     reload_ms: None,
-                    error: Some(ErrorInfo::new(ErrorKind::PresetAction, format!("reload: {e}"))),
+                    error: Some(error),
                 };
             }
         }
@@ -168,8 +207,9 @@ pub async fn fire(ctx: &Ctx, ready: &Ready) -> Fired {
 
 /// Cleans the session up and builds the record. `release` is when the request was due (batches).
 pub async fn finish(ctx: &Ctx, ready: Ready, fired: Fired, release: Option<Instant>) -> Measurement {
-    let cleanup = ctx.preset.run(&ctx.client, &ctx.preset.cleanup, &ready.session).await;
-    let stats = ctx.preset.fetch_stats(&ctx.client, &ready.session).await;
+    let p = &ctx.preset;
+    let cleanup = p.run(&ctx.client, "cleanup", &p.cleanup, Some(Scope::Session), &ready.session).await;
+    let stats = p.fetch_stats(&ctx.client, &ready.session).await;
     let mut m = blank(ctx, &ready.cell, ready.request_index, &ready.nonce);
     m.expected_input_tokens = ready.expected_input_tokens;
     m.turns = ready.turns;
@@ -179,9 +219,20 @@ pub async fn finish(ctx: &Ctx, ready: Ready, fired: Fired, release: Option<Insta
         m.error = Some(error);
         return m;
     }
-    let ex = fired.exchange;
-    // Offsets count from the opening of the timed window (so a warm reload is inside TTFT).
-    let shift = ex.start.map_or(0.0, |s| s.duration_since(fired.window_start).as_secs_f64() * 1000.0);
+    record_exchange(&mut m, &fired, release);
+    if let (None, Err(e)) = (&m.error, cleanup) {
+        m.error = Some(ErrorInfo::new(e.kind, e.to_string()));
+    }
+    ctx.annotate(&mut m, &fired.exchange.full_output());
+    m
+}
+
+/// The exchange's numbers, with offsets counted from the opening of the timed window (so a warm
+/// reload is inside TTFT).
+fn record_exchange(m: &mut Measurement, fired: &Fired, release: Option<Instant>) {
+    let ex = &fired.exchange;
+    let window = fired.window_start.into_std();
+    let shift = ex.start.map_or(0.0, |s| s.saturating_duration_since(window).as_secs_f64() * 1000.0);
     let add = |v: Option<f64>| v.map(|x| x + shift);
     m.started_at = ex.started_at.clone();
     m.send_lag_ms = release.map(|r| fired.window_start.saturating_duration_since(r).as_secs_f64() * 1000.0);
@@ -198,20 +249,14 @@ pub async fn finish(ctx: &Ctx, ready: Ready, fired: Fired, release: Option<Insta
     m.decode_tps = record::decode_tps(m.output_tokens, m.ttft_ms, m.e2e_ms);
     m.prefill_tps = record::prefill_tps(m.input_tokens, m.ttft_ms);
     m.finish_reason = ex.finish_reason.clone();
-    let output = ex.full_output();
-    m.output_sample = record::output_sample(&output);
-    m.cache_evidence = evidence(&ex);
+    m.output_sample = record::output_sample(&ex.full_output());
+    m.cache_evidence = evidence(ex);
     m.cache_state_confirmed = m
         .cache_evidence
         .as_ref()
         .and_then(|e| crate::quality::confirm_cache_state(m.cell.cache_state, e, m.input_tokens));
     m.server_timings = ex.server_timings.clone();
     m.error = ex.error.clone();
-    if let (None, Err(e)) = (&m.error, cleanup) {
-        m.error = Some(ErrorInfo::new(ErrorKind::PresetAction, format!("cleanup: {e}")));
-    }
-    ctx.annotate(&mut m, &output);
-    m
 }
 
 /// A record with the identity fields filled and nothing measured.

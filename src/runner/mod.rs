@@ -1,17 +1,23 @@
 //! `bench sweep`: runs the matrix cell by cell and writes every record the moment it exists.
 //!
-//! Per cell: thermal gate -> scenario (reset, prime/evict/extend, measure, cleanup) -> quality and
-//! physics annotations -> append + fsync. An interrupt (Ctrl-C, SIGTERM) stops between writes:
-//! everything measured so far stays on disk and `--resume` finishes the rest.
+//! `run` is three steps: `open` (new or resumed run; run.json is written before anything else, so a
+//! run directory is never without one), the work (preflight, prompt sizing, warm-up and thermal
+//! baseline, then the cell loop), and `close` (status, messages, exit code).
+//!
+//! The work runs as its own task and the signal watcher stays on the caller's thread: an interrupt
+//! is heard however busy the work is, at any point of the run (preflight and calibration included),
+//! and every record already appended stays on disk. Records are appended with one write and an
+//! fsync each, so aborting the work between two awaits never leaves half a record.
 
 mod batch;
+mod cells;
 mod measure;
+mod open;
 mod setup;
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cli::SweepArgs;
@@ -19,36 +25,17 @@ use crate::client::{ChatRequest, Client, Exchange};
 use crate::config::SweepConfig;
 use crate::exit::{self, Failure};
 use crate::meta::{self, RunMeta, RunStatus};
-use crate::plan::Matrix;
 use crate::preset::{Preset, Session};
 use crate::progress::Progress;
 use crate::prompt::{Nonces, Sizer};
-use crate::record::{CellKey, Measurement, Record, Scenario};
-use crate::store::{self, RecordWriter, TornTail};
+use crate::record::{ErrorInfo, ErrorKind, Measurement, QualityFlag};
+use crate::store;
 
-pub use batch::fill_staggered;
+pub use batch::{fill_staggered, group_record, release_together, stagger};
+pub use cells::Stop;
 
-/// Cells refused in a row after which the server is taken for dead.
-const SERVER_GONE_AFTER: usize = 3;
-
-/// How the cell loop ended.
-enum Stop {
-    Finished,
-    Signal,
-    ServerGone,
-}
-
-/// A record whose request never reached the server.
-fn refused(r: &Record) -> bool {
-    let error = match r {
-        Record::Measurement(m) => &m.error,
-        Record::Staggered(s) => &s.error,
-        Record::Group(_) => return true,
-    };
-    error.as_ref().is_some_and(|e| {
-        e.kind == crate::record::ErrorKind::Connect || e.message.contains(crate::server::UNREACHABLE)
-    })
-}
+/// How long an interrupted work task gets to reach its next await point before bench exits anyway.
+const ABORT_GRACE: Duration = Duration::from_secs(3);
 
 /// Everything a cell needs, shared read-only across the requests of a batch.
 pub struct Ctx {
@@ -63,6 +50,8 @@ pub struct Ctx {
     pub slots: u32,
     /// Hardware and model the physical ceilings come from, when known.
     pub physics: Option<(crate::physics::Hardware, crate::physics::ModelProfile)>,
+    /// B's delay in the batched staggered pair, set by calibration before the first pair.
+    pub stagger_delay: tokio::sync::OnceCell<Result<f64, ErrorInfo>>,
     sessions: AtomicU64,
 }
 
@@ -77,15 +66,29 @@ impl Ctx {
         match self.client.prepare(request) {
             Ok(p) => self.client.send(p).await,
             Err(e) => Exchange {
-                error: Some(crate::record::ErrorInfo::new(crate::record::ErrorKind::Protocol, e.to_string())),
+                error: Some(ErrorInfo::new(ErrorKind::Protocol, e.to_string())),
                 ..Default::default()
             },
         }
     }
 
-    /// Quality gate (and, where configured, physical ceilings) of a finished measurement.
+    /// Quality gate, cache-state gate and (where configured) physical ceilings of a finished
+    /// measurement. A row whose cache evidence contradicts its claimed state is a failed
+    /// measurement, exactly like a failed quality gate: it must not count as a warm or hot number.
     pub fn annotate(&self, m: &mut Measurement, full_output: &str) {
         m.quality_flags = crate::quality::assess(m, full_output);
+        if m.cache_state_confirmed == Some(false) {
+            m.quality_flags.push(QualityFlag {
+                flag: "cache_state_unconfirmed".into(),
+                reason: format!(
+                    "the server's cache evidence contradicts '{}' (cached {:?} of {:?} prompt tokens)",
+                    m.cell.cache_state,
+                    m.cache_evidence.as_ref().and_then(|e| e.cached_tokens),
+                    m.input_tokens
+                ),
+                fails_gate: true,
+            });
+        }
         m.quality_ok = crate::quality::gate(&m.quality_flags) && m.error.is_none();
         if let Some((hw, model)) = &self.physics {
             m.physics = Some(crate::physics::ceilings(hw, model, m));
@@ -93,264 +96,130 @@ impl Ctx {
     }
 }
 
+/// run.json, shared by the work (which fills in what it learns) and `close` (which ends it).
+#[derive(Clone)]
+pub struct Journal {
+    dir: std::path::PathBuf,
+    meta: Arc<Mutex<RunMeta>>,
+}
+
+impl Journal {
+    pub fn update(&self, change: impl FnOnce(&mut RunMeta)) -> Result<(), Failure> {
+        let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut meta);
+        let path = self.dir.join(store::RUN_FILE);
+        store::write_json_atomic(&path, &*meta)
+            .map_err(|e| Failure::io(format!("cannot write {}: {e}", path.display())))
+    }
+
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+}
+
+/// How the work ended, as `close` reports it.
+pub enum Outcome {
+    Done { stop: Stop, measured: usize, failed: usize },
+    Signal,
+    Failed(Failure),
+}
+
 /// Entry point of `bench sweep`.
 pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
-    let (config, run_dir, mut meta, resumed) = setup::resolve_run(args)?;
-    let progress = Progress::new(0, args.quiet);
-    let preset = Preset::load(&config.preset).map_err(Failure::usage)?;
-    let api_key = match &config.api_key_env {
-        Some(var) => Some(std::env::var(var).map_err(|_| {
-            Failure::usage(format!("--api-key-env {var}: the environment variable {var} is not set"))
-        })?),
-        None => None,
-    };
-    let client =
-        Client::new(&config.server, config.api, api_key, Duration::from_secs_f64(config.request_timeout_s))?;
-    let server = setup::preflight(&client, &config, &preset).await?;
-    let model = server.model.clone();
-    meta.server = server.info.clone();
-    meta.config.model = Some(model.clone());
-    let physics = setup::physics(&mut meta, &progress)?;
-
-    std::fs::create_dir_all(&run_dir)
-        .map_err(|e| Failure::io(format!("cannot create {}: {e}", run_dir.display())))?;
-    let mut writer = RecordWriter::open(&run_dir)
-        .map_err(|e| Failure::io(format!("cannot open records in {}: {e}", run_dir.display())))?;
-    let done = if resumed { completed_cells(&run_dir)? } else { BTreeSet::new() };
-    write_meta(&run_dir, &meta)?;
-
-    let nonces = Nonces::new();
-    progress.note(&format!("sizing prompts against {} ({model}) ...", config.server));
-    let sizer = Sizer::calibrate(&client, &model, &nonces, config.seed).await.map_err(Failure::server)?;
-    meta.prompt_sizing = Some(sizer.describe());
-
-    let ctx = Ctx {
-        client,
-        config: meta.config.clone(),
-        preset,
-        model: model.clone(),
-        run_id: meta.run_id.clone(),
-        sizer,
-        nonces,
-        slots: server.slots,
-        physics,
-        sessions: AtomicU64::new(0),
-    };
-    if ctx.config.cache_states.contains(&crate::record::CacheState::Warm) && !ctx.preset.supports_warm() {
-        progress.note(&format!(
-            "warning: preset {} cannot evict to disk; warm cells will be recorded as unsupported",
-            ctx.preset.name
-        ));
-    }
-    let gate = setup::ThermalGate::start(&ctx, &progress).await;
-    meta.thermal_baseline = gate.describe();
-    write_meta(&run_dir, &meta)?;
-
-    let cells: Vec<CellKey> =
-        Matrix::from_config(&config).cells(&model).into_iter().filter(|c| !done.contains(c)).collect();
-    if resumed {
-        progress.note(&format!(
-            "resuming {}: {} cells done, {} to go",
-            run_dir.display(),
-            done.len(),
-            cells.len()
-        ));
-    }
-    let progress = Progress::new(cells.len(), args.quiet);
-    let mut failed = 0usize;
-    let mut measured = 0usize;
-    let stop = {
-        let work = async {
-            // Consecutive cells whose every request was refused: the server has died (seed 001's
-            // crashes mid-sweep). Stop instead of writing a long tail of connection errors.
-            let mut refused_in_a_row = 0;
-            for (i, cell) in cells.iter().enumerate() {
-                let label = cell_label(cell);
-                let thermal = if i == 0 { gate.first() } else { gate.wait(&ctx, &progress).await };
-                progress.cell(i, &label);
-                let before = snapshot().await;
-                let mut records = execute(&ctx, cell).await;
-                let after = snapshot().await;
-                for r in &mut records {
-                    attach_thermal(r, &thermal, &before, &after);
-                }
-                for r in &records {
-                    writer
-                        .append(r)
-                        .map_err(|e| Failure::io(format!("cannot write {}: {e}", writer.path().display())))?;
-                }
-                measured += 1;
-                if records.iter().any(|r| !r.is_good()) {
-                    failed += 1;
-                }
-                progress.done(i, &label, &summary(&records));
-                refused_in_a_row = if records.iter().all(refused) { refused_in_a_row + 1 } else { 0 };
-                if refused_in_a_row >= SERVER_GONE_AFTER {
-                    return Ok(Stop::ServerGone);
-                }
-            }
-            Ok::<Stop, Failure>(Stop::Finished)
-        };
-        tokio::select! {
-            result = work => result,
-            _ = shutdown_signal() => Ok(Stop::Signal),
+    let opened = open::open(args)?;
+    let journal = opened.journal.clone();
+    let progress = Arc::new(Progress::new(0, args.quiet));
+    let mut work = tokio::spawn(work(opened.config, opened.resumed, journal.clone(), progress.clone()));
+    let outcome = tokio::select! {
+        joined = &mut work => match joined {
+            Ok(Ok(done)) => done,
+            Ok(Err(failure)) => Outcome::Failed(failure),
+            Err(e) => Outcome::Failed(Failure::internal(format!("the sweep stopped unexpectedly: {e}"))),
+        },
+        _ = shutdown_signal() => {
+            work.abort();
+            let _ = tokio::time::timeout(ABORT_GRACE, &mut work).await;
+            Outcome::Signal
         }
     };
     progress.finish();
-    meta.ended_at = Some(meta::now_rfc3339());
-    meta.status =
-        if matches!(stop, Ok(Stop::Finished)) { RunStatus::Complete } else { RunStatus::Interrupted };
-    write_meta(&run_dir, &meta)?;
-    let dir = run_dir.display();
-    match stop? {
-        Stop::Finished => {}
-        Stop::Signal => {
+    drop(opened.lock);
+    if !opened.resumed && nothing_measured(&outcome, journal.dir()) {
+        // A run that measured nothing leaves no directory behind: a typo in --server costs nothing.
+        let _ = std::fs::remove_dir_all(journal.dir());
+        return match outcome {
+            Outcome::Failed(failure) => Err(failure.into()),
+            _ => {
+                eprintln!("interrupted before anything was measured; nothing was kept");
+                Ok(exit::code(exit::INTERRUPTED))
+            }
+        };
+    }
+    close(outcome, &journal, args.quiet)
+}
+
+fn nothing_measured(outcome: &Outcome, dir: &std::path::Path) -> bool {
+    let empty = std::fs::metadata(dir.join(store::MEASUREMENTS_FILE)).map_or(true, |m| m.len() == 0);
+    empty && matches!(outcome, Outcome::Failed(_) | Outcome::Signal)
+}
+
+/// Everything that talks to the server, from preflight to the last cell.
+async fn work(
+    config: SweepConfig,
+    resumed: bool,
+    journal: Journal,
+    progress: Arc<Progress>,
+) -> Result<Outcome, Failure> {
+    let ctx = setup::prepare(config, &journal, &progress).await?;
+    let done = if resumed { cells::completed(journal.dir())? } else { Default::default() };
+    let gate = setup::ThermalGate::start(&ctx, &progress).await;
+    journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;
+    let mut cells = cells::CellLoop::new(&ctx, gate, &journal, &progress, done)?;
+    let stop = cells.run().await?;
+    Ok(Outcome::Done { stop, measured: cells.measured, failed: cells.failed })
+}
+
+/// Ends run.json and says what happened. Every path leaves run.json saying how the run ended.
+fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<ExitCode> {
+    let finished = matches!(outcome, Outcome::Done { stop: Stop::Finished, .. });
+    let status = if finished { RunStatus::Complete } else { RunStatus::Interrupted };
+    let written = journal.update(|m| {
+        m.ended_at = Some(meta::now_rfc3339());
+        m.status = status;
+    });
+    let dir = journal.dir().display();
+    let resume = format!("bench sweep --resume {dir}");
+    let code = match outcome {
+        Outcome::Signal => {
+            eprintln!("interrupted: every finished measurement is in {dir}; finish with: {resume}");
+            exit::INTERRUPTED
+        }
+        Outcome::Failed(failure) => {
+            let code = failure.exit_code();
+            eprintln!("error: {failure}");
+            eprintln!("every finished measurement is in {dir}; after fixing this, finish with: {resume}");
+            code
+        }
+        Outcome::Done { stop: Stop::ServerGone(why), measured, .. } => {
             eprintln!(
-                "interrupted: every finished measurement is in {dir}; finish with: bench sweep --resume {dir}"
+                "{why}. {measured} cells were recorded in {dir}; when the server is back, finish with: \
+                 {resume} [--server URL]"
             );
-            return Ok(exit::code(exit::INTERRUPTED));
+            exit::SERVER
         }
-        Stop::ServerGone => {
-            eprintln!(
-                "the server at {} refused {SERVER_GONE_AFTER} cells in a row: it is down. {measured} cells were \
-                 recorded in {dir}; restart the server and finish with: bench sweep --resume {dir} --server URL",
-                config.server
-            );
-            return Ok(exit::code(exit::SERVER));
-        }
-    }
-    if !args.quiet {
-        eprintln!(
-            "{} cells measured, {failed} with errors or failed quality gates; records in {dir}",
-            cells.len()
-        );
-    }
-    println!("{dir}");
-    Ok(exit::code(if failed > 0 { exit::FINDINGS } else { exit::SUCCESS }))
-}
-
-/// Host and GPU temperatures (sysinfo, nvidia-smi): blocking calls, kept off the async workers.
-async fn snapshot() -> serde_json::Value {
-    tokio::task::spawn_blocking(crate::thermal::host_snapshot).await.unwrap_or(serde_json::Value::Null)
-}
-
-async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
-    match cell.scenario {
-        Scenario::Cold | Scenario::Warm | Scenario::Hot => {
-            let m = match measure::prepare(ctx, cell, 0).await {
-                Ok(ready) => {
-                    let fired = measure::fire(ctx, &ready).await;
-                    measure::finish(ctx, ready, fired, None).await
-                }
-                Err(m) => *m,
-            };
-            vec![Record::Measurement(Box::new(m))]
-        }
-        Scenario::Concurrent => batch::concurrent(ctx, cell).await,
-        Scenario::StaggeredBatched | Scenario::StaggeredSequential => vec![batch::staggered(ctx, cell).await],
-    }
-}
-
-fn attach_thermal(
-    record: &mut Record,
-    thermal: &Option<crate::record::ThermalRecord>,
-    before: &serde_json::Value,
-    after: &serde_json::Value,
-) {
-    let Some(t) = thermal else { return };
-    let mut t = t.clone();
-    t.before = (!before.is_null()).then(|| before.clone());
-    t.after = (!after.is_null()).then(|| after.clone());
-    match record {
-        Record::Measurement(m) => m.thermal = Some(t),
-        Record::Staggered(s) => s.thermal = Some(t),
-        Record::Group(_) => {}
-    }
-}
-
-/// Cells whose records are all good: `--resume` skips them.
-fn completed_cells(run_dir: &std::path::Path) -> Result<BTreeSet<CellKey>, Failure> {
-    let path = run_dir.join(store::MEASUREMENTS_FILE);
-    if !path.exists() {
-        return Ok(BTreeSet::new());
-    }
-    let records = store::read_records(&path, TornTail::Skip).map_err(|e| Failure::usage(e.to_string()))?;
-    let mut good = BTreeSet::new();
-    for r in &records {
-        match r {
-            Record::Measurement(m) if m.group_id.is_none() && r.is_good() => {
-                good.insert(m.cell.clone());
+        Outcome::Done { stop: Stop::Finished, measured, failed } => {
+            if !quiet {
+                eprintln!(
+                    "{measured} cells measured, {failed} with errors, failed quality or unconfirmed cache \
+                     state; records in {dir}"
+                );
             }
-            Record::Staggered(s) if r.is_good() => {
-                good.insert(s.cell.clone());
-            }
-            // A concurrent cell is done only when one attempt had every request good.
-            Record::Group(g) if r.is_good() => {
-                let members_good = records
-                    .iter()
-                    .filter(|x| matches!(x, Record::Measurement(m) if m.group_id.as_deref() == Some(g.group_id.as_str())))
-                    .all(Record::is_good);
-                if members_good {
-                    good.insert(g.cell.clone());
-                }
-            }
-            _ => {}
+            crate::output::println(&dir.to_string())?;
+            if failed > 0 { exit::FINDINGS } else { exit::SUCCESS }
         }
-    }
-    Ok(good)
-}
-
-fn write_meta(run_dir: &std::path::Path, meta: &RunMeta) -> Result<(), Failure> {
-    let path = run_dir.join(store::RUN_FILE);
-    store::write_json_atomic(&path, meta)
-        .map_err(|e| Failure::io(format!("cannot write {}: {e}", path.display())))
-}
-
-pub fn cell_label(c: &CellKey) -> String {
-    let state = if matches!(c.scenario, Scenario::Concurrent) {
-        format!("concurrent x{} {}", c.batch_size, c.cache_state.as_str())
-    } else {
-        c.scenario.as_str().to_string()
     };
-    format!("{} ctx {} {} run {}", state, c.context_tokens, c.mode.as_str(), c.run)
-}
-
-fn summary(records: &[Record]) -> String {
-    let mut parts = Vec::new();
-    for r in records {
-        match r {
-            Record::Measurement(m) => parts.push(match (&m.error, m.ttft_ms, m.e2e_ms) {
-                (Some(e), _, _) => format!(
-                    "error {}: {}",
-                    serde_json::to_string(&e.kind).unwrap_or_default(),
-                    clip(&e.message)
-                ),
-                (None, Some(t), _) => format!("ttft {t:.1} ms"),
-                (None, None, Some(e)) => format!("e2e {e:.1} ms"),
-                _ => "no timing".into(),
-            }),
-            Record::Staggered(s) => parts.push(format!(
-                "B waited {:.1} ms from wall start",
-                s.user_b_ttft_from_wall_start_ms.unwrap_or(f64::NAN)
-            )),
-            Record::Group(g) => {
-                parts.push(format!("wall {:.1} ms, {:.1} tok/s", g.wall_ms, g.system_tps.unwrap_or(0.0)))
-            }
-        }
-    }
-    let mut text = parts.join("; ");
-    if records.iter().any(|r| matches!(r, Record::Measurement(m) if !m.quality_ok && m.error.is_none())) {
-        text.push_str(" (quality gate failed)");
-    }
-    text
-}
-
-fn clip(s: &str) -> String {
-    let mut out: String = s.chars().take(120).collect();
-    if s.chars().count() > 120 {
-        out.push('…');
-    }
-    out
+    written?;
+    Ok(exit::code(code))
 }
 
 async fn shutdown_signal() {
@@ -369,9 +238,4 @@ async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
-}
-
-/// Where a new run's directory goes.
-pub fn run_dir_for(config: &SweepConfig, run_id: &str) -> PathBuf {
-    config.out_dir.join(run_id)
 }

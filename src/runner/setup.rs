@@ -1,97 +1,101 @@
-//! Before the first cell: which run (new or resumed), is the server there and what does it say
-//! about itself, and the warm-up and thermal baseline.
+//! Before the first cell: is the server there and set up for this plan, what does it say about
+//! itself, how are prompts sized, and the warm-up and thermal baseline. Everything that can make
+//! every cell fail the same way is found here, once, before anything is measured: a missing
+//! environment variable of the preset, a server whose preset actions fail (llama.cpp started
+//! without `--slot-save-path`), a server that can count no tokens.
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::Ctx;
-use crate::cli::SweepArgs;
+use super::{Ctx, Journal};
 use crate::client::{ChatRequest, Client, Message};
-use crate::config::{self, SweepConfig, ThermalPolicy};
+use crate::config::{SweepConfig, ThermalPolicy};
 use crate::exit::Failure;
-use crate::meta::{self, Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
-use crate::preset::Preset;
+use crate::meta::{PhysicsProfiles, ServerInfo, StaggerCalibration, ThermalBaseline};
+use crate::preset::{ActionError, Preset, Scope};
 use crate::progress::Progress;
-use crate::record::{SCHEMA_VERSION, ThermalRecord};
+use crate::prompt::{Nonces, Sizer};
+use crate::record::{CacheState, ErrorInfo, ErrorKind, ThermalRecord};
 use crate::server;
-use crate::store;
 
 const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Resolves the config and the run directory. With `--resume` both come from the run's run.json
-/// and only connection settings may be changed.
-pub fn resolve_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
-    let Some(dir) = &args.resume else {
-        let config = config::resolve(args).map_err(Failure::usage)?;
-        let label: Vec<&str> = config.cache_states.iter().map(|c| c.as_str()).collect();
-        let run_id = args.run_id.clone().unwrap_or_else(|| meta::new_run_id(&label.join("-")));
-        if run_id.is_empty() || run_id.contains(['/', '\\']) || run_id.starts_with('.') {
-            return Err(Failure::usage(format!("--run-id {run_id:?}: must be a plain directory name")));
+/// Builds the sweep's context: client, preflight, physics, prompt sizing; run.json learns each.
+pub async fn prepare(config: SweepConfig, journal: &Journal, progress: &Progress) -> Result<Ctx, Failure> {
+    let preset = Preset::load(&config.preset).map_err(Failure::usage)?;
+    required_env(&preset, &config)?;
+    let api_key = match &config.api_key_env {
+        Some(var) => {
+            let key = std::env::var(var).map_err(|_| {
+                Failure::usage(format!("--api-key-env {var}: the environment variable {var} is not set"))
+            })?;
+            crate::secrets::register(&key);
+            Some(key)
         }
-        let run_dir = super::run_dir_for(&config, &run_id);
-        if run_dir.join(store::MEASUREMENTS_FILE).exists() {
+        None => None,
+    };
+    let timeout = Duration::from_secs_f64(config.request_timeout_s);
+    let client = Client::new(&config.server_url, config.api, api_key, timeout)
+        .map_err(|e| Failure::internal(format!("cannot build the HTTP client: {e}")))?;
+    let facts = preflight(&client, &config, &preset).await?;
+    let mut config = config;
+    config.model = Some(facts.model.clone());
+    journal.update(|m| {
+        m.server = facts.info.clone();
+        m.config.model = Some(facts.model.clone());
+    })?;
+    let physics = physics(&mut config, &facts.info, journal, progress)?;
+    let nonces = Nonces::new();
+    progress.note(&format!("sizing prompts against {} ({}) ...", config.server, facts.model));
+    let sizer =
+        Sizer::calibrate(&client, &facts.model, &nonces, config.seed).await.map_err(|e| match e.kind {
+            _ if e.uncountable => Failure::usage(e.to_string()),
+            ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
+            _ => Failure::usage(e.to_string()),
+        })?;
+    journal.update(|m| m.prompt_sizing = Some(sizer.describe()))?;
+    let ctx = Ctx {
+        client,
+        config,
+        preset,
+        model: facts.model,
+        run_id: journal.meta.lock().map(|m| m.run_id.clone()).unwrap_or_default(),
+        sizer,
+        nonces,
+        slots: facts.slots,
+        physics,
+        stagger_delay: tokio::sync::OnceCell::new(),
+        sessions: AtomicU64::new(0),
+    };
+    dry_run_actions(&ctx).await?;
+    if ctx.config.cache_states.contains(&CacheState::Warm) && !ctx.preset.supports_warm() {
+        progress.note(&format!(
+            "warning: preset {} cannot evict to disk; warm cells will be recorded as unsupported",
+            ctx.preset.name
+        ));
+    }
+    Ok(ctx)
+}
+
+/// Every `{env:NAME}` the plan's preset actions need is set: otherwise every cell would fail the
+/// same way.
+fn required_env(preset: &Preset, config: &SweepConfig) -> Result<(), Failure> {
+    let mut actions = vec![("reset", preset.reset.as_slice()), ("cleanup", preset.cleanup.as_slice())];
+    if config.cache_states.contains(&CacheState::Warm) {
+        actions.extend([("evict", preset.evict.as_slice()), ("reload", preset.reload.as_slice())]);
+    }
+    for (var, action) in preset.required_env(&actions) {
+        if std::env::var_os(&var).is_none() {
             return Err(Failure::usage(format!(
-                "{} already holds measurements; finish it with --resume {0} or choose another --run-id",
-                run_dir.display()
+                "preset {}: its {action} action needs the environment variable {var}, which is not set",
+                preset.name
             )));
         }
-        let meta = RunMeta {
-            schema_version: SCHEMA_VERSION,
-            run_id,
-            harness: Harness::current(),
-            started_at: meta::now_rfc3339(),
-            ended_at: None,
-            status: RunStatus::Running,
-            resumed_at: Vec::new(),
-            config: config.clone(),
-            server: ServerInfo::default(),
-            host: HostFacts::collect(),
-            prompt_sizing: None,
-            thermal_baseline: None,
-            physics: None,
-        };
-        return Ok((config, run_dir, meta, false));
-    };
-    let fixed = [
-        ("--scenario", args.scenario.is_some()),
-        ("--contexts", args.contexts.is_some()),
-        ("--modes", args.modes.is_some()),
-        ("--cache-states", args.cache_states.is_some()),
-        ("--batch-sizes", args.batch_sizes.is_some()),
-        ("--runs", args.runs.is_some()),
-        ("--output-tokens", args.output_tokens.is_some()),
-        ("--model", args.model.is_some()),
-        ("--preset", args.preset.is_some()),
-        ("--run-id", args.run_id.is_some()),
-        ("--staggered", args.staggered),
-    ];
-    if let Some((flag, _)) = fixed.iter().find(|(_, given)| *given) {
-        return Err(Failure::usage(format!(
-            "{flag} cannot be combined with --resume: the matrix comes from the run's run.json"
-        )));
     }
-    let path = dir.join(store::RUN_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Failure::usage(format!("--resume {}: cannot read {}: {e}", dir.display(), path.display()))
-    })?;
-    let mut meta: RunMeta = serde_json::from_str(&text)
-        .map_err(|e| Failure::usage(format!("{}:{}: not a bench run.json: {e}", path.display(), e.line())))?;
-    if let Some(server) = &args.server {
-        meta.config.server = server.trim_end_matches('/').to_string();
-    }
-    if let Some(var) = &args.api_key_env {
-        meta.config.api_key_env = Some(var.clone());
-    }
-    if let Some(t) = &args.request_timeout {
-        meta.config.request_timeout_s =
-            crate::spec::parse_duration("--request-timeout", t).map_err(Failure::usage)?.as_secs_f64();
-    }
-    meta.resumed_at.push(meta::now_rfc3339());
-    meta.status = RunStatus::Running;
-    meta.ended_at = None;
-    Ok((meta.config.clone(), dir.clone(), meta, true))
+    Ok(())
 }
 
 pub struct ServerFacts {
@@ -107,7 +111,8 @@ pub async fn preflight(
     config: &SweepConfig,
     preset: &Preset,
 ) -> Result<ServerFacts, Failure> {
-    let models = server::get_json(client, "/v1/models", PREFLIGHT_TIMEOUT).await.map_err(|e| {
+    let timeout = PREFLIGHT_TIMEOUT.min(client_timeout(config));
+    let models = server::get_json(client, "/v1/models", timeout).await.map_err(|e| {
         Failure::server(format!(
             "cannot reach the server at {}: {e}\n(is it running? `just server` starts a local llama-server)",
             config.server
@@ -120,7 +125,7 @@ pub async fn preflight(
         })?,
     };
     // llama.cpp only; other servers answer 404, which is fine.
-    let props = server::get_json(client, "/props", PREFLIGHT_TIMEOUT).await.ok();
+    let props = server::get_json(client, "/props", timeout).await.ok();
     let slots =
         props.as_ref().and_then(|p| p.get("total_slots")).and_then(Value::as_u64).unwrap_or(1).max(1) as u32;
     Ok(ServerFacts {
@@ -135,17 +140,60 @@ pub async fn preflight(
     })
 }
 
+fn client_timeout(config: &SweepConfig) -> Duration {
+    Duration::from_secs_f64(config.request_timeout_s)
+}
+
+/// Runs the preset's actions once on a throwaway session, the way the plan will use them: reset
+/// and cleanup always; prime, evict and reload when warm is planned. A server that refuses one
+/// (vLLM without VLLM_SERVER_DEV_MODE, llama.cpp without `--slot-save-path`) ends the run here with
+/// its own words, instead of failing every cell.
+async fn dry_run_actions(ctx: &Ctx) -> Result<(), Failure> {
+    let p = &ctx.preset;
+    let session = ctx.new_session(0);
+    let fail = |e: ActionError| match e.kind {
+        ErrorKind::Connect | ErrorKind::Timeout => {
+            Failure::server(format!("preflight: preset {}: {e}", p.name))
+        }
+        _ => Failure::usage(format!(
+            "preflight: preset {} cannot drive this server: {e}\n(preset {}: {})",
+            p.name, p.name, p.description
+        )),
+    };
+    p.run(&ctx.client, "reset", &p.reset, None, &session).await.map_err(fail)?;
+    if ctx.config.cache_states.contains(&CacheState::Warm) && p.supports_warm() {
+        let text = crate::prompt::document(ctx.config.seed, &ctx.nonces.next(), 32);
+        let mut req = ChatRequest {
+            model: ctx.model.clone(),
+            messages: vec![Message::new("user", text)],
+            max_tokens: 1,
+            ..Default::default()
+        };
+        p.bind(&mut req, &session).map_err(|e| Failure::usage(format!("preset {}: {e}", p.name)))?;
+        let primed = ctx.send(&req).await;
+        if let Some(e) = primed.error {
+            return Err(Failure::server(format!("preflight: priming request failed: {}", e.message)));
+        }
+        p.run(&ctx.client, "evict", &p.evict, None, &session).await.map_err(fail)?;
+        p.run(&ctx.client, "reload", &p.reload, None, &session).await.map_err(fail)?;
+    }
+    p.run(&ctx.client, "cleanup", &p.cleanup, None, &session).await.map_err(fail)?;
+    Ok(())
+}
+
 /// Resolves the physical ceilings' inputs. Where the flags name no model, a llama.cpp server on
 /// this machine tells which GGUF it serves: its header is read (and recorded, so `bench verify`
 /// finds it). Hardware is never guessed: a local server only earns a printed suggestion.
-pub fn physics(
-    meta: &mut RunMeta,
+fn physics(
+    config: &mut SweepConfig,
+    server: &ServerInfo,
+    journal: &Journal,
     progress: &Progress,
 ) -> Result<Option<(crate::physics::Hardware, crate::physics::ModelProfile)>, Failure> {
-    let p = &mut meta.config.physics;
-    let local = ["://127.0.0.1", "://localhost", "://[::1]"].iter().any(|h| meta.config.server.contains(h));
+    let p = &mut config.physics;
+    let local = ["://127.0.0.1", "://localhost", "://[::1]"].iter().any(|h| config.server.contains(h));
     if p.model_file.is_none() && p.model_bytes.is_none() && local {
-        let served = meta.server.props.as_ref().and_then(|v| v.get("model_path")).and_then(Value::as_str);
+        let served = server.props.as_ref().and_then(|v| v.get("model_path")).and_then(Value::as_str);
         if let Some(path) = served.map(PathBuf::from).filter(|p| p.is_file()) {
             progress.note(&format!("model profile: reading the served GGUF header ({})", path.display()));
             p.model_file = Some(path);
@@ -157,21 +205,27 @@ pub fn physics(
         crate::physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
             .map_err(Failure::usage)?;
     if hardware.is_none() {
-        let suggestion = crate::physics::suggest_hardware(&meta.host.cpu_brand)
+        let cpu = journal.meta.lock().map(|m| m.host.cpu_brand.clone()).unwrap_or_default();
+        let suggestion = crate::physics::suggest_hardware(&cpu)
             .filter(|_| local)
             .map_or(String::new(), |s| format!(" (this host looks like {}: --hardware {})", s.name, s.name));
         progress.note(&format!(
             "note: no --hardware / --bandwidth-gbps given: physical ceilings are not computed{suggestion}"
         ));
     }
-    meta.physics = Some(json!({ "hardware": hardware, "model": model }));
+    let profiles = PhysicsProfiles { hardware: hardware.clone(), model: model.clone() };
+    let inputs = config.physics.clone();
+    journal.update(|m| {
+        m.physics = Some(profiles);
+        m.config.physics = inputs;
+    })?;
     Ok(hardware.zip(model))
 }
 
 /// The thermal gate: a baseline TPS before the first cell, a cooldown before every later one.
 pub struct ThermalGate {
     policy: ThermalPolicy,
-    warmup: Option<Value>,
+    warmup: (Option<f64>, Option<String>),
     probes: Vec<f64>,
     baseline_tps: Option<f64>,
 }
@@ -181,8 +235,8 @@ impl ThermalGate {
     /// takes the baseline probes.
     pub async fn start(ctx: &Ctx, progress: &Progress) -> ThermalGate {
         progress.note("warming up the server (one discarded request) ...");
-        let warm = probe_request(ctx, ctx.config.contexts.iter().copied().min().unwrap_or(512) / 2, 8).await;
-        let warmup = Some(json!({"e2e_ms": warm.1, "error": warm.2}));
+        let min_context = ctx.config.contexts.iter().copied().min().unwrap_or(512);
+        let (_, e2e, error) = probe_request(ctx, min_context / 2, 8).await;
         let mut probes = Vec::new();
         if matches!(ctx.config.thermal, ThermalPolicy::Probe { .. }) {
             progress.note("measuring the thermal baseline (3 probes) ...");
@@ -193,68 +247,91 @@ impl ThermalGate {
             }
         }
         let baseline_tps = crate::thermal::baseline(&probes);
-        ThermalGate { policy: ctx.config.thermal.clone(), warmup, probes, baseline_tps }
+        ThermalGate { policy: ctx.config.thermal.clone(), warmup: (e2e, error), probes, baseline_tps }
     }
 
-    pub fn describe(&self) -> Option<Value> {
-        Some(json!({
-            "policy": self.policy,
-            "warmup": self.warmup,
-            "baseline_probes_tps": self.probes,
-            "baseline_tps": self.baseline_tps,
-        }))
+    pub fn describe(&self) -> ThermalBaseline {
+        ThermalBaseline {
+            policy: self.policy.clone(),
+            warmup_e2e_ms: self.warmup.0,
+            warmup_error: self.warmup.1.clone(),
+            baseline_probes_tps: self.probes.clone(),
+            baseline_tps: self.baseline_tps,
+        }
     }
 
     /// The record of the first cell: nothing ran before it but the baseline.
-    pub fn first(&self) -> Option<ThermalRecord> {
-        Some(ThermalRecord {
-            policy: policy_name(&self.policy).into(),
+    pub fn first(&self) -> ThermalRecord {
+        ThermalRecord {
+            policy: crate::thermal::policy_name(&self.policy).into(),
             baseline_tps: self.baseline_tps,
             recovered: true,
             ..Default::default()
-        })
+        }
     }
 
-    pub async fn wait(&self, ctx: &Ctx, progress: &Progress) -> Option<ThermalRecord> {
-        let record = crate::thermal::cooldown(
+    pub async fn wait(&self, ctx: &Ctx, progress: &Progress) -> ThermalRecord {
+        crate::thermal::cooldown(
             &self.policy,
             self.baseline_tps,
             || async { probe_request(ctx, 256, 16).await.0 },
             |status: &str| progress.cooling(status),
         )
-        .await;
-        Some(record)
+        .await
     }
 }
 
-fn policy_name(p: &ThermalPolicy) -> &'static str {
-    match p {
-        ThermalPolicy::Probe { .. } => "probe",
-        ThermalPolicy::Fixed { .. } => "fixed",
-        ThermalPolicy::Off => "off",
-    }
-}
-
-/// A short non-streaming request in its own session, cleaned up after. Returns (output tokens per
-/// second of E2E, e2e_ms, error message).
+/// A short request in its own session, cleaned up after. Returns (output tokens per second of
+/// E2E, e2e_ms, error message).
 async fn probe_request(ctx: &Ctx, words: u32, max_tokens: u32) -> (Option<f64>, Option<f64>, Option<String>) {
-    let session = ctx.new_session(0);
     let text = crate::prompt::document(ctx.config.seed ^ 0x9807E, &ctx.nonces.next(), words as usize);
-    let mut req = ChatRequest {
-        model: ctx.model.clone(),
-        messages: vec![Message::new("user", text)],
-        max_tokens,
-        stream: false,
-        ..Default::default()
-    };
-    if let Err(e) = ctx.preset.bind(&mut req, &session) {
-        return (None, None, Some(e));
-    }
-    let ex = ctx.send(&req).await;
-    let _ = ctx.preset.run(&ctx.client, &ctx.preset.cleanup, &session).await;
+    let ex = unmeasured(ctx, text, max_tokens, false).await;
     let tps = match (ex.usage.output_tokens, ex.e2e_ms) {
         (Some(out), Some(e2e)) if e2e > 0.0 && ex.error.is_none() => Some(out as f64 / (e2e / 1000.0)),
         _ => None,
     };
     (tps, ex.e2e_ms, ex.error.map(|e| e.message))
+}
+
+/// One request on a fresh session of its own, its session actions run around it.
+async fn unmeasured(ctx: &Ctx, text: String, max_tokens: u32, stream: bool) -> crate::client::Exchange {
+    let session = ctx.new_session(0);
+    let mut req = ChatRequest {
+        model: ctx.model.clone(),
+        messages: vec![Message::new("user", text)],
+        max_tokens,
+        stream,
+        ..Default::default()
+    };
+    if let Err(e) = ctx.preset.bind(&mut req, &session) {
+        return crate::client::Exchange {
+            error: Some(ErrorInfo::new(ErrorKind::PresetAction, e)),
+            ..Default::default()
+        };
+    }
+    let p = &ctx.preset;
+    let _ = p.run(&ctx.client, "reset", &p.reset, Some(Scope::Session), &session).await;
+    let ex = ctx.send(&req).await;
+    let _ = p.run(&ctx.client, "cleanup", &p.cleanup, Some(Scope::Session), &session).await;
+    ex
+}
+
+/// User A's duration alone at the staggered context, for a delay given as a share of it: one
+/// unmeasured streaming request, as A will be sent.
+pub async fn calibrate_stagger(ctx: &Ctx, share: f64) -> Result<StaggerCalibration, ErrorInfo> {
+    let context = ctx.config.staggered.as_ref().map_or(4096, |s| s.context_tokens);
+    let nonce = ctx.nonces.next();
+    let prompt = ctx
+        .sizer
+        .build(&ctx.client, context, ctx.config.seed ^ 0x57A6, nonce)
+        .await
+        .map_err(|e| ErrorInfo::new(e.kind, format!("stagger calibration: {e}")))?;
+    let ex = unmeasured(ctx, prompt.text, ctx.config.output_tokens, true).await;
+    if let Some(e) = ex.error {
+        return Err(ErrorInfo::new(e.kind, format!("stagger calibration: {}", e.message)));
+    }
+    let a_e2e_ms = ex.e2e_ms.filter(|&e| e > 0.0).ok_or_else(|| {
+        ErrorInfo::new(ErrorKind::Protocol, "stagger calibration: the request reported no duration")
+    })?;
+    Ok(StaggerCalibration { a_e2e_ms, share_of_a: share, delay_ms: a_e2e_ms * share })
 }

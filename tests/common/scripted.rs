@@ -38,6 +38,10 @@ pub struct Behaviour {
     pub fault: Fault,
     /// Ignore max_tokens and produce this many tokens (the seed's 253 of 64).
     pub force_output_tokens: Option<u32>,
+    /// Serve POST /tokenize (llama.cpp, vLLM do; hosted APIs do not).
+    pub tokenizer: bool,
+    /// Answer slot actions like a llama-server started without `--slot-save-path`.
+    pub no_slot_save_path: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -65,6 +69,8 @@ impl Default for Behaviour {
             usage: true,
             fault: Fault::None,
             force_output_tokens: None,
+            tokenizer: true,
+            no_slot_save_path: false,
         }
     }
 }
@@ -78,10 +84,74 @@ pub struct Logged {
     pub at: std::time::Instant,
 }
 
+/// What the server has cached, per kind of server it imitates:
+/// - llama.cpp slots (`id_slot` in the body): a slot holds its last prompt; erase/save/restore;
+/// - agent-memory sessions (`X-Session-ID` header): an agent holds its last prompt in memory or, once
+///   evicted (`?evict_only=true`), on disk, from where the next request of the session reloads it;
+///   `DELETE /admin/caches` wipes every agent, in memory and on disk;
+/// - vLLM/SGLang automatic prefix caching (neither): every prompt is remembered in 16-token blocks,
+///   shared by all requests; `/reset_prefix_cache` and `/flush_cache` wipe it.
 #[derive(Default)]
 struct Slots {
     live: HashMap<u64, Vec<String>>,
     files: HashMap<String, Vec<String>>,
+    agents: HashMap<String, Vec<String>>,
+    agents_on_disk: HashMap<String, Vec<String>>,
+    prefixes: Vec<Vec<String>>,
+}
+
+/// vLLM's default KV block size: only whole blocks are shared between prompts.
+pub const PREFIX_BLOCK: usize = 16;
+
+fn common_prefix(a: &[String], b: &[String]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl Slots {
+    /// Prompt tokens served from the cache for this request, and the cache updated with it.
+    fn serve(&mut self, slot: Option<u64>, agent: Option<&str>, prompt: &[String]) -> u64 {
+        let keep_last = |n: usize| n.min(prompt.len().saturating_sub(1)) as u64;
+        if let Some(id) = slot {
+            let held = self.live.insert(id, prompt.to_vec()).unwrap_or_default();
+            return keep_last(common_prefix(&held, prompt));
+        }
+        if let Some(agent) = agent {
+            let held = match self.agents.remove(agent) {
+                Some(live) => live,
+                None => self.agents_on_disk.remove(agent).unwrap_or_default(),
+            };
+            self.agents.insert(agent.to_string(), prompt.to_vec());
+            return keep_last(common_prefix(&held, prompt));
+        }
+        let best = self.prefixes.iter().map(|p| common_prefix(p, prompt)).max().unwrap_or(0);
+        self.prefixes.push(prompt.to_vec());
+        keep_last(best / PREFIX_BLOCK * PREFIX_BLOCK)
+    }
+
+    /// The admin and agent endpoints of agent-memory and the cache resets of vLLM and SGLang.
+    /// Returns None for a path this server does not know.
+    fn admin(&mut self, method: &str, path: &str) -> Option<StatusCode> {
+        let (route, query) = path.split_once('?').unwrap_or((path, ""));
+        match (method, route) {
+            ("DELETE", "/admin/caches") => {
+                self.agents.clear();
+                self.agents_on_disk.clear();
+                self.prefixes.clear();
+            }
+            ("POST", "/reset_prefix_cache" | "/flush_cache") => self.prefixes.clear(),
+            ("DELETE", r) if r.starts_with("/v1/agents/oai_") => {
+                let agent = &r["/v1/agents/oai_".len()..];
+                let live = self.agents.remove(agent);
+                if query.contains("evict_only=true") {
+                    self.agents_on_disk.insert(agent.to_string(), live?);
+                } else if live.is_none() && self.agents_on_disk.remove(agent).is_none() {
+                    return Some(StatusCode::NOT_FOUND);
+                }
+            }
+            _ => return None,
+        }
+        Some(StatusCode::OK)
+    }
 }
 
 /// When the server handed each stream's first content chunk to the transport, keyed by the
@@ -172,15 +242,19 @@ async fn props(State(s): State<AppState>, headers: HeaderMap) -> impl IntoRespon
     axum::Json(json!({"total_slots": 2, "build_info": "scripted"}))
 }
 
-/// Any other call (preset actions of other servers): logged, answered 200 `{}`.
-async fn anything(State(s): State<AppState>, req: axum::extract::Request) -> impl IntoResponse {
+/// Any other call (preset actions of other servers): logged; the cache endpoints of agent-memory,
+/// vLLM and SGLang act on the cache (`Slots::admin`); anything else is answered 200 `{"ok": true}`.
+async fn anything(State(s): State<AppState>, req: axum::extract::Request) -> Response {
     let method = req.method().to_string();
     let path = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
     let headers = req.headers().clone();
     let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     record(&s, &method, &path, &headers, body);
-    axum::Json(json!({"ok": true}))
+    match s.slots.lock().unwrap().admin(&method, &path) {
+        Some(StatusCode::OK) | None => axum::Json(json!({"ok": true})).into_response(),
+        Some(status) => (status, "no such agent").into_response(),
+    }
 }
 
 /// Anthropic messages: whole JSON, or streamed as message_start (usage), text deltas, message_delta, stop.
@@ -239,11 +313,14 @@ fn words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
 }
 
-async fn tokenize(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> impl IntoResponse {
+async fn tokenize(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     record(&s, "POST", "/tokenize", &headers, body.clone());
+    if !s.behaviour.lock().unwrap().tokenizer {
+        return (StatusCode::NOT_FOUND, "File Not Found").into_response();
+    }
     let n = words(body["content"].as_str().unwrap_or("")).len();
-    axum::Json(json!({"tokens": vec![1; n]}))
+    axum::Json(json!({"tokens": vec![1; n]})).into_response()
 }
 
 async fn slot_action(
@@ -256,6 +333,14 @@ async fn slot_action(
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let action = q.get("action").cloned().unwrap_or_default();
     record(&s, "POST", &format!("/slots/{id}?action={action}"), &headers, body.clone());
+    if s.behaviour.lock().unwrap().no_slot_save_path && action != "erase" {
+        let message = "This server does not support slots action. Start it with `--slot-save-path`";
+        return (
+            StatusCode::NOT_IMPLEMENTED,
+            json!({"error": {"code": 501, "message": message}}).to_string(),
+        )
+            .into_response();
+    }
     let mut slots = s.slots.lock().unwrap();
     let file = body["filename"].as_str().unwrap_or("").to_string();
     match action.as_str() {
@@ -294,10 +379,12 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
     record(&s, "POST", "/v1/chat/completions", &headers, body.clone());
     let b = s.behaviour.lock().unwrap().clone();
     // Faults (and other quirks) hit only measured-size requests, so prompt calibration (max_tokens 1) and the
-    // warm-up (8) get through and the sweep reaches its measurements.
+    // warm-up (8) get through and the sweep reaches its measurements. A server without a tokenizer and
+    // without usage has no usage for calibration either: that is the point of scripting it.
     let max_tokens = body["max_tokens"].as_u64().unwrap_or(16) as u32;
     let b = if max_tokens < 20 {
-        Behaviour { first_token_ms: b.first_token_ms, token_ms: b.token_ms, ..Behaviour::default() }
+        let usage = b.usage || b.tokenizer;
+        Behaviour { first_token_ms: b.first_token_ms, token_ms: b.token_ms, usage, ..Behaviour::default() }
     } else {
         b
     };
@@ -311,19 +398,9 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
         _ => {}
     }
     let prompt = prompt_words(&body);
-    // Cache evidence like llama.cpp: common prefix with what the slot holds.
-    let slot = body["id_slot"].as_u64();
-    let cached = match slot {
-        Some(id) => {
-            let mut slots = s.slots.lock().unwrap();
-            let held = slots.live.get(&id).cloned().unwrap_or_default();
-            let common = held.iter().zip(&prompt).take_while(|(a, b)| a == b).count();
-            let cached = common.min(prompt.len().saturating_sub(1));
-            slots.live.insert(id, prompt.clone());
-            cached as u64
-        }
-        None => 0,
-    };
+    // Cache evidence like the server imitated: llama.cpp slot, agent-memory session, or vLLM prefix.
+    let agent = headers.get("x-session-id").and_then(|v| v.to_str().ok());
+    let cached = s.slots.lock().unwrap().serve(body["id_slot"].as_u64(), agent, &prompt);
     let input = prompt.len() as u64;
     let n_out = b.force_output_tokens.unwrap_or(max_tokens);
     // Prefill time scales with what is not cached, like a real server.

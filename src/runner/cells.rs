@@ -1,0 +1,253 @@
+//! The cell loop: for each cell of the plan, the thermal gate, the measurement, the annotations,
+//! and the durable append, then the decision to go on.
+//!
+//! A server that stops answering is detected here: a cell none of whose requests got an answer
+//! (refused, or no answer within --request-timeout) counts against the server, and after
+//! `UNANSWERED_CELLS` such cells in a row the sweep stops (exit 3) instead of paying a timeout per
+//! cell for the rest of the plan. Everything measured stays on disk; `--resume` finishes.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::{Ctx, Journal, batch, measure, setup};
+use crate::exit::Failure;
+use crate::progress::Progress;
+use crate::record::{CellKey, ErrorKind, Record, Scenario};
+use crate::store::{self, RecordWriter, TornTail};
+
+/// Cells in a row without any answer from the server after which it is taken for gone.
+pub const UNANSWERED_CELLS: usize = 3;
+
+/// How the cell loop ended.
+#[derive(Debug)]
+pub enum Stop {
+    Finished,
+    /// The server stopped answering; the text says how.
+    ServerGone(String),
+}
+
+pub struct CellLoop<'a> {
+    ctx: &'a Ctx,
+    gate: setup::ThermalGate,
+    journal: &'a Journal,
+    progress: Progress,
+    writer: RecordWriter,
+    cells: Vec<CellKey>,
+    pub measured: usize,
+    pub failed: usize,
+}
+
+impl<'a> CellLoop<'a> {
+    pub fn new(
+        ctx: &'a Ctx,
+        gate: setup::ThermalGate,
+        journal: &'a Journal,
+        note: &Progress,
+        done: BTreeSet<CellKey>,
+    ) -> Result<CellLoop<'a>, Failure> {
+        let all = ctx.config.matrix().cells(&ctx.model);
+        let cells: Vec<CellKey> = all.iter().filter(|c| !done.contains(*c)).cloned().collect();
+        if !done.is_empty() {
+            note.note(&format!("resuming: {} cells done, {} to go", all.len() - cells.len(), cells.len()));
+        }
+        let writer = RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
+        let progress = Progress::new(cells.len(), note.is_quiet());
+        Ok(CellLoop { ctx, gate, journal, progress, writer, cells, measured: 0, failed: 0 })
+    }
+
+    pub async fn run(&mut self) -> Result<Stop, Failure> {
+        let mut unanswered = 0;
+        let cells = std::mem::take(&mut self.cells);
+        for (i, cell) in cells.iter().enumerate() {
+            let records = self.one(i, cell).await?;
+            unanswered = if records.iter().all(unanswered_record) { unanswered + 1 } else { 0 };
+            if unanswered >= UNANSWERED_CELLS {
+                let how = if records.iter().any(|r| error_kind(r) == Some(ErrorKind::Timeout)) {
+                    format!(
+                        "the server at {} gave no answer within the request timeout for {UNANSWERED_CELLS} \
+                         cells in a row: it is wedged",
+                        self.ctx.config.server
+                    )
+                } else {
+                    format!(
+                        "the server at {} refused {UNANSWERED_CELLS} cells in a row: it is down",
+                        self.ctx.config.server
+                    )
+                };
+                return Ok(Stop::ServerGone(how));
+            }
+        }
+        self.progress.finish();
+        Ok(Stop::Finished)
+    }
+
+    /// Measures one cell and appends its records (each fsync'd) before anything else happens.
+    async fn one(&mut self, i: usize, cell: &CellKey) -> Result<Vec<Record>, Failure> {
+        let label = format!("{cell:#}");
+        let mut thermal =
+            if i == 0 { self.gate.first() } else { self.gate.wait(self.ctx, &self.progress).await };
+        self.progress.cell(i, &label);
+        if is_staggered(cell) {
+            self.calibrate_stagger().await?;
+        }
+        thermal.before = snapshot().await;
+        let mut records = execute(self.ctx, cell).await;
+        thermal.after = snapshot().await;
+        for r in &mut records {
+            match r {
+                Record::Measurement(m) => m.thermal = Some(thermal.clone()),
+                Record::Staggered(s) => s.thermal = Some(thermal.clone()),
+                Record::Group(_) => {}
+            }
+        }
+        for r in &records {
+            self.writer.append(r).map_err(|e| Failure::io(e.to_string()))?;
+        }
+        self.measured += 1;
+        if records.iter().any(|r| !r.is_good()) {
+            self.failed += 1;
+        }
+        self.progress.done(i, &label, &summary(&records));
+        Ok(records)
+    }
+
+    /// The staggered delay, when it is a share of A's duration: measured once, right before the
+    /// first pair, and recorded in run.json.
+    async fn calibrate_stagger(&mut self) -> Result<(), Failure> {
+        let ctx = self.ctx;
+        let share = ctx.config.staggered.as_ref().and_then(|s| s.delay_share_of_a);
+        let (Some(share), None) = (share, ctx.stagger_delay.get()) else { return Ok(()) };
+        self.progress.note("calibrating the staggered delay (one unmeasured request as user A) ...");
+        let calibrated = setup::calibrate_stagger(ctx, share).await;
+        if let Ok(c) = &calibrated {
+            let c = c.clone();
+            self.journal.update(|m| m.stagger_calibration = Some(c))?;
+        }
+        let _ = ctx.stagger_delay.set(calibrated.map(|c| c.delay_ms));
+        Ok(())
+    }
+}
+
+/// Host and GPU temperatures (sysinfo, nvidia-smi): blocking calls, kept off the async workers.
+async fn snapshot() -> Option<serde_json::Value> {
+    tokio::task::spawn_blocking(crate::thermal::host_snapshot).await.ok().filter(|v| !v.is_null())
+}
+
+async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
+    if let Err(error) = measure::begin_cell(ctx).await {
+        return vec![failed_cell(ctx, cell, error)];
+    }
+    let records = match cell.scenario {
+        Scenario::Cold | Scenario::Warm | Scenario::Hot => {
+            let m = match measure::prepare(ctx, cell, 0).await {
+                Ok(ready) => {
+                    let fired = measure::fire(ctx, &ready).await;
+                    measure::finish(ctx, ready, fired, None).await
+                }
+                Err(m) => *m,
+            };
+            vec![Record::Measurement(Box::new(m))]
+        }
+        Scenario::Concurrent => batch::concurrent(ctx, cell).await,
+        Scenario::StaggeredBatched | Scenario::StaggeredSequential => vec![batch::staggered(ctx, cell).await],
+    };
+    // A failed global cleanup leaves the next cell's state unknown; its own reset deals with it.
+    let _ = measure::end_cell(ctx).await;
+    records
+}
+
+/// The record of a cell whose global reset failed: nothing was measured.
+fn failed_cell(ctx: &Ctx, cell: &CellKey, error: crate::record::ErrorInfo) -> Record {
+    let mut m = measure::blank(ctx, cell, 0, "");
+    m.error = Some(error);
+    Record::Measurement(Box::new(m))
+}
+
+fn is_staggered(cell: &CellKey) -> bool {
+    matches!(cell.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
+}
+
+fn error_kind(r: &Record) -> Option<ErrorKind> {
+    match r {
+        Record::Measurement(m) => m.error.as_ref().map(|e| e.kind),
+        Record::Staggered(s) => s.error.as_ref().map(|e| e.kind),
+        Record::Group(g) => g.error.as_ref().map(|e| e.kind),
+    }
+}
+
+/// A record whose request got no answer at all: refused, or nothing within the timeout.
+fn unanswered_record(r: &Record) -> bool {
+    matches!(error_kind(r), Some(ErrorKind::Connect | ErrorKind::Timeout))
+}
+
+/// Cells with a good record (a batch: a complete, good batch): `--resume` skips them. An empty
+/// or missing measurements file means nothing is done yet.
+pub fn completed(run_dir: &Path) -> Result<BTreeSet<CellKey>, Failure> {
+    let path = run_dir.join(store::MEASUREMENTS_FILE);
+    if !path.exists() {
+        return Ok(BTreeSet::new());
+    }
+    let records = store::read_records(&path, TornTail::Skip).map_err(|e| Failure::usage(e.to_string()))?;
+    let mut good = BTreeSet::new();
+    for r in &records {
+        match r {
+            Record::Measurement(m) if m.group_id.is_none() && r.is_good() => {
+                good.insert(m.cell.clone());
+            }
+            Record::Staggered(s) if r.is_good() => {
+                good.insert(s.cell.clone());
+            }
+            _ => {}
+        }
+    }
+    for b in crate::results::batch::batches(&records) {
+        if b.is_good() {
+            good.insert(b.cell.clone());
+        }
+    }
+    Ok(good)
+}
+
+fn summary(records: &[Record]) -> String {
+    let mut parts = Vec::new();
+    for r in records {
+        match r {
+            Record::Measurement(m) => parts.push(match (&m.error, m.ttft_ms, m.e2e_ms) {
+                (Some(e), _, _) => format!("error {}: {}", e.kind.as_str(), clip(&e.message)),
+                (None, Some(t), _) => format!("ttft {t:.1} ms"),
+                (None, None, Some(e)) => format!("e2e {e:.1} ms"),
+                _ => "no timing".into(),
+            }),
+            Record::Staggered(s) => parts.push(format!(
+                "B waited {:.1} ms from wall start{}",
+                s.user_b_ttft_from_wall_start_ms.unwrap_or(f64::NAN),
+                if s.overlapped == Some(false) { " (did not overlap A)" } else { "" }
+            )),
+            Record::Group(g) => {
+                parts.push(format!("wall {:.1} ms, {:.1} tok/s", g.wall_ms, g.system_tps.unwrap_or(0.0)))
+            }
+        }
+    }
+    let mut text = parts.join("; ");
+    let failed_gate = |m: &crate::record::Measurement| !m.quality_ok && m.error.is_none();
+    if records.iter().any(|r| matches!(r, Record::Measurement(m) if failed_gate(m))) {
+        let flags: BTreeSet<&str> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Measurement(m) => Some(m),
+                _ => None,
+            })
+            .flat_map(|m| m.quality_flags.iter().filter(|f| f.fails_gate).map(|f| f.flag.as_str()))
+            .collect();
+        text.push_str(&format!(" (failed: {})", flags.into_iter().collect::<Vec<_>>().join(", ")));
+    }
+    text
+}
+
+fn clip(s: &str) -> String {
+    let mut out: String = s.chars().take(120).collect();
+    if s.chars().count() > 120 {
+        out.push('…');
+    }
+    out
+}

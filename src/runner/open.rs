@@ -1,0 +1,137 @@
+//! Which run: a new one (config from flags and scenario), or a resumed one (config from its
+//! run.json; only connection settings may change). Either way the run directory is locked against
+//! a second sweep, and run.json exists before any record can be written.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::Journal;
+use crate::cli::SweepArgs;
+use crate::config::{self, SweepConfig};
+use crate::exit::Failure;
+use crate::meta::{self, Harness, HostFacts, Resumption, RunMeta, RunStatus, ServerInfo};
+use crate::record::SCHEMA_VERSION;
+use crate::store::{self, RunLock};
+
+pub struct Opened {
+    pub config: SweepConfig,
+    pub journal: Journal,
+    pub resumed: bool,
+    pub lock: RunLock,
+}
+
+pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
+    let (config, dir, meta, resumed) = match &args.resume {
+        None => new_run(args)?,
+        Some(dir) => resumed_run(args, dir)?,
+    };
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::io(format!("cannot create {}: {e}", dir.display())))?;
+    let lock = RunLock::acquire(&dir).map_err(|e| Failure::usage(e.to_string()))?;
+    let journal = Journal { dir, meta: Arc::new(Mutex::new(meta)) };
+    // run.json first: a run killed at any later point can be resumed.
+    journal.update(|_| {})?;
+    store::RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
+    Ok(Opened { config, journal, resumed, lock })
+}
+
+fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
+    let config = config::resolve(args)?;
+    let label: Vec<&str> = config.cache_states.iter().map(|c| c.as_str()).collect();
+    let run_id = args.run_id.clone().unwrap_or_else(|| meta::new_run_id(&label.join("-")));
+    if run_id.is_empty() || run_id.contains(['/', '\\']) || run_id.starts_with('.') {
+        return Err(Failure::usage(format!("--run-id {run_id:?}: must be a plain directory name")));
+    }
+    let dir = config.out_dir.join(&run_id);
+    if dir.join(store::RUN_FILE).exists() || dir.join(store::MEASUREMENTS_FILE).exists() {
+        return Err(Failure::usage(format!(
+            "{} is an existing run; finish it with --resume {0} or choose another --run-id",
+            dir.display()
+        )));
+    }
+    let meta = RunMeta {
+        schema_version: SCHEMA_VERSION,
+        run_id,
+        harness: Harness::current(),
+        started_at: meta::now_rfc3339(),
+        ended_at: None,
+        status: RunStatus::Running,
+        resumed_at: Vec::new(),
+        config: config.clone(),
+        server: ServerInfo::default(),
+        host: HostFacts::collect(),
+        prompt_sizing: None,
+        thermal_baseline: None,
+        physics: None,
+        stagger_calibration: None,
+    };
+    Ok((config, dir, meta, false))
+}
+
+/// Settings a resume may not change: everything that says what is measured. The connection
+/// settings (`cli::ConnectionArgs`) may change and are recorded.
+fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
+    let plan = serde_json::to_value(&args.plan).map_err(|e| Failure::internal(e.to_string()))?;
+    let mut given: Vec<String> = plan
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, _)| format!("--{}", k.replace('_', "-")))
+        .collect();
+    for (flag, set) in [("--scenario", args.scenario.is_some()), ("--run-id", args.run_id.is_some())] {
+        if set {
+            given.push(flag.to_string());
+        }
+    }
+    if args.out.is_some() {
+        given.push("--out".into());
+    }
+    match given.first() {
+        None => Ok(()),
+        Some(flag) => Err(Failure::usage(format!(
+            "{flag} cannot be combined with --resume: what a run measures is fixed in its run.json \
+             (only --server, --api-key-env and --request-timeout may change); start a new run instead"
+        ))),
+    }
+}
+
+fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
+    refuse_plan_changes(args)?;
+    let path = dir.join(store::RUN_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Failure::usage(format!("--resume {}: cannot read {}: {e}", dir.display(), path.display()))
+    })?;
+    let mut meta: RunMeta = serde_json::from_str(&text)
+        .map_err(|e| Failure::usage(format!("{}:{}: not a bench run.json: {e}", path.display(), e.line())))?;
+    let c = &args.connection;
+    let mut changed = BTreeMap::new();
+    meta.config.server_url = meta.config.server.clone();
+    if let Some(server) = &c.server {
+        let url = config::validate_server(server).map_err(|m| Failure::usage(format!("--server: {m}")))?;
+        meta.config.server = crate::secrets::redact_url(&url);
+        meta.config.server_url = url;
+        changed.insert("server".to_string(), meta.config.server.clone());
+    } else if meta.config.server.contains(crate::secrets::MASK) {
+        return Err(Failure::usage(format!(
+            "{}: the server URL had credentials, which are never written out: pass --server again",
+            path.display()
+        )));
+    }
+    if let Some(var) = &c.api_key_env {
+        meta.config.api_key_env = Some(var.clone());
+        changed.insert("api_key_env".to_string(), var.clone());
+    }
+    if let Some(timeout) = c.request_timeout {
+        if timeout.secs() <= 0.0 {
+            return Err(Failure::usage("--request-timeout: must be more than 0"));
+        }
+        meta.config.request_timeout_s = timeout.secs();
+        changed.insert("request_timeout_s".to_string(), timeout.secs().to_string());
+    }
+    meta.resumed_at.push(Resumption { at: meta::now_rfc3339(), changed });
+    meta.status = RunStatus::Running;
+    meta.ended_at = None;
+    Ok((meta.config.clone(), dir.to_path_buf(), meta, true))
+}
