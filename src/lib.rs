@@ -10,6 +10,7 @@ pub mod exit;
 pub mod load;
 pub mod merge;
 pub mod meta;
+pub mod metrics;
 pub mod origin;
 pub mod output;
 pub mod physics;

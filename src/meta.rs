@@ -87,8 +87,10 @@ pub struct PhysicsProfiles {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StaggerCalibration {
-    /// User A's end-to-end time alone (one unmeasured request at the staggered context).
+    /// User A's end-to-end time alone: the median of unmeasured requests at the staggered context.
     pub a_e2e_ms: f64,
+    #[serde(default)]
+    pub a_e2e_samples_ms: Vec<f64>,
     pub share_of_a: f64,
     /// The delay B is sent after A: share x A's duration.
     pub delay_ms: f64,

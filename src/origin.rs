@@ -272,6 +272,7 @@ fn measurement_records(cx: &Context, cell: CellKey, r: MeasurementRow) -> Vec<Re
             // The origin judged the batch as a whole: a failed verdict counts every request.
             requests_ok: if good { cell.batch_size } else { 0 },
             requests_failed: if good { 0 } else { cell.batch_size },
+            server_metrics: None,
             error: error.clone(),
         })));
     }

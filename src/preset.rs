@@ -69,21 +69,21 @@ pub struct RequestBinding {
     pub headers: BTreeMap<String, String>,
 }
 
-/// Which Prometheus counters say what the server computed.
+/// Which Prometheus counters say what the server computed (see `metrics`).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsSpec {
     #[serde(default = "default_metrics_path")]
     pub path: String,
-    /// Prompt tokens the server computed (prefilled), e.g. `llamacpp:prompt_tokens_total`.
+    /// Prompt tokens computed (prefilled), cached ones excluded: `llamacpp:prompt_tokens_total`.
+    #[serde(default)]
+    pub computed_tokens: Option<String>,
+    /// All prompt tokens, cached ones included: `vllm:prompt_tokens_total`.
     #[serde(default)]
     pub prompt_tokens: Option<String>,
-    /// Prefix-cache hits, in tokens or blocks (e.g. `vllm:prefix_cache_hits_total`).
+    /// Prompt tokens served from a cache: `vllm:prefix_cache_hits_total`.
     #[serde(default)]
-    pub cache_hits: Option<String>,
-    /// Prefix-cache queries, same unit as the hits (e.g. `vllm:prefix_cache_queries_total`).
-    #[serde(default)]
-    pub cache_queries: Option<String>,
+    pub cached_tokens: Option<String>,
 }
 
 fn default_metrics_path() -> String {

@@ -281,6 +281,9 @@ pub struct Measurement {
     pub server_timings: Option<serde_json::Value>,
     /// What the preset's stats endpoint said after the measurement (e.g. agent-memory cache pool).
     pub server_stats: Option<serde_json::Value>,
+    /// The server's Prometheus counters, before vs after the measured request (batch 1 only).
+    #[serde(default)]
+    pub server_metrics: Option<crate::metrics::MetricsDelta>,
     pub quality_ok: bool,
     pub quality_flags: Vec<QualityFlag>,
     pub thermal: Option<ThermalRecord>,
@@ -416,6 +419,9 @@ pub struct GroupRecord {
     pub total_output_tokens: u64,
     pub requests_ok: u32,
     pub requests_failed: u32,
+    /// The server's Prometheus counters, before vs after the whole batch.
+    #[serde(default)]
+    pub server_metrics: Option<crate::metrics::MetricsDelta>,
     pub error: Option<ErrorInfo>,
 }
 

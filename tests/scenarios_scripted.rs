@@ -20,7 +20,7 @@ fn sweep(url: &str, out: &std::path::Path, args: &[&str]) -> std::process::Outpu
 fn sequence(log: &[Logged], n: usize) -> Vec<String> {
     let lines: Vec<String> = log
         .iter()
-        .filter(|l| l.path != "/tokenize")
+        .filter(|l| l.path != "/tokenize" && l.path != "/metrics")
         .map(|l| {
             if l.path == "/v1/chat/completions" {
                 let stream = if l.body["stream"] == true { "stream" } else { "whole" };
@@ -89,6 +89,15 @@ fn llama_cpp_cold_warm_hot_sequences_and_evidence() {
     }
     assert_eq!(cold["cache_evidence"]["cached_tokens"], 0);
     assert_eq!(warm["cache_evidence"]["cached_tokens"], 255, "everything but the last prompt token");
+    // The server's Prometheus counters around the measured request say the same.
+    assert_eq!(cold["server_metrics"]["computed_tokens"], 256.0);
+    assert_eq!(warm["server_metrics"]["computed_tokens"], 1.0);
+    assert_eq!(warm["server_metrics"]["cached_tokens"], 255.0);
+    // Brackets: a metrics scrape right before the measured request and right after it.
+    let log = server.log();
+    let measured = log.iter().rposition(|l| l.path == "/v1/chat/completions").unwrap();
+    assert_eq!(log[measured - 1].path, "/metrics");
+    assert_eq!(log[measured + 1].path, "/metrics");
     let reload = warm["reload_ms"].as_f64().unwrap();
     assert!(warm["ttft_ms"].as_f64().unwrap() > reload, "the reload is inside the measured TTFT");
     assert!(cold["reload_ms"].is_null());

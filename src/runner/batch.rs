@@ -31,12 +31,15 @@ pub async fn concurrent(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
             Err(m) => records.push(*m),
         }
     }
+    let before = ctx.metrics().await;
     let (release, fired) = release_together(ready.len(), |i| measure::fire(ctx, &ready[i])).await;
+    let metrics = ctx.metrics_since(before).await;
     for (r, f) in ready.into_iter().zip(fired) {
-        records.push(measure::finish(ctx, r, f, Some(release)).await);
+        records.push(measure::finish(ctx, r, f, Some(release), None).await);
     }
     records.sort_by_key(|m| m.request_index);
-    let group = group_record(&ctx.run_id, cell, &group_id, &records);
+    let mut group = group_record(&ctx.run_id, cell, &group_id, &records);
+    group.server_metrics = metrics;
     let mut out: Vec<Record> = records
         .into_iter()
         .map(|mut m| {
@@ -84,6 +87,7 @@ pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Mea
         total_output_tokens,
         requests_ok: ok.len() as u32,
         requests_failed: failed,
+        server_metrics: None,
         error: (failed > 0).then(|| {
             let kind =
                 records.iter().find_map(|m| m.error.as_ref().map(|e| e.kind)).unwrap_or(ErrorKind::Transport);
@@ -120,8 +124,8 @@ pub async fn staggered(ctx: &Ctx, cell: &CellKey) -> Record {
     };
     let ready = [&a, &b];
     let (fired_a, fired_b, arrival_ms) = stagger(batched, delay_ms, |i| measure::fire(ctx, ready[i])).await;
-    let ma = measure::finish(ctx, a, fired_a, None).await;
-    let mb = measure::finish(ctx, b, fired_b, None).await;
+    let ma = measure::finish(ctx, a, fired_a, None, None).await;
+    let mb = measure::finish(ctx, b, fired_b, None, None).await;
     fill_staggered(&mut rec, &ma, &mb, arrival_ms);
     Record::Staggered(Box::new(rec))
 }

@@ -141,8 +141,10 @@ async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
         Scenario::Cold | Scenario::Warm | Scenario::Hot => {
             let m = match measure::prepare(ctx, cell, 0).await {
                 Ok(ready) => {
+                    let before = ctx.metrics().await;
                     let fired = measure::fire(ctx, &ready).await;
-                    measure::finish(ctx, ready, fired, None).await
+                    let metrics = ctx.metrics_since(before).await;
+                    measure::finish(ctx, ready, fired, None, metrics).await
                 }
                 Err(m) => *m,
             };

@@ -11,6 +11,7 @@
 use tokio::time::Instant;
 
 use crate::client::{ChatRequest, Exchange, Message};
+use crate::metrics::MetricsDelta;
 use crate::preset::{Scope, Session};
 use crate::record::{
     self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, SCHEMA_VERSION,
@@ -205,8 +206,15 @@ pub async fn fire(ctx: &Ctx, ready: &Ready) -> Fired {
     Fired { exchange, window_start, reload_ms, error: None }
 }
 
-/// Cleans the session up and builds the record. `release` is when the request was due (batches).
-pub async fn finish(ctx: &Ctx, ready: Ready, fired: Fired, release: Option<Instant>) -> Measurement {
+/// Cleans the session up and builds the record. `release` is when the request was due (batches);
+/// `metrics` the server's counters over the request, when it has them.
+pub async fn finish(
+    ctx: &Ctx,
+    ready: Ready,
+    fired: Fired,
+    release: Option<Instant>,
+    metrics: Option<MetricsDelta>,
+) -> Measurement {
     let p = &ctx.preset;
     let cleanup = p.run(&ctx.client, "cleanup", &p.cleanup, Some(Scope::Session), &ready.session).await;
     let stats = p.fetch_stats(&ctx.client, &ready.session).await;
@@ -219,7 +227,7 @@ pub async fn finish(ctx: &Ctx, ready: Ready, fired: Fired, release: Option<Insta
         m.error = Some(error);
         return m;
     }
-    record_exchange(&mut m, &fired, release);
+    record_exchange(&mut m, &fired, release, metrics);
     if let (None, Err(e)) = (&m.error, cleanup) {
         m.error = Some(ErrorInfo::new(e.kind, e.to_string()));
     }
@@ -229,7 +237,12 @@ pub async fn finish(ctx: &Ctx, ready: Ready, fired: Fired, release: Option<Insta
 
 /// The exchange's numbers, with offsets counted from the opening of the timed window (so a warm
 /// reload is inside TTFT).
-fn record_exchange(m: &mut Measurement, fired: &Fired, release: Option<Instant>) {
+fn record_exchange(
+    m: &mut Measurement,
+    fired: &Fired,
+    release: Option<Instant>,
+    metrics: Option<MetricsDelta>,
+) {
     let ex = &fired.exchange;
     let window = fired.window_start.into_std();
     let shift = ex.start.map_or(0.0, |s| s.saturating_duration_since(window).as_secs_f64() * 1000.0);
@@ -250,7 +263,8 @@ fn record_exchange(m: &mut Measurement, fired: &Fired, release: Option<Instant>)
     m.prefill_tps = record::prefill_tps(m.input_tokens, m.ttft_ms);
     m.finish_reason = ex.finish_reason.clone();
     m.output_sample = record::output_sample(&ex.full_output());
-    m.cache_evidence = evidence(ex);
+    m.cache_evidence = evidence(ex).or_else(|| metrics.as_ref().and_then(MetricsDelta::evidence));
+    m.server_metrics = metrics;
     m.cache_state_confirmed = m
         .cache_evidence
         .as_ref()

@@ -72,6 +72,22 @@ impl Ctx {
         }
     }
 
+    /// The server's counters now, when the preset names some (outside every timed window).
+    pub async fn metrics(&self) -> Option<crate::metrics::Snapshot> {
+        let spec = self.preset.metrics.as_ref()?;
+        crate::metrics::snapshot(&self.client, spec, Duration::from_secs_f64(self.config.request_timeout_s))
+            .await
+    }
+
+    /// The counters' change since `before`.
+    pub async fn metrics_since(
+        &self,
+        before: Option<crate::metrics::Snapshot>,
+    ) -> Option<crate::metrics::MetricsDelta> {
+        let (spec, before) = (self.preset.metrics.as_ref()?, before?);
+        Some(crate::metrics::delta(spec, &before, &self.metrics().await?))
+    }
+
     /// Quality gate, cache-state gate and (where configured) physical ceilings of a finished
     /// measurement. A row whose cache evidence contradicts its claimed state is a failed
     /// measurement, exactly like a failed quality gate: it must not count as a warm or hot number.

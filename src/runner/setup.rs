@@ -316,22 +316,35 @@ async fn unmeasured(ctx: &Ctx, text: String, max_tokens: u32, stream: bool) -> c
     ex
 }
 
-/// User A's duration alone at the staggered context, for a delay given as a share of it: one
-/// unmeasured streaming request, as A will be sent.
+/// User A's duration alone at the staggered context, for a delay given as a share of it: the
+/// median of `STAGGER_CALIBRATIONS` unmeasured streaming requests, sent as A will be (one alone is
+/// at the mercy of a single slow request).
 pub async fn calibrate_stagger(ctx: &Ctx, share: f64) -> Result<StaggerCalibration, ErrorInfo> {
     let context = ctx.config.staggered.as_ref().map_or(4096, |s| s.context_tokens);
-    let nonce = ctx.nonces.next();
-    let prompt = ctx
-        .sizer
-        .build(&ctx.client, context, ctx.config.seed ^ 0x57A6, nonce)
-        .await
-        .map_err(|e| ErrorInfo::new(e.kind, format!("stagger calibration: {e}")))?;
-    let ex = unmeasured(ctx, prompt.text, ctx.config.output_tokens, true).await;
-    if let Some(e) = ex.error {
-        return Err(ErrorInfo::new(e.kind, format!("stagger calibration: {}", e.message)));
+    let mut durations = Vec::new();
+    for _ in 0..STAGGER_CALIBRATIONS {
+        let nonce = ctx.nonces.next();
+        let prompt = ctx
+            .sizer
+            .build(&ctx.client, context, ctx.config.seed ^ 0x57A6, nonce)
+            .await
+            .map_err(|e| ErrorInfo::new(e.kind, format!("stagger calibration: {e}")))?;
+        let ex = unmeasured(ctx, prompt.text, ctx.config.output_tokens, true).await;
+        if let Some(e) = ex.error {
+            return Err(ErrorInfo::new(e.kind, format!("stagger calibration: {}", e.message)));
+        }
+        durations.extend(ex.e2e_ms.filter(|&e| e > 0.0));
     }
-    let a_e2e_ms = ex.e2e_ms.filter(|&e| e > 0.0).ok_or_else(|| {
-        ErrorInfo::new(ErrorKind::Protocol, "stagger calibration: the request reported no duration")
+    let a_e2e_ms = crate::stats::median(&durations).ok_or_else(|| {
+        ErrorInfo::new(ErrorKind::Protocol, "stagger calibration: the requests reported no duration")
     })?;
-    Ok(StaggerCalibration { a_e2e_ms, share_of_a: share, delay_ms: a_e2e_ms * share })
+    Ok(StaggerCalibration {
+        a_e2e_ms,
+        a_e2e_samples_ms: durations,
+        share_of_a: share,
+        delay_ms: a_e2e_ms * share,
+    })
 }
+
+/// Calibration requests behind a staggered delay given as a share of user A.
+const STAGGER_CALIBRATIONS: usize = 3;

@@ -98,6 +98,9 @@ struct Slots {
     agents: HashMap<String, Vec<String>>,
     agents_on_disk: HashMap<String, Vec<String>>,
     prefixes: Vec<Vec<String>>,
+    /// llama.cpp's /metrics counters: prompt tokens computed, and served from the cache.
+    computed_total: u64,
+    cached_total: u64,
 }
 
 /// vLLM's default KV block size: only whole blocks are shared between prompts.
@@ -110,6 +113,13 @@ fn common_prefix(a: &[String], b: &[String]) -> usize {
 impl Slots {
     /// Prompt tokens served from the cache for this request, and the cache updated with it.
     fn serve(&mut self, slot: Option<u64>, agent: Option<&str>, prompt: &[String]) -> u64 {
+        let cached = self.lookup(slot, agent, prompt);
+        self.cached_total += cached;
+        self.computed_total += prompt.len() as u64 - cached;
+        cached
+    }
+
+    fn lookup(&mut self, slot: Option<u64>, agent: Option<&str>, prompt: &[String]) -> u64 {
         let keep_last = |n: usize| n.min(prompt.len().saturating_sub(1)) as u64;
         if let Some(id) = slot {
             let held = self.live.insert(id, prompt.to_vec()).unwrap_or_default();
@@ -188,6 +198,7 @@ impl Scripted {
             .route("/v1/models", get(models))
             .route("/props", get(props))
             .route("/tokenize", post(tokenize))
+            .route("/metrics", get(metrics))
             .route("/slots/{id}", post(slot_action))
             .route("/v1/chat/completions", post(chat))
             .route("/v1/messages", post(messages))
@@ -235,6 +246,17 @@ fn record(state: &AppState, method: &str, path: &str, headers: &HeaderMap, body:
 async fn models(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
     record(&s, "GET", "/v1/models", &headers, Value::Null);
     axum::Json(json!({"object": "list", "data": [{"id": "scripted-model", "object": "model"}]}))
+}
+
+/// llama.cpp's Prometheus page (the two counters the llama.cpp preset reads).
+async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    record(&s, "GET", "/metrics", &headers, Value::Null);
+    let slots = s.slots.lock().unwrap();
+    format!(
+        "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total {}\n\
+         # TYPE llamacpp:prompt_tokens_cached_total counter\nllamacpp:prompt_tokens_cached_total {}\n",
+        slots.computed_total, slots.cached_total
+    )
 }
 
 async fn props(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
