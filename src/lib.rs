@@ -1,7 +1,7 @@
 //! ttft-bench: measures LLM inference servers (TTFT, decode, cache states) with integrity checks.
 //!
-//! Data flows one way (see DESIGN.md): cli -> config -> plan -> runner (client, preset, prompt)
-//! -> record -> store; merge / verify / report only read records.
+//! Data flows one way (docs/design.md#architecture): cli -> config -> plan -> runner (client,
+//! preset, prompt, metrics) -> record -> store; results -> merge / verify / report only read records.
 
 pub mod cli;
 pub mod client;
