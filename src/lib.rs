@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod cost;
 pub mod exit;
 pub mod load;
 pub mod merge;

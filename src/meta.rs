@@ -41,6 +41,17 @@ pub struct RunMeta {
     /// How the staggered pair's delay was set, when it is a share of user A's duration.
     #[serde(default)]
     pub stagger_calibration: Option<StaggerCalibration>,
+    /// The cost model's forecast of this run, made before the first cell.
+    #[serde(default)]
+    pub forecast: Option<Forecast>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Forecast {
+    pub rates: crate::cost::Rates,
+    /// Expected seconds for the cells still to measure when the forecast was made.
+    pub eta_s: f64,
+    pub cells: usize,
 }
 
 /// One `--resume`: when, and the connection settings it changed (names and values; a key's value

@@ -10,7 +10,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::{Ctx, Journal, batch, measure, setup};
+use crate::cost::{self, Rates};
 use crate::exit::Failure;
+use crate::meta::Forecast;
 use crate::progress::Progress;
 use crate::record::{CellKey, ErrorKind, Record, Scenario};
 use crate::store::{self, RecordWriter, TornTail};
@@ -35,6 +37,8 @@ pub struct CellLoop<'a> {
     cells: Vec<CellKey>,
     pub measured: usize,
     pub failed: usize,
+    /// The cost model's forecast for the cells of this loop, seconds.
+    pub eta_s: Option<f64>,
 }
 
 impl<'a> CellLoop<'a> {
@@ -44,6 +48,7 @@ impl<'a> CellLoop<'a> {
         journal: &'a Journal,
         note: &Progress,
         done: BTreeSet<CellKey>,
+        rates: Option<Rates>,
     ) -> Result<CellLoop<'a>, Failure> {
         let all = ctx.config.matrix().cells(&ctx.model);
         let cells: Vec<CellKey> = all.iter().filter(|c| !done.contains(*c)).cloned().collect();
@@ -51,8 +56,22 @@ impl<'a> CellLoop<'a> {
             note.note(&format!("resuming: {} cells done, {} to go", all.len() - cells.len(), cells.len()));
         }
         let writer = RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
-        let progress = Progress::new(cells.len(), note.is_quiet());
-        Ok(CellLoop { ctx, gate, journal, progress, writer, cells, measured: 0, failed: 0 })
+        let (progress, eta_s) = match rates {
+            Some(rates) => {
+                let (costs, eta_s) = cost::estimate(&cells, &ctx.config, &rates);
+                note.note(&format!(
+                    "{} cells, forecast {} ({})",
+                    cells.len(),
+                    humantime::format_duration(std::time::Duration::from_secs(eta_s.round() as u64)),
+                    rates.source
+                ));
+                let forecast = Forecast { rates, eta_s, cells: cells.len() };
+                journal.update(|m| m.forecast = Some(forecast))?;
+                (Progress::weighted(costs, note.is_quiet()), Some(eta_s))
+            }
+            None => (Progress::new(cells.len(), note.is_quiet()), None),
+        };
+        Ok(CellLoop { ctx, gate, journal, progress, writer, cells, measured: 0, failed: 0, eta_s })
     }
 
     pub async fn run(&mut self) -> Result<Stop, Failure> {

@@ -135,7 +135,14 @@ impl Journal {
 
 /// How the work ended, as `close` reports it.
 pub enum Outcome {
-    Done { stop: Stop, measured: usize, failed: usize },
+    /// The cell loop ended; `took_s` is its duration, `eta_s` what the cost model expected.
+    Done {
+        stop: Stop,
+        measured: usize,
+        failed: usize,
+        took_s: f64,
+        eta_s: Option<f64>,
+    },
     Signal,
     Failed(Failure),
 }
@@ -190,9 +197,13 @@ async fn work(
     let done = if resumed { cells::completed(journal.dir())? } else { Default::default() };
     let gate = setup::ThermalGate::start(&ctx, &progress).await;
     journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;
-    let mut cells = cells::CellLoop::new(&ctx, gate, &journal, &progress, done)?;
+    progress.note("calibrating the cost model (two cold requests) ...");
+    let rates = setup::calibrate_rates(&ctx, gate.probe_s()).await;
+    let mut cells = cells::CellLoop::new(&ctx, gate, &journal, &progress, done, rates)?;
+    let started = std::time::Instant::now();
     let stop = cells.run().await?;
-    Ok(Outcome::Done { stop, measured: cells.measured, failed: cells.failed })
+    let took_s = started.elapsed().as_secs_f64();
+    Ok(Outcome::Done { stop, measured: cells.measured, failed: cells.failed, took_s, eta_s: cells.eta_s })
 }
 
 /// Ends run.json and says what happened. Every path leaves run.json saying how the run ended.
@@ -223,12 +234,13 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Exi
             );
             exit::SERVER
         }
-        Outcome::Done { stop: Stop::Finished, measured, failed } => {
+        Outcome::Done { stop: Stop::Finished, measured, failed, took_s, eta_s } => {
             if !quiet {
                 eprintln!(
                     "{measured} cells measured, {failed} with errors, failed quality or unconfirmed cache \
                      state; records in {dir}"
                 );
+                eprintln!("{}", forecast_line(took_s, eta_s));
             }
             crate::output::println(&dir.to_string())?;
             if failed > 0 { exit::FINDINGS } else { exit::SUCCESS }
@@ -236,6 +248,22 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Exi
     };
     written?;
     Ok(exit::code(code))
+}
+
+/// "took 1m 21s (forecast 1m 15s, -7%)": the cost model judged against the run.
+fn forecast_line(took_s: f64, eta_s: Option<f64>) -> String {
+    let show = |s: f64| humantime::format_duration(Duration::from_secs(s.round() as u64)).to_string();
+    match eta_s {
+        Some(eta) if eta > 0.0 => {
+            format!(
+                "took {} (forecast {}, {:+.0}%)",
+                show(took_s),
+                show(eta),
+                100.0 * (eta - took_s) / took_s.max(1e-9)
+            )
+        }
+        _ => format!("took {} (no forecast: the cost model could not be calibrated)", show(took_s)),
+    }
 }
 
 async fn shutdown_signal() {

@@ -65,6 +65,7 @@ fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Fa
         thermal_baseline: None,
         physics: None,
         stagger_calibration: None,
+        forecast: None,
     };
     Ok((config, dir, meta, false))
 }

@@ -226,6 +226,7 @@ fn physics(
 pub struct ThermalGate {
     policy: ThermalPolicy,
     warmup: (Option<f64>, Option<String>),
+    probe_e2e_ms: Option<f64>,
     probes: Vec<f64>,
     baseline_tps: Option<f64>,
 }
@@ -238,16 +239,29 @@ impl ThermalGate {
         let min_context = ctx.config.contexts.iter().copied().min().unwrap_or(512);
         let (_, e2e, error) = probe_request(ctx, min_context / 2, 8).await;
         let mut probes = Vec::new();
+        let mut probe_e2e = Vec::new();
         if matches!(ctx.config.thermal, ThermalPolicy::Probe { .. }) {
             progress.note("measuring the thermal baseline (3 probes) ...");
             for _ in 0..3 {
-                if let (Some(tps), _, _) = probe_request(ctx, 256, 16).await {
+                if let (Some(tps), e2e, _) = probe_request(ctx, 256, 16).await {
                     probes.push(tps);
+                    probe_e2e.extend(e2e);
                 }
             }
         }
         let baseline_tps = crate::thermal::baseline(&probes);
-        ThermalGate { policy: ctx.config.thermal.clone(), warmup: (e2e, error), probes, baseline_tps }
+        ThermalGate {
+            policy: ctx.config.thermal.clone(),
+            warmup: (e2e, error),
+            probe_e2e_ms: crate::stats::median(&probe_e2e),
+            probes,
+            baseline_tps,
+        }
+    }
+
+    /// One probe's duration, seconds (the cost model's cooldown term).
+    pub fn probe_s(&self) -> f64 {
+        self.probe_e2e_ms.unwrap_or(500.0) / 1000.0
     }
 
     pub fn describe(&self) -> ThermalBaseline {
@@ -345,6 +359,42 @@ pub async fn calibrate_stagger(ctx: &Ctx, share: f64) -> Result<StaggerCalibrati
         delay_ms: a_e2e_ms * share,
     })
 }
+
+/// The rates the cost model needs (`cost::Rates`), measured with two cold requests of different
+/// sizes (a short and a longer prompt fit prefill's linear and quadratic terms) after the warm-up.
+/// None when a request fails: a sweep without an ETA still measures.
+pub async fn calibrate_rates(ctx: &Ctx, probe_s: f64) -> Option<crate::cost::Rates> {
+    let min = ctx.config.contexts.iter().copied().min().unwrap_or(512);
+    let max = ctx.config.contexts.iter().copied().max().unwrap_or(4096);
+    let small = min.min(1024);
+    let large = max.min(4096).max(small * 2);
+    // Enough tokens for a decode rate; kept apart from measured sizes so a server log tells them apart.
+    let output = CALIBRATION_OUTPUT_TOKENS;
+    let mut points = Vec::new();
+    let mut decode = Vec::new();
+    let mut overhead = Vec::new();
+    for context in [small, large] {
+        let started = std::time::Instant::now();
+        let prompt =
+            ctx.sizer.build(&ctx.client, context, ctx.config.seed ^ 0xC057, ctx.nonces.next()).await.ok()?;
+        overhead.push(started.elapsed().as_secs_f64());
+        let ex = unmeasured(ctx, prompt.text, output, true).await;
+        let (ttft, e2e, out) = (ex.ttft_ms?, ex.e2e_ms?, ex.usage.output_tokens?);
+        points.push((ex.usage.input_tokens.unwrap_or(u64::from(context)) as f64, ttft / 1000.0));
+        decode.extend(crate::record::decode_tps(Some(out), Some(ttft), Some(e2e)));
+    }
+    let (a, b) = crate::cost::Rates::fit_prefill(points[0], points[1]);
+    Some(crate::cost::Rates {
+        prefill_s_per_token: a,
+        prefill_s_per_token2: b,
+        decode_tps: crate::stats::median(&decode)?,
+        overhead_s: crate::stats::median(&overhead).unwrap_or(0.0),
+        probe_s,
+        source: format!("calibrated: cold requests of {small} and {large} tokens"),
+    })
+}
+
+const CALIBRATION_OUTPUT_TOKENS: u32 = 16;
 
 /// Calibration requests behind a staggered delay given as a share of user A.
 const STAGGER_CALIBRATIONS: usize = 3;

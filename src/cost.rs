@@ -1,0 +1,218 @@
+//! What a sweep will cost before it starts: a model of each cell's time from a few measured rates.
+//!
+//! A 32K cold cell costs ~30x a 1K one (prefill grows faster than linearly: attention), so cells
+//! are weighted by their model cost, not counted. The same weights drive the sweep's progress bar,
+//! so its ETA is right from the first cell, and `bench plan` prints the ETA before anything runs.
+//!
+//! Model, per request: TTFT(c) = a·c + b·c² for the c tokens it must prefill (a and b fitted to
+//! two measured cold TTFTs, or to an earlier run's records), then (n - 1) / decode_tps for n output
+//! tokens, plus a fixed overhead per request (tokenizer calls, preset actions, connection). A warm
+//! request adds a reload, estimated as a tenth of its prefill unless measured; a hot turn 3
+//! prefills only its new turn. Batches cost their B priming passes plus one concurrent release
+//! (the requests share the server, so the release costs B prefills and one decode). Thermal
+//! cooldowns add their minimum wait and one probe per cell.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{SweepConfig, ThermalPolicy};
+use crate::record::{CacheState, CellKey, Record, Scenario};
+
+/// Tokens of a hot conversation's later turns besides the model's output ("Understood." and the
+/// follow-up, with their chat template).
+const HOT_TURN_TOKENS: f64 = 30.0;
+/// Reload cost as a share of the prefill it replaces, where nothing better is known.
+const RELOAD_SHARE: f64 = 0.1;
+
+/// The rates the model is built from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    /// Prefill seconds per token (linear term).
+    pub prefill_s_per_token: f64,
+    /// Prefill seconds per token squared (attention).
+    pub prefill_s_per_token2: f64,
+    pub decode_tps: f64,
+    /// Fixed seconds per request besides prefill and decode.
+    pub overhead_s: f64,
+    /// One thermal probe's duration, seconds.
+    pub probe_s: f64,
+    /// Where the rates came from, for the output.
+    pub source: String,
+}
+
+impl Rates {
+    /// Prefill seconds for `tokens` tokens.
+    pub fn prefill_s(&self, tokens: f64) -> f64 {
+        (self.prefill_s_per_token * tokens + self.prefill_s_per_token2 * tokens * tokens).max(0.0)
+    }
+
+    fn request_s(&self, prefill_tokens: f64, output_tokens: u32) -> f64 {
+        let decode = f64::from(output_tokens.saturating_sub(1)) / self.decode_tps.max(1e-9);
+        self.prefill_s(prefill_tokens) + decode + self.overhead_s
+    }
+
+    /// Fits TTFT(c) = a·c + b·c² through two (tokens, seconds) points, both coefficients kept
+    /// non-negative (noise must not make a longer prompt cheaper).
+    pub fn fit_prefill(p1: (f64, f64), p2: (f64, f64)) -> (f64, f64) {
+        let ((c1, t1), (c2, t2)) = (p1, p2);
+        let det = c1 * c2 * c2 - c2 * c1 * c1;
+        if c1 <= 0.0 || c2 <= 0.0 || det.abs() < 1e-9 {
+            let c = c1.max(c2).max(1.0);
+            return (t1.max(t2) / c, 0.0);
+        }
+        let a = (t1 * c2 * c2 - t2 * c1 * c1) / det;
+        let b = (c1 * t2 - c2 * t1) / det;
+        match (a >= 0.0, b >= 0.0) {
+            (true, true) => (a, b),
+            // Sublinear noise: a straight line through the longer point.
+            (_, false) => (t2 / c2, 0.0),
+            // All attention: a parabola through the longer point.
+            (false, true) => (0.0, t2 / (c2 * c2)),
+        }
+    }
+
+    /// Rates fitted to an earlier run's records: cold TTFT per prompt size, decode rate, and the
+    /// per-request overhead left over.
+    pub fn from_records(records: &[Record], source: &str) -> Option<Rates> {
+        let mut by_context: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
+        let mut decode = Vec::new();
+        for r in records {
+            let Record::Measurement(m) = r else { continue };
+            if !r.is_good() {
+                continue;
+            }
+            decode.extend(m.decode_tps);
+            if m.cell.cache_state == CacheState::Cold
+                && let (Some(ttft), Some(input)) = (m.ttft_ms, m.input_tokens)
+            {
+                by_context.entry(input).or_default().push(ttft / 1000.0);
+            }
+        }
+        let points: Vec<(f64, f64)> =
+            by_context.iter().filter_map(|(c, t)| Some((*c as f64, crate::stats::median(t)?))).collect();
+        let (first, last) = (points.first()?, points.last()?);
+        let (a, b) = Rates::fit_prefill(*first, *last);
+        Some(Rates {
+            prefill_s_per_token: a,
+            prefill_s_per_token2: b,
+            decode_tps: crate::stats::median(&decode)?,
+            overhead_s: 0.01,
+            probe_s: 0.5,
+            source: source.to_string(),
+        })
+    }
+}
+
+/// Seconds one cell is expected to take, cooldown before it included.
+pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &Rates) -> f64 {
+    let c = f64::from(cell.context_tokens);
+    let out = config.output_tokens;
+    let single = match cell.cache_state {
+        CacheState::Cold => rates.request_s(c, out),
+        CacheState::Warm => {
+            rates.request_s(c, out) + rates.prefill_s(c) * RELOAD_SHARE + rates.request_s(1.0, out)
+        }
+        CacheState::Hot => {
+            rates.request_s(c, out)
+                + rates.request_s(f64::from(out) + HOT_TURN_TOKENS, out)
+                + rates.request_s(HOT_TURN_TOKENS, out)
+        }
+    };
+    let work = match cell.scenario {
+        Scenario::Concurrent => {
+            let b = f64::from(cell.batch_size);
+            // B sessions primed one by one, then released together: B prefills, one decode.
+            let measured = prefill_of_measured(cell);
+            let primed = single - rates.request_s(measured, out);
+            b * primed + b * rates.prefill_s(measured) + rates.request_s(0.0, out)
+        }
+        Scenario::StaggeredBatched | Scenario::StaggeredSequential => 2.0 * rates.request_s(c, out),
+        _ => single,
+    };
+    work + cooldown_s(&config.thermal, rates)
+}
+
+/// Tokens the measured request of a cell prefills.
+fn prefill_of_measured(cell: &CellKey) -> f64 {
+    match cell.cache_state {
+        CacheState::Cold => f64::from(cell.context_tokens),
+        CacheState::Warm => 1.0,
+        CacheState::Hot => HOT_TURN_TOKENS,
+    }
+}
+
+fn cooldown_s(policy: &ThermalPolicy, rates: &Rates) -> f64 {
+    match policy {
+        ThermalPolicy::Off => 0.0,
+        ThermalPolicy::Fixed { cooldown_s } => *cooldown_s,
+        ThermalPolicy::Probe { min_cooldown_s, .. } => min_cooldown_s + rates.probe_s,
+    }
+}
+
+/// Every cell's expected seconds, in plan order, and the total.
+pub fn estimate(cells: &[CellKey], config: &SweepConfig, rates: &Rates) -> (Vec<f64>, f64) {
+    let costs: Vec<f64> = cells.iter().map(|c| cell_s(c, config, rates)).collect();
+    let total = costs.iter().sum();
+    (costs, total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rates() -> Rates {
+        Rates {
+            prefill_s_per_token: 1e-4,
+            prefill_s_per_token2: 1e-9,
+            decode_tps: 100.0,
+            overhead_s: 0.0,
+            probe_s: 0.5,
+            source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn two_points_give_the_exact_parabola() {
+        // t = 1e-4 c + 1e-9 c^2 at c = 1024 and 8192.
+        let t = |c: f64| 1e-4 * c + 1e-9 * c * c;
+        let (a, b) = Rates::fit_prefill((1024.0, t(1024.0)), (8192.0, t(8192.0)));
+        assert!((a - 1e-4).abs() < 1e-12 && (b - 1e-9).abs() < 1e-15, "{a} {b}");
+        // Noise that would make the parabola bend down falls back to a line through the far point.
+        let (a, b) = Rates::fit_prefill((1024.0, 0.5), (8192.0, 1.0));
+        assert_eq!((a, b), (1.0 / 8192.0, 0.0));
+    }
+
+    #[test]
+    fn long_cold_cells_cost_more_than_linearly_and_cooldowns_add_up() {
+        let mut config = crate::config::resolve(&{
+            use clap::Parser;
+            match crate::cli::Cli::parse_from(["bench", "sweep", "--server", "http://x", "--thermal", "off"])
+                .command
+            {
+                crate::cli::Command::Sweep(a) => *a,
+                _ => unreachable!(),
+            }
+        })
+        .unwrap();
+        config.output_tokens = 101;
+        let cell = |c: u32, state: CacheState| CellKey {
+            scenario: Scenario::of(state, 1),
+            cache_state: state,
+            context_tokens: c,
+            batch_size: 1,
+            ..Default::default()
+        };
+        let r = rates();
+        let cold_1k = cell_s(&cell(1024, CacheState::Cold), &config, &r);
+        let cold_32k = cell_s(&cell(32768, CacheState::Cold), &config, &r);
+        // 1 s of decode each; prefill 0.104 s vs 4.35 s.
+        assert!((cold_1k - (0.1024 + 1024.0f64.powi(2) * 1e-9 + 1.0)).abs() < 1e-9);
+        assert!(cold_32k / cold_1k > 4.0);
+        assert!(
+            cell_s(&cell(4096, CacheState::Warm), &config, &r)
+                > cell_s(&cell(4096, CacheState::Cold), &config, &r)
+        );
+        config.thermal = ThermalPolicy::Probe { tolerance: 0.2, min_cooldown_s: 10.0, max_cooldown_s: 240.0 };
+        let cooled = cell_s(&cell(1024, CacheState::Cold), &config, &r);
+        assert!((cooled - cold_1k - 10.5).abs() < 1e-9);
+    }
+}
