@@ -257,7 +257,7 @@ pub struct CacheEvidence {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct QualityFlag {
     /// Stable snake_case code, e.g. "usage_missing".
-    pub flag: String,
+    pub flag: crate::quality::code::QualityCode,
     /// A short human explanation with the numbers.
     pub reason: String,
     /// Whether this flag makes quality_ok false.
@@ -267,7 +267,7 @@ pub struct QualityFlag {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ThermalRecord {
     /// "probe", "fixed" or "off".
-    pub policy: String,
+    pub policy: crate::thermal::kind::PolicyKind,
     pub baseline_tps: Option<f64>,
     pub probe_tps: Vec<f64>,
     pub cooldown_s: f64,

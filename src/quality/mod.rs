@@ -6,35 +6,25 @@
 //! |---|---|---|
 //! | empty_output | yes | nothing was generated: no decode to measure |
 //! | too_few_tokens | yes | under 5 tokens, a decode rate is noise |
-//! | early_eos | **no** | the model legitimately finished (seed 000, issue 5); the row is real, only shorter. (The random-weight test model never emits EOS, so tests see it only from fixtures.) |
+//! | early_eos | **no** | the model legitimately finished; the row is real, only shorter. (The random-weight test model never emits EOS, so tests see it only from fixtures.) |
 //! | repetition_loop | yes | a 4-word sequence more than 5 times: the model is broken or the cache corrupt |
 //! | spacing_corruption | yes | mean word length over 20: detokenisation is broken |
-//! | usage_missing | yes | no server token counts (or input_tokens 0): rates would be guesses (pitfall 3) |
+//! | usage_missing | yes | no server token counts (or input_tokens 0): rates would be guesses (the origin streamed without usage and recorded input_tokens 0) |
 //! | max_tokens_exceeded | yes | the server ignored max_tokens (origin: 253 of 64) |
 //! | input_tokens_mismatch | **no** | the prompt was mis-sized; the timing is real but for another context (verify warns) |
 //! | delta_count_mismatch | yes | more deltas than tokens: the client or the server miscounts |
-//! | error_in_stream | yes | a 200 stream carried an error object (pitfall 6) |
+//! | error_in_stream | yes | a 200 stream carried an error object (an overloaded server answers 200, then an error event) |
 //! | http_error | yes | non-2xx status |
 //! | request_failed | yes | connect, timeout, truncation, protocol or preset failure |
 //! | ttft_after_e2e | yes | impossible timing: clock misuse |
 
+pub mod code;
+
 use std::collections::HashMap;
 
-use crate::record::{CacheEvidence, CacheState, ErrorKind, Measurement, Mode, QualityFlag, StaggeredRecord};
+pub use code::QualityCode;
 
-pub const EMPTY_OUTPUT: &str = "empty_output";
-pub const TOO_FEW_TOKENS: &str = "too_few_tokens";
-pub const EARLY_EOS: &str = "early_eos";
-pub const REPETITION_LOOP: &str = "repetition_loop";
-pub const SPACING_CORRUPTION: &str = "spacing_corruption";
-pub const USAGE_MISSING: &str = "usage_missing";
-pub const MAX_TOKENS_EXCEEDED: &str = "max_tokens_exceeded";
-pub const INPUT_TOKENS_MISMATCH: &str = "input_tokens_mismatch";
-pub const DELTA_COUNT_MISMATCH: &str = "delta_count_mismatch";
-pub const ERROR_IN_STREAM: &str = "error_in_stream";
-pub const HTTP_ERROR: &str = "http_error";
-pub const REQUEST_FAILED: &str = "request_failed";
-pub const TTFT_AFTER_E2E: &str = "ttft_after_e2e";
+use crate::record::{CacheEvidence, CacheState, ErrorKind, Measurement, Mode, QualityFlag, StaggeredRecord};
 
 /// Fewer output tokens than this cannot support a decode rate.
 pub const MIN_OUTPUT_TOKENS: u64 = 5;
@@ -44,8 +34,15 @@ pub const NGRAM_WORDS: usize = 4;
 /// Mean word length (characters) above which spacing is corrupt.
 pub const MAX_MEAN_WORD_CHARS: f64 = 20.0;
 
-fn flag(code: &str, fails_gate: bool, reason: String) -> QualityFlag {
-    QualityFlag { flag: code.to_string(), reason, fails_gate }
+fn flag(code: QualityCode, fails_gate: bool, reason: String) -> QualityFlag {
+    QualityFlag { flag: code, reason, fails_gate }
+}
+
+/// How far the server's input tokens may be from the nominal (expected) count before the prompt
+/// counts as mis-sized: 1% of nominal, at least 2 tokens (a tokenizer may merge or split a token at
+/// either end of the prompt). One function for sizing, quality and verify.
+pub fn input_tokens_tolerance(nominal: u64) -> f64 {
+    (nominal as f64 * 0.01).max(2.0)
 }
 
 /// quality_ok: true when no flag fails the gate.
@@ -59,60 +56,79 @@ pub fn assess(m: &Measurement, full_output: &str) -> Vec<QualityFlag> {
     let mut flags = timing_flags(m.ttft_ms, m.e2e_ms);
     if let Some(err) = &m.error {
         let (code, what) = match err.kind {
-            ErrorKind::StreamError => (ERROR_IN_STREAM, "the stream carried an error".to_string()),
-            ErrorKind::HttpStatus => {
-                (HTTP_ERROR, format!("HTTP {}", err.http_status.map_or("error".into(), |s| s.to_string())))
-            }
-            _ => (REQUEST_FAILED, format!("{:?}", err.kind).to_lowercase()),
+            ErrorKind::StreamError => (QualityCode::ErrorInStream, "the stream carried an error".to_string()),
+            ErrorKind::HttpStatus => (
+                QualityCode::HttpError,
+                format!("HTTP {}", err.http_status.map_or("error".into(), |s| s.to_string())),
+            ),
+            _ => (QualityCode::RequestFailed, format!("{:?}", err.kind).to_lowercase()),
         };
         flags.push(flag(code, true, format!("{what}: {}", err.message)));
         // A failed request has no output to judge; more flags would only repeat the error.
         return flags;
     }
     flags.extend(text_flags(full_output));
-    let usage_gap = match (m.input_tokens, m.output_tokens) {
-        (None, _) | (_, None) => Some(format!(
-            "server usage missing (input_tokens {}, output_tokens {})",
-            show(m.input_tokens),
-            show(m.output_tokens)
-        )),
-        (Some(0), _) => Some("input_tokens 0: the server reported no prompt usage".to_string()),
-        _ => None,
-    };
-    if let Some(reason) = usage_gap {
-        flags.push(flag(USAGE_MISSING, true, reason));
-    }
+    flags.extend(check_usage(m.input_tokens, m.output_tokens));
     if let Some(out) = m.output_tokens {
         output_count_flags(&mut flags, m, out);
     }
-    if let (Some(input), Some(expected)) = (m.input_tokens.filter(|&n| n > 0), m.expected_input_tokens) {
-        let tolerance = (expected as f64 * 0.01).max(2.0);
-        let off = input as f64 - expected as f64;
-        if off.abs() > tolerance {
-            flags.push(flag(
-                INPUT_TOKENS_MISMATCH,
-                false,
-                format!(
-                    "{input} input tokens vs {expected} expected ({:+.1}%, tolerance {tolerance:.0})",
-                    100.0 * off / expected.max(1) as f64
-                ),
-            ));
-        }
-    }
+    flags.extend(check_input_tokens(m.input_tokens, m.expected_input_tokens));
     flags
+}
+
+/// `usage_missing`: no server token counts, or input_tokens 0 (rates would be guesses).
+pub fn check_usage(input_tokens: Option<u64>, output_tokens: Option<u64>) -> Option<QualityFlag> {
+    let reason = match (input_tokens, output_tokens) {
+        (None, _) | (_, None) => format!(
+            "server usage missing (input_tokens {}, output_tokens {})",
+            show(input_tokens),
+            show(output_tokens)
+        ),
+        (Some(0), _) => "input_tokens 0: the server reported no prompt usage".to_string(),
+        _ => return None,
+    };
+    Some(flag(QualityCode::UsageMissing, true, reason))
+}
+
+/// `max_tokens_exceeded`: more output tokens than the request allowed (0: no limit was sent).
+pub fn check_max_tokens(output_tokens: Option<u64>, max_tokens: u32) -> Option<QualityFlag> {
+    let (out, max) = (output_tokens?, u64::from(max_tokens));
+    (max > 0 && out > max).then(|| {
+        flag(QualityCode::MaxTokensExceeded, true, format!("{out} output tokens > max_tokens {max}"))
+    })
+}
+
+/// `input_tokens_mismatch`: the server's input tokens are further from `expected` than
+/// `input_tokens_tolerance` allows. Does not fail the gate: the timing is real, for another context.
+pub fn check_input_tokens(input_tokens: Option<u64>, expected: Option<u64>) -> Option<QualityFlag> {
+    let (input, expected) = (input_tokens.filter(|&n| n > 0)?, expected.filter(|&n| n > 0)?);
+    let tolerance = input_tokens_tolerance(expected);
+    let off = input as f64 - expected as f64;
+    (off.abs() > tolerance).then(|| {
+        flag(
+            QualityCode::InputTokensMismatch,
+            false,
+            format!(
+                "{input} input tokens vs {expected} expected ({:+.1}%, tolerance {tolerance:.0})",
+                100.0 * off / expected as f64
+            ),
+        )
+    })
 }
 
 fn output_count_flags(flags: &mut Vec<QualityFlag>, m: &Measurement, out: u64) {
     let max = u64::from(m.max_tokens);
-    if max > 0 && out > max {
-        flags.push(flag(MAX_TOKENS_EXCEEDED, true, format!("{out} output tokens > max_tokens {max}")));
-    }
+    flags.extend(check_max_tokens(Some(out), m.max_tokens));
     if out > 0 && out < MIN_OUTPUT_TOKENS && max >= MIN_OUTPUT_TOKENS {
-        flags.push(flag(TOO_FEW_TOKENS, true, format!("{out} output tokens < {MIN_OUTPUT_TOKENS}")));
+        flags.push(flag(
+            QualityCode::TooFewTokens,
+            true,
+            format!("{out} output tokens < {MIN_OUTPUT_TOKENS}"),
+        ));
     }
     if m.finish_reason.as_deref() == Some("stop") && out > 0 && out * 2 < max {
         flags.push(flag(
-            EARLY_EOS,
+            QualityCode::EarlyEos,
             false,
             format!("model stopped after {out} of max_tokens {max} (finish_reason stop)"),
         ));
@@ -122,13 +138,13 @@ fn output_count_flags(flags: &mut Vec<QualityFlag>, m: &Measurement, out: u64) {
         // than tokens is fine; more deltas than tokens (+1 for a trailing empty-ish delta) is not.
         if m.delta_count > out + 1 {
             flags.push(flag(
-                DELTA_COUNT_MISMATCH,
+                QualityCode::DeltaCountMismatch,
                 true,
                 format!("{} content deltas > {out} output tokens (+1)", m.delta_count),
             ));
         } else if m.delta_count == 0 && out > 0 {
             flags.push(flag(
-                DELTA_COUNT_MISMATCH,
+                QualityCode::DeltaCountMismatch,
                 true,
                 format!("0 content deltas in a stream whose usage says {out} output tokens"),
             ));
@@ -141,17 +157,23 @@ fn show(v: Option<u64>) -> String {
 }
 
 fn timing_flags(ttft_ms: Option<f64>, e2e_ms: Option<f64>) -> Vec<QualityFlag> {
-    let mut flags = Vec::new();
-    if let Some(t) = ttft_ms.filter(|t| *t < 0.0) {
-        flags.push(flag(TTFT_AFTER_E2E, true, format!("negative ttft_ms {t:.1}")));
+    check_timing(ttft_ms, e2e_ms).into_iter().collect()
+}
+
+/// `ttft_after_e2e`: a negative time, or the first token after the last: clock misuse.
+pub fn check_timing(ttft_ms: Option<f64>, e2e_ms: Option<f64>) -> Option<QualityFlag> {
+    let reason = if let Some(t) = ttft_ms.filter(|t| *t < 0.0) {
+        format!("negative ttft_ms {t:.1}")
     } else if let Some(e) = e2e_ms.filter(|e| *e < 0.0) {
-        flags.push(flag(TTFT_AFTER_E2E, true, format!("negative e2e_ms {e:.1}")));
+        format!("negative e2e_ms {e:.1}")
     } else if let (Some(t), Some(e)) = (ttft_ms, e2e_ms)
         && t > e
     {
-        flags.push(flag(TTFT_AFTER_E2E, true, format!("ttft_ms {t:.1} > e2e_ms {e:.1}")));
-    }
-    flags
+        format!("ttft_ms {t:.1} > e2e_ms {e:.1}")
+    } else {
+        return None;
+    };
+    Some(flag(QualityCode::TtftAfterE2e, true, reason))
 }
 
 /// The origin's structural checks on the text itself.
@@ -159,7 +181,11 @@ fn text_flags(text: &str) -> Vec<QualityFlag> {
     let mut flags = Vec::new();
     let words: Vec<&str> = text.split_whitespace().collect();
     if words.is_empty() {
-        flags.push(flag(EMPTY_OUTPUT, true, format!("no words in {} characters of output", text.len())));
+        flags.push(flag(
+            QualityCode::EmptyOutput,
+            true,
+            format!("no words in {} characters of output", text.len()),
+        ));
         return flags;
     }
     let mut counts: HashMap<&[&str], usize> = HashMap::new();
@@ -170,7 +196,7 @@ fn text_flags(text: &str) -> Vec<QualityFlag> {
         counts.into_iter().filter(|(_, n)| *n > MAX_NGRAM_REPEATS).max_by_key(|(_, n)| *n)
     {
         flags.push(flag(
-            REPETITION_LOOP,
+            QualityCode::RepetitionLoop,
             true,
             format!("{:?} repeated {n} times (> {MAX_NGRAM_REPEATS})", gram.join(" ")),
         ));
@@ -178,7 +204,7 @@ fn text_flags(text: &str) -> Vec<QualityFlag> {
     let mean = words.iter().map(|w| w.chars().count()).sum::<usize>() as f64 / words.len() as f64;
     if mean > MAX_MEAN_WORD_CHARS {
         flags.push(flag(
-            SPACING_CORRUPTION,
+            QualityCode::SpacingCorruption,
             true,
             format!("mean word length {mean:.1} characters > {MAX_MEAN_WORD_CHARS}"),
         ));
@@ -198,10 +224,12 @@ pub fn assess_staggered(s: &StaggeredRecord) -> Vec<QualityFlag> {
             flags.push(f);
         }
         match out {
-            None => flags.push(flag(USAGE_MISSING, true, format!("{user}: output_tokens missing"))),
-            Some(0) => flags.push(flag(EMPTY_OUTPUT, true, format!("{user}: 0 output tokens"))),
+            None => {
+                flags.push(flag(QualityCode::UsageMissing, true, format!("{user}: output_tokens missing")))
+            }
+            Some(0) => flags.push(flag(QualityCode::EmptyOutput, true, format!("{user}: 0 output tokens"))),
             Some(n) if n < MIN_OUTPUT_TOKENS => flags.push(flag(
-                TOO_FEW_TOKENS,
+                QualityCode::TooFewTokens,
                 true,
                 format!("{user}: {n} output tokens < {MIN_OUTPUT_TOKENS}"),
             )),
@@ -209,7 +237,7 @@ pub fn assess_staggered(s: &StaggeredRecord) -> Vec<QualityFlag> {
         }
     }
     if let Some(err) = &s.error {
-        flags.push(flag(REQUEST_FAILED, true, format!("{:?}: {}", err.kind, err.message)));
+        flags.push(flag(QualityCode::RequestFailed, true, format!("{:?}: {}", err.kind, err.message)));
     }
     flags
 }
@@ -232,7 +260,7 @@ pub fn confirm_cache_state(
                 return Some(c == 0);
             }
             let (p, i) = (evaluated?, input?);
-            Some(p as f64 + (i as f64 * 0.01).max(2.0) >= i as f64)
+            Some(p as f64 + input_tokens_tolerance(i) >= i as f64)
         }
         CacheState::Warm | CacheState::Hot => {
             let small = input.map_or(64.0, |i| (i as f64 * 0.10).max(64.0));
@@ -275,8 +303,8 @@ mod tests {
         }
     }
 
-    fn codes(flags: &[QualityFlag]) -> Vec<&str> {
-        flags.iter().map(|f| f.flag.as_str()).collect()
+    fn codes(flags: &[QualityFlag]) -> Vec<QualityCode> {
+        flags.iter().map(|f| f.flag.clone()).collect()
     }
 
     #[test]
@@ -289,7 +317,7 @@ mod tests {
     #[test]
     fn max_tokens_exceeded_carries_the_numbers_and_fails() {
         let flags = assess(&m(Some(253), 64, 253), TEXT);
-        assert_eq!(codes(&flags), vec![MAX_TOKENS_EXCEEDED]);
+        assert_eq!(codes(&flags), vec![QualityCode::MaxTokensExceeded]);
         assert_eq!(flags[0].reason, "253 output tokens > max_tokens 64");
         assert!(!gate(&flags));
     }
@@ -297,11 +325,11 @@ mod tests {
     #[test]
     fn usage_missing_and_zero_input_fail() {
         let flags = assess(&m(None, 64, 64), TEXT);
-        assert_eq!(codes(&flags), vec![USAGE_MISSING]);
+        assert_eq!(codes(&flags), vec![QualityCode::UsageMissing]);
         let mut zero = m(Some(64), 64, 64);
         zero.input_tokens = Some(0);
         let flags = assess(&zero, TEXT);
-        assert_eq!(codes(&flags), vec![USAGE_MISSING]);
+        assert_eq!(codes(&flags), vec![QualityCode::UsageMissing]);
         assert!(flags[0].reason.contains("input_tokens 0"));
         assert!(!gate(&flags));
     }
@@ -311,10 +339,10 @@ mod tests {
         let mut row = m(Some(45), 128, 45);
         row.finish_reason = Some("stop".into());
         let flags = assess(&row, TEXT);
-        assert_eq!(codes(&flags), vec![EARLY_EOS]);
+        assert_eq!(codes(&flags), vec![QualityCode::EarlyEos]);
         assert!(flags[0].reason.contains("45 of max_tokens 128"));
         assert!(gate(&flags));
-        // Seed 000: 45 of 64 is more than half: not early.
+        // 45 of 64 is more than half: not early.
         let mut row = m(Some(45), 64, 45);
         row.finish_reason = Some("stop".into());
         assert!(assess(&row, TEXT).is_empty());
@@ -322,23 +350,23 @@ mod tests {
 
     #[test]
     fn structural_text_rules() {
-        assert_eq!(codes(&assess(&m(Some(64), 64, 64), "  \n ")), vec![EMPTY_OUTPUT]);
+        assert_eq!(codes(&assess(&m(Some(64), 64, 64), "  \n ")), vec![QualityCode::EmptyOutput]);
         let looped = "and then it goes ".repeat(6);
         let flags = assess(&m(Some(64), 64, 64), &looped);
-        assert_eq!(codes(&flags), vec![REPETITION_LOOP]);
+        assert_eq!(codes(&flags), vec![QualityCode::RepetitionLoop]);
         assert!(flags[0].reason.contains("6 times"), "{}", flags[0].reason);
         assert!(assess(&m(Some(64), 64, 64), &"and then it goes ".repeat(5)).is_empty());
         let glued = "Thecachekeepsthekeysandvalues ofeveryearliertokensothatalater";
-        assert_eq!(codes(&assess(&m(Some(64), 64, 64), glued)), vec![SPACING_CORRUPTION]);
-        assert_eq!(codes(&assess(&m(Some(3), 64, 3), TEXT)), vec![TOO_FEW_TOKENS]);
+        assert_eq!(codes(&assess(&m(Some(64), 64, 64), glued)), vec![QualityCode::SpacingCorruption]);
+        assert_eq!(codes(&assess(&m(Some(3), 64, 3), TEXT)), vec![QualityCode::TooFewTokens]);
     }
 
     #[test]
     fn delta_counts_allow_multi_token_chunks_only() {
         assert!(assess(&m(Some(64), 64, 20), TEXT).is_empty(), "multi-token chunks are legitimate");
         assert!(assess(&m(Some(64), 64, 65), TEXT).is_empty(), "+1 slack");
-        assert_eq!(codes(&assess(&m(Some(64), 64, 66), TEXT)), vec![DELTA_COUNT_MISMATCH]);
-        assert_eq!(codes(&assess(&m(Some(64), 64, 0), TEXT)), vec![DELTA_COUNT_MISMATCH]);
+        assert_eq!(codes(&assess(&m(Some(64), 64, 66), TEXT)), vec![QualityCode::DeltaCountMismatch]);
+        assert_eq!(codes(&assess(&m(Some(64), 64, 0), TEXT)), vec![QualityCode::DeltaCountMismatch]);
         let mut ns = m(Some(64), 64, 0);
         ns.cell.mode = Mode::NonStreaming;
         ns.ttft_ms = None;
@@ -350,14 +378,18 @@ mod tests {
         let mut row = m(Some(64), 64, 64);
         row.input_tokens = Some(768); // the origin's 25% short prompts
         let flags = assess(&row, TEXT);
-        assert_eq!(codes(&flags), vec![INPUT_TOKENS_MISMATCH]);
+        assert_eq!(codes(&flags), vec![QualityCode::InputTokensMismatch]);
         assert!(flags[0].reason.contains("768 input tokens vs 1024 expected (-25.0%"), "{}", flags[0].reason);
         assert!(gate(&flags), "mis-sized prompts warn in verify; the timing itself is real");
         row.input_tokens = Some(1034);
         assert!(assess(&row, TEXT).is_empty(), "within 1%");
         row.expected_input_tokens = Some(20);
         row.input_tokens = Some(23);
-        assert_eq!(codes(&assess(&row, TEXT)), vec![INPUT_TOKENS_MISMATCH], "tiny prompt: > 2 tokens off");
+        assert_eq!(
+            codes(&assess(&row, TEXT)),
+            vec![QualityCode::InputTokensMismatch],
+            "tiny prompt: > 2 tokens off"
+        );
     }
 
     #[test]
@@ -365,21 +397,21 @@ mod tests {
         let mut row = m(Some(64), 64, 64);
         row.ttft_ms = Some(2500.0);
         let flags = assess(&row, TEXT);
-        assert_eq!(codes(&flags), vec![TTFT_AFTER_E2E]);
+        assert_eq!(codes(&flags), vec![QualityCode::TtftAfterE2e]);
         assert_eq!(flags[0].reason, "ttft_ms 2500.0 > e2e_ms 2000.0");
         row.ttft_ms = Some(-1.0);
-        assert_eq!(codes(&assess(&row, TEXT)), vec![TTFT_AFTER_E2E]);
+        assert_eq!(codes(&assess(&row, TEXT)), vec![QualityCode::TtftAfterE2e]);
 
         let mut err = m(None, 64, 0);
         err.error =
             Some(ErrorInfo { kind: ErrorKind::HttpStatus, message: "busy".into(), http_status: Some(503) });
         let flags = assess(&err, "");
-        assert_eq!(codes(&flags), vec![HTTP_ERROR]);
+        assert_eq!(codes(&flags), vec![QualityCode::HttpError]);
         assert_eq!(flags[0].reason, "HTTP 503: busy");
         err.error = Some(ErrorInfo::new(ErrorKind::StreamError, "overloaded"));
-        assert_eq!(codes(&assess(&err, "")), vec![ERROR_IN_STREAM]);
+        assert_eq!(codes(&assess(&err, "")), vec![QualityCode::ErrorInStream]);
         err.error = Some(ErrorInfo::new(ErrorKind::Timeout, "600 s"));
-        assert_eq!(codes(&assess(&err, "")), vec![REQUEST_FAILED]);
+        assert_eq!(codes(&assess(&err, "")), vec![QualityCode::RequestFailed]);
     }
 
     #[test]
@@ -394,7 +426,7 @@ mod tests {
             ..Default::default()
         };
         let flags = assess_staggered(&s);
-        assert_eq!(codes(&flags), vec![TTFT_AFTER_E2E, USAGE_MISSING]);
+        assert_eq!(codes(&flags), vec![QualityCode::TtftAfterE2e, QualityCode::UsageMissing]);
         assert!(flags[0].reason.starts_with("user B"));
         s.user_b_e2e_ms = Some(1200.0);
         s.user_b_output_tokens = Some(64);

@@ -208,7 +208,7 @@ impl ThermalGate {
     /// The record of the first cell: nothing ran before it but the baseline.
     pub fn first(&self) -> Option<ThermalRecord> {
         Some(ThermalRecord {
-            policy: policy_name(&self.policy).into(),
+            policy: crate::thermal::policy_kind(&self.policy),
             baseline_tps: self.baseline_tps,
             recovered: true,
             ..Default::default()
@@ -224,14 +224,6 @@ impl ThermalGate {
         )
         .await;
         Some(record)
-    }
-}
-
-fn policy_name(p: &ThermalPolicy) -> &'static str {
-    match p {
-        ThermalPolicy::Probe { .. } => "probe",
-        ThermalPolicy::Fixed { .. } => "fixed",
-        ThermalPolicy::Off => "off",
     }
 }
 

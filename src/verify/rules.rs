@@ -97,7 +97,7 @@ pub fn record_rules(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
         ));
     }
     if let Some(t) = &m.thermal
-        && t.policy == "probe"
+        && t.policy == crate::thermal::PolicyKind::Probe
         && !t.recovered
     {
         let last = t.probe_tps.last().map_or("none".into(), |p| format!("{p:.1} tok/s"));
