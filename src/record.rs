@@ -363,6 +363,11 @@ pub struct StaggeredRecord {
     pub user_b_arrival_ms: Option<f64>,
     /// B's first token, ms after A was sent: the wait user B really sees measured from the wall start.
     pub user_b_ttft_from_wall_start_ms: Option<f64>,
+    /// Whether B was sent while A was still in flight (what a batched pair exists to measure; a
+    /// sequential pair never overlaps). Null in files written before it was recorded.
+    pub overlapped: Option<bool>,
+    /// How long B's request overlapped A's, ms (0 when it did not).
+    pub overlap_ms: Option<f64>,
     pub total_wall_ms: Option<f64>,
     pub user_a_output_tokens: Option<u64>,
     pub user_b_output_tokens: Option<u64>,

@@ -166,6 +166,8 @@ fn staggered() -> Record {
         user_b_e2e_ms: Some(4.5),
         user_b_arrival_ms: Some(2001.0),
         user_b_ttft_from_wall_start_ms: Some(2004.5),
+        overlapped: None,
+        overlap_ms: None,
         total_wall_ms: Some(2006.0),
         user_a_output_tokens: Some(64),
         user_b_output_tokens: Some(63),

@@ -242,6 +242,16 @@ pub fn assess_staggered(s: &StaggeredRecord) -> Vec<QualityFlag> {
     flags
 }
 
+/// Whether user B of a staggered pair was sent while user A was still in flight, and for how
+/// long the two overlapped (ms, 0 when not): B sent `user_b_arrival_ms` after A, A done at
+/// `user_a_e2e_ms`. None without both times. One formula for the runner (which records it) and
+/// verify (which derives it for files written before it was recorded).
+pub fn staggered_overlap(user_b_arrival_ms: Option<f64>, user_a_e2e_ms: Option<f64>) -> Option<(bool, f64)> {
+    let (b, a) = (user_b_arrival_ms.filter(|v| v.is_finite())?, user_a_e2e_ms.filter(|v| v.is_finite())?);
+    let overlap_ms = (a - b).max(0.0);
+    Some((overlap_ms > 0.0, overlap_ms))
+}
+
 /// Whether the server's cache evidence matches the claimed state; None without evidence.
 ///
 /// cold: confirmed iff nothing was served from a cache (cached 0), or the server evaluated about
@@ -431,6 +441,23 @@ mod tests {
         s.user_b_e2e_ms = Some(1200.0);
         s.user_b_output_tokens = Some(64);
         assert!(assess_staggered(&s).is_empty());
+    }
+
+    #[test]
+    fn staggered_overlap_is_b_sent_before_a_finished() {
+        assert_eq!(staggered_overlap(Some(300.0), Some(1200.0)), Some((true, 900.0)));
+        // The H200 case: A (4K) done in ~500 ms, B sent at the default 2 s.
+        assert_eq!(staggered_overlap(Some(2000.0), Some(500.0)), Some((false, 0.0)));
+        assert_eq!(staggered_overlap(Some(500.0), Some(500.0)), Some((false, 0.0)));
+        assert_eq!(staggered_overlap(None, Some(500.0)), None);
+        assert_eq!(staggered_overlap(Some(f64::NAN), Some(500.0)), None);
+    }
+
+    #[test]
+    fn input_tolerance_is_one_percent_at_least_two_tokens() {
+        assert_eq!(input_tokens_tolerance(4096), 40.96);
+        assert_eq!(input_tokens_tolerance(100), 2.0);
+        assert_eq!(input_tokens_tolerance(0), 2.0);
     }
 
     #[test]
