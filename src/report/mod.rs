@@ -3,7 +3,9 @@
 //! A cell is (model, scenario, cache state, mode, context, batch size); runs and the requests of a
 //! batch are its samples. Every number is recomputed from the raw records (decode TPS from output
 //! tokens, TTFT and E2E; never an average of averages), over the records that passed (quality_ok
-//! and error-free); `records` and `quality_ok` say how many there were and how many were used.
+//! and error-free) and, of concurrent cells, complete batches only (a batch is one unit); a
+//! negative or non-finite time never enters a statistic. `records` and `quality_ok` say how many
+//! there were and how many were used.
 //! Several inputs are combined with merge's rules first, so a re-run is not counted twice.
 //! Methods: see `stats` (t-interval on the mean; bootstrap for the ratio of medians).
 

@@ -300,6 +300,16 @@ mod tests {
     }
 
     #[test]
+    fn docs_describe_every_rule_at_its_severity() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/verify-rules.md");
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        for rule in RULES {
+            let row = format!("| `{}` | {} |", rule.name, rule.severity.label().to_lowercase());
+            assert!(doc.contains(&row), "docs/verify-rules.md lacks {row}");
+        }
+    }
+
+    #[test]
     fn the_list_groups_rules_by_scope() {
         let text = list();
         let at = |s: &str| text.find(s).unwrap_or(usize::MAX);
