@@ -1,11 +1,11 @@
-//! Generates the verify fixtures (tests/fixtures/verify/) from the seeds' real numbers, and checks
-//! that the committed files are what this generator writes. After changing it, refresh with
+//! Generates the verify fixtures (tests/fixtures/verify/) from real numbers, and checks that the
+//! committed files are what this generator writes. After changing it, refresh with
 //! `UPDATE_FIXTURES=1 cargo test --test verify_fixtures`.
 //!
-//! Numbers: seed 004 (gemma-3-12b-it-4bit, 8.03 GB, on an M4 Pro at 273 GB/s: 34.0 tok/s decode
-//! ceiling, 33 tok/s honest, 77.7 tok/s in the paper run; cold 4K TTFT ~15,400 ms across five runs and
+//! Numbers: the origin benchmark's field report (gemma-3-12b-it-4bit, 8.03 GB, on an M4 Pro at
+//! 273 GB/s: 34.0 tok/s decode ceiling, 33 tok/s honest, 77.7 tok/s in the paper run; cold 4K TTFT ~15,400 ms across five runs and
 //! 3,894 ms in the paper run; warm 571 ms once fixed, 0.98x cold when broken; 253 output tokens of 64;
-//! input_tokens 0 in streaming) and measured.md (llama.cpp on an H200: 8B shape, f16, 14.48 GB).
+//! input_tokens 0 in streaming) and the H200 run of docs/hardware.md (llama.cpp: 8B shape, f16, 14.48 GB).
 
 use std::path::PathBuf;
 
@@ -136,7 +136,7 @@ fn with(
     rows
 }
 
-/// Six runs of the same cold sweep (seed 004's table); the paper run is 4x faster everywhere.
+/// Six runs of the same cold sweep (the origin's field report); the paper run is 4x faster everywhere.
 fn paper_runs() -> Vec<Measurement> {
     let runs: [(&'static str, f64, f64); 6] = [
         ("20260203T2124", 16016.0, 26.0),
@@ -157,7 +157,7 @@ fn paper_runs() -> Vec<Measurement> {
     rows
 }
 
-/// measured.md: llama.cpp on an H200, 8B shape f16. Warm restores the slot file from cold storage
+/// docs/hardware.md: llama.cpp on an H200, 8B shape f16. Warm restores the slot file from cold storage
 /// (1.44 GB/s), so it is honestly slower than cold.
 fn h200_llama() -> Vec<Measurement> {
     let mut rows = Vec::new();
