@@ -73,9 +73,15 @@ pub fn parse(text: &str) -> Snapshot {
 }
 
 /// Fetches and parses the server's metrics page; None when there is none or it cannot be read.
+/// A GET of counters is idempotent and outside every timed window, so a failed send (a pooled
+/// connection the server had just closed) is tried once more.
 pub async fn snapshot(client: &Client, spec: &MetricsSpec, timeout: Duration) -> Option<Snapshot> {
     let url = format!("{}{}", client.base(), spec.path);
-    let response = client.http().get(url).timeout(timeout).send().await.ok()?;
+    let send = || client.http().get(&url).timeout(timeout).send();
+    let response = match send().await {
+        Ok(r) => r,
+        Err(_) => send().await.ok()?,
+    };
     if !response.status().is_success() {
         return None;
     }

@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::quality::QualityCode;
 use crate::record::{
     self, CacheState, CellKey, ErrorInfo, ErrorKind, GroupRecord, Measurement, Mode, QualityFlag, Record,
     SCHEMA_VERSION, Scenario, StaggeredRecord, ThermalRecord,
@@ -40,7 +41,7 @@ pub const ORIGIN_STAGGER_CONTEXT: u32 = 4096;
 pub const ORIGIN_FORMAT: &str = "agent-memory colm_full";
 
 /// Flag on the stand-in measurement of an imported batch row (the origin kept only batch totals).
-pub const BATCH_AGGREGATE_FLAG: &str = "origin_batch_aggregate";
+pub const BATCH_AGGREGATE_FLAG: QualityCode = QualityCode::OriginBatchAggregate;
 
 /// Whether a parsed JSON document looks like an origin result file.
 pub fn is_origin(doc: &Value) -> bool {
@@ -235,7 +236,7 @@ fn measurement_records(cx: &Context, cell: CellKey, r: MeasurementRow) -> Vec<Re
     let ttft_ms = r.ttft_ms.filter(|&t| streaming && t > 0.0);
     if let Some(t) = r.ttft_ms.filter(|_| ttft_ms.is_none()) {
         flags.push(note(
-            "origin_ttft_not_measured",
+            QualityCode::OriginTtftNotMeasured,
             format!("origin recorded ttft_ms = {t}; imported as null"),
         ));
     }
@@ -317,11 +318,13 @@ fn staggered_record(cx: &Context, line: usize, r: StaggeredRow) -> Result<Stagge
     };
     let model = r.model_id.clone().or_else(|| cx.model.clone());
     let model = model.ok_or_else(|| bad(cx, line, "no model_id in the row or the file".into()))?;
-    let mut flags =
-        vec![note("origin_quality_unchecked", "origin ran no quality check on staggered pairs".into())];
+    let mut flags = vec![note(
+        QualityCode::OriginQualityUnchecked,
+        "origin ran no quality check on staggered pairs".into(),
+    )];
     if r.context_tokens.is_none() {
         flags.push(note(
-            "origin_context_assumed",
+            QualityCode::OriginContextAssumed,
             format!("origin rows carry no context; {ORIGIN_STAGGER_CONTEXT} per its methodology"),
         ));
     }
@@ -360,12 +363,12 @@ fn staggered_record(cx: &Context, line: usize, r: StaggeredRow) -> Result<Stagge
 
 /// `early_eos_45_of_64` -> code `early_eos` with the numbers in the reason; other codes verbatim.
 fn structural_flag(s: &str) -> QualityFlag {
-    let code = if s.starts_with("early_eos") { "early_eos" } else { s };
-    QualityFlag { flag: code.to_string(), reason: format!("origin structural check: {s}"), fails_gate: true }
+    let code = if s.starts_with("early_eos") { QualityCode::EarlyEos } else { QualityCode::from_name(s) };
+    QualityFlag { flag: code, reason: format!("origin structural check: {s}"), fails_gate: true }
 }
 
-fn note(flag: &str, reason: String) -> QualityFlag {
-    QualityFlag { flag: flag.to_string(), reason, fails_gate: false }
+fn note(flag: QualityCode, reason: String) -> QualityFlag {
+    QualityFlag { flag, reason, fails_gate: false }
 }
 
 fn error_info(v: &Value) -> Option<ErrorInfo> {
@@ -384,7 +387,7 @@ fn thermal(
 ) -> Option<ThermalRecord> {
     let cooldown_s = cooldown?;
     Some(ThermalRecord {
-        policy: "probe".into(),
+        policy: crate::thermal::PolicyKind::Probe,
         baseline_tps: None,
         probe_tps: Vec::new(),
         cooldown_s,

@@ -316,7 +316,7 @@ pub struct CacheEvidence {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct QualityFlag {
     /// Stable snake_case code, e.g. "usage_missing".
-    pub flag: String,
+    pub flag: crate::quality::code::QualityCode,
     /// A short human explanation with the numbers.
     pub reason: String,
     /// Whether this flag makes quality_ok false.
@@ -326,7 +326,7 @@ pub struct QualityFlag {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ThermalRecord {
     /// "probe", "fixed" or "off".
-    pub policy: String,
+    pub policy: crate::thermal::kind::PolicyKind,
     pub baseline_tps: Option<f64>,
     pub probe_tps: Vec<f64>,
     pub cooldown_s: f64,
@@ -443,13 +443,12 @@ pub struct StaggeredRecord {
     pub user_b_arrival_ms: Option<f64>,
     /// B's first token, ms after A was sent: the wait user B really sees measured from the wall start.
     pub user_b_ttft_from_wall_start_ms: Option<f64>,
-    pub total_wall_ms: Option<f64>,
-    /// B was sent while A was still in flight (before A's last byte); null when A has no E2E.
-    #[serde(default)]
+    /// Whether B was sent while A was still in flight (what a batched pair exists to measure; a
+    /// sequential pair never overlaps). Null in files written before it was recorded.
     pub overlapped: Option<bool>,
-    /// How long A and B were both in flight, ms (0 when B came after A ended).
-    #[serde(default)]
+    /// How long B's request overlapped A's, ms (0 when it did not).
     pub overlap_ms: Option<f64>,
+    pub total_wall_ms: Option<f64>,
     pub user_a_output_tokens: Option<u64>,
     pub user_b_output_tokens: Option<u64>,
     pub user_a_token_offsets_ms: Vec<f64>,

@@ -1,5 +1,9 @@
 //! Statistics over raw per-record values (never over averages).
 //!
+//! One home for every statistic bench computes (report, verify, the thermal gate): `Samples`
+//! drops NaN and infinities once, medians and type-7 quantiles, MAD, the bootstrap, and the one
+//! seeded generator (`Rng`, SplitMix64). Every figure returned is finite or None.
+//!
 //! Methods, named in every output that uses them:
 //! - quantiles (median, p5, p95): linear interpolation between order statistics (Hyndman & Fan
 //!   type 7, numpy's default);
@@ -29,45 +33,110 @@ pub struct Summary {
     pub ci95_hi: Option<f64>,
 }
 
-/// Summarises finite values; NaN and infinities are ignored (they are not measurements).
+/// The finite values of a sample, sorted: NaN and infinities are dropped here, once, so no
+/// statistic downstream ever sees them (they are not measurements).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Samples(Vec<f64>);
+
+impl Samples {
+    pub fn new(values: impl IntoIterator<Item = f64>) -> Samples {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        Samples(v)
+    }
+
+    /// Sorted, finite.
+    pub fn values(&self) -> &[f64] {
+        &self.0
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Type-7 quantile (`p` in 0..=1).
+    pub fn quantile(&self, p: f64) -> Option<f64> {
+        quantile_sorted(&self.0, p)
+    }
+
+    pub fn median(&self) -> Option<f64> {
+        self.quantile(0.5)
+    }
+
+    /// Median absolute deviation from the median (unscaled: multiply by 1.4826 for a normal sd).
+    pub fn mad(&self) -> Option<f64> {
+        let med = self.median()?;
+        Samples::new(self.0.iter().map(|x| (x - med).abs())).median()
+    }
+
+    /// Mean without overflow for any finite values (a running mean, not sum / n).
+    pub fn mean(&self) -> Option<f64> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let sum: f64 = self.0.iter().sum();
+        if sum.is_finite() {
+            return Some(sum / self.0.len() as f64);
+        }
+        // The sum overflowed (values near f64::MAX): a running mean stays in range.
+        let mut mean = 0.0;
+        for (i, x) in self.0.iter().enumerate() {
+            mean += x / (i + 1) as f64 - mean / (i + 1) as f64;
+        }
+        Some(mean).filter(|m| m.is_finite())
+    }
+
+    /// Sample standard deviation (n - 1); None for fewer than 2 values or when it overflows.
+    pub fn sd(&self) -> Option<f64> {
+        let (n, mean) = (self.0.len(), self.mean()?);
+        if n < 2 {
+            return None;
+        }
+        let ss: f64 = self.0.iter().map(|x| (x - mean).powi(2)).sum();
+        let sd = (ss / (n - 1) as f64).sqrt();
+        if sd.is_finite() {
+            return Some(sd);
+        }
+        // The squares overflowed: scaled by the largest deviation they cannot.
+        let scale = self.0.iter().map(|x| (x - mean).abs()).fold(0.0, f64::max);
+        if scale == 0.0 {
+            return Some(0.0);
+        }
+        let ss: f64 = self.0.iter().map(|x| ((x - mean) / scale).powi(2)).sum();
+        Some(scale * (ss / (n - 1) as f64).sqrt()).filter(|s| s.is_finite())
+    }
+}
+
+/// Summarises finite values; NaN and infinities are ignored (they are not measurements). Every
+/// field is finite or None: a statistic that would overflow is not reported.
 pub fn summarize(values: &[f64]) -> Summary {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
+    let s = Samples::new(values.iter().copied());
+    let n = s.len();
     if n == 0 {
         return Summary::default();
     }
-    let mean = v.iter().sum::<f64>() / n as f64;
-    let sd = sample_sd(&v, mean);
-    let (ci95_lo, ci95_hi) = match t_interval(mean, sd, n) {
+    let mean = s.mean();
+    let sd = s.sd();
+    let (ci95_lo, ci95_hi) = match mean.zip(sd).and_then(|(m, sd)| t_interval(m, sd, n)) {
         Some((lo, hi)) => (Some(lo), Some(hi)),
         None => (None, None),
     };
-    Summary {
-        n,
-        median: quantile_sorted(&v, 0.5),
-        mean: Some(mean),
-        sd,
-        p5: quantile_sorted(&v, 0.05),
-        p95: quantile_sorted(&v, 0.95),
-        ci95_lo,
-        ci95_hi,
-    }
+    Summary { n, median: s.median(), mean, sd, p5: s.quantile(0.05), p95: s.quantile(0.95), ci95_lo, ci95_hi }
 }
 
-fn sample_sd(v: &[f64], mean: f64) -> Option<f64> {
-    if v.len() < 2 {
+/// Student t-interval on the mean; None for n < 2 or when a bound is not finite.
+fn t_interval(mean: f64, sd: f64, n: usize) -> Option<(f64, f64)> {
+    if n < 2 {
         return None;
     }
-    let ss: f64 = v.iter().map(|x| (x - mean).powi(2)).sum();
-    Some((ss / (v.len() - 1) as f64).sqrt())
-}
-
-fn t_interval(mean: f64, sd: Option<f64>, n: usize) -> Option<(f64, f64)> {
-    let sd = sd?;
     let t = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok()?.inverse_cdf(0.975);
     let half = t * sd / (n as f64).sqrt();
-    Some((mean - half, mean + half))
+    let (lo, hi) = (mean - half, mean + half);
+    (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
 }
 
 /// Type-7 quantile of sorted values.
@@ -78,13 +147,20 @@ pub fn quantile_sorted(v: &[f64], p: f64) -> Option<f64> {
     let h = (v.len() - 1) as f64 * p.clamp(0.0, 1.0);
     let lo = h.floor() as usize;
     let hi = (lo + 1).min(v.len() - 1);
-    Some(v[lo] + (h - lo as f64) * (v[hi] - v[lo]))
+    let f = h - lo as f64;
+    let q = v[lo] + f * (v[hi] - v[lo]);
+    // b - a overflows for a near -MAX and b near MAX; (1 - f)a + fb does not.
+    Some(if q.is_finite() { q } else { (1.0 - f) * v[lo] + f * v[hi] })
 }
 
+/// Median of the finite values; None when there are none.
 pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    quantile_sorted(&v, 0.5)
+    Samples::new(values.iter().copied()).median()
+}
+
+/// Median absolute deviation of the finite values (unscaled).
+pub fn mad(values: &[f64]) -> Option<f64> {
+    Samples::new(values.iter().copied()).mad()
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -96,35 +172,54 @@ pub struct Ratio {
 
 /// median(numerator) / median(denominator) with its bootstrap interval.
 pub fn ratio_of_medians(numerator: &[f64], denominator: &[f64]) -> Ratio {
-    let num: Vec<f64> = numerator.iter().copied().filter(|x| x.is_finite()).collect();
-    let den: Vec<f64> = denominator.iter().copied().filter(|x| x.is_finite()).collect();
+    let num = Samples::new(numerator.iter().copied());
+    let den = Samples::new(denominator.iter().copied());
     let ratio = |a: &[f64], b: &[f64]| match (median(a), median(b)) {
-        (Some(x), Some(y)) if y > 0.0 => Some(x / y),
+        (Some(x), Some(y)) if y > 0.0 => Some(x / y).filter(|r| r.is_finite()),
         _ => None,
     };
-    let point = ratio(&num, &den);
+    let point = ratio(num.values(), den.values());
     if point.is_none() || num.len() < 2 || den.len() < 2 {
         return Ratio { ratio: point, ..Default::default() };
     }
-    let mut rng = SplitMix64(BOOTSTRAP_SEED);
-    let mut draws = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
-    let (mut a, mut b) = (vec![0.0; num.len()], vec![0.0; den.len()]);
-    for _ in 0..BOOTSTRAP_RESAMPLES {
-        a.iter_mut().for_each(|x| *x = num[rng.below(num.len())]);
-        b.iter_mut().for_each(|x| *x = den[rng.below(den.len())]);
-        if let Some(r) = ratio(&a, &b) {
-            draws.push(r);
-        }
-    }
-    draws.sort_by(f64::total_cmp);
-    Ratio { ratio: point, ci95_lo: quantile_sorted(&draws, 0.025), ci95_hi: quantile_sorted(&draws, 0.975) }
+    let draws = bootstrap(num.values(), den.values(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ratio);
+    Ratio { ratio: point, ci95_lo: draws.quantile(0.025), ci95_hi: draws.quantile(0.975) }
 }
 
-/// A tiny deterministic generator (SplitMix64): enough for resampling indices, no dependency.
-struct SplitMix64(u64);
+/// `resamples` draws of `statistic` over both groups resampled independently (with replacement),
+/// from a generator seeded with `seed`; draws where the statistic is undefined are left out.
+pub fn bootstrap(
+    a: &[f64],
+    b: &[f64],
+    resamples: usize,
+    seed: u64,
+    statistic: impl Fn(&[f64], &[f64]) -> Option<f64>,
+) -> Samples {
+    if a.is_empty() || b.is_empty() {
+        return Samples::default();
+    }
+    let mut rng = Rng::new(seed);
+    let mut draws = Vec::with_capacity(resamples);
+    let (mut x, mut y) = (vec![0.0; a.len()], vec![0.0; b.len()]);
+    for _ in 0..resamples {
+        x.iter_mut().for_each(|v| *v = a[rng.below(a.len())]);
+        y.iter_mut().for_each(|v| *v = b[rng.below(b.len())]);
+        draws.extend(statistic(&x, &y));
+    }
+    Samples::new(draws)
+}
 
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+/// The one seeded generator of bench (SplitMix64): tiny, fast, stable across platforms and
+/// versions, so the same seed gives the same prompt text and the same bootstrap interval.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -132,8 +227,17 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+    /// A number in 0..n (n > 0; 0 for n = 0). Modulo bias is below 1e-9 for any n a sample has.
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            return 0;
+        }
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// Stirs `value` into the state (to derive a stream from several seeds).
+    pub fn absorb(&mut self, value: u64) {
+        self.0 ^= value;
     }
 }
 
@@ -174,5 +278,40 @@ mod tests {
         assert!(lo <= 10.5 && 10.5 <= hi && lo >= 1000.0 / 110.0 && hi <= 1100.0 / 90.0, "{r:?}");
         assert_eq!(ratio_of_medians(&cold, &warm), r, "fixed seed");
         assert_eq!(ratio_of_medians(&cold, &[100.0]).ci95_lo, None);
+    }
+
+    #[test]
+    fn samples_drop_non_finite_values_once() {
+        let s = Samples::new([3.0, f64::NAN, 1.0, f64::INFINITY, 2.0, f64::NEG_INFINITY]);
+        assert_eq!(s.values(), &[1.0, 2.0, 3.0]);
+        assert_eq!((s.median(), s.mad()), (Some(2.0), Some(1.0)));
+        assert_eq!(median(&[f64::NAN]), None);
+        assert_eq!(mad(&[1.0, 1.0, 1.0, 9.0]), Some(0.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
+
+    #[test]
+    fn huge_finite_values_give_finite_statistics_or_none() {
+        let s = summarize(&[f64::MAX, f64::MAX, f64::MAX]);
+        assert_eq!((s.median, s.mean, s.sd), (Some(f64::MAX), Some(f64::MAX), Some(0.0)));
+        assert_eq!((s.ci95_lo, s.ci95_hi), (Some(f64::MAX), Some(f64::MAX)));
+        let s = summarize(&[-f64::MAX, f64::MAX, 5.0]);
+        for v in [s.median, s.mean, s.sd, s.p5, s.p95, s.ci95_lo, s.ci95_hi].into_iter().flatten() {
+            assert!(v.is_finite(), "{s:?}");
+        }
+        assert_eq!(s.ci95_hi, None, "an interval that overflows is not reported");
+        let s = summarize(&[1e200, 2e200, 3e200]);
+        assert!(close(s.sd, 1e200), "{s:?}");
+    }
+
+    #[test]
+    fn rng_is_splitmix64() {
+        // Reference values of SplitMix64 seeded with 0 (Vigna's splitmix64.c).
+        let mut r = Rng::new(0);
+        assert_eq!(r.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(r.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+        let mut r = Rng::new(7);
+        assert!((0..1000).all(|_| r.below(3) < 3));
+        assert_eq!(r.below(0), 0);
     }
 }

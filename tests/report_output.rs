@@ -212,3 +212,156 @@ fn bad_input_exits_2() {
     std::fs::write(&empty, "").unwrap();
     Command::cargo_bin("bench").unwrap().arg("report").arg(&empty).assert().code(2);
 }
+
+/// Runs `bench ARGS`; fails the test (instead of hanging it) if bench has not finished within a
+/// minute. A hang guard, not a speed assertion: a healthy run takes well under a second.
+fn bench_bounded(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("bench"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("bench {args:?} hung (killed after 60 s)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn write_records(dir: &Path, records: &[Record]) -> PathBuf {
+    let run = dir.join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let lines: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
+    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
+    run
+}
+
+fn staggered(run: u32, wait: f64) -> Record {
+    Record::Staggered(Box::new(StaggeredRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: "r".into(),
+        cell: CellKey {
+            context_tokens: 4096,
+            ..key(Scenario::StaggeredBatched, CacheState::Cold, Mode::Streaming, 2, run)
+        },
+        started_at: "2026-01-01T00:00:00Z".into(),
+        user_b_ttft_from_wall_start_ms: Some(wait),
+        quality_ok: true,
+        ..Default::default()
+    }))
+}
+
+#[test]
+fn plots_of_extreme_values_finish_and_parse() {
+    // Three records suffice: an interval that overflows to infinity hung the staggered plot.
+    let cases: Vec<(&str, Vec<f64>)> = vec![
+        ("huge", vec![f64::MAX, f64::MAX, f64::MAX]),
+        ("overflowing spread", vec![1e200, 2e200, 3e200]),
+        ("negative and huge", vec![-f64::MAX, f64::MAX, 5.0]),
+        ("tiny", vec![1e-300, 2e-300, 3e-300]),
+        ("zeros", vec![0.0, 0.0, 0.0]),
+        ("one value", vec![7.0]),
+    ];
+    for (name, values) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut records: Vec<Record> =
+            values.iter().enumerate().map(|(i, v)| staggered(i as u32 + 1, *v)).collect();
+        for (i, v) in values.iter().enumerate() {
+            let run = i as u32 + 1;
+            records.push(m(
+                key(Scenario::Cold, CacheState::Cold, Mode::Streaming, 1, run),
+                0,
+                Some(*v),
+                v.abs() * 2.0 + 1.0,
+                true,
+            ));
+        }
+        let run = write_records(dir.path(), &records);
+        let plots = dir.path().join("plots");
+        let out = bench_bounded(&["report".as_ref(), run.as_os_str(), "--plot".as_ref(), plots.as_os_str()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            table.lines().all(|l| l.chars().count() <= 100),
+            "{name}: the table stays 100 wide:\n{table}"
+        );
+        assert!(table.lines().count() < 40, "{name}: no 300-digit numbers wrapped over many lines:\n{table}");
+        for entry in std::fs::read_dir(&plots).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{name}: {}: {e}", path.display()));
+        }
+    }
+}
+
+#[test]
+fn negative_and_non_finite_times_never_enter_statistics() {
+    let mut records = Vec::new();
+    for (run, ttft, e2e) in [(1, 100.0, 1100.0), (2, -50.0, 1000.0), (3, 300.0, -1.0), (4, 200.0, 1300.0)] {
+        records.push(m(
+            key(Scenario::Cold, CacheState::Cold, Mode::Streaming, 1, run),
+            0,
+            Some(ttft),
+            e2e,
+            true,
+        ));
+    }
+    records.push(staggered(1, -5.0));
+    records.push(staggered(2, 2500.0));
+    let cells = report::cells(&records);
+    let cold = cells.iter().find(|c| c.id.scenario == Scenario::Cold).unwrap();
+    assert_eq!(cold.ttft_ms.n, 3, "the negative TTFT is left out: {:?}", cold.ttft_ms);
+    assert_eq!(cold.ttft_ms.median, Some(200.0));
+    assert_eq!(cold.e2e_ms.n, 3, "the negative E2E is left out");
+    assert_eq!(cold.decode_tps.n, 2, "no decode rate from a negative time: {:?}", cold.decode_tps);
+    let b = cells.iter().find(|c| c.id.scenario == Scenario::StaggeredBatched).unwrap();
+    assert_eq!((b.user_b_wait_ms.n, b.user_b_wait_ms.median), (1, Some(2500.0)));
+}
+
+#[test]
+fn report_of_an_input_without_records_exits_2_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("measurements.jsonl"), "").unwrap();
+    Command::cargo_bin("bench")
+        .unwrap()
+        .arg("report")
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(format!("no records in {}", dir.path().display())));
+    Command::cargo_bin("bench").unwrap().arg("report").arg(dir.path()).arg("--allow-empty").assert().code(0);
+}
+
+#[test]
+fn partial_batches_are_left_out_of_statistics_and_counted_on_stderr() {
+    let mut records = records();
+    // A second batch of the concurrent cell, killed after its first member: no group record.
+    let mut partial =
+        m(key(Scenario::Concurrent, CacheState::Cold, Mode::Streaming, 2, 2), 0, Some(9000.0), 9900.0, true);
+    if let Record::Measurement(x) = &mut partial {
+        x.group_id = Some("g2".into());
+    }
+    records.push(partial);
+    let cells = report::cells(&records);
+    let batch = cells.iter().find(|c| c.id.scenario == Scenario::Concurrent).unwrap();
+    assert_eq!(
+        (batch.records, batch.quality_ok, batch.ttft_ms.n),
+        (3, 2, 2),
+        "the partial member is counted, not used"
+    );
+    assert_eq!(batch.ttft_ms.median, Some(450.0));
+    assert_eq!(report::partial_batches(&records), 1);
+    let dir = tempfile::tempdir().unwrap();
+    let run = write_records(dir.path(), &records);
+    let out = Command::cargo_bin("bench").unwrap().arg("report").arg(&run).assert().code(0);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(stderr.contains("1 partial batch"), "{stderr}");
+}

@@ -359,3 +359,185 @@ fn hot_slower_than_warm_warns() {
     let (_, report) = verify_json(&[file.path()], &M4_PRO_GEMMA);
     only(&report, "warning", "hot_slower_than_warm");
 }
+
+/// The sorted keys of a JSON object.
+fn keys(v: &Value) -> Vec<String> {
+    v.as_object().unwrap_or_else(|| panic!("not an object: {v}")).keys().cloned().collect()
+}
+
+#[test]
+fn json_shape_is_pinned_at_every_level() {
+    let (_, report) = verify_json(&[&fixture("decode_77_7.jsonl")], &M4_PRO_GEMMA);
+    assert_eq!(keys(&report), ["findings", "inputs", "notes", "physics", "summary", "verify_schema"]);
+    assert_eq!(report["verify_schema"], 1);
+    assert_eq!(keys(&report["inputs"][0]), ["kind", "path", "records"]);
+    assert_eq!(report["inputs"][0]["kind"], "jsonl");
+    assert_eq!(keys(&report["physics"][0]), ["hardware", "models", "path"]);
+    assert_eq!(keys(&report["physics"][0]["hardware"]), ["bandwidth_gbps", "name", "tflops"]);
+    let f = &report["findings"][0];
+    assert_eq!(keys(f), ["cell", "file", "limit", "message", "rule", "run_id", "severity", "unit", "value"]);
+    assert_eq!(
+        keys(&f["cell"]),
+        ["batch_size", "cache_state", "context_tokens", "mode", "model", "run", "scenario"]
+    );
+    assert_eq!(
+        (f["severity"].as_str(), f["rule"].as_str(), f["unit"].as_str()),
+        (Some("error"), Some("decode_above_ceiling"), Some("tok/s"))
+    );
+    assert_eq!(keys(&report["summary"]), ["errors", "exit_code", "infos", "records", "warnings"]);
+    assert_eq!(report["summary"]["exit_code"], 1);
+    // Keys come out sorted, as they always have (scripts diff these documents).
+    let out = Command::cargo_bin("bench")
+        .unwrap()
+        .arg("verify")
+        .arg(fixture("decode_77_7.jsonl"))
+        .args(M4_PRO_GEMMA)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("{\n  \"findings\": ["), "{text}");
+}
+
+#[test]
+fn list_rules_prints_every_rule_with_its_severity() {
+    let out = Command::cargo_bin("bench").unwrap().args(["verify", "--list-rules"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for rule in ttft_bench::verify::RULES {
+        let line = text.lines().find(|l| l.split_whitespace().nth(1) == Some(rule.name));
+        let line = line.unwrap_or_else(|| panic!("{} missing:\n{text}", rule.name));
+        assert!(line.trim_start().starts_with(&rule.severity.label().to_lowercase()), "{line}");
+    }
+    assert!(text.starts_with("record rules"), "{text}");
+}
+
+#[test]
+fn a_batch_far_from_its_siblings_is_a_run_outlier_naming_file_and_run() {
+    // The origin's published Gemma file: batch-2 warm 1K at 798.6 ms beside 1837.6 and 1920.9.
+    let (code, report) = verify_json(&[&fixture("batch_outlier.jsonl")], &[]);
+    let f = only(&report, "warning", "run_outlier");
+    assert_eq!(code, 0);
+    assert_eq!(f["run_id"], "colm_full_gemma_merged");
+    assert_eq!(f["cell"]["run"], 2);
+    assert_eq!(f["cell"]["batch_size"], 2);
+    assert_eq!(f["value"], 798.6);
+    assert!(f["file"].as_str().unwrap().ends_with("batch_outlier.jsonl"), "{f}");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("avg_ttft_ms 798.6")
+            && msg.contains("batch_outlier.jsonl")
+            && msg.contains("also system_tps"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_partial_batch_is_an_error_naming_cell_run_file_and_gaps() {
+    let (code, report) = verify_json(&[&fixture("batch_partial.jsonl")], &[]);
+    let f = only(&report, "error", "batch_incomplete");
+    assert_eq!(code, 1);
+    assert_eq!((f["run_id"].as_str(), f["cell"]["run"].as_u64()), (Some("20260209T2341Z"), Some(2)));
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("batch_partial.jsonl")
+            && msg.contains("group record missing")
+            && msg.contains("1 of 2 member requests"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_batched_staggered_pair_that_never_overlapped_warns_and_its_sequential_twin_does_not() {
+    // Recorded by the runner (overlapped: false), and derived from the times for older files.
+    for name in ["staggered_not_overlapped.jsonl", "staggered_not_overlapped_old.jsonl"] {
+        let (code, report) = verify_json(&[&fixture(name)], &[]);
+        assert_eq!(code, 0, "{name}");
+        let rules = found(&report);
+        assert_eq!(
+            rules,
+            vec![("warning".into(), "staggered_not_overlapped".into()); 3],
+            "{name}: {report:#}"
+        );
+        for f in report["findings"].as_array().unwrap() {
+            assert_eq!(f["cell"]["scenario"], "staggered_batched");
+            assert_eq!((f["value"].as_f64(), f["limit"].as_f64()), (Some(2000.0), Some(500.0)));
+        }
+    }
+}
+
+#[test]
+fn a_closed_stdout_exits_0_without_a_panic() {
+    for args in [vec!["verify"], vec!["verify", "--format", "json"], vec!["report"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader); // the reader is gone before bench writes a byte: `bench verify | head -0`
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bench"))
+            .args(&args)
+            .arg(fixture("decode_77_7.jsonl"))
+            .args(M4_PRO_GEMMA.iter().filter(|_| args[0] == "verify"))
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn absurd_flag_values_exit_2_naming_the_flag() {
+    let input = fixture("clean_m4_pro.jsonl");
+    for (flag, value) in [
+        ("--min-warm-speedup", "NaN"),
+        ("--min-warm-speedup", "1e300"),
+        ("--min-warm-speedup", "-1"),
+        ("--storage-gbps", "inf"),
+        ("--storage-gbps", "1e30"),
+        ("--storage-gbps", "0"),
+        ("--bandwidth-gbps", "1e308"),
+        ("--bandwidth-gbps", "NaN"),
+        ("--tflops", "1e20"),
+        ("--tflops", "-5"),
+        ("--model-bytes", "1e400GB"),
+        ("--model-bytes", "infGB"),
+        ("--params", "1e300"),
+        ("--params", "NaN"),
+    ] {
+        let mut cmd = Command::cargo_bin("bench").unwrap();
+        cmd.arg("verify").arg(&input).arg(format!("{flag}={value}"));
+        if flag == "--model-bytes" {
+            cmd.args(["--params", "12B"]);
+        }
+        if flag == "--params" {
+            cmd.args(["--model-bytes", "8GB"]);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(flag) && !stderr.contains("panicked"), "{flag} {value}: {stderr}");
+    }
+}
+
+#[test]
+fn an_input_without_records_exits_2_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("measurements.jsonl"), "").unwrap();
+    Command::cargo_bin("bench")
+        .unwrap()
+        .arg("verify")
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(format!("no records in {}", dir.path().display())));
+    // With records elsewhere, the empty input is still named.
+    Command::cargo_bin("bench")
+        .unwrap()
+        .arg("verify")
+        .arg(fixture("clean_m4_pro.jsonl"))
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("no records in"));
+    let (code, report) = verify_json(&[dir.path()], &["--allow-empty"]);
+    assert_eq!((code, report["summary"]["records"].as_u64()), (0, Some(0)));
+}

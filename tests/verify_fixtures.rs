@@ -1,11 +1,11 @@
-//! Generates the verify fixtures (tests/fixtures/verify/) from the seeds' real numbers, and checks
-//! that the committed files are what this generator writes. After changing it, refresh with
+//! Generates the verify fixtures (tests/fixtures/verify/) from real numbers, and checks that the
+//! committed files are what this generator writes. After changing it, refresh with
 //! `UPDATE_FIXTURES=1 cargo test --test verify_fixtures`.
 //!
-//! Numbers: seed 004 (gemma-3-12b-it-4bit, 8.03 GB, on an M4 Pro at 273 GB/s: 34.0 tok/s decode
-//! ceiling, 33 tok/s honest, 77.7 tok/s in the paper run; cold 4K TTFT ~15,400 ms across five runs and
+//! Numbers: the origin benchmark's field report (gemma-3-12b-it-4bit, 8.03 GB, on an M4 Pro at
+//! 273 GB/s: 34.0 tok/s decode ceiling, 33 tok/s honest, 77.7 tok/s in the paper run; cold 4K TTFT ~15,400 ms across five runs and
 //! 3,894 ms in the paper run; warm 571 ms once fixed, 0.98x cold when broken; 253 output tokens of 64;
-//! input_tokens 0 in streaming) and measured.md (llama.cpp on an H200: 8B shape, f16, 14.48 GB).
+//! input_tokens 0 in streaming) and the H200 run of docs/hardware.md (llama.cpp: 8B shape, f16, 14.48 GB).
 
 use std::path::PathBuf;
 
@@ -92,7 +92,7 @@ impl Row {
             cache_state_confirmed: Some(true),
             quality_ok: true,
             thermal: Some(ThermalRecord {
-                policy: "probe".into(),
+                policy: ttft_bench::thermal::PolicyKind::Probe,
                 baseline_tps: Some(27.0),
                 probe_tps: vec![26.0],
                 cooldown_s: 10.0,
@@ -136,7 +136,7 @@ fn with(
     rows
 }
 
-/// Six runs of the same cold sweep (seed 004's table); the paper run is 4x faster everywhere.
+/// Six runs of the same cold sweep (the origin's field report); the paper run is 4x faster everywhere.
 fn paper_runs() -> Vec<Measurement> {
     let runs: [(&'static str, f64, f64); 6] = [
         ("20260203T2124", 16016.0, 26.0),
@@ -157,7 +157,7 @@ fn paper_runs() -> Vec<Measurement> {
     rows
 }
 
-/// measured.md: llama.cpp on an H200, 8B shape f16. Warm restores the slot file from cold storage
+/// docs/hardware.md: llama.cpp on an H200, 8B shape f16. Warm restores the slot file from cold storage
 /// (1.44 GB/s), so it is honestly slower than cold.
 fn h200_llama() -> Vec<Measurement> {
     let mut rows = Vec::new();
@@ -181,7 +181,129 @@ fn h200_llama() -> Vec<Measurement> {
     rows
 }
 
-fn fixtures() -> Vec<(&'static str, Vec<Measurement>)> {
+/// One concurrent batch of 2 (both members and the group record), gemma warm/streaming/1K.
+fn batch(run_id: &str, run: u32, avg_ttft_ms: f64, system_tps: f64, wall_ms: f64) -> Vec<Record> {
+    let cell = CellKey {
+        model: GEMMA.into(),
+        scenario: Scenario::Concurrent,
+        cache_state: CacheState::Warm,
+        mode: Mode::Streaming,
+        context_tokens: 1024,
+        batch_size: 2,
+        run,
+    };
+    let group_id = format!("{run_id}:b{run}");
+    let mut out: Vec<Record> = [-20.0, 20.0]
+        .iter()
+        .enumerate()
+        .map(|(i, delta)| {
+            let mut m = row(GEMMA, "x", CacheState::Warm, 1024, run, avg_ttft_ms + delta, 26.0).build();
+            m.run_id = run_id.into();
+            m.cell = cell.clone();
+            m.request_index = i as u32;
+            m.group_id = Some(group_id.clone());
+            m.nonce = format!("n{group_id}-{i}");
+            Record::Measurement(Box::new(m))
+        })
+        .collect();
+    out.push(Record::Group(Box::new(GroupRecord {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_id.into(),
+        cell,
+        group_id,
+        started_at: "2026-02-09T23:42:40.979Z".into(),
+        wall_ms,
+        system_tps: Some(system_tps),
+        per_request_tps: Some(system_tps / 2.0),
+        avg_ttft_ms: Some(avg_ttft_ms),
+        avg_e2e_ms: Some(wall_ms - 400.0),
+        total_output_tokens: 128,
+        requests_ok: 2,
+        requests_failed: 0,
+        server_metrics: None,
+        error: None,
+    })));
+    out
+}
+
+/// The origin's published Gemma file: warm/streaming/1K batch 2, three runs of one file; the
+/// second at 798.6 ms average TTFT beside 1837.6 and 1920.9 ms (a record neither raw file holds).
+fn batch_outlier() -> Vec<Record> {
+    [(1, 1837.6, 23.2, 5517.6), (2, 798.6, 31.4, 4074.3), (3, 1920.9, 22.2, 5777.8)]
+        .iter()
+        .flat_map(|&(run, ttft, tps, wall)| batch("colm_full_gemma_merged", run, ttft, tps, wall))
+        .collect()
+}
+
+/// A sweep killed while appending its second batch: one member written, no group record.
+fn batch_partial() -> Vec<Record> {
+    let mut out = batch("20260209T2341Z", 1, 1837.6, 23.2, 5517.6);
+    out.extend(batch("20260209T2341Z", 2, 1920.9, 22.2, 5777.8).into_iter().take(1));
+    out
+}
+
+/// Staggered pairs at 4K as measured on an H200 with the default 2 s delay: user A finished in
+/// ~500 ms, so "batched" B arrived after A was done. `recorded`: whether the record carries the
+/// overlap fields (new files) or only the times (old files, origin imports).
+fn staggered_h200(recorded: bool) -> Vec<Record> {
+    let mut out = Vec::new();
+    for run in 1..=3 {
+        for (scenario, arrival, b_wait) in
+            [(Scenario::StaggeredBatched, 2000.0, 2190.0), (Scenario::StaggeredSequential, 505.0, 691.0)]
+        {
+            let a_e2e: f64 = 500.0;
+            let overlap = (a_e2e - arrival).max(0.0);
+            out.push(Record::Staggered(Box::new(StaggeredRecord {
+                schema_version: SCHEMA_VERSION,
+                run_id: "20261122T0315Z-h200".into(),
+                cell: CellKey {
+                    model: LLAMA8B.into(),
+                    scenario,
+                    cache_state: CacheState::Cold,
+                    mode: Mode::Streaming,
+                    context_tokens: 4096,
+                    batch_size: 2,
+                    run,
+                },
+                started_at: "2026-11-22T03:15:00.000Z".into(),
+                stagger_delay_ms: (scenario == Scenario::StaggeredBatched).then_some(2000.0),
+                user_a_ttft_ms: Some(184.0),
+                user_a_e2e_ms: Some(a_e2e),
+                user_b_ttft_ms: Some(b_wait - arrival),
+                user_b_e2e_ms: Some(b_wait - arrival + 320.0),
+                user_b_arrival_ms: Some(arrival),
+                user_b_ttft_from_wall_start_ms: Some(b_wait),
+                overlapped: recorded.then_some(overlap > 0.0),
+                overlap_ms: recorded.then_some(overlap),
+                total_wall_ms: Some(b_wait + 320.0),
+                user_a_output_tokens: Some(64),
+                user_b_output_tokens: Some(64),
+                system_tps: Some(128.0 / ((b_wait + 320.0) / 1000.0)),
+                quality_ok: true,
+                ..Default::default()
+            })));
+        }
+    }
+    out
+}
+
+fn measurements(rows: Vec<Measurement>) -> Vec<Record> {
+    rows.into_iter().map(|m| Record::Measurement(Box::new(m))).collect()
+}
+
+fn fixtures() -> Vec<(&'static str, Vec<Record>)> {
+    let mut out: Vec<(&'static str, Vec<Record>)> =
+        measurement_fixtures().into_iter().map(|(name, rows)| (name, measurements(rows))).collect();
+    out.extend([
+        ("batch_outlier.jsonl", batch_outlier()),
+        ("batch_partial.jsonl", batch_partial()),
+        ("staggered_not_overlapped.jsonl", staggered_h200(true)),
+        ("staggered_not_overlapped_old.jsonl", staggered_h200(false)),
+    ]);
+    out
+}
+
+fn measurement_fixtures() -> Vec<(&'static str, Vec<Measurement>)> {
     vec![
         ("clean_m4_pro.jsonl", clean_m4_pro()),
         ("decode_77_7.jsonl", with(clean_m4_pro(), CacheState::Cold, 1024, 2, |m| m.decode_tps = Some(77.7))),
@@ -219,13 +341,8 @@ fn fixtures() -> Vec<(&'static str, Vec<Measurement>)> {
     ]
 }
 
-fn render(rows: &[Measurement]) -> String {
-    rows.iter()
-        .map(|m| {
-            serde_json::to_string(&Record::Measurement(Box::new(m.clone()))).expect("records serialize")
-                + "\n"
-        })
-        .collect()
+fn render(rows: &[Record]) -> String {
+    rows.iter().map(|r| serde_json::to_string(r).expect("records serialize") + "\n").collect()
 }
 
 #[test]

@@ -144,8 +144,18 @@ pub fn parse_count(flag: &str, text: &str) -> Result<f64, String> {
     positive(flag, text, v * scale)
 }
 
+/// No model has a quadrillion bytes or parameters (the largest today are a few trillion): a value
+/// above this is a typo, and would only make every ceiling meaningless.
+pub const MAX_SIZE: f64 = 1e15;
+
 fn positive(flag: &str, text: &str, v: f64) -> Result<f64, String> {
-    if v.is_finite() && v > 0.0 { Ok(v) } else { Err(format!("{flag}: {text:?} must be more than 0")) }
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!("{flag}: {text:?} must be more than 0"));
+    }
+    if v > MAX_SIZE {
+        return Err(format!("{flag}: {text:?} is beyond any model (at most {MAX_SIZE:e})"));
+    }
+    Ok(v)
 }
 
 /// Reads a profile from a GGUF file or an HF config.json (chosen by content, not by name).
@@ -305,6 +315,13 @@ mod tests {
         assert_eq!(parse_count("--params", "7.24e9"), Ok(7.24e9));
         assert!(parse_count("--params", "12X").unwrap_err().contains("unknown suffix"));
         assert!(parse_count("--params", "0B").is_err());
+        for absurd in ["1e400", "inf", "NaN", "2e15", "-1"] {
+            let err = parse_count("--params", absurd).unwrap_err();
+            assert!(err.starts_with("--params: "), "{err}");
+            let err = parse_bytes("--model-bytes", absurd).unwrap_err();
+            assert!(err.starts_with("--model-bytes: "), "{err}");
+        }
+        assert!(parse_bytes("--model-bytes", "2000TB").unwrap_err().contains("beyond any model"));
     }
 
     #[test]
@@ -350,11 +367,11 @@ mod tests {
     }
 
     #[test]
-    fn hf_config_gives_the_8b_shape_of_measured_md() {
+    fn hf_config_gives_the_8b_shape_measured_on_the_h200() {
         let c = serde_json::json!({"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
             "num_key_value_heads": 8, "max_position_embeddings": 32768, "torch_dtype": "float16"});
         let m = from_hf_config(&c, Some(14.48e9)).unwrap();
-        assert_eq!(m.kv_bytes_per_token, Some(131_072.0), "measured.md: 131,072 bytes per token");
+        assert_eq!(m.kv_bytes_per_token, Some(131_072.0), "the H200 slot files: 131,072 bytes per token");
         assert_eq!(m.params, 7.24e9);
         assert_eq!(m.head_dim, Some(128));
     }

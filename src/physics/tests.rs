@@ -1,4 +1,5 @@
-//! Ceilings checked against real measurements (shared/reference/measured.md, seed 004).
+//! Ceilings checked against real measurements (docs/hardware.md: the H200 llama.cpp run, the
+//! origin benchmark's M4 Pro numbers).
 
 use super::*;
 use crate::record::{CacheEvidence, CellKey, Mode, Scenario};
@@ -78,7 +79,7 @@ fn batch_shares_weight_reads() {
     let eight = decode_ceiling_tps(&hw, &m, 1040, 8);
     // Weights dominate at 1K: 8 streams lose only the KV share, far from 1/8.
     assert!(eight < one && eight > 0.9 * one, "{one} {eight}");
-    // measured.md: 766 tok/s aggregate at B = 8 is under 8 x the per-stream ceiling.
+    // Measured on the H200: 766 tok/s aggregate at B = 8 is under 8 x the per-stream ceiling.
     assert!(766.0 < 8.0 * eight);
 }
 
@@ -134,7 +135,7 @@ fn hardware_and_model_resolution_errors_are_clear() {
 
 #[test]
 fn warm_reload_cost_follows_storage_bandwidth() {
-    // measured.md: the 32K slot file is 4.31 GB; at 1.44 GB/s it took 2,994 ms.
+    // Measured on the H200: the 32K slot file is 4.31 GB; at 1.44 GB/s it took 2,994 ms.
     let ms = expected_reload_ms(&llama_8b_shape(), 32_911, 1.44).unwrap();
     assert!((ms / 2994.0 - 1.0).abs() < 0.01, "{ms}");
 }

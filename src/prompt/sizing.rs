@@ -56,9 +56,9 @@ pub enum SizingMethod {
     Calibrated { intercept_tokens: f64, tokens_per_word: f64 },
 }
 
-/// Allowed distance from nominal: 1%, but never less than 2 tokens (a word is 1-3 tokens).
+/// Allowed distance from nominal: the one tolerance quality and verify judge by.
 pub fn tolerance_tokens(nominal: u32) -> u64 {
-    ((nominal as f64 * 0.01).floor() as u64).max(2)
+    crate::quality::input_tokens_tolerance(u64::from(nominal)).floor() as u64
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -4,26 +4,10 @@
 //! same words, so a prompt can be rebuilt exactly, and the text has the statistics of prose (so a
 //! tokenizer spends ~1.3 tokens a word, like real documents, not 1 token a letter).
 
-/// splitmix64: tiny, fast, good enough for text, and stable across platforms and versions.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
+use crate::stats::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[(self.next_u64() % items.len() as u64) as usize]
-    }
+fn pick<'a>(rng: &mut Rng, items: &[&'a str]) -> &'a str {
+    items[rng.below(items.len())]
 }
 
 /// Mixes several values into one seed (for per-cell text streams).
@@ -31,7 +15,7 @@ pub fn mix(parts: &[u64]) -> u64 {
     let mut rng = Rng::new(0x5EED);
     let mut acc = 0u64;
     for &p in parts {
-        rng.0 ^= p;
+        rng.absorb(p);
         acc ^= rng.next_u64();
     }
     acc
@@ -138,51 +122,51 @@ fn sentence(rng: &mut Rng, out: &mut String) -> usize {
         0 => {
             out.push_str(&format!(
                 "The {} {} {} {} the {} {} {} the {} {}.",
-                rng.pick(ADJECTIVES),
-                rng.pick(NOUNS),
-                rng.pick(ADVERBS),
-                rng.pick(VERBS),
-                rng.pick(NOUNS),
-                rng.pick(PREPOSITIONS),
+                pick(rng, ADJECTIVES),
+                pick(rng, NOUNS),
+                pick(rng, ADVERBS),
+                pick(rng, VERBS),
+                pick(rng, NOUNS),
+                pick(rng, PREPOSITIONS),
                 "of",
-                rng.pick(ADJECTIVES),
-                rng.pick(NOUNS)
+                pick(rng, ADJECTIVES),
+                pick(rng, NOUNS)
             ));
         }
         1 => {
             out.push_str(&format!(
                 "{}, a {} {} {} every {} {} the {}.",
-                rng.pick(OPENERS),
-                rng.pick(ADJECTIVES),
-                rng.pick(NOUNS),
-                rng.pick(VERBS),
-                rng.pick(NOUNS),
-                rng.pick(PREPOSITIONS),
-                rng.pick(NOUNS)
+                pick(rng, OPENERS),
+                pick(rng, ADJECTIVES),
+                pick(rng, NOUNS),
+                pick(rng, VERBS),
+                pick(rng, NOUNS),
+                pick(rng, PREPOSITIONS),
+                pick(rng, NOUNS)
             ));
         }
         2 => {
             out.push_str(&format!(
                 "Each {} {} how the {} {} {} and why the {} {} {}.",
-                rng.pick(NOUNS),
-                rng.pick(VERBS),
-                rng.pick(NOUNS),
-                rng.pick(VERBS),
-                rng.pick(ADVERBS),
-                rng.pick(ADJECTIVES),
-                rng.pick(NOUNS),
-                rng.pick(VERBS)
+                pick(rng, NOUNS),
+                pick(rng, VERBS),
+                pick(rng, NOUNS),
+                pick(rng, VERBS),
+                pick(rng, ADVERBS),
+                pick(rng, ADJECTIVES),
+                pick(rng, NOUNS),
+                pick(rng, VERBS)
             ));
         }
         _ => {
             out.push_str(&format!(
                 "Some {} {} that the {} {} was {} than the {}.",
-                rng.pick(NOUNS),
-                rng.pick(VERBS),
-                rng.pick(ADJECTIVES),
-                rng.pick(NOUNS),
+                pick(rng, NOUNS),
+                pick(rng, VERBS),
+                pick(rng, ADJECTIVES),
+                pick(rng, NOUNS),
                 if rng.next_u64().is_multiple_of(2) { "older" } else { "larger" },
-                rng.pick(NOUNS)
+                pick(rng, NOUNS)
             ));
         }
     }

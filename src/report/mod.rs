@@ -3,7 +3,9 @@
 //! A cell is (model, scenario, cache state, mode, context, batch size); runs and the requests of a
 //! batch are its samples. Every number is recomputed from the raw records (decode TPS from output
 //! tokens, TTFT and E2E; never an average of averages), over the records that passed (quality_ok
-//! and error-free); `records` and `quality_ok` say how many there were and how many were used.
+//! and error-free) and, of concurrent cells, complete batches only (a batch is one unit); a
+//! negative or non-finite time never enters a statistic. `records` and `quality_ok` say how many
+//! there were and how many were used.
 //! Several inputs are combined with merge's rules first, so a re-run is not counted twice.
 //! Methods: see `stats` (t-interval on the mean; bootstrap for the ratio of medians).
 
@@ -13,14 +15,16 @@ mod table;
 
 pub use self::csv::{COLUMNS, to_csv};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde::Serialize;
 
 use crate::exit::{self, Failure};
-use crate::record::{self, CacheState, Mode, Record, Scenario};
+use crate::output;
+use crate::record::{self, CacheState, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord};
+use crate::results::batch;
 use crate::stats::{self, Ratio, Summary};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -36,7 +40,8 @@ pub enum Format {
     bench report results/paper.json\n  \
     bench report results/paper.json --format csv > paper.csv\n  \
     bench report results/run-a results/run-b --plot plots/\n\n\
-    CSV columns: docs/report-columns.md. Exit codes: 0 done; 2 bad input; 4 plots not written.")]
+    CSV columns: docs/report-columns.md. Exit codes: 0 done; 2 bad input (an input without records\n\
+    unless --allow-empty); 4 plots not written.")]
 pub struct ReportArgs {
     /// Canonical files, run directories, .jsonl files or origin result JSON.
     #[arg(required = true)]
@@ -47,6 +52,9 @@ pub struct ReportArgs {
     /// Also write SVG plots into this directory.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Accept inputs that hold no records (otherwise exit 2).
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -81,8 +89,9 @@ pub struct CellStats {
     pub user_b_wait_ms: Summary,
 }
 
+/// The raw samples of one cell, before statistics.
 #[derive(Default)]
-struct Samples {
+struct CellSamples {
     records: usize,
     quality_ok: usize,
     confirmed: usize,
@@ -93,6 +102,54 @@ struct Samples {
     ceiling: Vec<f64>,
     system_tps: Vec<f64>,
     b_wait: Vec<f64>,
+}
+
+/// A time or a rate that may enter statistics: finite and not negative (a negative duration is
+/// clock misuse, which verify reports; it is never averaged in).
+fn sample(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite() && *x >= 0.0)
+}
+
+impl CellSamples {
+    /// Adds one record; `used`: it passed and is not part of a partial batch.
+    fn add(&mut self, r: &Record, used: bool) {
+        match r {
+            Record::Measurement(m) => {
+                self.records += 1;
+                match m.cache_state_confirmed {
+                    Some(true) => self.confirmed += 1,
+                    Some(false) => self.unconfirmed += 1,
+                    None => {}
+                }
+                if !used {
+                    return;
+                }
+                self.quality_ok += 1;
+                let (ttft, e2e) = (sample(m.ttft_ms), sample(m.e2e_ms));
+                self.ttft.extend(ttft);
+                self.e2e.extend(e2e);
+                // Recomputed from the raw times; a time that may not enter statistics makes no rate.
+                let bad_time =
+                    (m.ttft_ms.is_some() && ttft.is_none()) || (m.e2e_ms.is_some() && e2e.is_none());
+                let decode = if bad_time {
+                    None
+                } else {
+                    record::decode_tps(m.output_tokens, ttft, e2e).or(m.decode_tps)
+                };
+                self.decode.extend(sample(decode));
+                self.ceiling.extend(sample(m.physics.as_ref().and_then(|p| p.decode_ceiling_tps)));
+            }
+            Record::Group(g) if used => self.system_tps.extend(sample(g.system_tps)),
+            Record::Group(_) => {}
+            Record::Staggered(st) => {
+                self.records += 1;
+                if used {
+                    self.quality_ok += 1;
+                    self.b_wait.extend(sample(st.user_b_ttft_from_wall_start_ms));
+                }
+            }
+        }
+    }
 }
 
 fn cell_id(r: &Record) -> CellId {
@@ -107,39 +164,37 @@ fn cell_id(r: &Record) -> CellId {
     }
 }
 
+/// Addresses of the records (members and group records) of partial batches: a batch is one unit,
+/// and a partial one (a sweep killed mid-batch) is not a measurement of its cell.
+fn in_partial_batches(records: &[Record]) -> HashSet<usize> {
+    let mut out = HashSet::new();
+    for b in batch::batches(records).iter().filter(|b| !b.is_complete()) {
+        out.extend(b.members.iter().map(|m| std::ptr::from_ref::<Measurement>(m) as usize));
+        out.extend(b.group.map(|g| std::ptr::from_ref::<GroupRecord>(g) as usize));
+    }
+    out
+}
+
+fn address(r: &Record) -> usize {
+    match r {
+        Record::Measurement(m) => std::ptr::from_ref::<Measurement>(m) as usize,
+        Record::Group(g) => std::ptr::from_ref::<GroupRecord>(g) as usize,
+        Record::Staggered(s) => std::ptr::from_ref::<StaggeredRecord>(s) as usize,
+    }
+}
+
+/// How many partial batches `cells` leaves out.
+pub fn partial_batches(records: &[Record]) -> usize {
+    batch::batches(records).iter().filter(|b| !b.is_complete()).count()
+}
+
 /// Statistics of every cell, sorted by (model, batch size, scenario, mode, context, cache state).
 pub fn cells(records: &[Record]) -> Vec<CellStats> {
-    let mut by_cell: BTreeMap<CellId, Samples> = BTreeMap::new();
+    let partial = in_partial_batches(records);
+    let mut by_cell: BTreeMap<CellId, CellSamples> = BTreeMap::new();
     for r in records {
-        let s = by_cell.entry(cell_id(r)).or_default();
-        let good = r.is_good();
-        match r {
-            Record::Measurement(m) => {
-                s.records += 1;
-                match m.cache_state_confirmed {
-                    Some(true) => s.confirmed += 1,
-                    Some(false) => s.unconfirmed += 1,
-                    None => {}
-                }
-                if !good {
-                    continue;
-                }
-                s.quality_ok += 1;
-                s.ttft.extend(m.ttft_ms);
-                s.e2e.extend(m.e2e_ms);
-                s.decode.extend(record::decode_tps(m.output_tokens, m.ttft_ms, m.e2e_ms).or(m.decode_tps));
-                s.ceiling.extend(m.physics.as_ref().and_then(|p| p.decode_ceiling_tps));
-            }
-            Record::Group(g) if good => s.system_tps.extend(g.system_tps),
-            Record::Group(_) => {}
-            Record::Staggered(st) => {
-                s.records += 1;
-                if good {
-                    s.quality_ok += 1;
-                    s.b_wait.extend(st.user_b_ttft_from_wall_start_ms);
-                }
-            }
-        }
+        let used = r.is_good() && !partial.contains(&address(r));
+        by_cell.entry(cell_id(r)).or_default().add(r, used);
     }
     let cold_twin = |id: &CellId| {
         let scenario = match id.scenario {
@@ -190,10 +245,17 @@ pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let sources = crate::merge::load_all(&args.inputs)?;
+    crate::verify::require_records(&sources, args.allow_empty)?;
     let combined = crate::merge::combine::combine(&sources);
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
     if set_aside > 0 {
         eprintln!("note: {set_aside} duplicate records set aside by merge rules (re-runs, copies)");
+    }
+    let partial = partial_batches(&combined.records);
+    if partial > 0 {
+        eprintln!(
+            "note: {partial} partial batch(es) left out of the statistics (members or group record missing: a sweep stopped mid-batch; `bench verify` names them)"
+        );
     }
     let cells = cells(&combined.records);
     let out = match args.format {
@@ -210,7 +272,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             serde_json::to_string_pretty(&report)? + "\n"
         }
     };
-    print!("{out}");
+    output::print(&out)?;
     if let Some(dir) = &args.plot {
         let written = plot::write_all(dir, &cells)
             .map_err(|e| Failure::io(format!("{}: cannot write plots: {e}", dir.display())))?;

@@ -93,18 +93,45 @@ fn points(cells: &[&CellStats], state: CacheState, pick: fn(&CellStats) -> &Summ
             // axis cannot show): the band is the interval clipped to the samples' 5-95% range.
             let lo = s.ci95_lo.unwrap_or(mean).max(s.p5.unwrap_or(mean));
             let hi = s.ci95_hi.unwrap_or(mean).min(s.p95.unwrap_or(mean));
-            Some((f64::from(c.id.context_tokens), mean, lo, hi))
+            Some((f64::from(c.id.context_tokens), clamp(mean), clamp(lo), clamp(hi)))
         })
         .collect()
 }
 
+/// The largest value an axis reaches. Plotters computes ticks and pixels in f64 and i32: a range
+/// that is infinite (or NaN) never finishes, so every range is finite and not empty whatever the
+/// data (a value beyond it is drawn at the edge).
+const AXIS_MAX: f64 = 1e300;
+/// The smallest value a log axis starts at.
+const LOG_MIN: f64 = 1e-3;
+
+fn clamp(v: f64) -> f64 {
+    if v.is_nan() { 0.0 } else { v.clamp(-AXIS_MAX, AXIS_MAX) }
+}
+
+/// A finite, non-empty y range around [lo, hi] with some room (for a log axis: positive).
 fn padded(lo: f64, hi: f64, log: bool) -> (f64, f64) {
     if log {
-        let lo = lo.max(1e-3);
-        (lo / 1.5, hi.max(lo) * 1.5)
+        let lo = clamp(lo).max(LOG_MIN);
+        let hi = clamp(hi).max(lo);
+        (lo / 1.5, hi * 1.5)
     } else {
-        (0.0, hi.max(1.0) * 1.15)
+        (0.0, clamp(hi).max(1.0) * 1.15)
     }
+}
+
+/// One decode ceiling per context (cache states differ a little in prompt length): the highest.
+fn decode_ceilings(cells: &[&CellStats]) -> Vec<(f64, f64)> {
+    let mut ceilings: Vec<(f64, f64)> = Vec::new();
+    for c in cells {
+        let (Some(y), x) = (c.decode_ceiling_tps, f64::from(c.id.context_tokens)) else { continue };
+        match ceilings.iter_mut().find(|(cx, _)| *cx == x) {
+            Some(p) => p.1 = p.1.max(clamp(y)),
+            None => ceilings.push((x, clamp(y))),
+        }
+    }
+    ceilings.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ceilings
 }
 
 fn series_plot(
@@ -126,24 +153,15 @@ fn series_plot(
     for &(x, _, lo, hi) in all {
         (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(lo), y1.max(hi));
     }
-    // One ceiling per context (cache states differ a little in prompt length): the highest.
-    let mut ceilings: Vec<(f64, f64)> = Vec::new();
-    if !log_y {
-        for c in cells {
-            let (Some(y), x) = (c.decode_ceiling_tps, f64::from(c.id.context_tokens)) else { continue };
-            match ceilings.iter_mut().find(|(cx, _)| *cx == x) {
-                Some(p) => p.1 = p.1.max(y),
-                None => ceilings.push((x, y)),
-            }
-        }
-        ceilings.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
+    let ceilings = if log_y { Vec::new() } else { decode_ceilings(cells) };
     y1 = ceilings.iter().fold(y1, |m, &(_, y)| m.max(y));
     let (y0, y1) = padded(y0, y1, log_y);
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut builder = ChartBuilder::on(&root);
     builder.caption(model, ("sans-serif", 20)).margin(15).x_label_area_size(45).y_label_area_size(70);
+    // Context 0 (a hand-written file) has no place on a log axis: start at 1 token.
+    let (x0, x1) = (x0.max(1.0), x1.max(1.0));
     let x_range = (x0 / 1.3..x1 * 1.3).log_scale();
     macro_rules! draw {
         ($chart:expr) => {{
@@ -196,7 +214,7 @@ fn staggered_plot(path: &Path, model: &str, cells: &[&CellStats]) -> Res<bool> {
     if bars.is_empty() {
         return Ok(false);
     }
-    let top = bars.iter().filter_map(|(_, s)| s.ci95_hi.or(s.median)).fold(1.0, f64::max) * 1.2;
+    let top = clamp(bars.iter().filter_map(|(_, s)| s.ci95_hi.or(s.median)).fold(1.0, f64::max)) * 1.2;
     let root = SVGBackend::new(path, (700, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
@@ -215,14 +233,16 @@ fn staggered_plot(path: &Path, model: &str, cells: &[&CellStats]) -> Res<bool> {
         .map_err(err)?;
     for (i, (name, s)) in bars.iter().enumerate() {
         let x = i as f64;
-        let median = s.median.unwrap_or_default();
+        let median = clamp(s.median.unwrap_or_default());
         let fill = if *name == "batched" { color(CacheState::Warm) } else { color(CacheState::Cold) };
         chart
             .draw_series(std::iter::once(Rectangle::new([(x + 0.2, 0.0), (x + 0.8, median)], fill.filled())))
             .map_err(err)?;
         if let (Some(lo), Some(hi)) = (s.ci95_lo, s.ci95_hi) {
-            let whisker =
-                PathElement::new(vec![(x + 0.5, lo.max(0.0)), (x + 0.5, hi)], BLACK.stroke_width(2));
+            let whisker = PathElement::new(
+                vec![(x + 0.5, clamp(lo).max(0.0)), (x + 0.5, clamp(hi))],
+                BLACK.stroke_width(2),
+            );
             chart.draw_series(std::iter::once(whisker)).map_err(err)?;
         }
         let label = format!("{name} (n={})", s.n);

@@ -13,6 +13,8 @@ pub const TERMINAL_WIDTH: u16 = 100;
 pub fn short(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
+        // Beyond any real time or rate (a corrupt file): keep the column narrow.
+        Some(x) if x.abs() >= 1e9 => format!("{x:.2e}"),
         Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
         Some(x) if x.abs() >= 10.0 => format!("{x:.1}"),
         Some(x) => format!("{x:.2}"),

@@ -166,11 +166,9 @@ pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measuremen
         (Some(ae), Some(be)) => Some(ae.max(arrival_ms + be)),
         _ => None,
     };
-    rec.overlapped = a.e2e_ms.map(|ae| arrival_ms < ae);
-    rec.overlap_ms = match (a.e2e_ms, b.e2e_ms) {
-        (Some(ae), Some(be)) => Some((ae.min(arrival_ms + be) - arrival_ms).max(0.0)),
-        _ => None,
-    };
+    let overlap = crate::quality::staggered_overlap(Some(arrival_ms), a.e2e_ms, b.e2e_ms);
+    rec.overlapped = overlap.map(|(o, _)| o);
+    rec.overlap_ms = overlap.map(|(_, ms)| ms);
     rec.user_a_output_tokens = a.output_tokens;
     rec.user_b_output_tokens = b.output_tokens;
     rec.user_a_token_offsets_ms = a.token_offsets_ms.clone();

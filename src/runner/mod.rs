@@ -95,7 +95,7 @@ impl Ctx {
         m.quality_flags = crate::quality::assess(m, full_output);
         if m.cache_state_confirmed == Some(false) {
             m.quality_flags.push(QualityFlag {
-                flag: "cache_state_unconfirmed".into(),
+                flag: crate::quality::QualityCode::CacheStateUnconfirmed,
                 reason: format!(
                     "the server's cache evidence contradicts '{}' (cached {:?} of {:?} prompt tokens)",
                     m.cell.cache_state,

@@ -277,7 +277,7 @@ impl ThermalGate {
     /// The record of the first cell: nothing ran before it but the baseline.
     pub fn first(&self) -> ThermalRecord {
         ThermalRecord {
-            policy: crate::thermal::policy_name(&self.policy).into(),
+            policy: crate::thermal::policy_kind(&self.policy),
             baseline_tps: self.baseline_tps,
             recovered: true,
             ..Default::default()

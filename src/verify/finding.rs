@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::rule::RuleId;
 use crate::record::CellKey;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -25,30 +26,10 @@ impl Severity {
     }
 }
 
-/// Rule ids (stable: scripts match on them).
-pub mod rule {
-    pub const DECODE_ABOVE_CEILING: &str = "decode_above_ceiling";
-    pub const PREFILL_ABOVE_CEILING: &str = "prefill_above_ceiling";
-    pub const MAX_TOKENS_EXCEEDED: &str = "max_tokens_exceeded";
-    pub const USAGE_MISSING: &str = "usage_missing";
-    pub const INPUT_TOKENS_OFF_NOMINAL: &str = "input_tokens_off_nominal";
-    pub const TTFT_AFTER_E2E: &str = "ttft_after_e2e";
-    pub const WARM_NOT_FASTER: &str = "warm_not_faster";
-    pub const WARM_SLOWER_EXPLAINED: &str = "warm_slower_explained";
-    pub const HOT_SLOWER_THAN_WARM: &str = "hot_slower_than_warm";
-    pub const HOT_SLOWER_EXPLAINED: &str = "hot_slower_explained";
-    pub const CACHE_STATE_UNCONFIRMED: &str = "cache_state_unconfirmed";
-    pub const THERMAL_NOT_RECOVERED: &str = "thermal_not_recovered";
-    pub const RUN_OUTLIER: &str = "run_outlier";
-    pub const HARDWARE_MISMATCH: &str = "hardware_mismatch";
-    pub const MEASUREMENT_FAILED: &str = "measurement_failed";
-    pub const QUALITY_GATE_FAILED: &str = "quality_gate_failed";
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Finding {
     pub severity: Severity,
-    pub rule: &'static str,
+    pub rule: RuleId,
     /// The input the finding comes from.
     pub file: String,
     pub run_id: Option<String>,
@@ -63,9 +44,10 @@ pub struct Finding {
 }
 
 impl Finding {
-    pub fn new(severity: Severity, rule: &'static str, file: &str, message: String) -> Finding {
+    /// A finding of `rule`, at the rule's severity (see `RULES`).
+    pub fn new(rule: RuleId, file: &str, message: String) -> Finding {
         Finding {
-            severity,
+            severity: rule.severity(),
             rule,
             file: file.to_string(),
             run_id: None,
@@ -79,6 +61,13 @@ impl Finding {
 
     pub fn at(mut self, run_id: &str, cell: &CellKey) -> Finding {
         self.run_id = Some(run_id.to_string());
+        self.cell = Some(cell.clone());
+        self
+    }
+
+    /// A finding about a whole cell of one input (every run): no single run id.
+    pub fn in_cell(mut self, cell: &CellKey) -> Finding {
+        self.run_id = None;
         self.cell = Some(cell.clone());
         self
     }
@@ -99,7 +88,7 @@ impl Finding {
             },
             None => self.run_id.as_deref().map_or_else(|| self.file.clone(), |r| format!("run {r}")),
         };
-        format!("{:<7} {:<24} {place}: {}", self.severity.label(), self.rule, self.message)
+        format!("{:<7} {:<24} {place}: {}", self.severity.label(), self.rule.as_str(), self.message)
     }
 }
 

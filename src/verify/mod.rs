@@ -1,9 +1,13 @@
 //! `bench verify FILE...`: flags impossible or suspicious numbers in result files.
 //!
-//! Exit codes: 0 clean (warnings and infos allowed unless --strict); 1 any error, or any warning
-//! with --strict; 2 unusable input (unreadable file, bad flag).
+//! Every rule is one function in one list, `rule::RULES` (record rules, cell rules, cross-input
+//! rules); `bench verify --list-rules` prints it.
 //!
-//! `--format json` prints one object (shape version `verify_schema`, additions only within a version):
+//! Exit codes: 0 clean (warnings and infos allowed unless --strict); 1 any error, or any warning
+//! with --strict; 2 unusable input (unreadable file, an input without records, bad flag).
+//!
+//! `--format json` prints one object (shape version `verify_schema`, additions only within a
+//! version; the types below are the shape):
 //! ```text
 //! { "verify_schema": 1,
 //!   "inputs":   [{"path", "kind", "records"}],
@@ -14,19 +18,25 @@
 //!   "summary":  {"errors", "warnings", "infos", "records", "exit_code"} }
 //! ```
 
+mod cells;
 mod finding;
+mod inputs;
 mod outlier;
-mod rules;
+mod records;
+pub mod rule;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use crate::exit::{self, Failure};
-use crate::load::{self, Source, SourceKind};
-use crate::physics::{self, Hardware, ModelProfile, hardware};
-pub use finding::{Finding, Severity, rule};
+use crate::load::{self, Source};
+use crate::output;
+use crate::physics::{self, Hardware, ModelProfile};
+pub use finding::{Finding, Severity, cell_label};
+use rule::{Check, Ctx, Input};
+pub use rule::{RULES, RuleId};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -38,13 +48,15 @@ pub enum Format {
 #[command(after_help = "Examples:\n  \
     bench verify results/20261122T031500Z-cold\n  \
     bench verify run1.jsonl run2.jsonl --hardware m4-pro --model-bytes 8.03GB --params 12B\n  \
-    bench verify results/* --format json --strict\n\n\
+    bench verify results/* --format json --strict\n  \
+    bench verify --list-rules\n\n\
     Physics inputs fall back to each run's run.json (config.physics), then to the built-in profiles of\n\
     known models. Without hardware, the ceiling rules are skipped and a note says so.\n\
-    Exit codes: 0 clean; 1 errors (or warnings with --strict); 2 unusable input.")]
+    Exit codes: 0 clean; 1 errors (or warnings with --strict); 2 unusable input (a bad flag, an\n\
+    unreadable file, an input without records unless --allow-empty).")]
 pub struct VerifyArgs {
     /// Result files or run directories.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "list_rules")]
     pub inputs: Vec<PathBuf>,
     /// text (one line per finding) or json (stable shape, see the module docs).
     #[arg(long, value_enum, default_value = "text")]
@@ -58,18 +70,51 @@ pub struct VerifyArgs {
     #[arg(long, default_value_t = 1.5)]
     pub min_warm_speedup: f64,
     /// Storage read bandwidth for the warm-reload estimate, GB/s. The default is deliberately modest
-    /// (measured.md: 1.44 GB/s on an H200 host): a slower guess only makes "cache broken" harder to raise.
+    /// (an H200 host's disk read its slot file at 1.44 GB/s): a slower guess only makes "cache
+    /// broken" harder to raise.
     #[arg(long, default_value_t = 2.0)]
     pub storage_gbps: f64,
+    /// Accept inputs that hold no records (otherwise exit 2: nothing to verify is not a pass).
+    #[arg(long)]
+    pub allow_empty: bool,
+    /// Print every rule with its severity and reason, and exit.
+    #[arg(long)]
+    pub list_rules: bool,
+}
+
+/// Bounds of verify's own flags: (flag, value, largest sane value).
+fn check_flags(args: &VerifyArgs) -> Result<(), Failure> {
+    for (flag, v, max) in [
+        ("--min-warm-speedup", args.min_warm_speedup, 1000.0),
+        ("--storage-gbps", args.storage_gbps, 100_000.0),
+    ] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(Failure::usage(format!("{flag} {v} must be more than 0")));
+        }
+        if v > max {
+            return Err(Failure::usage(format!("{flag} {v} is not plausible (at most {max})")));
+        }
+    }
+    Ok(())
+}
+
+/// Exit 2 for an input without records, unless `allow_empty`: "nothing to verify" is not a pass.
+pub fn require_records(sources: &[Source], allow_empty: bool) -> Result<(), Failure> {
+    match sources.iter().find(|s| s.records.is_empty()) {
+        Some(s) if !allow_empty => Err(Failure::usage(format!(
+            "no records in {} (pass --allow-empty to accept an empty input)",
+            s.path.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
-    if !(args.min_warm_speedup.is_finite() && args.min_warm_speedup > 0.0) {
-        return Err(Failure::usage("--min-warm-speedup must be more than 0").into());
+    if args.list_rules {
+        output::print(&rule::list())?;
+        return Ok(exit::code(exit::SUCCESS));
     }
-    if !(args.storage_gbps.is_finite() && args.storage_gbps > 0.0) {
-        return Err(Failure::usage("--storage-gbps must be more than 0").into());
-    }
+    check_flags(args)?;
     let p = &args.physics;
     let flag_hw = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
         .map_err(Failure::usage)?;
@@ -80,169 +125,156 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     for path in &args.inputs {
         sources.push(load::load(path).map_err(|e| Failure::usage(e.to_string()))?);
     }
-    let report = verify_sources(args, &sources, flag_hw.as_ref(), flag_model.as_ref());
-    let failed = report.errors > 0 || (args.strict && report.warnings > 0);
+    require_records(&sources, args.allow_empty)?;
+    let mut report = verify_sources(args, &sources, flag_hw.as_ref(), flag_model.as_ref());
+    let failed = report.summary.errors > 0 || (args.strict && report.summary.warnings > 0);
     let code = if failed { exit::FINDINGS } else { exit::SUCCESS };
+    report.summary.exit_code = Some(code);
     match args.format {
-        Format::Json => {
-            let mut value = report.json;
-            value["summary"]["exit_code"] = json!(code);
-            println!("{}", serde_json::to_string_pretty(&value)?);
-        }
-        Format::Text => {
-            for note in &report.notes {
-                println!("note: {note}");
-            }
-            for f in &report.findings {
-                println!("{}", f.line());
-            }
-            println!(
-                "summary: {} error(s), {} warning(s), {} info in {} record(s) from {} input(s){}",
-                report.errors,
-                report.warnings,
-                report.infos,
-                report.records,
-                sources.len(),
-                if args.strict { " (--strict: warnings fail)" } else { "" }
-            );
-        }
+        // Through a Value so keys come out sorted, as they always have.
+        Format::Json => output::println(&serde_json::to_string_pretty(&serde_json::to_value(&report)?)?)?,
+        Format::Text => output::print(&text(&report, args.strict))?,
     }
     Ok(exit::code(code))
 }
 
-struct Report {
-    findings: Vec<Finding>,
-    notes: Vec<String>,
-    errors: usize,
-    warnings: usize,
-    infos: usize,
-    records: usize,
-    json: Value,
-}
-
-/// Physics of one input: flags first, then its run.json (`config.physics`).
-fn source_physics(
-    src: &Source,
-    file: &str,
-    flag_hw: Option<&Hardware>,
-    flag_model: Option<&ModelProfile>,
-    notes: &mut Vec<String>,
-    findings: &mut Vec<Finding>,
-) -> (Option<Hardware>, Option<ModelProfile>) {
-    let meta_physics = src.run_meta.iter().find_map(|m| m.get("config").and_then(|c| c.get("physics")));
-    let text = |k: &str| meta_physics.and_then(|p| p.get(k)).and_then(Value::as_str);
-    let num = |k: &str| meta_physics.and_then(|p| p.get(k)).and_then(Value::as_f64);
-    let meta_hw = match physics::resolve_hardware(text("hardware"), num("bandwidth_gbps"), num("tflops")) {
-        Ok(hw) => hw,
-        Err(e) => {
-            notes.push(format!("{file}: run.json physics unusable: {e}"));
-            None
-        }
-    };
-    let brand = src.run_meta.iter().find_map(|m| m.pointer("/host/cpu_brand").and_then(Value::as_str));
-    let suggested = brand.and_then(hardware::suggest_hardware);
-    let hw = flag_hw.cloned().or(meta_hw.clone());
-    match &hw {
-        None => notes.push(format!(
-            "{file}: no hardware known: decode/prefill ceiling rules skipped (give --hardware NAME, or --bandwidth-gbps and --tflops){}",
-            suggested.map_or(String::new(), |p| format!("; the host reports {:?}: try --hardware {}", brand.unwrap_or(""), p.name))
-        )),
-        Some(used) => {
-            let mut differs = Vec::new();
-            if let Some(m) = meta_hw.as_ref().filter(|m| flag_hw.is_some() && m.name != used.name) {
-                differs.push(format!("run.json config.physics says {}", m.name));
-            }
-            if let Some(p) = suggested.filter(|p| p.name != used.name) {
-                differs.push(format!("the host's CPU {:?} suggests {}", brand.unwrap_or(""), p.name));
-            }
-            if !differs.is_empty() {
-                findings.push(Finding::new(
-                    Severity::Warning,
-                    rule::HARDWARE_MISMATCH,
-                    file,
-                    format!("ceilings use {} ({} GB/s) but {}: check which machine measured this", used.name, used.bandwidth_gbps, differs.join(" and ")),
-                ));
-            }
-        }
+fn text(report: &Report, strict: bool) -> String {
+    let mut out = String::new();
+    for note in &report.notes {
+        out.push_str(&format!("note: {note}\n"));
     }
-    let model = flag_model.cloned().or_else(|| {
-        let file_path = text("model_file").map(PathBuf::from);
-        match physics::resolve_model(text("model_bytes"), text("params"), file_path.as_deref()) {
-            Ok(m) => m,
-            Err(e) => {
-                notes.push(format!("{file}: run.json model profile unusable: {e}"));
-                None
-            }
-        }
-    });
-    (hw, model)
+    for f in &report.findings {
+        out.push_str(&f.line());
+        out.push('\n');
+    }
+    let s = &report.summary;
+    out.push_str(&format!(
+        "summary: {} error(s), {} warning(s), {} info in {} record(s) from {} input(s){}\n",
+        s.errors,
+        s.warnings,
+        s.infos,
+        s.records,
+        report.inputs.len(),
+        if strict { " (--strict: warnings fail)" } else { "" }
+    ));
+    out
 }
 
-fn verify_sources(
+/// The `--format json` document (`verify_schema` 1).
+#[derive(Serialize)]
+pub struct Report {
+    pub verify_schema: u32,
+    pub inputs: Vec<InputSummary>,
+    pub physics: Vec<InputPhysicsSummary>,
+    pub notes: Vec<String>,
+    pub findings: Vec<Finding>,
+    pub summary: Summary,
+}
+
+#[derive(Serialize)]
+pub struct InputSummary {
+    pub path: String,
+    pub kind: &'static str,
+    pub records: usize,
+}
+
+#[derive(Serialize)]
+pub struct InputPhysicsSummary {
+    pub path: String,
+    pub hardware: Option<Hardware>,
+    pub models: Vec<ModelProfile>,
+}
+
+#[derive(Serialize)]
+pub struct Summary {
+    pub errors: usize,
+    pub warnings: usize,
+    pub infos: usize,
+    pub records: usize,
+    /// Filled once the exit code is known.
+    pub exit_code: Option<u8>,
+}
+
+/// Runs every rule of `RULES` over `sources`: record rules on each record, cell rules on each
+/// input, cross-input rules on all inputs together. Findings: most severe first, then in input
+/// order.
+pub fn verify_sources(
     args: &VerifyArgs,
     sources: &[Source],
     flag_hw: Option<&Hardware>,
     flag_model: Option<&ModelProfile>,
 ) -> Report {
-    let mut findings = Vec::new();
-    let mut notes = Vec::new();
-    let mut inputs_json = Vec::new();
-    let mut physics_json = Vec::new();
+    let mut report = Report {
+        verify_schema: 1,
+        inputs: Vec::new(),
+        physics: Vec::new(),
+        notes: Vec::new(),
+        findings: Vec::new(),
+        summary: Summary { errors: 0, warnings: 0, infos: 0, records: 0, exit_code: None },
+    };
     for src in sources {
-        let file = src.path.display().to_string();
-        let (hw, model) = source_physics(src, &file, flag_hw, flag_model, &mut notes, &mut findings);
-        let model_for = |name: &str| model.clone().or_else(|| physics::model::find_builtin(name).cloned());
-        let mut models: Vec<String> = src.records.iter().map(|r| r.cell().model.clone()).collect();
-        models.sort();
-        models.dedup();
-        let mut profiles = Vec::new();
-        for name in &models {
-            match model_for(name) {
-                Some(p) => profiles.push(p),
-                None if hw.is_some() => notes.push(format!(
-                    "{file}: no model profile for {name:?}: ceiling rules skipped for it (give --model-bytes and --params, or --model-file)"
-                )),
-                None => {}
-            }
-        }
-        physics_json.push(json!({ "path": file, "hardware": hw, "models": profiles }));
-        inputs_json.push(json!({ "path": file, "kind": kind_name(src.kind), "records": src.records.len() }));
-        let ctx = rules::Ctx {
-            file: &file,
-            hardware: hw.as_ref(),
-            model_for: &model_for,
-            min_warm_speedup: args.min_warm_speedup,
-            storage_gbps: args.storage_gbps,
-        };
-        for rec in &src.records {
-            rules::record_rules(&ctx, rec, &mut findings);
-        }
-        rules::cache_state_rules(&ctx, &src.records, &mut findings);
+        verify_input(args, src, flag_hw, flag_model, &mut report);
     }
-    let together: Vec<(String, &[crate::record::Record])> =
-        sources.iter().map(|s| (s.path.display().to_string(), s.records.as_slice())).collect();
-    outlier::run_outliers(&together, &mut findings);
-    // Most severe first, then in input order (stable sort keeps it).
+    let together: Vec<Input> =
+        sources.iter().map(|s| Input { file: s.path.display().to_string(), records: &s.records }).collect();
+    for rule in RULES {
+        if let Check::CrossInput(check) = rule.check {
+            check(&together, &mut report.findings);
+        }
+    }
+    let findings = &mut report.findings;
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
-    let (errors, warnings, infos) = (count(Severity::Error), count(Severity::Warning), count(Severity::Info));
-    let records = sources.iter().map(|s| s.records.len()).sum();
-    let json = json!({
-        "verify_schema": 1,
-        "inputs": inputs_json,
-        "physics": physics_json,
-        "notes": notes,
-        "findings": findings,
-        "summary": { "errors": errors, "warnings": warnings, "infos": infos, "records": records, "exit_code": null },
-    });
-    Report { findings, notes, errors, warnings, infos, records, json }
+    report.summary = Summary {
+        errors: count(Severity::Error),
+        warnings: count(Severity::Warning),
+        infos: count(Severity::Info),
+        records: sources.iter().map(|s| s.records.len()).sum(),
+        exit_code: None,
+    };
+    report
 }
 
-fn kind_name(kind: SourceKind) -> &'static str {
-    match kind {
-        SourceKind::RunDir => "run_dir",
-        SourceKind::Jsonl => "jsonl",
-        SourceKind::Canonical => "canonical",
-        SourceKind::Origin => "origin",
+/// The record and cell rules of one input.
+fn verify_input(
+    args: &VerifyArgs,
+    src: &Source,
+    flag_hw: Option<&Hardware>,
+    flag_model: Option<&ModelProfile>,
+    report: &mut Report,
+) {
+    let file = src.path.display().to_string();
+    let phys = inputs::resolve(src, &file, flag_hw, flag_model, &mut report.notes);
+    let mut models: Vec<String> = src.records.iter().map(|r| r.cell().model.clone()).collect();
+    models.sort();
+    models.dedup();
+    let models = phys.profiles(&file, &models, &mut report.notes);
+    report.physics.push(InputPhysicsSummary { path: file.clone(), hardware: phys.hardware.clone(), models });
+    report.inputs.push(InputSummary {
+        path: file.clone(),
+        kind: src.kind.as_str(),
+        records: src.records.len(),
+    });
+    let model_for = |name: &str| phys.model_for(name);
+    let ctx = Ctx {
+        file: &file,
+        hardware: phys.hardware.as_ref(),
+        model_for: &model_for,
+        run_json_hardware: phys.run_json_hardware.as_deref(),
+        host: phys.host.as_ref().map(|(b, p)| (b.as_str(), *p)),
+        min_warm_speedup: args.min_warm_speedup,
+        storage_gbps: args.storage_gbps,
+    };
+    for rec in &src.records {
+        for rule in RULES {
+            if let Check::Record(check) = rule.check {
+                check(&ctx, rec, &mut report.findings);
+            }
+        }
+    }
+    for rule in RULES {
+        if let Check::Cell(check) = rule.check {
+            check(&ctx, &src.records, &mut report.findings);
+        }
     }
 }

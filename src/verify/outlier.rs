@@ -1,82 +1,107 @@
-//! A run that sits far outside its siblings in every cell (seed 004: the paper run's cold 4K TTFT of
-//! 3,894 ms among five runs at ~15,400 ms, and 77.7 tok/s decode among runs at ~26) is not a faster
-//! machine; it is a different machine, a cache, or a bug. Runs are compared cell by cell with a
-//! robust test that the outlier itself cannot bend: for each run, the median and MAD of the OTHER
-//! runs, z = |x - median| / max(1.4826 x MAD, 10% of median). The 10% floor keeps ordinary run-to-run
-//! drift (a reboot, a warmer day: seed 004's 16,829 ms) from being called an outlier when the other
-//! runs happen to agree closely. A run is flagged when at least two thirds of its testable cells (and
-//! at least two) have z > 3.5.
+//! `run_outlier`: a run that sits far outside its siblings is not a faster machine; it is a
+//! different machine, a cache, or a bug (the origin's "paper" run: cold 4K TTFT 3,894 ms among five
+//! runs at ~15,400 ms, and 77.7 tok/s decode among runs at ~26).
+//!
+//! The test cannot be bent by the outlier itself: each value is held against the median and MAD of
+//! the OTHER values, z = |x - median| / max(1.4826 x MAD, 10% of median). The 10% floor keeps
+//! ordinary run-to-run drift (a reboot, a warmer day: 16,829 ms after a reboot among ~15,400) from
+//! being called an outlier when the other runs happen to agree closely.
+//!
+//! - Runs of measurements are compared cell by cell (a run's median per cell), with at least
+//!   `MIN_RUNS` runs per cell; a run is flagged when at least two thirds of its testable cells
+//!   (and at least two) have z > `Z_LIMIT`: one odd cell is noise, a whole run is not.
+//! - Group records (batch avg TTFT, system tok/s, wall) and staggered records (user B's wait from
+//!   the wall start) are one number per run already: each record is held against the other runs
+//!   of its cell (at least `MIN_SIBLINGS`), and flagged alone, naming its file and run (the origin's
+//!   Gemma batch-2 warm 1K record: 798.6 ms beside 1837.6 and 1920.9 ms).
 
 use std::collections::BTreeMap;
 
-use super::finding::{Finding, Severity, cell_label, rule};
-use super::rules::median;
+use super::finding::{Finding, cell_label};
+use super::rule::{Input, RuleId};
 use crate::record::{CellKey, Record};
+use crate::stats;
 
-/// Fewest runs a cell must have before a run can be judged against the others.
+/// Fewest runs a cell must have before a run of measurements can be judged against the others.
 pub const MIN_RUNS: usize = 4;
+/// Fewest other records a group or staggered record is held against.
+pub const MIN_SIBLINGS: usize = 2;
 pub const Z_LIMIT: f64 = 3.5;
 pub const RELATIVE_FLOOR: f64 = 0.10;
+
+/// Robust z of `value` against `others`, and the others' median; None without others.
+pub fn robust_z(value: f64, others: &[f64]) -> Option<(f64, f64)> {
+    let med = stats::median(others)?;
+    let mad = stats::mad(others).unwrap_or(0.0);
+    let scale = (1.4826 * mad).max(RELATIVE_FLOOR * med.abs());
+    if scale.is_nan() || scale <= 0.0 {
+        return None;
+    }
+    Some(((value - med).abs() / scale, med))
+}
+
+pub fn run_outlier(inputs: &[Input], out: &mut Vec<Finding>) {
+    measurement_runs(inputs, out);
+    single_records(inputs, out);
+}
 
 /// A run: its input file and run id.
 type RunKey = (String, String);
 
-/// `inputs`: (file, records) of every input given together.
-pub fn run_outliers(inputs: &[(String, &[Record])], out: &mut Vec<Finding>) {
-    // (cell without repetition, metric) -> run -> values
+struct Hit {
+    cell: CellKey,
+    metric: &'static str,
+    value: f64,
+    median: f64,
+    z: f64,
+    others: usize,
+}
+
+fn unit(metric: &str) -> &'static str {
+    match metric {
+        "decode_tps" | "system_tps" => "tok/s",
+        _ => "ms",
+    }
+}
+
+/// (cell without repetition, metric) -> run -> values, of every good measurement.
+fn measurement_cells(inputs: &[Input]) -> BTreeMap<(CellKey, &'static str), BTreeMap<RunKey, Vec<f64>>> {
     let mut cells: BTreeMap<(CellKey, &'static str), BTreeMap<RunKey, Vec<f64>>> = BTreeMap::new();
-    for (file, records) in inputs {
-        for rec in records.iter() {
+    for input in inputs {
+        for rec in input.records {
             let Record::Measurement(m) = rec else { continue };
             if m.error.is_some() {
                 continue;
             }
             let key = CellKey { run: 0, ..m.cell.clone() };
-            let run = (file.clone(), m.run_id.clone());
+            let run = (input.file.clone(), m.run_id.clone());
             for (metric, value) in [("ttft_ms", m.ttft_ms), ("decode_tps", m.decode_tps)] {
-                if let Some(v) = value.filter(|v| v.is_finite()) {
+                if let Some(v) = value.filter(|v| v.is_finite() && *v >= 0.0) {
                     cells.entry((key.clone(), metric)).or_default().entry(run.clone()).or_default().push(v);
                 }
             }
         }
     }
-    struct Hit {
-        cell: CellKey,
-        metric: &'static str,
-        value: f64,
-        median: f64,
-        z: f64,
-        others: usize,
-    }
+    cells
+}
+
+fn measurement_runs(inputs: &[Input], out: &mut Vec<Finding>) {
     let mut tested: BTreeMap<RunKey, usize> = BTreeMap::new();
     let mut hits: BTreeMap<RunKey, Vec<Hit>> = BTreeMap::new();
-    for ((cell, metric), runs) in &cells {
+    for ((cell, metric), runs) in measurement_cells(inputs) {
         if runs.len() < MIN_RUNS {
             continue;
         }
         let medians: Vec<(&RunKey, f64)> =
-            runs.iter().filter_map(|(r, v)| median(v).map(|m| (r, m))).collect();
+            runs.iter().filter_map(|(r, v)| stats::median(v).map(|m| (r, m))).collect();
         for (i, (run, value)) in medians.iter().enumerate() {
             let others: Vec<f64> =
                 medians.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (_, v))| *v).collect();
-            let (Some(med), n) = (median(&others), others.len()) else { continue };
-            let deviations: Vec<f64> = others.iter().map(|v| (v - med).abs()).collect();
-            let mad = median(&deviations).unwrap_or(0.0);
-            let scale = (1.4826 * mad).max(RELATIVE_FLOOR * med.abs());
             *tested.entry((*run).clone()).or_default() += 1;
-            if scale <= 0.0 {
-                continue;
-            }
-            let z = (value - med).abs() / scale;
+            let Some((z, median)) = robust_z(*value, &others) else { continue };
             if z > Z_LIMIT {
-                hits.entry((*run).clone()).or_default().push(Hit {
-                    cell: cell.clone(),
-                    metric,
-                    value: *value,
-                    median: med,
-                    z,
-                    others: n,
-                });
+                let hit = Hit { cell: cell.clone(), metric, value: *value, median, z, others: others.len() };
+                hits.entry((*run).clone()).or_default().push(hit);
             }
         }
     }
@@ -86,32 +111,99 @@ pub fn run_outliers(inputs: &[(String, &[Record])], out: &mut Vec<Finding>) {
             continue;
         }
         let Some(worst) = run_hits.iter().max_by(|a, b| a.z.total_cmp(&b.z)) else { continue };
-        let ratio = worst.value / worst.median;
-        let mut f = Finding::new(
-            Severity::Warning,
-            rule::RUN_OUTLIER,
-            &run.0,
-            format!(
-                "{} of {n_tested} cells far outside the other {} runs (robust z > {Z_LIMIT}); worst: {} {} {:.1} vs median {:.1} ({ratio:.2}x, z {:.1}). A different machine, a cache or a bug, not a faster server",
-                run_hits.len(),
-                worst.others,
-                cell_label(&worst.cell),
-                worst.metric,
-                worst.value,
-                worst.median,
-                worst.z
-            ),
-        )
-        .numbers(worst.value, worst.median, if worst.metric == "ttft_ms" { "ms" } else { "tok/s" });
+        let message = format!(
+            "{} of {n_tested} cells far outside the other {} runs (robust z > {Z_LIMIT}); worst: {} {} {:.1} vs median {:.1} ({:.2}x, z {:.1}). A different machine, a cache or a bug, not a faster server",
+            run_hits.len(),
+            worst.others,
+            cell_label(&worst.cell),
+            worst.metric,
+            worst.value,
+            worst.median,
+            worst.value / worst.median,
+            worst.z
+        );
+        let mut f = Finding::new(RuleId::RunOutlier, &run.0, message).numbers(
+            worst.value,
+            worst.median,
+            unit(worst.metric),
+        );
         f.run_id = Some(run.1.clone());
         out.push(f);
+    }
+}
+
+/// One group or staggered record: its file, run id and cell (with its run number).
+type RecordKey = (String, String, CellKey);
+
+/// (cell without repetition, metric) -> every good record's value.
+fn record_cells(inputs: &[Input]) -> BTreeMap<(CellKey, &'static str), Vec<(RecordKey, f64)>> {
+    let mut cells: BTreeMap<(CellKey, &'static str), Vec<(RecordKey, f64)>> = BTreeMap::new();
+    for input in inputs {
+        for rec in input.records.iter().filter(|r| r.is_good()) {
+            let metrics: Vec<(&'static str, Option<f64>)> = match rec {
+                Record::Group(g) => vec![
+                    ("avg_ttft_ms", g.avg_ttft_ms),
+                    ("system_tps", g.system_tps),
+                    ("wall_ms", Some(g.wall_ms)),
+                ],
+                Record::Staggered(s) => {
+                    vec![("user_b_ttft_from_wall_start_ms", s.user_b_ttft_from_wall_start_ms)]
+                }
+                Record::Measurement(_) => continue,
+            };
+            let key = CellKey { run: 0, ..rec.cell().clone() };
+            let id: RecordKey = (input.file.clone(), rec.run_id().to_string(), rec.cell().clone());
+            for (metric, value) in metrics {
+                if let Some(v) = value.filter(|v| v.is_finite() && *v > 0.0) {
+                    cells.entry((key.clone(), metric)).or_default().push((id.clone(), v));
+                }
+            }
+        }
+    }
+    cells
+}
+
+fn single_records(inputs: &[Input], out: &mut Vec<Finding>) {
+    let mut hits: BTreeMap<RecordKey, Vec<Hit>> = BTreeMap::new();
+    for ((cell, metric), values) in record_cells(inputs) {
+        if values.len() < MIN_SIBLINGS + 1 {
+            continue;
+        }
+        for (i, (id, value)) in values.iter().enumerate() {
+            let others: Vec<f64> =
+                values.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, (_, v))| *v).collect();
+            let Some((z, median)) = robust_z(*value, &others) else { continue };
+            if z > Z_LIMIT {
+                let hit = Hit { cell: cell.clone(), metric, value: *value, median, z, others: others.len() };
+                hits.entry(id.clone()).or_default().push(hit);
+            }
+        }
+    }
+    for ((file, run_id, cell), record_hits) in hits {
+        let Some(worst) = record_hits.iter().max_by(|a, b| a.z.total_cmp(&b.z)) else { continue };
+        let also: Vec<&str> =
+            record_hits.iter().filter(|h| h.metric != worst.metric).map(|h| h.metric).collect();
+        let what =
+            if cell.scenario == crate::record::Scenario::Concurrent { "batch" } else { "staggered pair" };
+        let message = format!(
+            "{what} {} {:.1} in {file} vs median {:.1} of the other {} records of this cell ({:.2}x, robust z {:.1} > {Z_LIMIT}){}. A different machine, a cache or a bug, not a faster server",
+            worst.metric,
+            worst.value,
+            worst.median,
+            worst.others,
+            worst.value / worst.median,
+            worst.z,
+            if also.is_empty() { String::new() } else { format!("; also {}", also.join(", ")) },
+        );
+        let f = Finding::new(RuleId::RunOutlier, &file, message).at(&run_id, &cell);
+        out.push(f.numbers(worst.value, worst.median, unit(worst.metric)));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{CacheState, Measurement};
+    use crate::record::{CacheState, GroupRecord, Measurement, Scenario};
 
     fn runs(ttfts: &[f64]) -> Vec<Record> {
         let mut out = Vec::new();
@@ -127,23 +219,74 @@ mod tests {
         out
     }
 
-    fn flagged(ttfts: &[f64]) -> Vec<String> {
-        let records = runs(ttfts);
+    fn flagged(records: &[Record]) -> Vec<String> {
         let mut out = Vec::new();
-        run_outliers(&[("f".into(), &records)], &mut out);
+        run_outlier(&[Input { file: "f".into(), records }], &mut out);
         out.into_iter().filter_map(|f| f.run_id).collect()
     }
 
     #[test]
-    fn seed_004_flags_only_the_paper_run() {
-        let flagged = flagged(&[16016.0, 15269.0, 3894.0, 15407.0, 15394.0, 16829.0]);
+    fn the_paper_run_is_flagged_and_the_post_reboot_run_is_not() {
+        let flagged = flagged(&runs(&[16016.0, 15269.0, 3894.0, 15407.0, 15394.0, 16829.0]));
         assert_eq!(flagged, vec!["r2".to_string()], "the post-reboot 16,829 ms run is drift, not an outlier");
     }
 
     #[test]
     fn too_few_runs_or_ordinary_spread_flag_nothing() {
-        assert!(flagged(&[16016.0, 3894.0, 15407.0]).is_empty(), "three runs cannot outvote one");
-        assert!(flagged(&[15000.0, 15000.0, 15000.0, 16400.0]).is_empty(), "9% off identical runs is drift");
-        assert_eq!(flagged(&[15000.0, 15000.0, 15000.0, 30000.0]), vec!["r3".to_string()]);
+        assert!(flagged(&runs(&[16016.0, 3894.0, 15407.0])).is_empty(), "three runs cannot outvote one");
+        assert!(
+            flagged(&runs(&[15000.0, 15000.0, 15000.0, 16400.0])).is_empty(),
+            "9% off identical runs is drift"
+        );
+        assert_eq!(flagged(&runs(&[15000.0, 15000.0, 15000.0, 30000.0])), vec!["r3".to_string()]);
+    }
+
+    fn groups(avg_ttft: &[f64]) -> Vec<Record> {
+        avg_ttft
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut g = GroupRecord {
+                    run_id: "origin".into(),
+                    avg_ttft_ms: Some(*t),
+                    wall_ms: 5000.0,
+                    system_tps: Some(23.0),
+                    requests_ok: 2,
+                    ..Default::default()
+                };
+                g.cell.scenario = Scenario::Concurrent;
+                g.cell.batch_size = 2;
+                g.cell.run = i as u32 + 1;
+                Record::Group(Box::new(g))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_far_from_its_two_siblings_is_flagged_alone() {
+        let records = groups(&[1837.6, 798.6, 1920.9]);
+        let mut out = Vec::new();
+        run_outlier(&[Input { file: "gemma.json".into(), records: &records }], &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].cell.as_ref().map(|c| c.run), Some(2));
+        assert_eq!(out[0].run_id.as_deref(), Some("origin"));
+        assert!(
+            out[0].message.contains("avg_ttft_ms 798.6") && out[0].message.contains("gemma.json"),
+            "{}",
+            out[0].message
+        );
+        // Ordinary spread among three runs is not an outlier; two runs have no verdict.
+        assert!(flagged(&groups(&[1837.6, 1500.0, 1920.9])).is_empty());
+        assert!(flagged(&groups(&[1837.6, 798.6])).is_empty());
+    }
+
+    #[test]
+    fn robust_z_ignores_the_value_itself() {
+        let (z, med) = robust_z(798.6, &[1837.6, 1920.9]).unwrap_or((0.0, 0.0));
+        assert!((med - 1879.25).abs() < 1e-9);
+        // MAD 41.65 x 1.4826 = 61.8 < 10% of the median (187.9): the floor is the scale.
+        assert!((z - (1879.25 - 798.6) / 187.925).abs() < 1e-9, "{z}");
+        assert_eq!(robust_z(1.0, &[]), None);
+        assert_eq!(robust_z(1.0, &[0.0, 0.0]), None, "no scale, no verdict");
     }
 }

@@ -1,42 +1,20 @@
-//! The thermal gate: after each measurement, wait until the machine is back to its baseline speed
-//! so heat from one measurement does not leak into the next (DESIGN.md, "Thermal gate").
-//!
-//! The decision is a pure function (`decide`) so it can be tested exhaustively; `cooldown` drives
-//! it with tokio time (tests run it under `tokio::time::pause()`, no real sleeping) and any probe.
-//!
-//! Runner usage:
-//! ```ignore
-//! let probes = [probe().await, probe().await, probe().await]; // after a discarded warm-up
-//! let baseline = thermal::baseline(&probes.iter().flatten().copied().collect::<Vec<_>>());
-//! let before = thermal::host_snapshot();
-//! // ... measure ...
-//! let mut rec = thermal::cooldown(&cfg.thermal, baseline, || probe(), |s| bar.set_message(s.to_string())).await;
-//! rec.before = Some(before);
-//! rec.after = Some(thermal::host_snapshot());
-//! ```
+//! The pure gate: the baseline, the decision (`decide`), and the `cooldown` loop that drives it.
 
 use std::future::Future;
-use std::process::Command;
 
-use serde_json::{Map, Value, json};
 use tokio::time::{Duration, Instant};
 
+use super::kind::PolicyKind;
 use crate::config::ThermalPolicy;
 use crate::record::ThermalRecord;
 
 /// Seconds between probes once the minimum cooldown has passed (the origin used 5 s).
 pub const PROBE_INTERVAL_S: f64 = 5.0;
 
-/// Median of the baseline probes (the design takes 3); None when no probe succeeded. Failed
+/// Median of the baseline probes (the gate takes 3); None when no probe succeeded. Failed
 /// (non-finite or non-positive) probes are left out rather than dragging the median down.
 pub fn baseline(probes: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = probes.iter().copied().filter(|p| p.is_finite() && *p > 0.0).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    Some(if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 })
+    crate::stats::median(&probes.iter().copied().filter(|p| *p > 0.0).collect::<Vec<f64>>())
 }
 
 /// The probe rate that counts as recovered.
@@ -100,12 +78,17 @@ pub fn decide(
     }
 }
 
-pub fn policy_name(policy: &ThermalPolicy) -> &'static str {
+/// The policy's name as records carry it.
+pub fn policy_kind(policy: &ThermalPolicy) -> PolicyKind {
     match policy {
-        ThermalPolicy::Probe { .. } => "probe",
-        ThermalPolicy::Fixed { .. } => "fixed",
-        ThermalPolicy::Off => "off",
+        ThermalPolicy::Probe { .. } => PolicyKind::Probe,
+        ThermalPolicy::Fixed { .. } => PolicyKind::Fixed,
+        ThermalPolicy::Off => PolicyKind::Off,
     }
+}
+
+pub fn policy_name(policy: &ThermalPolicy) -> &'static str {
+    policy_kind(policy).as_str()
 }
 
 /// Waits per `policy` after a measurement. `probe` runs one TPS probe (None when it failed);
@@ -157,7 +140,7 @@ where
         on_status("not recovered: the next measurement may run hot");
     }
     ThermalRecord {
-        policy: policy_name(policy).into(),
+        policy: policy_kind(policy),
         baseline_tps,
         probe_tps,
         cooldown_s: start.elapsed().as_secs_f64(),
@@ -165,60 +148,6 @@ where
         before: None,
         after: None,
     }
-}
-
-const NVIDIA_SMI_FIELDS: &str =
-    "index,name,temperature.gpu,clocks.sm,power.draw,clocks_throttle_reasons.active";
-
-/// Host and GPU telemetry for a ThermalRecord's before/after: sysinfo component temperatures
-/// (label -> °C) and, where `nvidia-smi` is on PATH, per-GPU temperature, SM clock, power and
-/// throttle reasons. Never fails: what cannot be read is left out. Blocking (runs nvidia-smi): call
-/// it from `spawn_blocking` inside async code.
-pub fn host_snapshot() -> Value {
-    let components = sysinfo::Components::new_with_refreshed_list();
-    let mut temps = Map::new();
-    for c in components.list() {
-        if let Some(t) = c.temperature().filter(|t| t.is_finite()) {
-            temps.insert(c.label().to_string(), json!(t));
-        }
-    }
-    let mut out = json!({ "taken_at": crate::meta::now_rfc3339(), "components_c": temps });
-    if let Some(gpus) = nvidia_smi() {
-        out["gpus"] = Value::Array(gpus);
-    }
-    out
-}
-
-fn nvidia_smi() -> Option<Vec<Value>> {
-    let path = std::env::var_os("PATH")?;
-    let exe = std::env::split_paths(&path).map(|d| d.join("nvidia-smi")).find(|p| p.is_file())?;
-    let output = Command::new(exe)
-        .args([format!("--query-gpu={NVIDIA_SMI_FIELDS}"), "--format=csv,noheader,nounits".into()])
-        .output()
-        .ok()?;
-    output.status.success().then(|| parse_nvidia_smi(&String::from_utf8_lossy(&output.stdout)))
-}
-
-/// Parses `nvidia-smi --query-gpu=index,name,temperature.gpu,clocks.sm,power.draw,
-/// clocks_throttle_reasons.active --format=csv,noheader,nounits`; "[N/A]" and unparsable values
-/// become null.
-pub fn parse_nvidia_smi(text: &str) -> Vec<Value> {
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            let f: Vec<&str> = line.split(',').map(str::trim).collect();
-            let num =
-                |i: usize| f.get(i).and_then(|s| s.parse::<f64>().ok()).map_or(Value::Null, |v| json!(v));
-            json!({
-                "index": num(0),
-                "name": f.get(1).copied().unwrap_or_default(),
-                "temperature_c": num(2),
-                "sm_clock_mhz": num(3),
-                "power_w": num(4),
-                "throttle_reasons": f.get(5).filter(|s| s.starts_with("0x")).copied(),
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -267,7 +196,7 @@ mod tests {
         assert_eq!(rec.probe_tps, vec![30.0, 38.0, 45.0]);
         // 10 s minimum, then three more probes 5 s apart.
         assert_eq!(rec.cooldown_s, 25.0);
-        assert_eq!(rec.policy, "probe");
+        assert_eq!(rec.policy, PolicyKind::Probe);
         assert!(lines.iter().any(|l| l == "probe 45.0 tok/s (need 40.0)"), "{lines:?}");
     }
 
@@ -299,27 +228,8 @@ mod tests {
             |_| {},
         )
         .await;
-        assert_eq!((rec.cooldown_s, rec.recovered, rec.policy.as_str()), (30.0, true, "fixed"));
+        assert_eq!((rec.cooldown_s, rec.recovered, rec.policy), (30.0, true, PolicyKind::Fixed));
         let rec = cooldown(&ThermalPolicy::Off, Some(5.0), || async { panic!("no probe") }, |_| {}).await;
         assert_eq!((rec.cooldown_s, rec.probe_tps.len()), (0.0, 0));
-    }
-
-    #[test]
-    fn nvidia_smi_lines_parse_with_missing_values() {
-        let gpus = parse_nvidia_smi(
-            "0, NVIDIA H200, 41, 1980, 118.52, 0x0000000000000000\n1, NVIDIA H200, [N/A], 345, [N/A], [N/A]\n",
-        );
-        assert_eq!(gpus.len(), 2);
-        assert_eq!(gpus[0]["temperature_c"], 41.0);
-        assert_eq!(gpus[0]["power_w"], 118.52);
-        assert_eq!(gpus[0]["throttle_reasons"], "0x0000000000000000");
-        assert!(gpus[1]["temperature_c"].is_null() && gpus[1]["throttle_reasons"].is_null());
-    }
-
-    #[test]
-    fn host_snapshot_never_fails() {
-        let snap = host_snapshot();
-        assert!(snap["components_c"].is_object());
-        assert!(snap["taken_at"].as_str().is_some_and(|t| t.starts_with("20")));
     }
 }

@@ -1,0 +1,195 @@
+//! Cell rules: each looks at several records of one input together (one function per rule; the
+//! list is `RULES`).
+
+use std::collections::BTreeMap;
+
+use super::finding::Finding;
+use super::rule::{Ctx, RuleId};
+use crate::physics;
+use crate::record::{CacheState, CellKey, Mode, Record, Scenario};
+use crate::results::batch;
+use crate::stats;
+
+/// TTFTs per cache state of one cell (same model, mode, context, batch size; all runs).
+#[derive(Default)]
+struct StateTimes {
+    ttft: BTreeMap<CacheState, Vec<f64>>,
+    /// Prompt tokens the server had to compute (cache evidence), per state.
+    computed: BTreeMap<CacheState, Vec<f64>>,
+    /// Warm input tokens (the context a reload moves).
+    warm_input: Vec<f64>,
+    /// The cell the findings name (run 0 = all runs).
+    key: CellKey,
+}
+
+impl StateTimes {
+    fn median_ttft(&self, state: CacheState) -> Option<f64> {
+        self.ttft.get(&state).and_then(|v| stats::median(v))
+    }
+
+    fn median_computed(&self, state: CacheState) -> Option<f64> {
+        self.computed.get(&state).and_then(|v| stats::median(v))
+    }
+
+    /// The cell of `state` that a finding names: a cell-level finding spans every run.
+    fn cell_of(&self, state: CacheState) -> CellKey {
+        let scenario = match self.key.scenario {
+            Scenario::Concurrent => Scenario::Concurrent,
+            _ => Scenario::of(state, 1),
+        };
+        CellKey { cache_state: state, scenario, ..self.key.clone() }
+    }
+}
+
+/// Every cell of one input with its TTFTs per cache state (failed and negative times left out).
+fn state_times(records: &[Record]) -> Vec<StateTimes> {
+    let mut cells: BTreeMap<(String, Mode, u32, u32, bool), StateTimes> = BTreeMap::new();
+    for rec in records {
+        let Record::Measurement(m) = rec else { continue };
+        let Some(ttft) = m.ttft_ms.filter(|t| m.error.is_none() && *t >= 0.0) else { continue };
+        let c = &m.cell;
+        let key =
+            (c.model.clone(), c.mode, c.context_tokens, c.batch_size, c.scenario == Scenario::Concurrent);
+        let cell = cells
+            .entry(key)
+            .or_insert_with(|| StateTimes { key: CellKey { run: 0, ..c.clone() }, ..Default::default() });
+        cell.ttft.entry(c.cache_state).or_default().push(ttft);
+        if let Some(n) = m.cache_evidence.as_ref().and_then(|e| e.prompt_evaluated_tokens) {
+            cell.computed.entry(c.cache_state).or_default().push(n as f64);
+        }
+        if c.cache_state == CacheState::Warm {
+            cell.warm_input.extend(m.input_tokens.map(|n| n as f64));
+        }
+    }
+    cells.into_values().collect()
+}
+
+/// Warm must beat cold, judged against physics where it can be.
+///
+/// A warm request reloads the KV cache from storage, which costs KV bytes / storage bandwidth. On
+/// a fast GPU with ordinary storage that can exceed a cold prefill (an H200 at 32K: warm 3.04 s vs
+/// cold 2.32 s, honestly, restoring 4.31 GB at 1.44 GB/s). So when hardware, the model's KV bytes
+/// and --storage-gbps are known, "cache broken" is an error only where the reload should have been
+/// at least 2 x --min-warm-speedup cheaper than the measured cold TTFT; otherwise the slow warm is
+/// `warm_slower_explained` (info) with the physics. Without KV bytes the plain rule holds: warm
+/// must be --min-warm-speedup x faster than cold.
+pub fn warm_not_faster(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
+    for cell in state_times(records) {
+        let (Some(cold), Some(warm)) =
+            (cell.median_ttft(CacheState::Cold), cell.median_ttft(CacheState::Warm))
+        else {
+            continue;
+        };
+        let speedup = cold / warm;
+        let slow = speedup < ctx.min_warm_speedup;
+        if !slow {
+            continue;
+        }
+        let context = stats::median(&cell.warm_input).unwrap_or(f64::from(cell.key.context_tokens));
+        let reload = ctx.hardware.and((ctx.model_for)(&cell.key.model)).and_then(|m| {
+            physics::expected_reload_ms(&m, context as u64, ctx.storage_gbps)
+                .map(|ms| (ms, m.kv_bytes_per_token.unwrap_or(0.0) * context))
+        });
+        let base = format!("warm median TTFT {warm:.0} ms vs cold {cold:.0} ms ({speedup:.2}x)");
+        let (rule, message) = match reload {
+            Some((reload_ms, _)) if cold / reload_ms < 2.0 * ctx.min_warm_speedup => (
+                RuleId::WarmSlowerExplained,
+                format!(
+                    "{base}; reloading the KV cache at {} GB/s storage takes ~{reload_ms:.0} ms, about what recomputing costs: not a cache fault",
+                    ctx.storage_gbps
+                ),
+            ),
+            Some((reload_ms, bytes)) => (
+                RuleId::WarmNotFaster,
+                format!(
+                    "{base}; reloading {:.2} GB of KV at {} GB/s should take ~{reload_ms:.0} ms: the cache did nothing",
+                    bytes / 1e9,
+                    ctx.storage_gbps
+                ),
+            ),
+            None => (
+                RuleId::WarmNotFaster,
+                format!(
+                    "{base}, below the {:.1}x expected of a working cache: the cache did nothing",
+                    ctx.min_warm_speedup
+                ),
+            ),
+        };
+        let f = Finding::new(rule, ctx.file, message).in_cell(&cell.cell_of(CacheState::Warm));
+        out.push(f.numbers(speedup, ctx.min_warm_speedup, "x"));
+    }
+}
+
+/// Hot must not be slower than warm (by more than 10%).
+///
+/// Hot's measured turn brings new tokens ("Understood." + the follow-up) that must be prefilled,
+/// while warm re-sends an identical prompt. Where the evidence shows hot computed clearly more, a
+/// fast reload (small KV, page cache) honestly beats it: `hot_slower_explained` (info).
+pub fn hot_slower_than_warm(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
+    for cell in state_times(records) {
+        let (Some(warm), Some(hot)) = (cell.median_ttft(CacheState::Warm), cell.median_ttft(CacheState::Hot))
+        else {
+            continue;
+        };
+        if hot <= warm * 1.10 {
+            continue;
+        }
+        let (rule, message) = match (
+            cell.median_computed(CacheState::Hot),
+            cell.median_computed(CacheState::Warm),
+        ) {
+            (Some(h), Some(w)) if h > w + 8.0 => (
+                RuleId::HotSlowerExplained,
+                format!(
+                    "hot median TTFT {hot:.0} ms > warm {warm:.0} ms, but hot computed {h:.0} new prompt tokens \
+                     vs warm's {w:.0}: the new turn costs more than this reload; not a cache fault"
+                ),
+            ),
+            _ => (
+                RuleId::HotSlowerThanWarm,
+                format!(
+                    "hot median TTFT {hot:.0} ms > warm {warm:.0} ms: an in-memory cache should not lose to a reload"
+                ),
+            ),
+        };
+        let f = Finding::new(rule, ctx.file, message).in_cell(&cell.cell_of(CacheState::Hot));
+        out.push(f.numbers(hot, warm, "ms"));
+    }
+}
+
+/// A concurrent batch is one unit: complete only with all B member requests and its group
+/// record. A sweep killed while a batch was being appended leaves a partial one, which must never
+/// pass for a measured cell (merge keeps the complete batch of another run instead).
+pub fn batch_incomplete(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
+    for b in batch::batches(records).iter().filter(|b| !b.is_complete()) {
+        let id =
+            if b.group_id.is_empty() { "without a group id".to_string() } else { b.group_id.to_string() };
+        let message = format!(
+            "partial batch {id} in {}: {}; a batch is one unit, so this one measures nothing (re-run the cell)",
+            ctx.file,
+            b.gaps().join(", ")
+        );
+        out.push(Finding::new(RuleId::BatchIncomplete, ctx.file, message).at(b.run_id, b.cell));
+    }
+}
+
+/// The ceilings use hardware other than the input's run.json or host says.
+pub fn hardware_mismatch(ctx: &Ctx, _records: &[Record], out: &mut Vec<Finding>) {
+    let Some(used) = ctx.hardware else { return };
+    let mut differs = Vec::new();
+    if let Some(name) = ctx.run_json_hardware.filter(|n| *n != used.name) {
+        differs.push(format!("run.json config.physics says {name}"));
+    }
+    if let Some((brand, p)) = ctx.host.filter(|(_, p)| p.name != used.name) {
+        differs.push(format!("the host's CPU {brand:?} suggests {}", p.name));
+    }
+    if !differs.is_empty() {
+        let message = format!(
+            "ceilings use {} ({} GB/s) but {}: check which machine measured this",
+            used.name,
+            used.bandwidth_gbps,
+            differs.join(" and ")
+        );
+        out.push(Finding::new(RuleId::HardwareMismatch, ctx.file, message));
+    }
+}

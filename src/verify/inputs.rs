@@ -1,0 +1,84 @@
+//! What verify knows about one input besides its records: the hardware and model the ceilings
+//! use (flags first, then the input's run.json), and what run.json and the host say about them.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::load::Source;
+use crate::physics::{self, Hardware, ModelProfile, Profile, hardware};
+
+/// The physics of one input.
+pub struct InputPhysics {
+    pub hardware: Option<Hardware>,
+    /// The model given by flags or run.json (None: each record's model from the built-in table).
+    pub model: Option<ModelProfile>,
+    /// run.json's hardware name, kept only when flags chose the hardware (for hardware_mismatch).
+    pub run_json_hardware: Option<String>,
+    /// The host's CPU brand and the profile it suggests.
+    pub host: Option<(String, &'static Profile)>,
+}
+
+/// Resolves the physics of `src`; what cannot be used is said in `notes`.
+pub fn resolve(
+    src: &Source,
+    file: &str,
+    flag_hw: Option<&Hardware>,
+    flag_model: Option<&ModelProfile>,
+    notes: &mut Vec<String>,
+) -> InputPhysics {
+    let meta_physics = src.run_meta.iter().find_map(|m| m.get("config").and_then(|c| c.get("physics")));
+    let text = |k: &str| meta_physics.and_then(|p| p.get(k)).and_then(Value::as_str);
+    let num = |k: &str| meta_physics.and_then(|p| p.get(k)).and_then(Value::as_f64);
+    let meta_hw = match physics::resolve_hardware(text("hardware"), num("bandwidth_gbps"), num("tflops")) {
+        Ok(hw) => hw,
+        Err(e) => {
+            notes.push(format!("{file}: run.json physics unusable: {e}"));
+            None
+        }
+    };
+    let brand = src.run_meta.iter().find_map(|m| m.pointer("/host/cpu_brand").and_then(Value::as_str));
+    let host = brand.and_then(|b| hardware::suggest_hardware(b).map(|p| (b.to_string(), p)));
+    let hw = flag_hw.cloned().or(meta_hw.clone());
+    if hw.is_none() {
+        notes.push(format!(
+            "{file}: no hardware known: decode/prefill ceiling rules skipped (give --hardware NAME, or --bandwidth-gbps and --tflops){}",
+            host.as_ref().map_or(String::new(), |(b, p)| format!("; the host reports {b:?}: try --hardware {}", p.name))
+        ));
+    }
+    let model = flag_model.cloned().or_else(|| {
+        let file_path = text("model_file").map(PathBuf::from);
+        match physics::resolve_model(text("model_bytes"), text("params"), file_path.as_deref()) {
+            Ok(m) => m,
+            Err(e) => {
+                notes.push(format!("{file}: run.json model profile unusable: {e}"));
+                None
+            }
+        }
+    });
+    let run_json_hardware = meta_hw.filter(|_| flag_hw.is_some()).map(|m| m.name);
+    InputPhysics { hardware: hw, model, run_json_hardware, host }
+}
+
+impl InputPhysics {
+    /// The profile of a record's model: the input's, else the built-in table's.
+    pub fn model_for(&self, name: &str) -> Option<ModelProfile> {
+        self.model.clone().or_else(|| physics::model::find_builtin(name).cloned())
+    }
+
+    /// Profiles of every model among `models` (sorted, unique); a note for each one missing
+    /// where hardware is known (its ceiling rules are skipped).
+    pub fn profiles(&self, file: &str, models: &[String], notes: &mut Vec<String>) -> Vec<ModelProfile> {
+        let mut out = Vec::new();
+        for name in models {
+            match self.model_for(name) {
+                Some(p) => out.push(p),
+                None if self.hardware.is_some() => notes.push(format!(
+                    "{file}: no model profile for {name:?}: ceiling rules skipped for it (give --model-bytes and --params, or --model-file)"
+                )),
+                None => {}
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,204 @@
+//! Record rules: each looks at one record alone (one function per rule; the list is `RULES`).
+//!
+//! The checks that quality already makes while measuring (usage, max_tokens, timing, input size)
+//! come from `quality`, so a record judged at sweep time and one judged later by verify agree.
+
+use super::finding::Finding;
+use super::rule::{Ctx, RuleId};
+use crate::physics;
+use crate::quality;
+use crate::record::{CacheState, Measurement, Record, Scenario, StaggeredRecord};
+use crate::thermal::PolicyKind;
+
+/// The measurement a rule may judge: no error (a failed request carries no numbers; merge re-runs
+/// it) and not an imported origin batch stand-in (the origin kept only batch totals, which live in
+/// the group record, so the stand-in has no per-request numbers to judge).
+fn judged(rec: &Record) -> Option<&Measurement> {
+    match rec {
+        Record::Measurement(m) if m.error.is_none() && !is_stand_in(m) => Some(m),
+        _ => None,
+    }
+}
+
+fn is_stand_in(m: &Measurement) -> bool {
+    m.quality_flags.iter().any(|f| f.flag == crate::origin::BATCH_AGGREGATE_FLAG)
+}
+
+fn finding(ctx: &Ctx, m: &Measurement, rule: RuleId, message: String) -> Finding {
+    Finding::new(rule, ctx.file, message).at(&m.run_id, &m.cell)
+}
+
+fn show(v: Option<u64>) -> String {
+    v.map_or("null".into(), |n| n.to_string())
+}
+
+pub fn decode_above_ceiling(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec) else { return };
+    let (Some(hw), Some(model)) = (ctx.hardware, (ctx.model_for)(&m.cell.model)) else { return };
+    let (Some(d), Some(c)) = (m.decode_tps, physics::ceilings(hw, &model, m).decode_ceiling_tps) else {
+        return;
+    };
+    if d > c {
+        let message = format!(
+            "decode {d:.1} tok/s > ceiling {c:.1} tok/s ({:.0}% of it): {:.2} GB read per token needs {:.0} GB/s, {} has {:.0} GB/s",
+            100.0 * d / c,
+            hw.bandwidth_gbps / c,
+            d * hw.bandwidth_gbps / c,
+            hw.name,
+            hw.bandwidth_gbps
+        );
+        out.push(finding(ctx, m, RuleId::DecodeAboveCeiling, message).numbers(d, c, "tok/s"));
+    }
+}
+
+pub fn prefill_above_ceiling(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec) else { return };
+    let (Some(hw), Some(model)) = (ctx.hardware, (ctx.model_for)(&m.cell.model)) else { return };
+    let ceiling = physics::ceilings(hw, &model, m).prefill_ceiling_tps;
+    let (Some(rate), Some(c)) = (physics::computed_prefill_tps(m), ceiling) else { return };
+    if rate > c {
+        let why = if m.cell.cache_state == CacheState::Cold {
+            "a 'cold' row was probably served from a cache"
+        } else {
+            "the server computed fewer tokens than its evidence says"
+        };
+        let message = format!(
+            "prefill {rate:.0} computed tok/s > compute ceiling {c:.0} tok/s ({} at {:.1} TFLOP/s): {why}",
+            hw.name,
+            hw.tflops.unwrap_or(0.0)
+        );
+        out.push(finding(ctx, m, RuleId::PrefillAboveCeiling, message).numbers(rate, c, "tok/s"));
+    }
+}
+
+pub fn max_tokens_exceeded(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec) else { return };
+    if let Some(flag) = quality::check_max_tokens(m.output_tokens, m.max_tokens) {
+        let message = format!("{}: the server ignored the limit", flag.reason);
+        let value = m.output_tokens.unwrap_or(0) as f64;
+        out.push(finding(ctx, m, RuleId::MaxTokensExceeded, message).numbers(
+            value,
+            f64::from(m.max_tokens),
+            "tokens",
+        ));
+    }
+}
+
+pub fn usage_missing(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec) else { return };
+    if let Some(flag) = quality::check_usage(m.input_tokens, m.output_tokens) {
+        let message = format!("{}: every rate of this row is a guess", flag.reason);
+        out.push(finding(ctx, m, RuleId::UsageMissing, message));
+    }
+}
+
+pub fn ttft_after_e2e(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec) else { return };
+    if let Some(flag) = quality::check_timing(m.ttft_ms, m.e2e_ms) {
+        let consequence = if flag.reason.starts_with("negative") {
+            "clock misuse"
+        } else {
+            "the first token came after the last"
+        };
+        out.push(finding(ctx, m, RuleId::TtftAfterE2e, format!("{}: {consequence}", flag.reason)));
+    }
+}
+
+pub fn cache_state_unconfirmed(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec) else { return };
+    let ev = m.cache_evidence.as_ref();
+    let confirmed = m
+        .cache_state_confirmed
+        .or_else(|| ev.and_then(|e| quality::confirm_cache_state(m.cell.cache_state, e, m.input_tokens)));
+    if confirmed == Some(false) {
+        let message = format!(
+            "the server's cache evidence contradicts '{}' (cached {}, evaluated {} of {} prompt tokens)",
+            m.cell.cache_state.as_str(),
+            show(ev.and_then(|e| e.cached_tokens).or(m.cached_tokens)),
+            show(ev.and_then(|e| e.prompt_evaluated_tokens)),
+            show(m.input_tokens)
+        );
+        out.push(finding(ctx, m, RuleId::CacheStateUnconfirmed, message));
+    }
+}
+
+pub fn input_tokens_off_nominal(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec) else { return };
+    // Hot prompts carry the conversation on top of the nominal context, and staggered prompts
+    // are sized for their own context, so only an explicit expectation is checked for them.
+    let expected = m.expected_input_tokens.or(match (m.cell.cache_state, m.cell.scenario) {
+        (CacheState::Hot, _) | (_, Scenario::StaggeredBatched | Scenario::StaggeredSequential) => None,
+        _ => Some(u64::from(m.cell.context_tokens)),
+    });
+    if let Some(flag) = quality::check_input_tokens(m.input_tokens, expected) {
+        let message = format!("{}: the prompt was not sized to its context", flag.reason);
+        let (input, nominal) = (m.input_tokens.unwrap_or(0) as f64, expected.unwrap_or(0) as f64);
+        out.push(finding(ctx, m, RuleId::InputTokensOffNominal, message).numbers(input, nominal, "tokens"));
+    }
+}
+
+pub fn thermal_not_recovered(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec) else { return };
+    // Only a probe judges recovery; fixed and off have nothing to say.
+    let Some(t) = m.thermal.as_ref().filter(|t| t.policy == PolicyKind::Probe && !t.recovered) else {
+        return;
+    };
+    let last = t.probe_tps.last().map_or("none".into(), |p| format!("{p:.1} tok/s"));
+    let message = format!(
+        "measured before thermal recovery: last probe {last} vs baseline {} after {:.0} s",
+        t.baseline_tps.map_or("unknown".into(), |b| format!("{b:.1} tok/s")),
+        t.cooldown_s
+    );
+    out.push(finding(ctx, m, RuleId::ThermalNotRecovered, message));
+}
+
+pub fn measurement_failed(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let (what, e) = match rec {
+        Record::Measurement(m) if !is_stand_in(m) => ("", m.error.as_ref()),
+        Record::Group(g) => ("group: ", g.error.as_ref()),
+        Record::Staggered(s) => ("staggered: ", s.error.as_ref()),
+        Record::Measurement(_) => return,
+    };
+    if let Some(e) = e {
+        let message = format!("failed measurement ({what}{}: {})", e.kind.as_str(), e.message);
+        out.push(Finding::new(RuleId::MeasurementFailed, ctx.file, message).at(rec.run_id(), rec.cell()));
+    }
+}
+
+pub fn quality_gate_failed(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec).filter(|m| !m.quality_ok) else { return };
+    let failing: Vec<&str> =
+        m.quality_flags.iter().filter(|f| f.fails_gate).map(|f| f.flag.as_str()).collect();
+    let why = if failing.is_empty() { "no flag says why".into() } else { failing.join(", ") };
+    out.push(finding(ctx, m, RuleId::QualityGateFailed, format!("quality_ok is false ({why})")));
+}
+
+/// (overlapped, overlap ms) of a staggered pair: as recorded, or for files written before it was
+/// (and origin imports) from when B was sent and when A finished.
+pub fn overlap(s: &StaggeredRecord) -> Option<(bool, f64)> {
+    if let Some(o) = s.overlapped {
+        return Some((o, s.overlap_ms.unwrap_or(0.0)));
+    }
+    quality::staggered_overlap(s.user_b_arrival_ms, s.user_a_e2e_ms, s.user_b_e2e_ms)
+}
+
+pub fn staggered_not_overlapped(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Record::Staggered(s) = rec else { return };
+    // A sequential twin is meant not to overlap; a failed pair is measurement_failed's.
+    if s.cell.scenario != Scenario::StaggeredBatched || s.error.is_some() {
+        return;
+    }
+    let Some((false, _)) = overlap(s) else { return };
+    let show_ms = |v: Option<f64>| v.map_or("?".into(), |v| format!("{v:.0} ms"));
+    let message = format!(
+        "user B was sent {} after user A, but A had finished at {}: the 'batched' pair never overlapped, so it \
+         measured two sequential requests (give a --stagger-delay shorter than A's E2E)",
+        show_ms(s.user_b_arrival_ms),
+        show_ms(s.user_a_e2e_ms)
+    );
+    let mut f = Finding::new(RuleId::StaggeredNotOverlapped, ctx.file, message).at(&s.run_id, &s.cell);
+    if let (Some(b), Some(a)) = (s.user_b_arrival_ms, s.user_a_e2e_ms) {
+        f = f.numbers(b, a, "ms");
+    }
+    out.push(f);
+}
