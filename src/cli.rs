@@ -1,12 +1,12 @@
 //! Command-line surface (clap derive), and the one place every sweep setting is declared.
 //!
-//! A sweep setting is a field of `ConnectionArgs` or `PlanArgs` (or the nested thermal/physics
+//! A sweep setting is a field of `ConnectionArgs` or `MeasureArgs` (or the nested thermal/physics
 //! groups). The same structs are filled by clap (flags) and by serde (scenario files: keys are the
 //! flag names with underscores), so adding a setting means adding one field here and reading it in
 //! `config::validate`. Values are typed here (`spec`), so clap names a bad flag itself and a bad
 //! scenario key is named with its file. The split between the two groups is the resume policy:
 //! `ConnectionArgs` may change on `--resume` (they say how to reach the server, not what is
-//! measured); `PlanArgs` are fixed for the life of a run and refused on `--resume`.
+//! measured); `MeasureArgs` are fixed for the life of a run and refused on `--resume`.
 
 use std::path::PathBuf;
 
@@ -52,6 +52,8 @@ pub enum Command {
     Merge(crate::merge::MergeArgs),
     /// Statistics, tables, CSV and plots from result files.
     Report(crate::report::ReportArgs),
+    /// What a sweep will measure and how long it will take, before it starts.
+    Plan(Box<PlanArgs>),
 }
 
 #[derive(Debug, Args, Default, Clone)]
@@ -65,7 +67,7 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
     #[command(flatten)]
-    pub plan: PlanArgs,
+    pub measure: MeasureArgs,
     /// Scenario file (TOML) giving any setting above; flags override it.
     #[arg(long, help_heading = "Run")]
     pub scenario: Option<PathBuf>,
@@ -82,6 +84,35 @@ pub struct SweepArgs {
     /// No progress output.
     #[arg(long, short, help_heading = "Run")]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+    bench plan --scenario scenarios/paper.toml --server http://127.0.0.1:8080\n  \
+    bench plan --scenario scenarios/paper.toml --from results/20261122T101500Z-cold\n\n\
+    With --server, two short cold requests measure the prefill and decode rates (and the preset's actions\n\
+    are tried once, as a sweep would). With --from, the rates come from an earlier run's records.\n\
+    Without either, the cells are listed without a forecast.")]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+    /// Scenario file (TOML) giving any setting; flags override it.
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    /// Take the rates from an earlier run (a run directory or any result file) instead of measuring.
+    #[arg(long, value_name = "RUN")]
+    pub from: Option<PathBuf>,
+    /// table (one line per cell, then the total) or json.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: PlanFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanFormat {
+    Table,
+    Json,
 }
 
 /// How to reach the server. These may change on `--resume` (a restarted server on another port,
@@ -105,7 +136,7 @@ pub struct ConnectionArgs {
 /// What is measured. Fixed for the life of a run: refused with `--resume`.
 #[derive(Debug, Args, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct PlanArgs {
+pub struct MeasureArgs {
     /// Model name sent in requests [default: the first model the server lists].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,

@@ -1,6 +1,6 @@
 //! Flags over a scenario file over defaults -> one validated `SweepConfig`.
 //!
-//! The layers are the same typed structs (`cli::ConnectionArgs`, `cli::PlanArgs`), filled by clap
+//! The layers are the same typed structs (`cli::ConnectionArgs`, `cli::MeasureArgs`), filled by clap
 //! and by serde. They are merged generically (a flag given wins, key by key), and every value
 //! remembers where it came from (`Origins`), so a value that is well-formed but not acceptable
 //! (a max cooldown below the min, a matrix of a million cells) is reported against the flag or the
@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::cli::{ConnectionArgs, PhysicsArgs, PlanArgs, SweepArgs};
+use crate::cli::{ConnectionArgs, MeasureArgs, PhysicsArgs, SweepArgs};
 use crate::exit::Failure;
 use crate::plan::Matrix;
 use crate::record::{CacheState, Mode};
@@ -171,7 +171,7 @@ fn overlay<T: Serialize + DeserializeOwned>(top: &T, base: &T) -> Result<T, Conf
 /// The plan and connection layers of a sweep, merged, with their origins.
 pub struct Layered {
     pub connection: ConnectionArgs,
-    pub plan: PlanArgs,
+    pub measure: MeasureArgs,
     pub origins: Origins,
 }
 
@@ -181,26 +181,39 @@ pub fn layered(args: &SweepArgs) -> Result<Layered, ConfigError> {
         None => ScenarioFile::default(),
     };
     let mut flags = given(&args.connection);
-    flags.extend(given(&args.plan));
+    flags.extend(given(&args.measure));
     let mut keys = given(&file.connection);
-    keys.extend(given(&file.plan));
+    keys.extend(given(&file.measure));
     Ok(Layered {
         connection: overlay(&args.connection, &file.connection)?,
-        plan: overlay(&args.plan, &file.plan)?,
+        measure: overlay(&args.measure, &file.measure)?,
         origins: Origins { file: args.scenario.clone(), flags, keys },
     })
 }
 
 /// Validates the merged layers of a new sweep into its config.
 pub fn resolve(args: &SweepArgs) -> Result<SweepConfig, ConfigError> {
-    let Layered { connection, plan, origins } = layered(args)?;
+    resolve_with(args, true)
+}
+
+/// The same, for a config that contacts no server (`bench plan --from RUN`): the server may be
+/// absent, and is then empty.
+pub fn resolve_offline(args: &SweepArgs) -> Result<SweepConfig, ConfigError> {
+    resolve_with(args, false)
+}
+
+fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, ConfigError> {
+    let Layered { connection, measure: plan, origins } = layered(args)?;
     let matrix = validate_matrix(&plan, &origins)?;
-    let server = connection.server.clone().ok_or_else(|| {
-        ConfigError::Missing(
-            "--server is required (or `server = ...` in the scenario file, or TTFT_BENCH_SERVER)".into(),
-        )
-    })?;
-    let server = validate_server(&server).map_err(|m| origins.invalid("server", m))?;
+    let server = match (&connection.server, need_server) {
+        (Some(server), _) => validate_server(server).map_err(|m| origins.invalid("server", m))?,
+        (None, false) => String::new(),
+        (None, true) => {
+            return Err(ConfigError::Missing(
+                "--server is required (or `server = ...` in the scenario file, or TTFT_BENCH_SERVER)".into(),
+            ));
+        }
+    };
     let thermal = validate_thermal(&plan, &origins)?;
     Ok(SweepConfig {
         server: crate::secrets::redact_url(&server),
@@ -243,7 +256,7 @@ pub fn validate_timeout(connection: &ConnectionArgs, origins: &Origins) -> Resul
     Ok(secs)
 }
 
-fn stagger_config(plan: &PlanArgs) -> Option<StaggerConfig> {
+fn stagger_config(plan: &MeasureArgs) -> Option<StaggerConfig> {
     if plan.staggered != Some(true) {
         return None;
     }
@@ -265,7 +278,7 @@ fn list_or<T: Clone>(value: &Option<crate::spec::List<T>>, default: Vec<T>) -> V
 }
 
 /// The matrix part of a plan: what `bench merge --expect` needs, no server involved.
-pub fn validate_matrix(plan: &PlanArgs, origins: &Origins) -> Result<Matrix, ConfigError> {
+pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, ConfigError> {
     let matrix = Matrix {
         contexts: plan.contexts.as_ref().map_or(DEFAULT_CONTEXTS.to_vec(), |c| c.0.clone()),
         modes: list_or(&plan.modes, vec![Mode::Streaming]),
@@ -291,7 +304,7 @@ pub fn validate_matrix(plan: &PlanArgs, origins: &Origins) -> Result<Matrix, Con
     Ok(matrix)
 }
 
-fn validate_thermal(plan: &PlanArgs, origins: &Origins) -> Result<ThermalPolicy, ConfigError> {
+fn validate_thermal(plan: &MeasureArgs, origins: &Origins) -> Result<ThermalPolicy, ConfigError> {
     let t = &plan.thermal;
     match t.thermal.unwrap_or(ThermalChoice::Probe) {
         ThermalChoice::Off => Ok(ThermalPolicy::Off),
@@ -327,11 +340,12 @@ pub struct Expectation {
 /// Reads a scenario file the way `bench sweep` would, without a server.
 pub fn expectation(path: &Path) -> Result<Expectation, ConfigError> {
     let file = scenario_file::load(path)?;
-    let origins = Origins { file: Some(path.to_path_buf()), flags: BTreeSet::new(), keys: given(&file.plan) };
+    let origins =
+        Origins { file: Some(path.to_path_buf()), flags: BTreeSet::new(), keys: given(&file.measure) };
     Ok(Expectation {
-        matrix: validate_matrix(&file.plan, &origins)?,
-        model: file.plan.model.clone(),
-        output_tokens: file.plan.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
+        matrix: validate_matrix(&file.measure, &origins)?,
+        model: file.measure.model.clone(),
+        output_tokens: file.measure.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
     })
 }
 

@@ -1,6 +1,6 @@
 //! Scenario files (`scenarios/*.toml`): any sweep setting, keyed by the flag's name with
 //! underscores (`cache_states = "cold,warm"`), plus a `description`. They fill the same typed
-//! structs as the flags (`cli::ConnectionArgs`, `cli::PlanArgs`), so the two can never disagree on
+//! structs as the flags (`cli::ConnectionArgs`, `cli::MeasureArgs`), so the two can never disagree on
 //! what a setting is or how it parses.
 
 use std::collections::BTreeSet;
@@ -9,7 +9,7 @@ use std::path::Path;
 use clap::Args;
 use serde::Deserialize;
 
-use crate::cli::{ConnectionArgs, PlanArgs};
+use crate::cli::{ConnectionArgs, MeasureArgs};
 use crate::config::ConfigError;
 
 #[derive(Debug, Default, Deserialize)]
@@ -18,13 +18,13 @@ pub struct ScenarioFile {
     #[serde(flatten)]
     pub connection: ConnectionArgs,
     #[serde(flatten)]
-    pub plan: PlanArgs,
+    pub measure: MeasureArgs,
 }
 
 /// Every key a scenario file may hold: the settings' ids, as clap knows them (one source of truth:
 /// the structs in `cli`), and `description`.
 pub fn known_keys() -> BTreeSet<String> {
-    let cmd = PlanArgs::augment_args(ConnectionArgs::augment_args(clap::Command::new("scenario")));
+    let cmd = MeasureArgs::augment_args(ConnectionArgs::augment_args(clap::Command::new("scenario")));
     let mut keys: BTreeSet<String> = cmd.get_arguments().map(|a| a.get_id().to_string()).collect();
     keys.insert("description".into());
     keys

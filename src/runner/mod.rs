@@ -11,6 +11,7 @@
 
 mod batch;
 mod cells;
+mod forecast;
 mod measure;
 mod open;
 mod setup;
@@ -33,6 +34,7 @@ use crate::store;
 
 pub use batch::{fill_staggered, group_record, release_together, stagger};
 pub use cells::Stop;
+pub use forecast::plan;
 
 /// How long an interrupted work task gets to reach its next await point before bench exits anyway.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
@@ -193,7 +195,7 @@ async fn work(
     journal: Journal,
     progress: Arc<Progress>,
 ) -> Result<Outcome, Failure> {
-    let ctx = setup::prepare(config, &journal, &progress).await?;
+    let ctx = setup::prepare(config, Some(&journal), &progress).await?;
     let done = if resumed { cells::completed(journal.dir())? } else { Default::default() };
     let gate = setup::ThermalGate::start(&ctx, &progress).await;
     journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;

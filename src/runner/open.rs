@@ -73,7 +73,7 @@ fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Fa
 /// Settings a resume may not change: everything that says what is measured. The connection
 /// settings (`cli::ConnectionArgs`) may change and are recorded.
 fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
-    let plan = serde_json::to_value(&args.plan).map_err(|e| Failure::internal(e.to_string()))?;
+    let plan = serde_json::to_value(&args.measure).map_err(|e| Failure::internal(e.to_string()))?;
     let mut given: Vec<String> = plan
         .as_object()
         .into_iter()

@@ -23,8 +23,17 @@ use crate::server;
 
 const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Writes what setup learned into run.json, when there is a run (`bench plan` has none).
+fn learn(journal: Option<&Journal>, change: impl FnOnce(&mut crate::meta::RunMeta)) -> Result<(), Failure> {
+    journal.map_or(Ok(()), |j| j.update(change))
+}
+
 /// Builds the sweep's context: client, preflight, physics, prompt sizing; run.json learns each.
-pub async fn prepare(config: SweepConfig, journal: &Journal, progress: &Progress) -> Result<Ctx, Failure> {
+pub async fn prepare(
+    config: SweepConfig,
+    journal: Option<&Journal>,
+    progress: &Progress,
+) -> Result<Ctx, Failure> {
     let preset = Preset::load(&config.preset).map_err(Failure::usage)?;
     required_env(&preset, &config)?;
     let api_key = match &config.api_key_env {
@@ -43,7 +52,7 @@ pub async fn prepare(config: SweepConfig, journal: &Journal, progress: &Progress
     let facts = preflight(&client, &config, &preset).await?;
     let mut config = config;
     config.model = Some(facts.model.clone());
-    journal.update(|m| {
+    learn(journal, |m| {
         m.server = facts.info.clone();
         m.config.model = Some(facts.model.clone());
     })?;
@@ -56,13 +65,13 @@ pub async fn prepare(config: SweepConfig, journal: &Journal, progress: &Progress
             ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
             _ => Failure::usage(e.to_string()),
         })?;
-    journal.update(|m| m.prompt_sizing = Some(sizer.describe()))?;
+    learn(journal, |m| m.prompt_sizing = Some(sizer.describe()))?;
     let ctx = Ctx {
         client,
         config,
         preset,
         model: facts.model,
-        run_id: journal.meta.lock().map(|m| m.run_id.clone()).unwrap_or_default(),
+        run_id: journal.and_then(|j| j.meta.lock().ok().map(|m| m.run_id.clone())).unwrap_or_default(),
         sizer,
         nonces,
         slots: facts.slots,
@@ -187,7 +196,7 @@ async fn dry_run_actions(ctx: &Ctx) -> Result<(), Failure> {
 fn physics(
     config: &mut SweepConfig,
     server: &ServerInfo,
-    journal: &Journal,
+    journal: Option<&Journal>,
     progress: &Progress,
 ) -> Result<Option<(crate::physics::Hardware, crate::physics::ModelProfile)>, Failure> {
     let p = &mut config.physics;
@@ -205,7 +214,10 @@ fn physics(
         crate::physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
             .map_err(Failure::usage)?;
     if hardware.is_none() {
-        let cpu = journal.meta.lock().map(|m| m.host.cpu_brand.clone()).unwrap_or_default();
+        let cpu = match journal {
+            Some(j) => j.meta.lock().map(|m| m.host.cpu_brand.clone()).unwrap_or_default(),
+            None => crate::meta::HostFacts::collect().cpu_brand,
+        };
         let suggestion = crate::physics::suggest_hardware(&cpu)
             .filter(|_| local)
             .map_or(String::new(), |s| format!(" (this host looks like {}: --hardware {})", s.name, s.name));
@@ -215,7 +227,7 @@ fn physics(
     }
     let profiles = PhysicsProfiles { hardware: hardware.clone(), model: model.clone() };
     let inputs = config.physics.clone();
-    journal.update(|m| {
+    learn(journal, |m| {
         m.physics = Some(profiles);
         m.config.physics = inputs;
     })?;
@@ -295,6 +307,11 @@ impl ThermalGate {
     }
 }
 
+/// One thermal probe's duration, seconds (for a forecast without a thermal baseline).
+pub async fn probe_seconds(ctx: &Ctx) -> f64 {
+    probe_request(ctx, 256, 16).await.1.map_or(0.5, |ms| ms / 1000.0)
+}
+
 /// A short request in its own session, cleaned up after. Returns (output tokens per second of
 /// E2E, e2e_ms, error message).
 async fn probe_request(ctx: &Ctx, words: u32, max_tokens: u32) -> (Option<f64>, Option<f64>, Option<String>) {
@@ -360,37 +377,40 @@ pub async fn calibrate_stagger(ctx: &Ctx, share: f64) -> Result<StaggerCalibrati
     })
 }
 
-/// The rates the cost model needs (`cost::Rates`), measured with two cold requests of different
-/// sizes (a short and a longer prompt fit prefill's linear and quadratic terms) after the warm-up.
-/// None when a request fails: a sweep without an ETA still measures.
+/// The rates the cost model needs (`cost::Rates`), measured after the warm-up with cold requests
+/// of two sizes (a short and a longer prompt fit prefill's linear and quadratic terms), each size
+/// twice in alternation so one slow request cannot set the rate. None when a request fails: a sweep
+/// without a forecast still measures.
 pub async fn calibrate_rates(ctx: &Ctx, probe_s: f64) -> Option<crate::cost::Rates> {
     let min = ctx.config.contexts.iter().copied().min().unwrap_or(512);
     let max = ctx.config.contexts.iter().copied().max().unwrap_or(4096);
     let small = min.min(1024);
     let large = max.min(4096).max(small * 2);
-    // Enough tokens for a decode rate; kept apart from measured sizes so a server log tells them apart.
-    let output = CALIBRATION_OUTPUT_TOKENS;
-    let mut points = Vec::new();
+    let mut ttft: [Vec<f64>; 2] = Default::default();
+    let mut input = [f64::from(small), f64::from(large)];
     let mut decode = Vec::new();
     let mut overhead = Vec::new();
-    for context in [small, large] {
+    for (i, context) in [small, large, small, large].into_iter().enumerate() {
         let started = std::time::Instant::now();
         let prompt =
             ctx.sizer.build(&ctx.client, context, ctx.config.seed ^ 0xC057, ctx.nonces.next()).await.ok()?;
         overhead.push(started.elapsed().as_secs_f64());
-        let ex = unmeasured(ctx, prompt.text, output, true).await;
-        let (ttft, e2e, out) = (ex.ttft_ms?, ex.e2e_ms?, ex.usage.output_tokens?);
-        points.push((ex.usage.input_tokens.unwrap_or(u64::from(context)) as f64, ttft / 1000.0));
-        decode.extend(crate::record::decode_tps(Some(out), Some(ttft), Some(e2e)));
+        // Enough tokens for a decode rate; a size apart from measured ones, so a server log tells them apart.
+        let ex = unmeasured(ctx, prompt.text, CALIBRATION_OUTPUT_TOKENS, true).await;
+        let (t, e2e, out) = (ex.ttft_ms?, ex.e2e_ms?, ex.usage.output_tokens?);
+        ttft[i % 2].push(t / 1000.0);
+        input[i % 2] = ex.usage.input_tokens.map_or(input[i % 2], |n| n as f64);
+        decode.extend(crate::record::decode_tps(Some(out), Some(t), Some(e2e)));
     }
-    let (a, b) = crate::cost::Rates::fit_prefill(points[0], points[1]);
+    let point = |i: usize| Some((input[i], crate::stats::median(&ttft[i])?));
+    let (a, b) = crate::cost::Rates::fit_prefill(point(0)?, point(1)?);
     Some(crate::cost::Rates {
         prefill_s_per_token: a,
         prefill_s_per_token2: b,
         decode_tps: crate::stats::median(&decode)?,
         overhead_s: crate::stats::median(&overhead).unwrap_or(0.0),
         probe_s,
-        source: format!("calibrated: cold requests of {small} and {large} tokens"),
+        source: format!("calibrated: cold requests of {small} and {large} tokens, twice each"),
     })
 }
 
