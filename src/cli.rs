@@ -54,6 +54,8 @@ pub enum Command {
     Report(crate::report::ReportArgs),
     /// What a sweep will measure and how long it will take, before it starts.
     Plan(Box<PlanArgs>),
+    /// N concurrent clients for M iterations: does the server stay up, and stay correct?
+    Soak(Box<SoakArgs>),
 }
 
 #[derive(Debug, Args, Default, Clone)]
@@ -109,6 +111,55 @@ pub struct PlanArgs {
     pub format: PlanFormat,
 }
 
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+    bench soak --server http://127.0.0.1:8080 --concurrency 8 --iterations 50\n  \
+    bench soak --server-cmd \"llama-server -m m.gguf --port {port} --parallel 8\" --concurrency 8 --duration 10m\n\n\
+    Each client has its own prompt; a serial pass first records each prompt's greedy output\n\
+    (temperature 0), and every concurrent output is compared with it. Records land in\n\
+    <out>/<run-id>/measurements.jsonl (scenario soak, run = iteration), crashes in run.json.\n\
+    Exit codes: 0 every request passed, no crash, no mismatch; 1 findings; 3 the server is gone.")]
+pub struct SoakArgs {
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+    /// Clients sending at once; every iteration releases one request from each.
+    #[arg(long, default_value = "8")]
+    pub concurrency: Count<MAX_BATCH>,
+    /// Iterations (at most; --duration may end the soak sooner).
+    #[arg(long, default_value = "50")]
+    pub iterations: Count<MAX_RUNS>,
+    /// Stop starting iterations after this long.
+    #[arg(long)]
+    pub duration: Option<Span>,
+    /// Prompt sizes; client i uses the (i mod n)-th [default: 1024].
+    #[arg(long)]
+    pub contexts: Option<Contexts>,
+    /// max_tokens of every request [default: 64].
+    #[arg(long)]
+    pub output_tokens: Option<Count<MAX_OUTPUT_TOKENS>>,
+    /// streaming or non-streaming [default: streaming].
+    #[arg(long, default_value = "streaming")]
+    pub mode: Mode,
+    /// Model name sent in requests [default: the first model the server lists].
+    #[arg(long)]
+    pub model: Option<String>,
+    /// openai or anthropic [default: openai].
+    #[arg(long)]
+    pub api: Option<Api>,
+    /// Server preset or preset TOML file [default: openai].
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Directory that receives <run-id>/ [default: results].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Name of the run directory (default: a UTC timestamp and "soak").
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PlanFormat {
     Table,
@@ -131,6 +182,15 @@ pub struct ConnectionArgs {
     /// long [default: 600s].
     #[arg(long, help_heading = "Connection (may change on --resume)")]
     pub request_timeout: Option<Span>,
+    /// Start the server yourself, instead of --server: a shell command with {port} where bench puts
+    /// a free port (e.g. "llama-server -m m.gguf --port {port}"). Bench waits for /health, watches
+    /// the process, records a crash (signal, exit code, stderr tail) and restarts it.
+    #[arg(long, value_name = "COMMAND", help_heading = "Connection (may change on --resume)")]
+    pub server_cmd: Option<String>,
+    /// Restarts of a crashed --server-cmd server before the run stops (exit 3, records kept)
+    /// [default: 3].
+    #[arg(long, help_heading = "Connection (may change on --resume)")]
+    pub max_restarts: Option<u32>,
 }
 
 /// What is measured. Fixed for the life of a run: refused with `--resume`.

@@ -26,6 +26,11 @@ pub const DEFAULT_RUNS: u32 = 3;
 pub const DEFAULT_OUTPUT_TOKENS: u32 = 64;
 pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
 pub const DEFAULT_SEED: u64 = 20_260_208;
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+
+fn default_max_restarts() -> u32 {
+    DEFAULT_MAX_RESTARTS
+}
 pub const DEFAULT_STAGGER_SHARE: f64 = 0.5;
 pub const DEFAULT_STAGGER_CONTEXT: u32 = 4096;
 /// More cells than this is a typo, not a plan (the origin's paper matrix is 204).
@@ -85,6 +90,11 @@ pub struct SweepConfig {
     pub request_timeout_s: f64,
     /// The variable's NAME; the key is read at start and never stored.
     pub api_key_env: Option<String>,
+    /// The command that starts the server (`--server-cmd`), when bench runs it itself.
+    #[serde(default)]
+    pub server_cmd: Option<String>,
+    #[serde(default = "default_max_restarts")]
+    pub max_restarts: u32,
     pub seed: u64,
     pub out_dir: PathBuf,
     pub staggered: Option<StaggerConfig>,
@@ -205,12 +215,18 @@ pub fn resolve_offline(args: &SweepArgs) -> Result<SweepConfig, ConfigError> {
 fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, ConfigError> {
     let Layered { connection, measure: plan, origins } = layered(args)?;
     let matrix = validate_matrix(&plan, &origins)?;
-    let server = match (&connection.server, need_server) {
-        (Some(server), _) => validate_server(server).map_err(|m| origins.invalid("server", m))?,
-        (None, false) => String::new(),
-        (None, true) => {
+    let server = match (&connection.server, &connection.server_cmd, need_server) {
+        (Some(_), Some(_), _) => {
+            return Err(origins.invalid("server_cmd", "give --server or --server-cmd, not both"));
+        }
+        (Some(server), None, _) => validate_server(server).map_err(|m| origins.invalid("server", m))?,
+        // Known once the command has started it (`supervise`).
+        (None, Some(_), _) | (None, None, false) => String::new(),
+        (None, None, true) => {
             return Err(ConfigError::Missing(
-                "--server is required (or `server = ...` in the scenario file, or TTFT_BENCH_SERVER)".into(),
+                "--server (or --server-cmd) is required (or `server = ...` in the scenario file, or \
+                 TTFT_BENCH_SERVER)"
+                    .into(),
             ));
         }
     };
@@ -231,6 +247,8 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         output_tokens: plan.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
         request_timeout_s: validate_timeout(&connection, &origins)?,
         api_key_env: connection.api_key_env.clone(),
+        server_cmd: connection.server_cmd.clone(),
+        max_restarts: connection.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
         seed: plan.seed.unwrap_or(DEFAULT_SEED),
         out_dir: args.out.clone().unwrap_or_else(|| PathBuf::from("results")),
         staggered: stagger_config(&plan),

@@ -126,6 +126,7 @@ pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &Rates) -> f64 {
             b * primed + b * rates.prefill_s(measured) + rates.request_s(0.0, out)
         }
         Scenario::StaggeredBatched | Scenario::StaggeredSequential => 2.0 * rates.request_s(c, out),
+        Scenario::Soak => f64::from(cell.batch_size) * rates.request_s(c, out),
         _ => single,
     };
     work + cooldown_s(&config.thermal, rates)

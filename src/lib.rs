@@ -30,5 +30,6 @@ pub mod server;
 pub mod spec;
 pub mod stats;
 pub mod store;
+pub mod supervise;
 pub mod thermal;
 pub mod verify;

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Sweep(args) => block_on(ttft_bench::runner::run(args)),
         Command::Plan(args) => block_on(ttft_bench::runner::plan(args)),
+        Command::Soak(args) => block_on(ttft_bench::runner::soak(args)),
         Command::Verify(args) => ttft_bench::verify::run(args),
         Command::Merge(args) => ttft_bench::merge::run(args),
         Command::Report(args) => ttft_bench::report::run(args),

@@ -44,6 +44,12 @@ pub struct RunMeta {
     /// The cost model's forecast of this run, made before the first cell.
     #[serde(default)]
     pub forecast: Option<Forecast>,
+    /// Every crash of a server bench started (`--server-cmd`), in order.
+    #[serde(default)]
+    pub server_crashes: Vec<crate::supervise::ServerCrash>,
+    /// `bench soak`: its settings, then its outcome.
+    #[serde(default)]
+    pub soak: Option<crate::runner::SoakSummary>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -134,6 +140,9 @@ pub struct ServerInfo {
     pub props: Option<serde_json::Value>,
     /// The preset the sweep drove the server with.
     pub preset: String,
+    /// The command bench started the server with (`--server-cmd`, port filled in).
+    #[serde(default)]
+    pub command: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -29,6 +29,8 @@ pub enum Scenario {
     StaggeredBatched,
     /// User B sent after user A has finished: the twin that shows what batching buys.
     StaggeredSequential,
+    /// `bench soak`: N clients at once, iteration after iteration (stability and correctness).
+    Soak,
 }
 
 #[derive(
@@ -72,6 +74,7 @@ impl Scenario {
             Scenario::Concurrent => "concurrent",
             Scenario::StaggeredBatched => "staggered_batched",
             Scenario::StaggeredSequential => "staggered_sequential",
+            Scenario::Soak => "soak",
         }
     }
 }

@@ -182,7 +182,9 @@ fn concurrent_batch_is_released_together_with_a_correct_group_record() {
     let wall = group["wall_ms"].as_f64().unwrap();
     let ends: Vec<f64> =
         ms.iter().map(|m| m["send_lag_ms"].as_f64().unwrap() + m["e2e_ms"].as_f64().unwrap()).collect();
-    assert_eq!(wall, ends.iter().copied().fold(0.0, f64::max));
+    // Records keep microseconds, so the sum of two rounded values may differ from the rounded wall in the last bit.
+    let last_end = ends.iter().copied().fold(0.0, f64::max);
+    assert!((wall - last_end).abs() < 0.002, "wall {wall} ms is the last member's end {last_end} ms");
     assert!((group["system_tps"].as_f64().unwrap() - 48.0 / (wall / 1000.0)).abs() < 1e-9);
     let avg_ttft = (ms[0]["ttft_ms"].as_f64().unwrap() + ms[1]["ttft_ms"].as_f64().unwrap()) / 2.0;
     assert!((group["avg_ttft_ms"].as_f64().unwrap() - avg_ttft).abs() < 1e-9);

@@ -202,6 +202,9 @@ fn sample(flag: &str) -> Option<&'static str> {
         "params" => "1B",
         "model-file" | "scenario" | "out" => "x.toml",
         "run-id" => "other",
+        "max-restarts" => "1",
+        // A server that exits at once: the resume applies it and stops on it.
+        "server-cmd" => "exit 7 # {port}",
         _ => return None,
     })
 }
@@ -213,7 +216,7 @@ fn every_sweep_flag_either_applies_on_resume_or_is_refused() {
     let out = sweep(&server.url, dir.path(), &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let run = run_dir(dir.path());
-    let applies = ["server", "api-key-env", "request-timeout", "quiet"];
+    let applies = ["server", "server-cmd", "max-restarts", "api-key-env", "request-timeout", "quiet"];
     let cli = ttft_bench::cli::Cli::command();
     let sweep_cmd = cli.find_subcommand("sweep").unwrap();
     for arg in sweep_cmd.get_arguments() {
@@ -228,7 +231,7 @@ fn every_sweep_flag_either_applies_on_resume_or_is_refused() {
         if !value.is_empty() {
             argv.push(value);
         }
-        if flag != "server" {
+        if flag != "server" && flag != "server-cmd" {
             argv.extend(["--server", &server.url]);
         }
         let out = assert_cmd::Command::cargo_bin("bench")
@@ -238,8 +241,13 @@ fn every_sweep_flag_either_applies_on_resume_or_is_refused() {
             .output()
             .unwrap();
         if applies.contains(&flag) {
-            if flag == "server" {
-                assert_eq!(out.status.code(), Some(3), "--server applies (and nothing listens there)");
+            if flag == "server" || flag == "server-cmd" {
+                assert_eq!(
+                    out.status.code(),
+                    Some(3),
+                    "--{flag} applies (and no server answers): {}",
+                    stderr(&out)
+                );
             } else {
                 assert!(out.status.success(), "--{flag}: {}", stderr(&out));
             }

@@ -27,6 +27,8 @@ pub enum QualityCode {
     TtftAfterE2e,
     /// The server's cache evidence contradicts the claimed cache state (a failed measurement).
     CacheStateUnconfirmed,
+    /// Soak: greedy output under concurrency differs from the same prompt's serial output.
+    OutputMismatch,
     /// Origin import: the origin wrote 0 (or e2e) as TTFT where none was observed.
     OriginTtftNotMeasured,
     /// Origin import: the stand-in measurement of a batch the origin kept only totals of.
@@ -41,7 +43,7 @@ pub enum QualityCode {
 
 impl QualityCode {
     /// Every code this version knows (not `Other`).
-    pub const KNOWN: [QualityCode; 18] = [
+    pub const KNOWN: [QualityCode; 19] = [
         QualityCode::EmptyOutput,
         QualityCode::TooFewTokens,
         QualityCode::EarlyEos,
@@ -56,6 +58,7 @@ impl QualityCode {
         QualityCode::RequestFailed,
         QualityCode::TtftAfterE2e,
         QualityCode::CacheStateUnconfirmed,
+        QualityCode::OutputMismatch,
         QualityCode::OriginTtftNotMeasured,
         QualityCode::OriginBatchAggregate,
         QualityCode::OriginQualityUnchecked,
@@ -78,6 +81,7 @@ impl QualityCode {
             QualityCode::RequestFailed => "request_failed",
             QualityCode::TtftAfterE2e => "ttft_after_e2e",
             QualityCode::CacheStateUnconfirmed => "cache_state_unconfirmed",
+            QualityCode::OutputMismatch => "output_mismatch",
             QualityCode::OriginTtftNotMeasured => "origin_ttft_not_measured",
             QualityCode::OriginBatchAggregate => "origin_batch_aggregate",
             QualityCode::OriginQualityUnchecked => "origin_quality_unchecked",

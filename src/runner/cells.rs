@@ -16,6 +16,7 @@ use crate::meta::Forecast;
 use crate::progress::Progress;
 use crate::record::{CellKey, ErrorKind, Record, Scenario};
 use crate::store::{self, RecordWriter, TornTail};
+use crate::supervise::Supervisor;
 
 /// Cells in a row without any answer from the server after which it is taken for gone.
 pub const UNANSWERED_CELLS: usize = 3;
@@ -39,6 +40,8 @@ pub struct CellLoop<'a> {
     pub failed: usize,
     /// The cost model's forecast for the cells of this loop, seconds.
     pub eta_s: Option<f64>,
+    /// The server process, when bench started it (`--server-cmd`).
+    pub supervisor: Option<Supervisor>,
 }
 
 impl<'a> CellLoop<'a> {
@@ -71,14 +74,38 @@ impl<'a> CellLoop<'a> {
             }
             None => (Progress::new(cells.len(), note.is_quiet()), None),
         };
-        Ok(CellLoop { ctx, gate, journal, progress, writer, cells, measured: 0, failed: 0, eta_s })
+        Ok(CellLoop {
+            ctx,
+            gate,
+            journal,
+            progress,
+            writer,
+            cells,
+            measured: 0,
+            failed: 0,
+            eta_s,
+            supervisor: None,
+        })
     }
 
     pub async fn run(&mut self) -> Result<Stop, Failure> {
         let mut unanswered = 0;
         let cells = std::mem::take(&mut self.cells);
         for (i, cell) in cells.iter().enumerate() {
-            let records = self.one(i, cell).await?;
+            let mut records = self.one(i, cell).await?;
+            match self.survive_crash(cell).await? {
+                Survived::NoCrash => {}
+                Survived::Restarted => {
+                    // The cell the crash spoiled is measured again on the restarted server (its
+                    // failed records stay on disk: merge and resume prefer the good ones).
+                    unanswered = 0;
+                    records = self.one(i, cell).await?;
+                    if let Survived::Gone(why) = self.survive_crash(cell).await? {
+                        return Ok(Stop::ServerGone(why));
+                    }
+                }
+                Survived::Gone(why) => return Ok(Stop::ServerGone(why)),
+            }
             unanswered = if records.iter().all(unanswered_record) { unanswered + 1 } else { 0 };
             if unanswered >= UNANSWERED_CELLS {
                 let how = if records.iter().any(|r| error_kind(r) == Some(ErrorKind::Timeout)) {
@@ -130,6 +157,20 @@ impl<'a> CellLoop<'a> {
         Ok(records)
     }
 
+    /// A server bench started that died during `cell`: recorded in run.json and restarted.
+    async fn survive_crash(&mut self, cell: &CellKey) -> Result<Survived, Failure> {
+        let Some(sup) = &mut self.supervisor else { return Ok(Survived::NoCrash) };
+        let Some(crash) = sup.check(&format!("cell {cell:#}")) else { return Ok(Survived::NoCrash) };
+        self.progress.note(&format!("{}; restarting it", crate::supervise::describe(&crash)));
+        let restarted = sup.restart(crash).await;
+        let crashes = sup.crashes.clone();
+        self.journal.update(|m| m.server_crashes = crashes)?;
+        Ok(match restarted {
+            Ok(()) => Survived::Restarted,
+            Err(gone) => Survived::Gone(gone.to_string()),
+        })
+    }
+
     /// The staggered delay, when it is a share of A's duration: measured once, right before the
     /// first pair, and recorded in run.json.
     async fn calibrate_stagger(&mut self) -> Result<(), Failure> {
@@ -145,6 +186,12 @@ impl<'a> CellLoop<'a> {
         let _ = ctx.stagger_delay.set(calibrated.map(|c| c.delay_ms));
         Ok(())
     }
+}
+
+enum Survived {
+    NoCrash,
+    Restarted,
+    Gone(String),
 }
 
 /// Host and GPU temperatures (sysinfo, nvidia-smi): blocking calls, kept off the async workers.
@@ -171,6 +218,8 @@ async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
         }
         Scenario::Concurrent => batch::concurrent(ctx, cell).await,
         Scenario::StaggeredBatched | Scenario::StaggeredSequential => vec![batch::staggered(ctx, cell).await],
+        // Not a cell of any matrix: `bench soak` drives its own loop.
+        Scenario::Soak => Vec::new(),
     };
     // A failed global cleanup leaves the next cell's state unknown; its own reset deals with it.
     let _ = measure::end_cell(ctx).await;

@@ -265,9 +265,11 @@ fn record_exchange(
     m.output_sample = record::output_sample(&ex.full_output());
     m.cache_evidence = evidence(ex).or_else(|| metrics.as_ref().and_then(MetricsDelta::evidence));
     m.server_metrics = metrics;
+    // A soak repeats its prompts on purpose: whatever the server caches is not the point there.
     m.cache_state_confirmed = m
         .cache_evidence
         .as_ref()
+        .filter(|_| m.cell.scenario != crate::record::Scenario::Soak)
         .and_then(|e| crate::quality::confirm_cache_state(m.cell.cache_state, e, m.input_tokens));
     m.server_timings = ex.server_timings.clone();
     m.error = ex.error.clone();

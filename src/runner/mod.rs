@@ -15,6 +15,7 @@ mod forecast;
 mod measure;
 mod open;
 mod setup;
+mod soak;
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,10 +32,12 @@ use crate::progress::Progress;
 use crate::prompt::{Nonces, Sizer};
 use crate::record::{ErrorInfo, ErrorKind, Measurement, QualityFlag};
 use crate::store;
+use crate::supervise::Supervisor;
 
 pub use batch::{fill_staggered, group_record, release_together, stagger};
 pub use cells::Stop;
 pub use forecast::plan;
+pub use soak::{SoakSummary, soak};
 
 /// How long an interrupted work task gets to reach its next await point before bench exits anyway.
 const ABORT_GRACE: Duration = Duration::from_secs(3);
@@ -195,13 +198,34 @@ async fn work(
     journal: Journal,
     progress: Arc<Progress>,
 ) -> Result<Outcome, Failure> {
+    let mut config = config;
+    let supervisor = match &config.server_cmd {
+        Some(cmd) => {
+            progress.note(&format!("starting the server: {}", crate::secrets::redact(cmd)));
+            let sup =
+                Supervisor::start(cmd, config.max_restarts, crate::supervise::DEFAULT_START_TIMEOUT).await?;
+            config.server = sup.url();
+            config.server_url = sup.url();
+            Some(sup)
+        }
+        None => None,
+    };
     let ctx = setup::prepare(config, Some(&journal), &progress).await?;
+    if let Some(sup) = &supervisor {
+        let (command, url) = (crate::secrets::redact(&sup.command()), sup.url());
+        journal.update(|m| {
+            m.server.command = Some(command);
+            m.config.server = url.clone();
+            m.server.base_url = url;
+        })?;
+    }
     let done = if resumed { cells::completed(journal.dir())? } else { Default::default() };
     let gate = setup::ThermalGate::start(&ctx, &progress).await;
     journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;
     progress.note("calibrating the cost model (two cold requests) ...");
     let rates = setup::calibrate_rates(&ctx, gate.probe_s()).await;
     let mut cells = cells::CellLoop::new(&ctx, gate, &journal, &progress, done, rates)?;
+    cells.supervisor = supervisor;
     let started = std::time::Instant::now();
     let stop = cells.run().await?;
     let took_s = started.elapsed().as_secs_f64();

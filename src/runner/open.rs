@@ -66,6 +66,8 @@ fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Fa
         physics: None,
         stagger_calibration: None,
         forecast: None,
+        server_crashes: Vec::new(),
+        soak: None,
     };
     Ok((config, dir, meta, false))
 }
@@ -93,7 +95,8 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
         None => Ok(()),
         Some(flag) => Err(Failure::usage(format!(
             "{flag} cannot be combined with --resume: what a run measures is fixed in its run.json \
-             (only --server, --api-key-env and --request-timeout may change); start a new run instead"
+             (only the connection settings --server, --server-cmd, --max-restarts, --api-key-env and \
+             --request-timeout may change); start a new run instead"
         ))),
     }
 }
@@ -114,11 +117,21 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
         meta.config.server = crate::secrets::redact_url(&url);
         meta.config.server_url = url;
         changed.insert("server".to_string(), meta.config.server.clone());
-    } else if meta.config.server.contains(crate::secrets::MASK) {
+    } else if meta.config.server.contains(crate::secrets::MASK) && c.server_cmd.is_none() {
         return Err(Failure::usage(format!(
             "{}: the server URL had credentials, which are never written out: pass --server again",
             path.display()
         )));
+    }
+    if let Some(cmd) = &c.server_cmd {
+        meta.config.server_cmd = Some(cmd.clone());
+        changed.insert("server_cmd".to_string(), crate::secrets::redact(cmd));
+    } else if c.server.is_some() {
+        meta.config.server_cmd = None;
+    }
+    if let Some(n) = c.max_restarts {
+        meta.config.max_restarts = n;
+        changed.insert("max_restarts".to_string(), n.to_string());
     }
     if let Some(var) = &c.api_key_env {
         meta.config.api_key_env = Some(var.clone());

@@ -145,6 +145,7 @@ pub async fn preflight(
             models: Some(models),
             props,
             preset: preset.name.clone(),
+            command: None,
         },
     })
 }

@@ -42,6 +42,9 @@ pub struct Behaviour {
     pub tokenizer: bool,
     /// Answer slot actions like a llama-server started without `--slot-save-path`.
     pub no_slot_save_path: bool,
+    /// After this many measured-size requests, the output changes (its second word): a server
+    /// whose greedy text is not what it was alone.
+    pub diverge_after: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +74,7 @@ impl Default for Behaviour {
             force_output_tokens: None,
             tokenizer: true,
             no_slot_save_path: false,
+            diverge_after: None,
         }
     }
 }
@@ -101,6 +105,8 @@ struct Slots {
     /// llama.cpp's /metrics counters: prompt tokens computed, and served from the cache.
     computed_total: u64,
     cached_total: u64,
+    /// Measured-size chat requests so far (for `Behaviour::diverge_after`).
+    measured_requests: usize,
 }
 
 /// vLLM's default KV block size: only whole blocks are shared between prompts.
@@ -425,6 +431,12 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
     let cached = s.slots.lock().unwrap().serve(body["id_slot"].as_u64(), agent, &prompt);
     let input = prompt.len() as u64;
     let n_out = b.force_output_tokens.unwrap_or(max_tokens);
+    let diverge = max_tokens >= 20 && {
+        let mut slots = s.slots.lock().unwrap();
+        slots.measured_requests += 1;
+        b.diverge_after.is_some_and(|n| slots.measured_requests > n)
+    };
+    let token = |i: u32| if diverge && i == 1 { " wX".to_string() } else { token(i) };
     // Prefill time scales with what is not cached, like a real server.
     let uncached_share = if input == 0 { 1.0 } else { (input - cached) as f64 / input as f64 };
     let first_ms = (b.first_token_ms as f64 * uncached_share).round() as u64;
@@ -433,7 +445,7 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
     let timings = json!({"cache_n": cached, "prompt_n": input - cached});
     if body["stream"].as_bool() != Some(true) {
         tokio::time::sleep(Duration::from_millis(first_ms + b.token_ms * n_out as u64)).await;
-        let text = output_text(n_out);
+        let text: String = (0..n_out).map(token).collect();
         let mut resp = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                "finish_reason": "length"}], "timings": timings});
         if b.usage {

@@ -1,0 +1,392 @@
+//! `bench soak`: is the server stable under concurrent load, and does it stay correct?
+//!
+//! N clients, each with its own prompt. First a serial pass: each prompt alone, greedy
+//! (temperature 0), its output kept as the reference. Then iterations: every client sends its
+//! prompt at the same instant; each request is a measurement record (scenario `soak`, run = the
+//! iteration, a group record per iteration), its output compared with the reference
+//! (`output_mismatch` fails its gate: a server that answers differently under load is a finding
+//! even when nothing crashed). With `--server-cmd`, a crash between or during iterations is
+//! recorded (signal, exit code, stderr tail) and survived by a restart.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::measure::{self, Ready};
+use super::{Ctx, Journal, batch, open, setup};
+use crate::cli::{MeasureArgs, SoakArgs, SweepArgs, ThermalArgs};
+use crate::client::{ChatRequest, Message};
+use crate::exit::{self, Failure};
+use crate::progress::Progress;
+use crate::quality::QualityCode;
+use crate::record::{CacheState, CellKey, Measurement, QualityFlag, Record, Scenario};
+use crate::spec::ThermalChoice;
+use crate::store::RecordWriter;
+use crate::supervise::Supervisor;
+
+/// What run.json records of a soak's settings, and its outcome.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SoakSummary {
+    pub concurrency: u32,
+    pub iterations_planned: u32,
+    pub duration_limit_s: Option<f64>,
+    pub iterations_run: u32,
+    pub requests: u32,
+    pub passed: u32,
+    pub mismatches: u32,
+    pub crashes: u32,
+    pub wall_s: f64,
+    pub requests_per_s: Option<f64>,
+    pub output_tps: Option<f64>,
+    /// One stream's output tok/s in the serial pass.
+    pub single_stream_tps: Option<f64>,
+    /// output_tps / single_stream_tps: what N streams buy over one.
+    pub speedup: Option<f64>,
+    /// speedup / N.
+    pub efficiency: Option<f64>,
+}
+
+pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
+    let sweep = sweep_args(args);
+    let opened = open::open(&sweep)?;
+    let journal = opened.journal.clone();
+    let summary = SoakSummary {
+        concurrency: args.concurrency.0,
+        iterations_planned: args.iterations.0,
+        duration_limit_s: args.duration.map(|d| d.secs()),
+        ..Default::default()
+    };
+    journal.update(|m| m.soak = Some(summary.clone()))?;
+    let progress = Arc::new(Progress::new(0, args.quiet));
+    let limit = args.duration.map(|d| d.0);
+    let mut work = tokio::spawn(run(opened.config, summary, limit, journal.clone(), progress.clone()));
+    let outcome: Result<SoakEnd, Failure> = tokio::select! {
+        joined = &mut work => joined.unwrap_or_else(|e| Err(Failure::internal(format!("the soak stopped unexpectedly: {e}")))),
+        _ = super::shutdown_signal() => {
+            work.abort();
+            let _ = tokio::time::timeout(super::ABORT_GRACE, &mut work).await;
+            Ok(SoakEnd::Signal)
+        }
+    };
+    drop(opened.lock);
+    let (summary, code) = match outcome {
+        Ok(SoakEnd::Done(s)) => {
+            let clean = s.passed == s.requests && s.crashes == 0 && s.mismatches == 0 && s.requests > 0;
+            (Some(s), if clean { exit::SUCCESS } else { exit::FINDINGS })
+        }
+        Ok(SoakEnd::Gone(s, why)) => {
+            eprintln!("{why}; every finished request is in {}", journal.dir().display());
+            (Some(s), exit::SERVER)
+        }
+        Ok(SoakEnd::Signal) => {
+            eprintln!("interrupted: every finished request is in {}", journal.dir().display());
+            (None, exit::INTERRUPTED)
+        }
+        Err(failure) => {
+            let _ = journal.update(|m| m.status = crate::meta::RunStatus::Interrupted);
+            return Err(failure.into());
+        }
+    };
+    let status = if code == exit::SUCCESS || code == exit::FINDINGS {
+        crate::meta::RunStatus::Complete
+    } else {
+        crate::meta::RunStatus::Interrupted
+    };
+    journal.update(|m| {
+        m.status = status;
+        m.ended_at = Some(crate::meta::now_rfc3339());
+        if let Some(s) = &summary {
+            m.soak = Some(s.clone());
+        }
+    })?;
+    if let Some(s) = &summary {
+        crate::output::print(&table(s))?;
+    }
+    Ok(exit::code(code))
+}
+
+enum SoakEnd {
+    Done(SoakSummary),
+    Gone(SoakSummary, String),
+    Signal,
+}
+
+/// The soak as the sweep's settings: cold, one run, no thermal gate (a soak is load on purpose).
+fn sweep_args(args: &SoakArgs) -> SweepArgs {
+    SweepArgs {
+        connection: args.connection.clone(),
+        measure: MeasureArgs {
+            model: args.model.clone(),
+            api: args.api,
+            preset: args.preset.clone(),
+            contexts: Some(args.contexts.clone().unwrap_or(crate::spec::Contexts(vec![1024]))),
+            output_tokens: args.output_tokens,
+            thermal: ThermalArgs { thermal: Some(ThermalChoice::Off), ..Default::default() },
+            ..Default::default()
+        },
+        out: args.out.clone(),
+        run_id: Some(args.run_id.clone().unwrap_or_else(|| crate::meta::new_run_id("soak"))),
+        quiet: args.quiet,
+        ..Default::default()
+    }
+}
+
+async fn run(
+    mut config: crate::config::SweepConfig,
+    mut summary: SoakSummary,
+    limit: Option<Duration>,
+    journal: Journal,
+    progress: Arc<Progress>,
+) -> Result<SoakEnd, Failure> {
+    let mut supervisor = match &config.server_cmd {
+        Some(cmd) => {
+            progress.note(&format!("starting the server: {}", crate::secrets::redact(cmd)));
+            let sup =
+                Supervisor::start(cmd, config.max_restarts, crate::supervise::DEFAULT_START_TIMEOUT).await?;
+            config.server = sup.url();
+            config.server_url = sup.url();
+            Some(sup)
+        }
+        None => None,
+    };
+    let ctx = setup::prepare(config, Some(&journal), &progress).await?;
+    if let Some(sup) = &supervisor {
+        let command = crate::secrets::redact(&sup.command());
+        journal.update(|m| m.server.command = Some(command))?;
+    }
+    let n = summary.concurrency;
+    let prompts = prompts(&ctx, n).await?;
+    progress.note(&format!("serial reference pass: {n} prompts, one at a time, temperature 0 ..."));
+    let (references, single_tps) = reference_pass(&ctx, &prompts).await?;
+    summary.single_stream_tps = single_tps;
+    let mut writer = RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
+    let started = Instant::now();
+    let mut output_tokens = 0u64;
+    for iteration in 1..=summary.iterations_planned {
+        if limit.is_some_and(|l| started.elapsed() >= l) {
+            break;
+        }
+        let records = iteration_records(&ctx, &prompts, &references, iteration, n).await;
+        for r in &records {
+            writer.append(r).map_err(|e| Failure::io(e.to_string()))?;
+        }
+        let measured: Vec<&Measurement> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Measurement(m) => Some(m.as_ref()),
+                _ => None,
+            })
+            .collect();
+        let passed = measured.iter().filter(|m| m.quality_ok && m.error.is_none()).count() as u32;
+        let mismatched = measured
+            .iter()
+            .filter(|m| m.quality_flags.iter().any(|f| f.flag == QualityCode::OutputMismatch))
+            .count() as u32;
+        output_tokens += measured.iter().filter_map(|m| m.output_tokens).sum::<u64>();
+        summary.iterations_run = iteration;
+        summary.requests += measured.len() as u32;
+        summary.passed += passed;
+        summary.mismatches += mismatched;
+        progress.note(&format!(
+            "iteration {iteration}/{}: {passed}/{} passed, {mismatched} mismatched",
+            summary.iterations_planned,
+            measured.len()
+        ));
+        if let Some(sup) = &mut supervisor
+            && let Some(crash) = sup.check(&format!("iteration {iteration}"))
+        {
+            progress.note(&format!("{}; restarting it", crate::supervise::describe(&crash)));
+            let restarted = sup.restart(crash).await;
+            summary.crashes = sup.crashes.len() as u32;
+            let crashes = sup.crashes.clone();
+            journal.update(|m| m.server_crashes = crashes)?;
+            if let Err(gone) = restarted {
+                finish(&mut summary, started, output_tokens);
+                return Ok(SoakEnd::Gone(summary, gone.to_string()));
+            }
+        }
+    }
+    finish(&mut summary, started, output_tokens);
+    Ok(SoakEnd::Done(summary))
+}
+
+fn finish(summary: &mut SoakSummary, started: Instant, output_tokens: u64) {
+    let wall = started.elapsed().as_secs_f64();
+    summary.wall_s = wall;
+    summary.requests_per_s = (wall > 0.0).then(|| f64::from(summary.passed) / wall);
+    summary.output_tps = (wall > 0.0).then(|| output_tokens as f64 / wall);
+    summary.speedup = summary.output_tps.zip(summary.single_stream_tps).map(|(n, one)| n / one);
+    summary.efficiency = summary.speedup.map(|s| s / f64::from(summary.concurrency));
+}
+
+/// One prompt per client; client i gets the (i mod n)-th context.
+async fn prompts(ctx: &Ctx, n: u32) -> Result<Vec<(u32, crate::prompt::Prompt)>, Failure> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let context = ctx.config.contexts[i as usize % ctx.config.contexts.len()];
+        let seed = crate::prompt::text::mix(&[ctx.config.seed, u64::from(context), u64::from(i), 0x50A4]);
+        let prompt = ctx
+            .sizer
+            .build(&ctx.client, context, seed, ctx.nonces.next())
+            .await
+            .map_err(|e| Failure::server(e.to_string()))?;
+        out.push((context, prompt));
+    }
+    Ok(out)
+}
+
+fn request(ctx: &Ctx, prompt: &crate::prompt::Prompt, stream: bool) -> ChatRequest {
+    let mut req = ChatRequest {
+        model: ctx.model.clone(),
+        messages: vec![Message::new("user", prompt.text.clone())],
+        max_tokens: ctx.config.output_tokens,
+        stream,
+        ..Default::default()
+    };
+    // Greedy: the same prompt must give the same text, alone or under load.
+    req.extra_body.insert("temperature".into(), serde_json::json!(0));
+    req
+}
+
+/// Each prompt alone: its greedy output, and one stream's output tok/s.
+async fn reference_pass(
+    ctx: &Ctx,
+    prompts: &[(u32, crate::prompt::Prompt)],
+) -> Result<(Vec<String>, Option<f64>), Failure> {
+    let mut texts = Vec::new();
+    let mut rates = Vec::new();
+    for (_, prompt) in prompts {
+        let ex = ctx.send(&request(ctx, prompt, false)).await;
+        if let Some(e) = ex.error {
+            return Err(Failure::server(format!("serial reference request failed: {}", e.message)));
+        }
+        if let (Some(out), Some(e2e)) = (ex.usage.output_tokens, ex.e2e_ms) {
+            rates.push(out as f64 / (e2e / 1000.0));
+        }
+        texts.push(ex.full_output());
+    }
+    Ok((texts, crate::stats::median(&rates)))
+}
+
+async fn iteration_records(
+    ctx: &Ctx,
+    prompts: &[(u32, crate::prompt::Prompt)],
+    references: &[String],
+    iteration: u32,
+    n: u32,
+) -> Vec<Record> {
+    let stream = ctx.config.modes.first() == Some(&crate::record::Mode::Streaming);
+    let cell = |context: u32| CellKey {
+        model: ctx.model.clone(),
+        scenario: Scenario::Soak,
+        cache_state: CacheState::Cold,
+        mode: ctx.config.modes.first().copied().unwrap_or_default(),
+        context_tokens: context,
+        batch_size: n,
+        run: iteration,
+    };
+    let ready: Vec<Ready> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, (context, prompt))| {
+            let session = ctx.new_session(i as u32);
+            let mut req = request(ctx, prompt, stream);
+            let _ = ctx.preset.bind(&mut req, &session);
+            Ready {
+                cell: cell(*context),
+                request_index: i as u32,
+                session,
+                nonce: prompt.nonce.clone(),
+                expected_input_tokens: Some(prompt.expected_input_tokens),
+                request: req,
+                reload: false,
+                turns: Vec::new(),
+            }
+        })
+        .collect();
+    let (release, fired) = batch::release_together(ready.len(), |i| measure::fire(ctx, &ready[i])).await;
+    let group_id = format!("{}-soak-{iteration}", ctx.run_id);
+    let mut measured = Vec::new();
+    for ((i, r), f) in ready.into_iter().enumerate().zip(fired) {
+        let output = f.exchange.full_output();
+        let mut m = measure::finish(ctx, r, f, Some(release), None).await;
+        if m.error.is_none() && output != references[i] {
+            m.quality_flags.push(QualityFlag {
+                flag: QualityCode::OutputMismatch,
+                reason: format!(
+                    "differs from the serial output: {}",
+                    first_difference(&references[i], &output)
+                ),
+                fails_gate: true,
+            });
+            m.quality_ok = false;
+        }
+        m.group_id = Some(group_id.clone());
+        measured.push(m);
+    }
+    let group_cell = cell(ctx.config.contexts[0]);
+    let group = batch::group_record(&ctx.run_id, &group_cell, &group_id, &measured);
+    let mut out: Vec<Record> = measured.into_iter().map(|m| Record::Measurement(Box::new(m))).collect();
+    out.push(Record::Group(Box::new(group)));
+    out
+}
+
+/// "at character 37: serial \"…the cat\" vs \"…the dog\"".
+fn first_difference(serial: &str, concurrent: &str) -> String {
+    let at = serial.chars().zip(concurrent.chars()).take_while(|(a, b)| a == b).count();
+    let around = |s: &str| -> String { s.chars().skip(at.saturating_sub(20)).take(40).collect() };
+    format!("at character {at}: serial {:?} vs {:?}", around(serial), around(concurrent))
+}
+
+/// The final table.
+pub fn table(s: &SoakSummary) -> String {
+    let opt = |v: Option<f64>, unit: &str| v.map_or("-".into(), |x| format!("{x:.1}{unit}"));
+    let verdict = if s.passed == s.requests && s.crashes == 0 && s.mismatches == 0 { "PASS" } else { "FAIL" };
+    format!(
+        "| Soak | Requests passed | Crashes | Output mismatches | req/s | tok/s | x{} vs one stream | Efficiency |\n\
+         |------|-----------------|---------|-------------------|-------|-------|-------------|------------|\n\
+         | {verdict} {}/{} ({} iterations x {}) | {}/{} | {} | {} | {} | {} | {} | {} |\n",
+        s.concurrency,
+        s.passed,
+        s.requests,
+        s.iterations_run,
+        s.concurrency,
+        s.passed,
+        s.requests,
+        s.crashes,
+        s.mismatches,
+        opt(s.requests_per_s, ""),
+        opt(s.output_tps, ""),
+        opt(s.speedup, "x"),
+        opt(s.efficiency.map(|e| e * 100.0), "%"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_difference_is_shown_in_context() {
+        assert_eq!(
+            first_difference("w0 w1 w2", "w0 w1 x2"),
+            r#"at character 6: serial "w0 w1 w2" vs "w0 w1 x2""#
+        );
+    }
+
+    #[test]
+    fn the_table_says_pass_only_when_everything_passed() {
+        let s = SoakSummary {
+            concurrency: 8,
+            requests: 400,
+            passed: 400,
+            iterations_run: 50,
+            ..Default::default()
+        };
+        assert!(table(&s).contains("| PASS 400/400 (50 iterations x 8) |"));
+        let s = SoakSummary { crashes: 1, ..s };
+        assert!(table(&s).contains("FAIL"));
+    }
+}
