@@ -55,7 +55,8 @@ async fn round(client: &Client, server: &Scripted, nonces: &Nonces, streams: usi
 fn main() {
     let server = Scripted::start(Behaviour { first_token_ms: 200, token_ms: 5, ..Default::default() });
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let client = Client::new(&server.url, Api::Openai, None, Duration::from_secs(60)).unwrap();
+    let client =
+        Client::new(&server.url, Api::Openai, None, Duration::from_secs(60), Default::default()).unwrap();
     let nonces = Nonces::new();
     println!("harness TTFT overhead (client arrival stamp - server write), ms");
     println!(

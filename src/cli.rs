@@ -85,6 +85,12 @@ pub struct SweepArgs {
     /// Name of an environment variable holding the API key (the key itself is never written out).
     #[arg(long)]
     pub api_key_env: Option<String>,
+    /// PEM file of a private CA, trusted for https in addition to the platform's roots (and SSL_CERT_FILE).
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Do not verify the server's TLS certificate. Never silent: warned at start and recorded in run.json.
+    #[arg(long)]
+    pub insecure: bool,
     /// Seed of the prompt text generator (same seed, same prose; nonces stay unique). Default: 20260208.
     #[arg(long)]
     pub seed: Option<u64>,

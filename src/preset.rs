@@ -127,8 +127,6 @@ impl Preset {
     }
 }
 
-const ACTION_TIMEOUT: Duration = Duration::from_secs(300);
-
 async fn run_step(client: &Client, step: &Step, session: &Session) -> Result<Value, String> {
     let method = reqwest::Method::from_bytes(step.method.to_uppercase().as_bytes())
         .map_err(|_| format!("preset step: bad method {:?}", step.method))?;
@@ -138,11 +136,11 @@ async fn run_step(client: &Client, step: &Step, session: &Session) -> Result<Val
     for (k, v) in &step.headers {
         headers.push((k.clone(), fill(v, session)?));
     }
-    match server::call(client, method, &path, body.as_ref(), &headers, ACTION_TIMEOUT).await {
+    match server::call(client, method, &path, body.as_ref(), &headers).await {
         Ok(v) => Ok(v),
-        Err(e) if e.status.is_some_and(|s| step.ok_status.contains(&s)) => Ok(Value::Null),
+        Err(e) if e.status().is_some_and(|s| step.ok_status.contains(&s)) => Ok(Value::Null),
         // The message names method and path only: headers may hold secrets.
-        Err(e) => Err(format!("preset action failed: {}", e.message)),
+        Err(e) => Err(format!("preset action failed: {e}")),
     }
 }
 
@@ -160,10 +158,12 @@ fn fill(template: &str, session: &Session) -> Result<String, String> {
             "slot" => out.push_str(&session.slot.to_string()),
             "session" => out.push_str(&session.id),
             _ => match name.strip_prefix("env:") {
-                Some(var) => out.push_str(
-                    &std::env::var(var)
-                        .map_err(|_| format!("preset needs the environment variable {var}"))?,
-                ),
+                Some(var) => {
+                    let value = std::env::var(var)
+                        .map_err(|_| format!("preset needs the environment variable {var}"))?;
+                    crate::secrets::register(&value); // an admin key a server may echo back
+                    out.push_str(&value);
+                }
                 None => return Err(format!("preset: unknown placeholder {{{name}}} in {template:?}")),
             },
         }

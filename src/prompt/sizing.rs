@@ -11,15 +11,12 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::{Nonces, Prompt, document};
 use crate::client::{ChatRequest, Client, Message};
 use crate::server;
-
-const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Allowed distance from nominal: 1%, but never less than 2 tokens (a word is 1-3 tokens).
 pub fn tolerance_tokens(nominal: u32) -> u64 {
@@ -193,9 +190,8 @@ where
 /// vLLM (`{"count": n, "tokens": [...]}`) answers.
 async fn count_tokens(client: &Client, model: &str, text: &str) -> Result<u64, String> {
     let body = json!({"content": text, "prompt": text, "model": model, "add_special": false});
-    let answer = server::post_json(client, "/tokenize", &body, CALL_TIMEOUT)
-        .await
-        .map_err(|e| format!("prompt sizing: {e}"))?;
+    let answer =
+        server::post_json(client, "/tokenize", &body).await.map_err(|e| format!("prompt sizing: {e}"))?;
     answer
         .get("count")
         .and_then(Value::as_u64)

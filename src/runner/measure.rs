@@ -206,6 +206,7 @@ pub async fn finish(ctx: &Ctx, ready: Ready, fired: Fired, release: Option<Insta
         .as_ref()
         .and_then(|e| crate::quality::confirm_cache_state(m.cell.cache_state, e, m.input_tokens));
     m.server_timings = ex.server_timings.clone();
+    m.attempts = ex.attempts;
     m.error = ex.error.clone();
     if let (None, Err(e)) = (&m.error, cleanup) {
         m.error = Some(ErrorInfo::new(ErrorKind::PresetAction, format!("cleanup: {e}")));

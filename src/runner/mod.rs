@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::cli::SweepArgs;
-use crate::client::{ChatRequest, Client, Exchange};
+use crate::client::{ChatRequest, Client, ClientOptions, Exchange};
 use crate::config::SweepConfig;
 use crate::exit::{self, Failure};
 use crate::meta::{self, RunMeta, RunStatus};
@@ -104,8 +104,13 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
         })?),
         None => None,
     };
-    let client =
-        Client::new(&config.server, config.api, api_key, Duration::from_secs_f64(config.request_timeout_s))?;
+    let options =
+        ClientOptions { ca_cert: args.ca_cert.clone(), insecure: args.insecure, ..Default::default() };
+    if options.insecure {
+        eprintln!("warning: --insecure: the server's TLS certificate is not verified");
+    }
+    let timeout = Duration::from_secs_f64(config.request_timeout_s);
+    let client = Client::new(&config.server, config.api, api_key, timeout, options)?;
     let server = setup::preflight(&client, &config, &preset).await?;
     let model = server.model.clone();
     meta.server = server.info.clone();

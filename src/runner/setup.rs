@@ -2,7 +2,6 @@
 //! about itself, and the warm-up and thermal baseline.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -17,8 +16,6 @@ use crate::progress::Progress;
 use crate::record::{SCHEMA_VERSION, ThermalRecord};
 use crate::server;
 use crate::store;
-
-const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Resolves the config and the run directory. With `--resume` both come from the run's run.json
 /// and only connection settings may be changed.
@@ -107,7 +104,7 @@ pub async fn preflight(
     config: &SweepConfig,
     preset: &Preset,
 ) -> Result<ServerFacts, Failure> {
-    let models = server::get_json(client, "/v1/models", PREFLIGHT_TIMEOUT).await.map_err(|e| {
+    let models = server::preflight_get(client, "/v1/models").await.map_err(|e| {
         Failure::server(format!(
             "cannot reach the server at {}: {e}\n(is it running? `just server` starts a local llama-server)",
             config.server
@@ -120,7 +117,7 @@ pub async fn preflight(
         })?,
     };
     // llama.cpp only; other servers answer 404, which is fine.
-    let props = server::get_json(client, "/props", PREFLIGHT_TIMEOUT).await.ok();
+    let props = server::preflight_get(client, "/props").await.ok();
     let slots =
         props.as_ref().and_then(|p| p.get("total_slots")).and_then(Value::as_u64).unwrap_or(1).max(1) as u32;
     Ok(ServerFacts {
