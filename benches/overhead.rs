@@ -4,6 +4,8 @@
 //! content chunk to the transport; the client records the Instant that chunk's bytes arrive. Both
 //! are the same monotonic clock, so the difference is the whole client-side cost (loopback, HTTP,
 //! SSE framing, our stamping) — what a Python harness inflates by 30-55 ms at 64 streams here.
+//! Measured over plain HTTP and over TLS (the same server behind rustls, a test CA trusted with
+//! `ClientOptions::ca_cert`): the TLS rows show what encryption adds to the stamp.
 //! Run with `just bench` (release build). Reports ratios, never asserts speed.
 
 #[path = "../tests/common/scripted.rs"]
@@ -13,7 +15,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use scripted::{Behaviour, Scripted};
-use ttft_bench::client::{ChatRequest, Client, Message};
+use ttft_bench::client::{ChatRequest, Client, ClientOptions, Message};
 use ttft_bench::config::Api;
 use ttft_bench::prompt::{Nonces, document};
 
@@ -53,31 +55,40 @@ async fn round(client: &Client, server: &Scripted, nonces: &Nonces, streams: usi
 }
 
 fn main() {
-    let server = Scripted::start(Behaviour { first_token_ms: 200, token_ms: 5, ..Default::default() });
+    let behaviour = Behaviour { first_token_ms: 200, token_ms: 5, ..Default::default() };
+    let plain = Scripted::start(behaviour.clone());
+    let tls = Scripted::start_tls(behaviour);
+    let ca = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ca.path(), tls.ca_pem.as_ref().unwrap()).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let client = Client::new(&server.url, Api::Openai, None, Duration::from_secs(60)).unwrap();
     let nonces = Nonces::new();
     println!("harness TTFT overhead (client arrival stamp - server write), ms");
     println!(
-        "{:>8} {:>8} {:>8} {:>8} {:>8}  median vs Python anchor",
-        "streams", "median", "p95", "max", "n"
+        "{:>6} {:>8} {:>8} {:>8} {:>8} {:>8}  median vs Python anchor",
+        "", "streams", "median", "p95", "max", "n"
     );
-    for streams in [1usize, 8, 64] {
-        let mut all = Vec::new();
-        rt.block_on(async {
-            round(&client, &server, &nonces, streams).await; // warm the connection pool
-            for _ in 0..5 {
-                all.extend(round(&client, &server, &nonces, streams).await);
-            }
-        });
-        all.sort_by(f64::total_cmp);
-        let median = percentile(&all, 0.5);
-        println!(
-            "{streams:>8} {median:>8.3} {:>8.3} {:>8.3} {:>8}  {:.4}x of {PYTHON_ANCHOR_MS} ms",
-            percentile(&all, 0.95),
-            all[all.len() - 1],
-            all.len(),
-            median / PYTHON_ANCHOR_MS
-        );
+    for (label, server, options) in [
+        ("http", &plain, ClientOptions::default()),
+        ("https", &tls, ClientOptions { ca_cert: Some(ca.path().to_path_buf()), ..Default::default() }),
+    ] {
+        let client = Client::new(&server.url, Api::Openai, None, Duration::from_secs(60), options).unwrap();
+        for streams in [1usize, 8, 64] {
+            let mut all = Vec::new();
+            rt.block_on(async {
+                round(&client, server, &nonces, streams).await; // warm the connection pool
+                for _ in 0..5 {
+                    all.extend(round(&client, server, &nonces, streams).await);
+                }
+            });
+            all.sort_by(f64::total_cmp);
+            let median = percentile(&all, 0.5);
+            println!(
+                "{label:>6} {streams:>8} {median:>8.3} {:>8.3} {:>8.3} {:>8}  {:.4}x of {PYTHON_ANCHOR_MS} ms",
+                percentile(&all, 0.95),
+                all[all.len() - 1],
+                all.len(),
+                median / PYTHON_ANCHOR_MS
+            );
+        }
     }
 }

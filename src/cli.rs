@@ -191,6 +191,14 @@ pub struct ConnectionArgs {
     /// [default: 3].
     #[arg(long, help_heading = "Connection (may change on --resume)")]
     pub max_restarts: Option<u32>,
+    /// PEM file of a private CA, trusted for https in addition to the platform's roots (and
+    /// SSL_CERT_FILE).
+    #[arg(long, value_name = "FILE", help_heading = "Connection (may change on --resume)")]
+    pub ca_cert: Option<PathBuf>,
+    /// Do not verify the server's TLS certificate. Never silent: warned at start, recorded in
+    /// run.json (config.insecure) and printed by verify.
+    #[arg(long, help_heading = "Connection (may change on --resume)")]
+    pub insecure: bool,
 }
 
 /// What is measured. Fixed for the life of a run: refused with `--resume`.

@@ -95,6 +95,12 @@ pub struct SweepConfig {
     pub server_cmd: Option<String>,
     #[serde(default = "default_max_restarts")]
     pub max_restarts: u32,
+    /// A private CA trusted for https (`--ca-cert`), beside the platform's roots.
+    #[serde(default)]
+    pub ca_cert: Option<PathBuf>,
+    /// Certificate verification off (`--insecure`): recorded so verify can say so.
+    #[serde(default)]
+    pub insecure: bool,
     pub seed: u64,
     pub out_dir: PathBuf,
     pub staggered: Option<StaggerConfig>,
@@ -249,6 +255,8 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         api_key_env: connection.api_key_env.clone(),
         server_cmd: connection.server_cmd.clone(),
         max_restarts: connection.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
+        ca_cert: connection.ca_cert.clone(),
+        insecure: connection.insecure,
         seed: plan.seed.unwrap_or(DEFAULT_SEED),
         out_dir: args.out.clone().unwrap_or_else(|| PathBuf::from("results")),
         staggered: stagger_config(&plan),

@@ -168,9 +168,9 @@ pub struct ActionError {
 /// What a failed call means for a record: unreachable -> connect, too slow -> timeout, anything
 /// else the server said -> preset_action.
 pub fn kind_of(e: &CallError) -> ErrorKind {
-    if e.status.is_none() && e.message.contains(server::UNREACHABLE) {
+    if e.is_unreachable() {
         ErrorKind::Connect
-    } else if e.status.is_none() && e.message.contains("timed out") {
+    } else if e.is_timeout() {
         ErrorKind::Timeout
     } else {
         ErrorKind::PresetAction
@@ -284,8 +284,7 @@ impl Preset {
     }
 }
 
-const ACTION_TIMEOUT: Duration = Duration::from_secs(300);
-
+/// Actions honour the client's one timeout policy (`--request-timeout`).
 async fn run_step(client: &Client, step: &Step, session: &Session) -> Result<Value, (ErrorKind, String)> {
     let setup = |e: String| (ErrorKind::PresetAction, e);
     let path = fill(&step.path, session).map_err(setup)?;
@@ -294,11 +293,11 @@ async fn run_step(client: &Client, step: &Step, session: &Session) -> Result<Val
     for (k, v) in &step.headers {
         headers.push((k.clone(), fill(v, session).map_err(setup)?));
     }
-    match server::call(client, step.method.clone(), &path, body.as_ref(), &headers, ACTION_TIMEOUT).await {
+    match server::call(client, step.method.clone(), &path, body.as_ref(), &headers).await {
         Ok(v) => Ok(v),
-        Err(e) if e.status.is_some_and(|s| step.ok_status.contains(&s)) => Ok(Value::Null),
+        Err(e) if e.status().is_some_and(|s| step.ok_status.contains(&s)) => Ok(Value::Null),
         // The message names method and path only: headers may hold secrets.
-        Err(e) => Err((kind_of(&e), format!("preset action failed: {}", crate::secrets::redact(&e.message)))),
+        Err(e) => Err((kind_of(&e), format!("preset action failed: {e}"))),
     }
 }
 
@@ -319,7 +318,7 @@ fn fill(template: &str, session: &Session) -> Result<String, String> {
                 Some(var) => {
                     let value = std::env::var(var)
                         .map_err(|_| format!("preset needs the environment variable {var}"))?;
-                    crate::secrets::register(&value);
+                    crate::secrets::register(&value); // an admin key a server may echo back
                     out.push_str(&value);
                 }
                 None => return Err(format!("preset: unknown placeholder {{{name}}} in {template:?}")),

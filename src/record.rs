@@ -292,6 +292,15 @@ pub struct Measurement {
     pub thermal: Option<ThermalRecord>,
     pub physics: Option<PhysicsRecord>,
     pub error: Option<ErrorInfo>,
+    /// Times the measured request was sent: 1, or 2 when the first connect failed (a request that
+    /// may have reached the server is never re-sent); 0 when it was never sent. Records written
+    /// before this field existed read as 1.
+    #[serde(default = "one")]
+    pub attempts: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// An unmeasured turn of a hot conversation.
@@ -397,8 +406,10 @@ pub struct ErrorInfo {
 }
 
 impl ErrorInfo {
+    /// The message passes through `secrets::redact`: it is often built from a server's answer,
+    /// and a server may echo the API key or an admin key back.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        ErrorInfo { kind, message: message.into(), http_status: None }
+        ErrorInfo { kind, message: crate::secrets::redact(&message.into()), http_status: None }
     }
 }
 

@@ -1,94 +1,154 @@
 //! Small JSON calls to a server's non-chat endpoints (/v1/models, /props, /tokenize, preset
 //! actions). Chat requests go through `client`, which measures; these do not.
+//!
+//! One timeout policy: every call honours the client's request timeout (`--request-timeout`);
+//! only preflight (is the server there at all?) uses the shorter `Client::preflight_timeout`.
+//! Every answer is read up to `Limits::max_call_bytes` (error bodies up to
+//! `max_error_read_bytes`), and every message passes through `secrets::redact`.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::client::{Client, error_chain};
+use crate::client::{self, Client, quote};
 
-/// A failed call, with the status when the server answered.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallError {
-    pub status: Option<u16>,
-    pub message: String,
+/// Starts the message of a call that could not connect, so callers that only see text (prompt
+/// sizing, preset actions) can still tell "server down" from "server said no". Prefer
+/// `CallError::is_unreachable`.
+pub const UNREACHABLE: &str = "server unreachable";
+
+/// A failed call. `call` is "METHOD /path"; every text is already redacted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The connection could not be opened (refused, no route, DNS).
+    #[error("{UNREACHABLE}: {call}: {detail}")]
+    Unreachable { call: String, detail: String },
+    /// The TLS handshake failed (unknown issuer, expired or mismatched certificate).
+    #[error("{call}: {detail}")]
+    Tls { call: String, detail: String },
+    /// No complete answer within the timeout.
+    #[error("{call}: no complete answer within {}", humantime::format_duration(*timeout))]
+    Timeout { call: String, timeout: Duration },
+    /// The server answered with a non-2xx status; `body` is a bounded prefix of its body.
+    #[error("{call}: HTTP {code}: {body}")]
+    Status { call: String, code: u16, body: String },
+    /// The connection broke while sending or reading.
+    #[error("{call}: {detail}")]
+    Transport { call: String, detail: String },
+    /// The answer is larger than `cap` bytes.
+    #[error("{call}: the answer exceeds the {} cap", client::sse::size(*cap))]
+    TooLarge { call: String, cap: usize },
+    /// A 2xx answer that is not JSON.
+    #[error("{call}: answer is not JSON: {detail}")]
+    NotJson { call: String, code: u16, detail: String },
 }
 
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+impl CallError {
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, CallError::Unreachable { .. })
+    }
+
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, CallError::Timeout { .. })
+    }
+
+    /// The HTTP status, when the server answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            CallError::Status { code, .. } | CallError::NotJson { code, .. } => Some(*code),
+            _ => None,
+        }
     }
 }
 
-const BODY_CHARS: usize = 500;
+fn redact(text: impl AsRef<str>) -> String {
+    crate::secrets::redact(text.as_ref())
+}
 
-/// Starts the message of a call that could not connect, so callers that only see text (prompt
-/// sizing, preset actions) can still tell "server down" from "server said no".
-pub const UNREACHABLE: &str = "server unreachable";
-
-/// Sends `method path` with an optional JSON body and returns the JSON answer (Null when the body
-/// is empty, e.g. 204). Non-2xx is an error carrying the status and the start of the body.
+/// Sends `method path` with an optional JSON body within the client's request timeout and returns
+/// the JSON answer (Null when the body is empty, e.g. 204). Non-2xx is `CallError::Status`.
+/// Sent again only when the connection could not be opened (the server never saw it), so a
+/// non-idempotent preset action is never repeated.
 pub async fn call(
     client: &Client,
     method: reqwest::Method,
     path: &str,
     body: Option<&Value>,
     headers: &[(String, String)],
-    timeout: Duration,
 ) -> Result<Value, CallError> {
+    call_within(client, client.timeout(), method, path, body, headers).await
+}
+
+/// `call` with its own timeout (preflight).
+pub async fn call_within(
+    client: &Client,
+    timeout: Duration,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&Value>,
+    headers: &[(String, String)],
+) -> Result<Value, CallError> {
+    let call = redact(format!("{method} {path}"));
     let url = format!("{}{path}", client.base());
-    let mut builder = client.http().request(method.clone(), &url).timeout(timeout);
-    builder = client.auth(builder);
+    let mut builder = client.auth(client.http().request(method, &url));
     for (k, v) in headers {
         builder = builder.header(k.as_str(), v.as_str());
     }
     if let Some(body) = body {
         builder = builder.json(body);
     }
-    let spare = builder.try_clone();
-    let mut sent = builder.send().await;
-    // Same stale keep-alive case as in `Client::send`: one more try on a fresh connection.
-    if let (Err(e), Some(again)) = (&sent, spare)
-        && crate::client::stale_connection(e)
-    {
-        sent = again.send().await;
-    }
-    let response = sent.map_err(|e| {
-        let prefix = if e.is_connect() { format!("{UNREACHABLE}: ") } else { String::new() };
-        CallError { status: None, message: format!("{prefix}{method} {path}: {}", error_chain(&e)) }
-    })?;
+    let request = builder
+        .build()
+        .map_err(|e| CallError::Transport { call: call.clone(), detail: redact(client::error_chain(&e)) })?;
+    let sent = client::send_at_most_twice(client.http(), request, timeout).await;
+    let deadline = sent.window.deadline;
+    let response = match sent.result {
+        Err(()) => return Err(CallError::Timeout { call, timeout }),
+        Ok(Err(e)) if e.is_connect() => {
+            let detail = redact(client::connect_failure(&e));
+            return Err(match client::tls_problem(&e) {
+                Some(_) => CallError::Tls { call, detail },
+                None => CallError::Unreachable { call, detail },
+            });
+        }
+        Ok(Err(e)) => return Err(CallError::Transport { call, detail: redact(client::send_failure(&e)) }),
+        Ok(Ok(r)) => r,
+    };
     let status = response.status();
-    let bytes = response.bytes().await.map_err(|e| CallError {
-        status: Some(status.as_u16()),
-        message: format!("{method} {path}: reading body: {}", error_chain(&e)),
-    })?;
+    let limits = client.limits();
     if !status.is_success() {
-        let text: String = String::from_utf8_lossy(&bytes).chars().take(BODY_CHARS).collect();
-        return Err(CallError {
-            status: Some(status.as_u16()),
-            message: format!("{method} {path}: HTTP {status}: {text}"),
-        });
+        let prefix = client::body::read_prefix(response, limits.max_error_read_bytes, deadline).await;
+        return Err(CallError::Status { call, code: status.as_u16(), body: redact(quote(&prefix)) });
     }
+    let bytes = match client::body::read_capped(response, limits.max_call_bytes, deadline).await {
+        Ok(b) => b,
+        Err(client::body::BodyError::Timeout) => return Err(CallError::Timeout { call, timeout }),
+        Err(client::body::BodyError::TooLarge { cap }) => return Err(CallError::TooLarge { call, cap }),
+        Err(client::body::BodyError::Broken(detail)) => {
+            return Err(CallError::Transport { call, detail: redact(detail) });
+        }
+    };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
-    serde_json::from_slice(&bytes).map_err(|e| CallError {
-        status: Some(status.as_u16()),
-        message: format!("{method} {path}: answer is not JSON: {e}"),
+    serde_json::from_slice(&bytes).map_err(|e| CallError::NotJson {
+        call,
+        code: status.as_u16(),
+        detail: redact(format!("{e}: {}", quote(&bytes))),
     })
 }
 
-pub async fn get_json(client: &Client, path: &str, timeout: Duration) -> Result<Value, CallError> {
-    call(client, reqwest::Method::GET, path, None, &[], timeout).await
+pub async fn get_json(client: &Client, path: &str) -> Result<Value, CallError> {
+    call(client, reqwest::Method::GET, path, None, &[]).await
 }
 
-pub async fn post_json(
-    client: &Client,
-    path: &str,
-    body: &Value,
-    timeout: Duration,
-) -> Result<Value, CallError> {
-    call(client, reqwest::Method::POST, path, Some(body), &[], timeout).await
+/// A GET of preflight: within `Client::preflight_timeout`.
+pub async fn preflight_get(client: &Client, path: &str) -> Result<Value, CallError> {
+    call_within(client, client.preflight_timeout(), reqwest::Method::GET, path, None, &[]).await
+}
+
+pub async fn post_json(client: &Client, path: &str, body: &Value) -> Result<Value, CallError> {
+    call(client, reqwest::Method::POST, path, Some(body), &[]).await
 }
 
 /// The first model id of an OpenAI-style `/v1/models` answer.

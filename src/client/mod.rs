@@ -1,28 +1,29 @@
 //! The measuring HTTP client: one chat request, timed on a monotonic clock from the moment it is
 //! handed to the socket.
 //!
-//! Timing rules (DESIGN.md): the body is serialized and the request built BEFORE the clock starts;
-//! arrival times are stamped when bytes arrive, before any SSE or JSON parsing; TTFT is the first
-//! delta with non-empty content or reasoning (role-only and empty chunks are events, not tokens).
-//! Every failure becomes an `ErrorInfo` on the exchange — never a panic, never a silent success —
-//! and whatever was measured before the failure is kept.
+//! Timing rules (README "Timing"): the body is serialized and the request built BEFORE the clock
+//! starts; arrival times are stamped when bytes arrive, before any SSE or JSON parsing; TTFT is the
+//! first delta with non-empty content or reasoning (role-only and empty chunks are events, not
+//! tokens). Every failure becomes an `ErrorInfo` on the exchange — never a panic, never a silent
+//! success — and whatever was measured before the failure is kept. A request is sent again only
+//! when it provably never reached the server (`send_at_most_twice`), and the record says so.
 
 mod anthropic;
+pub(crate) mod body;
 mod openai;
+mod options;
+pub mod sse;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use serde::Serialize;
 
 use crate::config::Api;
+use crate::exit::Failure;
 use crate::record::{ErrorInfo, ErrorKind};
 
-/// How much of an error body is kept (enough to read the server's message, never megabytes).
-const ERROR_BODY_CHARS: usize = 2000;
+pub use body::{causes, quote};
+pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Message {
@@ -76,6 +77,9 @@ pub struct Exchange {
     pub server_timings: Option<serde_json::Value>,
     pub http_status: Option<u16>,
     pub error: Option<ErrorInfo>,
+    /// Times the request was handed to the transport: 1, or 2 when the first connect failed
+    /// (0 when it was never sent).
+    pub attempts: u32,
 }
 
 impl Exchange {
@@ -119,12 +123,84 @@ enum EventOutcome {
     Done,
 }
 
+/// The timed window of one request: the clock's zero, and when it gives up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub start: Instant,
+    pub deadline: tokio::time::Instant,
+    pub timeout: Duration,
+}
+
+impl Window {
+    fn open(timeout: Duration) -> Window {
+        let start = Instant::now();
+        // A timeout too large for the clock (validated upstream; never panic here) means "none".
+        let deadline = start.checked_add(timeout).unwrap_or(start + Duration::from_secs(100 * 365 * 86400));
+        Window { start, deadline: tokio::time::Instant::from_std(deadline), timeout }
+    }
+}
+
+/// The outcome of handing a request to the transport.
+pub(crate) struct Sent {
+    pub attempts: u32,
+    pub window: Window,
+    /// `Err(())`: no response headers before the deadline.
+    pub result: Result<Result<reqwest::Response, reqwest::Error>, ()>,
+}
+
+/// Sends `request`, and once more only when the first try provably never reached the server: the
+/// connection could not be opened (refused, unreachable; not a certificate problem, which a second
+/// try does not cure). A request written to a connection that then closed or reset may have been
+/// read, processed and cached by the server, so it is never re-sent: re-sending it would measure
+/// a cache the first attempt warmed and hide a server fault. (hyper itself re-sends only a
+/// request it never began to write, when a pooled connection turned out closed at checkout.)
+/// Each try opens a fresh window: a failed connect is not inside the measured time.
+pub(crate) async fn send_at_most_twice(
+    http: &reqwest::Client,
+    request: reqwest::Request,
+    timeout: Duration,
+) -> Sent {
+    let mut request = request;
+    let mut attempts = 0;
+    loop {
+        let spare = request.try_clone();
+        attempts += 1;
+        let window = Window::open(timeout);
+        let result = tokio::time::timeout_at(window.deadline, http.execute(request)).await.map_err(|_| ());
+        match (&result, spare) {
+            (Ok(Err(e)), Some(again)) if attempts < 2 && never_sent(e) => request = again,
+            _ => return Sent { attempts, window, result },
+        }
+    }
+}
+
+/// The request never left this machine: the connection itself could not be made.
+fn never_sent(e: &reqwest::Error) -> bool {
+    e.is_connect() && tls_problem(e).is_none()
+}
+
+/// The TLS error inside `e`, when a handshake failed (unknown issuer, expired, wrong name, ...).
+pub fn tls_problem(e: &reqwest::Error) -> Option<String> {
+    causes(e).into_iter().find_map(|c| c.downcast_ref::<rustls::Error>()).map(|t| t.to_string())
+}
+
+/// A connect failure in words: what failed and, for TLS, what to do about it.
+pub fn connect_failure(e: &reqwest::Error) -> String {
+    match tls_problem(e) {
+        Some(tls) => format!(
+            "TLS handshake failed: {tls} (a private CA? pass --ca-cert FILE with its PEM certificate, or set SSL_CERT_FILE)"
+        ),
+        None => format!("cannot connect: {}", error_chain(e)),
+    }
+}
+
 pub struct Client {
     http: reqwest::Client,
     base: String,
     api: Api,
     api_key: Option<String>,
     timeout: Duration,
+    options: ClientOptions,
 }
 
 /// A request ready to go: everything that costs time is done before the clock starts.
@@ -133,15 +209,25 @@ pub struct Prepared {
     stream: bool,
 }
 
+/// Preflight calls (is the server there at all?) wait at most this long, or the request timeout
+/// when that is shorter: a wrong --server should cost seconds, not the request timeout.
+pub const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(15);
+
 impl Client {
-    pub fn new(base: &str, api: Api, api_key: Option<String>, timeout: Duration) -> anyhow::Result<Client> {
-        let http = reqwest::Client::builder()
-            // Measurements must not share a pool slot with a dying connection, but must not pay a
-            // connect either: keep-alive pool, no global timeout (ours is per request, below).
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_nodelay(true)
-            .build()?;
-        Ok(Client { http, base: base.trim_end_matches('/').to_string(), api, api_key, timeout })
+    /// A client for `base`. The API key is registered as a secret here, so no message built from
+    /// a server's answer (which may echo it) carries it. Bad `--ca-cert` files are usage errors.
+    pub fn new(
+        base: &str,
+        api: Api,
+        api_key: Option<String>,
+        timeout: Duration,
+        options: ClientOptions,
+    ) -> Result<Client, Failure> {
+        if let Some(key) = &api_key {
+            crate::secrets::register(key);
+        }
+        let http = options::http_client(&options)?;
+        Ok(Client { http, base: base.trim_end_matches('/').to_string(), api, api_key, timeout, options })
     }
 
     pub fn base(&self) -> &str {
@@ -150,6 +236,25 @@ impl Client {
 
     pub fn http(&self) -> &reqwest::Client {
         &self.http
+    }
+
+    /// The request timeout (`--request-timeout`): every call of this client honours it.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The shorter timeout of preflight calls: min(15 s, the request timeout).
+    pub fn preflight_timeout(&self) -> Duration {
+        self.timeout.min(PREFLIGHT_TIMEOUT)
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.options.limits
+    }
+
+    /// Whether certificate verification is off (`--insecure`); run.json should say so.
+    pub fn insecure(&self) -> bool {
+        self.options.insecure
     }
 
     /// Builds and serializes the request. Call before starting any clock.
@@ -190,171 +295,64 @@ impl Client {
     /// Sends a prepared request and measures it. Never fails: errors land in `Exchange::error`.
     pub async fn send(&self, prepared: Prepared) -> Exchange {
         let mut ex = Exchange { started_at: crate::meta::now_rfc3339(), ..Default::default() };
-        let spare = prepared.request.try_clone();
-        let mut start = Instant::now();
-        let mut deadline = tokio::time::Instant::from_std(start + self.timeout);
-        let mut sent = tokio::time::timeout_at(deadline, self.http.execute(prepared.request)).await;
-        // A pooled keep-alive connection the server has just closed (llama.cpp's HTTP server ends a
-        // connection after a few requests) fails before anything is processed. That is the client's
-        // artefact, not the server's: send once more on a fresh connection, with a fresh clock.
-        if let (Ok(Err(e)), Some(again)) = (&sent, spare)
-            && stale_connection(e)
-        {
-            start = Instant::now();
-            deadline = tokio::time::Instant::from_std(start + self.timeout);
-            sent = tokio::time::timeout_at(deadline, self.http.execute(again)).await;
-        }
-        ex.start = Some(start);
-        let response = match sent {
-            Err(_) => {
-                ex.fail(ErrorKind::Timeout, format!("no response headers within {:?}", self.timeout));
+        let sent = send_at_most_twice(&self.http, prepared.request, self.timeout).await;
+        let window = sent.window;
+        ex.attempts = sent.attempts;
+        ex.start = Some(window.start);
+        let response = match sent.result {
+            Err(()) => {
+                let within = humantime::format_duration(self.timeout);
+                ex.fail(ErrorKind::Timeout, format!("no response headers within {within}"));
+                return ex;
+            }
+            Ok(Err(e)) if e.is_connect() => {
+                ex.fail(ErrorKind::Connect, connect_failure(&e));
                 return ex;
             }
             Ok(Err(e)) => {
-                let kind = if e.is_connect() { ErrorKind::Connect } else { ErrorKind::Transport };
-                ex.fail(kind, error_chain(&e));
+                ex.fail(ErrorKind::Transport, send_failure(&e));
                 return ex;
             }
             Ok(Ok(r)) => r,
         };
-        ex.first_byte_ms = Some(ms_since(start));
+        ex.first_byte_ms = Some(ms_since(window.start));
         let status = response.status();
         ex.http_status = Some(status.as_u16());
         if !status.is_success() {
-            let body = read_body(response, deadline).await.unwrap_or_default();
-            ex.e2e_ms = Some(ms_since(start));
-            let text: String = String::from_utf8_lossy(&body).chars().take(ERROR_BODY_CHARS).collect();
-            ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {text}"));
+            let prefix =
+                body::read_prefix(response, self.limits().max_error_read_bytes, window.deadline).await;
+            ex.e2e_ms = Some(ms_since(window.start));
+            ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {}", quote(&prefix)));
             return ex;
         }
         if prepared.stream {
-            self.read_stream(response, start, deadline, &mut ex).await;
+            body::read_stream(self.api, self.limits(), response, window, &mut ex).await;
         } else {
-            self.read_whole(response, start, deadline, &mut ex).await;
+            body::read_whole(self.api, self.limits(), response, window, &mut ex).await;
         }
         ex
     }
-
-    async fn read_stream(
-        &self,
-        response: reqwest::Response,
-        start: Instant,
-        deadline: tokio::time::Instant,
-        ex: &mut Exchange,
-    ) {
-        // Arrival of the newest chunk, in ns since start. An event is complete only when its last
-        // byte has arrived, so the newest chunk's arrival is the event's arrival.
-        let arrived_ns = Arc::new(AtomicU64::new(0));
-        let stamp = arrived_ns.clone();
-        let bytes = response.bytes_stream().map(move |chunk| {
-            stamp.store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            chunk
-        });
-        let mut events = bytes.eventsource();
-        let mut done = false;
-        loop {
-            let next = match tokio::time::timeout_at(deadline, events.next()).await {
-                Err(_) => {
-                    ex.fail(ErrorKind::Timeout, format!("stream not finished within {:?}", self.timeout));
-                    break;
-                }
-                Ok(next) => next,
-            };
-            let Some(event) = next else { break };
-            let at_ms = arrived_ns.load(Ordering::Relaxed) as f64 / 1e6;
-            let event = match event {
-                Ok(ev) => ev,
-                Err(e) => {
-                    ex.fail(ErrorKind::StreamTruncated, format!("stream broke: {e}"));
-                    break;
-                }
-            };
-            if ex.first_event_ms.is_none() {
-                ex.first_event_ms = Some(at_ms);
-            }
-            let outcome = match self.api {
-                Api::Openai => openai::on_event(&event.data, at_ms, ex),
-                Api::Anthropic => anthropic::on_event(&event.event, &event.data, at_ms, ex),
-            };
-            if outcome == EventOutcome::Done {
-                done = true;
-                break;
-            }
-        }
-        // E2E ends with the last byte of the response (the end marker), not the last token.
-        let last_ms = arrived_ns.load(Ordering::Relaxed) as f64 / 1e6;
-        ex.e2e_ms = Some(if last_ms > 0.0 { last_ms } else { ms_since(start) });
-        if !done && ex.error.is_none() {
-            ex.fail(
-                ErrorKind::StreamTruncated,
-                "stream ended without its end marker ([DONE] / message_stop)",
-            );
-        }
-    }
-
-    async fn read_whole(
-        &self,
-        response: reqwest::Response,
-        start: Instant,
-        deadline: tokio::time::Instant,
-        ex: &mut Exchange,
-    ) {
-        let body = match read_body(response, deadline).await {
-            Ok(b) => b,
-            Err(BodyError::Timeout) => {
-                ex.fail(ErrorKind::Timeout, format!("body not finished within {:?}", self.timeout));
-                return;
-            }
-            Err(BodyError::Transport(msg)) => {
-                ex.fail(ErrorKind::StreamTruncated, format!("body broke: {msg}"));
-                return;
-            }
-        };
-        ex.e2e_ms = Some(ms_since(start));
-        let value: serde_json::Value = match serde_json::from_slice(&body) {
-            Ok(v) => v,
-            Err(e) => {
-                let text: String = String::from_utf8_lossy(&body).chars().take(ERROR_BODY_CHARS).collect();
-                ex.fail(ErrorKind::Protocol, format!("response is not JSON ({e}): {text}"));
-                return;
-            }
-        };
-        match self.api {
-            Api::Openai => openai::on_whole(&value, ex),
-            Api::Anthropic => anthropic::on_whole(&value, ex),
-        }
-    }
 }
 
-enum BodyError {
-    Timeout,
-    Transport(String),
-}
-
-async fn read_body(
-    response: reqwest::Response,
-    deadline: tokio::time::Instant,
-) -> Result<Vec<u8>, BodyError> {
-    let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
-    loop {
-        match tokio::time::timeout_at(deadline, stream.next()).await {
-            Err(_) => return Err(BodyError::Timeout),
-            Ok(None) => return Ok(body),
-            Ok(Some(Err(e))) => return Err(BodyError::Transport(error_chain(&e))),
-            Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
-        }
+/// A request that went out but got no response headers back.
+pub fn send_failure(e: &reqwest::Error) -> String {
+    let dropped = causes(e).into_iter().any(|c| {
+        c.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message)
+            || c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                matches!(io.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof)
+            })
+    });
+    if dropped {
+        "the server closed the connection after the request was sent, before answering (not re-sent: \
+         the server may have read and processed it)"
+            .to_string()
+    } else {
+        format!("sending the request failed: {}", error_chain(e))
     }
 }
 
 fn ms_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1000.0
-}
-
-/// The request failed while being sent on an existing connection (not a refused connect, not a
-/// timeout): the kind of failure a closed keep-alive connection gives.
-pub fn stale_connection(e: &reqwest::Error) -> bool {
-    e.is_request() && !e.is_connect() && !e.is_timeout()
 }
 
 /// reqwest's top-level message hides the cause ("error sending request"); keep the whole chain.

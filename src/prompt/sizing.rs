@@ -11,7 +11,6 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -20,8 +19,6 @@ use super::{Nonces, Prompt, document};
 use crate::client::{ChatRequest, Client, Message};
 use crate::record::ErrorKind;
 use crate::server;
-
-const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Why a prompt could not be sized. `kind` says what a record of the failure is: the server
 /// gone or too slow (connect, timeout), or the prompt itself (prompt_size).
@@ -229,7 +226,7 @@ where
 async fn count_tokens(client: &Client, model: &str, text: &str) -> Result<u64, SizingError> {
     let body = json!({"content": text, "prompt": text, "model": model, "add_special": false});
     let answer =
-        server::post_json(client, "/tokenize", &body, CALL_TIMEOUT).await.map_err(SizingError::call)?;
+        server::post_json(client, "/tokenize", &body).await.map_err(SizingError::call)?;
     answer
         .get("count")
         .and_then(Value::as_u64)

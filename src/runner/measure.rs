@@ -272,6 +272,7 @@ fn record_exchange(
         .filter(|_| m.cell.scenario != crate::record::Scenario::Soak)
         .and_then(|e| crate::quality::confirm_cache_state(m.cell.cache_state, e, m.input_tokens));
     m.server_timings = ex.server_timings.clone();
+    m.attempts = ex.attempts;
     m.error = ex.error.clone();
 }
 

@@ -133,6 +133,15 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
         meta.config.max_restarts = n;
         changed.insert("max_restarts".to_string(), n.to_string());
     }
+    if let Some(path) = &c.ca_cert {
+        meta.config.ca_cert = Some(path.clone());
+        changed.insert("ca_cert".to_string(), path.display().to_string());
+    }
+    // Verification is a choice of this session: a resume without --insecure verifies again.
+    if c.insecure != meta.config.insecure {
+        meta.config.insecure = c.insecure;
+        changed.insert("insecure".to_string(), c.insecure.to_string());
+    }
     if let Some(var) = &c.api_key_env {
         meta.config.api_key_env = Some(var.clone());
         changed.insert("api_key_env".to_string(), var.clone());

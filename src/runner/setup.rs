@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Ctx, Journal};
-use crate::client::{ChatRequest, Client, Message};
+use crate::client::{ChatRequest, Client, ClientOptions, Message};
 use crate::config::{SweepConfig, ThermalPolicy};
 use crate::exit::Failure;
 use crate::meta::{PhysicsProfiles, ServerInfo, StaggerCalibration, ThermalBaseline};
@@ -20,8 +20,6 @@ use crate::progress::Progress;
 use crate::prompt::{Nonces, Sizer};
 use crate::record::{CacheState, ErrorInfo, ErrorKind, ThermalRecord};
 use crate::server;
-
-const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Writes what setup learned into run.json, when there is a run (`bench plan` has none).
 fn learn(journal: Option<&Journal>, change: impl FnOnce(&mut crate::meta::RunMeta)) -> Result<(), Failure> {
@@ -47,8 +45,12 @@ pub async fn prepare(
         None => None,
     };
     let timeout = Duration::from_secs_f64(config.request_timeout_s);
-    let client = Client::new(&config.server_url, config.api, api_key, timeout)
-        .map_err(|e| Failure::internal(format!("cannot build the HTTP client: {e}")))?;
+    let options = ClientOptions { ca_cert: config.ca_cert.clone(), insecure: config.insecure, ..Default::default() };
+    if options.insecure {
+        // Even with --quiet: turning verification off is never silent.
+        eprintln!("warning: --insecure: the server's TLS certificate is not verified");
+    }
+    let client = Client::new(&config.server_url, config.api, api_key, timeout, options)?;
     let facts = preflight(&client, &config, &preset).await?;
     let mut config = config;
     config.model = Some(facts.model.clone());
@@ -120,8 +122,7 @@ pub async fn preflight(
     config: &SweepConfig,
     preset: &Preset,
 ) -> Result<ServerFacts, Failure> {
-    let timeout = PREFLIGHT_TIMEOUT.min(client_timeout(config));
-    let models = server::get_json(client, "/v1/models", timeout).await.map_err(|e| {
+    let models = server::preflight_get(client, "/v1/models").await.map_err(|e| {
         Failure::server(format!(
             "cannot reach the server at {}: {e}\n(is it running? `just server` starts a local llama-server)",
             config.server
@@ -134,7 +135,7 @@ pub async fn preflight(
         })?,
     };
     // llama.cpp only; other servers answer 404, which is fine.
-    let props = server::get_json(client, "/props", timeout).await.ok();
+    let props = server::preflight_get(client, "/props").await.ok();
     let slots =
         props.as_ref().and_then(|p| p.get("total_slots")).and_then(Value::as_u64).unwrap_or(1).max(1) as u32;
     Ok(ServerFacts {
@@ -148,10 +149,6 @@ pub async fn preflight(
             command: None,
         },
     })
-}
-
-fn client_timeout(config: &SweepConfig) -> Duration {
-    Duration::from_secs_f64(config.request_timeout_s)
 }
 
 /// Runs the preset's actions once on a throwaway session, the way the plan will use them: reset

@@ -2,9 +2,18 @@
 //!
 //! Tokens are whitespace-separated words; the chat template costs `TEMPLATE_TOKENS` per message.
 //! Slots remember the last prompt (word list) so `timings.cache_n` behaves like llama.cpp's:
-//! erase forgets, save/restore copy to and from named files. Every request is logged.
+//! erase forgets, save/restore copy to and from named files. Every request is logged (tests count
+//! them). Served over plain HTTP or TLS (`start_tls`, a CA generated per server); faults in
+//! `scripted/faults.rs`, sockets in `scripted/net.rs`.
 
 #![allow(dead_code)]
+
+#[path = "scripted/faults.rs"]
+mod faults;
+#[path = "scripted/net.rs"]
+pub mod net;
+
+pub use faults::Fault;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -14,7 +23,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -45,21 +54,6 @@ pub struct Behaviour {
     /// After this many measured-size requests, the output changes (its second word): a server
     /// whose greedy text is not what it was alone.
     pub diverge_after: Option<usize>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Fault {
-    None,
-    /// Respond with this status and body.
-    Status(u16, &'static str),
-    /// 200 stream that carries an error object after the first token.
-    ErrorInStream,
-    /// Stream ends after the tokens without usage and without [DONE].
-    Truncate,
-    /// Never answer (for timeouts).
-    Hang,
-    /// Keep-alive comments between events.
-    KeepAlive,
 }
 
 impl Default for Behaviour {
@@ -180,10 +174,13 @@ struct AppState {
     log: Arc<Mutex<Vec<Logged>>>,
     slots: Arc<Mutex<Slots>>,
     first_sent: FirstSent,
+    kills: net::Kills,
 }
 
 pub struct Scripted {
     pub url: String,
+    /// The CA certificate (PEM) of a TLS server.
+    pub ca_pem: Option<String>,
     pub first_sent: FirstSent,
     behaviour: Arc<Mutex<Behaviour>>,
     log: Arc<Mutex<Vec<Logged>>>,
@@ -192,6 +189,15 @@ pub struct Scripted {
 
 impl Scripted {
     pub fn start(behaviour: Behaviour) -> Scripted {
+        Scripted::start_with(behaviour, None)
+    }
+
+    /// The same server over https, with a certificate for 127.0.0.1 signed by a fresh test CA.
+    pub fn start_tls(behaviour: Behaviour) -> Scripted {
+        Scripted::start_with(behaviour, Some(net::TestCa::generate()))
+    }
+
+    fn start_with(behaviour: Behaviour, ca: Option<net::TestCa>) -> Scripted {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let state = AppState {
@@ -199,6 +205,7 @@ impl Scripted {
             log: Arc::new(Mutex::new(Vec::new())),
             slots: Arc::new(Mutex::new(Slots::default())),
             first_sent: Arc::new(Mutex::new(HashMap::new())),
+            kills: Arc::new(Mutex::new(HashMap::new())),
         };
         let app = Router::new()
             .route("/v1/models", get(models))
@@ -210,13 +217,16 @@ impl Scripted {
             .route("/v1/messages", post(messages))
             .fallback(anything)
             .with_state(state.clone());
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-        let addr: SocketAddr = listener.local_addr().unwrap();
+        let tcp = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr: SocketAddr = tcp.local_addr().unwrap();
+        let listener = net::Listener::new(tcp, ca.as_ref(), state.kills.clone());
         runtime.spawn(async move {
-            axum::serve(listener, app).await.unwrap();
+            axum::serve(listener, app.into_make_service_with_connect_info::<net::Peer>()).await.unwrap();
         });
+        let scheme = if ca.is_some() { "https" } else { "http" };
         Scripted {
-            url: format!("http://{addr}"),
+            url: format!("{scheme}://{addr}"),
+            ca_pem: ca.map(|c| c.ca_pem),
             first_sent: state.first_sent,
             behaviour: state.behaviour,
             log: state.log,
@@ -234,6 +244,14 @@ impl Scripted {
 
     pub fn clear_log(&self) {
         self.log.lock().unwrap().clear();
+    }
+
+    /// Chat requests of measured size (max_tokens >= 20: not calibration, not warm-up) received.
+    pub fn measured_requests(&self) -> usize {
+        self.log()
+            .iter()
+            .filter(|l| l.path.starts_with("/v1/") && l.body["max_tokens"].as_u64().is_some_and(|m| m >= 20))
+            .count()
     }
 }
 
@@ -279,6 +297,10 @@ async fn anything(State(s): State<AppState>, req: axum::extract::Request) -> Res
     let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     record(&s, &method, &path, &headers, body);
+    let fault = s.behaviour.lock().unwrap().fault.clone();
+    if fault == Fault::EchoHeaders {
+        return faults::respond(&fault, &headers, net::Peer(([0, 0, 0, 0], 0).into()), &s.kills, 0).unwrap();
+    }
     match s.slots.lock().unwrap().admin(&method, &path) {
         Some(StatusCode::OK) | None => axum::Json(json!({"ok": true})).into_response(),
         Some(status) => (status, "no such agent").into_response(),
@@ -402,7 +424,12 @@ fn prompt_words(body: &Value) -> Vec<String> {
     out
 }
 
-async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn chat(
+    State(s): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<net::Peer>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     record(&s, "POST", "/v1/chat/completions", &headers, body.clone());
     let b = s.behaviour.lock().unwrap().clone();
@@ -423,7 +450,11 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
         Fault::Hang => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
-        _ => {}
+        other => {
+            if let Some(response) = faults::respond(other, &headers, peer, &s.kills, b.token_ms) {
+                return response;
+            }
+        }
     }
     let prompt = prompt_words(&body);
     // Cache evidence like the server imitated: llama.cpp slot, agent-memory session, or vLLM prefix.
@@ -493,6 +524,17 @@ async fn chat(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Res
             events.push((0, json!({"choices": [], "usage": usage, "timings": timings}).to_string()));
         }
         events.push((0, "[DONE]".to_string()));
+    }
+    if let Fault::SlowDrip { bytes, every_ms } = b.fault {
+        let frames = events.into_iter().map(|(_, data)| Bytes::from(format!("data: {data}\n\n"))).collect();
+        let pieces = stream::iter(faults::drip(frames, bytes, every_ms)).then(|(delay, piece)| async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            Ok::<_, Infallible>(piece)
+        });
+        return Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from_stream(pieces))
+            .unwrap();
     }
     let keep_alive = b.fault == Fault::KeepAlive;
     let first_sent = s.first_sent.clone();

@@ -1,0 +1,157 @@
+//! Hostile and broken answers of the scripted chat endpoint (`Fault`), each one thing a real
+//! server, proxy or network has done to a benchmark.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, StreamExt};
+use serde_json::json;
+
+use super::net::{Kill, Kills, Peer};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    None,
+    /// Respond with this status and body.
+    Status(u16, &'static str),
+    /// 200 stream that carries an error object after the first token.
+    ErrorInStream,
+    /// Stream ends after the tokens without usage and without [DONE].
+    Truncate,
+    /// Never answer (for timeouts).
+    Hang,
+    /// Keep-alive comments between events.
+    KeepAlive,
+    /// 200 SSE whose first line (`data: xxx...`) never ends: this many bytes, then silence.
+    HugeLine(usize),
+    /// 200 SSE of valid content deltas that never ends, one every `Behaviour::token_ms` (0: as
+    /// fast as the socket takes them).
+    EndlessStream,
+    /// 200 application/json whose body never ends.
+    EndlessBody,
+    /// 500 whose body never ends.
+    HugeErrorBody,
+    /// 200 text/html (a proxy's login page) to a streaming request.
+    Html200,
+    /// A stream whose second event holds a byte that is not UTF-8.
+    InvalidUtf8,
+    /// 200 SSE headers, then nothing.
+    HangAfterHeaders,
+    /// 401 whose body echoes the request's headers (keys included), on chat and preset actions.
+    EchoHeaders,
+    /// The normal stream, cut into `bytes`-byte pieces sent `every_ms` apart.
+    SlowDrip {
+        bytes: usize,
+        every_ms: u64,
+    },
+    /// Read the request, then close the connection without answering.
+    DropAfterRead,
+    /// Two content chunks, then a TCP reset.
+    ResetMidBody,
+}
+
+fn sse(stream: impl futures_util::Stream<Item = Bytes> + Send + 'static) -> Response {
+    let body = Body::from_stream(stream.map(Ok::<_, Infallible>));
+    Response::builder().header("content-type", "text/event-stream").body(body).unwrap()
+}
+
+fn delta(text: &str) -> Bytes {
+    Bytes::from(format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {"content": text}}]})))
+}
+
+/// Never yields: the connection stays open and silent.
+fn forever() -> impl futures_util::Stream<Item = Bytes> + Send + 'static {
+    stream::pending()
+}
+
+/// The same chunk forever, as fast as the client reads.
+fn endless(chunk: Bytes) -> impl futures_util::Stream<Item = Bytes> + Send + 'static {
+    stream::repeat(chunk)
+}
+
+/// The answer of a fault that replaces the whole response; `None` for the others.
+pub fn respond(
+    fault: &Fault,
+    headers: &HeaderMap,
+    peer: Peer,
+    kills: &Kills,
+    token_ms: u64,
+) -> Option<Response> {
+    let response = match fault {
+        Fault::HugeLine(n) => {
+            let n = *n;
+            let chunk = Bytes::from(vec![b'x'; 64 << 10]);
+            let body = stream::once(async { Bytes::from_static(b"data: ") })
+                .chain(endless(chunk.clone()).take(n.div_ceil(chunk.len())))
+                .chain(forever());
+            sse(body)
+        }
+        Fault::EndlessStream => sse(stream::iter(0u64..).then(move |i| async move {
+            if token_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(token_ms)).await;
+            }
+            delta(&format!(" w{i}"))
+        })),
+        Fault::EndlessBody => {
+            let body =
+                stream::once(async { Bytes::from_static(b"{\"choices\":[{\"message\":{\"content\":\"") })
+                    .chain(endless(Bytes::from(vec![b'x'; 64 << 10])));
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from_stream(body.map(Ok::<_, Infallible>)))
+                .unwrap()
+        }
+        Fault::HugeErrorBody => {
+            let body = endless(Bytes::from("overloaded ".repeat(6000)));
+            Response::builder()
+                .status(StatusCode::INTERNAL_SERVER_ERROR)
+                .header("content-type", "text/plain")
+                .body(Body::from_stream(body.map(Ok::<_, Infallible>)))
+                .unwrap()
+        }
+        Fault::Html200 => Response::builder()
+            .header("content-type", "text/html; charset=utf-8")
+            .body(Body::from(
+                "<!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login</body></html>",
+            ))
+            .unwrap(),
+        Fault::InvalidUtf8 => {
+            let mut bad = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a".to_vec();
+            bad.extend_from_slice(b"\xFF\xFE\"}}]}\n\n");
+            sse(stream::iter([delta("w0"), Bytes::from(bad)]).chain(forever()))
+        }
+        Fault::HangAfterHeaders => sse(forever()),
+        Fault::EchoHeaders => {
+            let echoed: serde_json::Map<String, serde_json::Value> =
+                headers.iter().map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or("")))).collect();
+            let body = json!({"error": {"message": "unauthorized", "your_headers": echoed}});
+            (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
+        }
+        Fault::DropAfterRead => {
+            kills.lock().unwrap().insert(peer.0, Kill::Drop);
+            (StatusCode::OK, "never delivered").into_response()
+        }
+        Fault::ResetMidBody => {
+            let kills = kills.clone();
+            let head = stream::iter([delta("w0"), delta(" w1")]);
+            let tail = stream::once(async move {
+                // Let the client read the first chunks, then reset at the next write.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                kills.lock().unwrap().insert(peer.0, Kill::Reset);
+                delta(" w2")
+            });
+            sse(head.chain(tail).chain(forever()))
+        }
+        _ => return None,
+    };
+    Some(response)
+}
+
+/// `frames` cut into `bytes`-byte pieces, one every `every_ms`.
+pub fn drip(frames: Vec<Bytes>, bytes: usize, every_ms: u64) -> Vec<(u64, Bytes)> {
+    let all: Vec<u8> = frames.concat();
+    all.chunks(bytes.max(1)).map(|c| (every_ms, Bytes::copy_from_slice(c))).collect()
+}

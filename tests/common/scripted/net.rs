@@ -1,0 +1,201 @@
+//! The scripted server's sockets: plain TCP or TLS (a test CA generated with rcgen), and
+//! connection-level faults a handler cannot produce through HTTP: dropping the connection after
+//! reading a request, or resetting it (RST) in the middle of a body.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+/// What happens to a connection at its next write.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kill {
+    /// Close it (FIN): the request was read, no answer follows.
+    Drop,
+    /// Reset it (RST, SO_LINGER 0).
+    Reset,
+}
+
+/// Connections marked by a handler, by peer address.
+pub type Kills = Arc<Mutex<HashMap<SocketAddr, Kill>>>;
+
+/// The peer of a request (axum's `ConnectInfo` for our listener).
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Listener>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, Listener>) -> Self {
+        Peer(*stream.remote_addr())
+    }
+}
+
+/// A test certificate authority and the server certificate it signed (for 127.0.0.1 and localhost).
+pub struct TestCa {
+    /// The CA certificate, PEM: what a client passes as `--ca-cert`.
+    pub ca_pem: String,
+    acceptor: TlsAcceptor,
+}
+
+impl TestCa {
+    pub fn generate() -> TestCa {
+        use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "ttft-bench test CA");
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let mut leaf =
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        leaf.extended_key_usages.push(ExtendedKeyUsagePurpose::ServerAuth);
+        leaf.use_authority_key_identifier_extension = true;
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![leaf_cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+            )
+            .unwrap();
+        TestCa { ca_pem: ca_cert.pem(), acceptor: TlsAcceptor::from(Arc::new(config)) }
+    }
+}
+
+/// Accepts plain or TLS connections. A failed TLS handshake (a client that does not trust the
+/// CA) is skipped, as a real server would.
+pub struct Listener {
+    pub tcp: TcpListener,
+    pub tls: Option<TlsAcceptor>,
+    pub kills: Kills,
+}
+
+impl Listener {
+    pub fn new(tcp: TcpListener, ca: Option<&TestCa>, kills: Kills) -> Listener {
+        Listener { tcp, tls: ca.map(|c| c.acceptor.clone()), kills }
+    }
+}
+
+impl axum::serve::Listener for Listener {
+    type Io = Conn;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Conn, SocketAddr) {
+        loop {
+            let Ok((tcp, peer)) = self.tcp.accept().await else { continue };
+            let _ = tcp.set_nodelay(true);
+            let io = match &self.tls {
+                None => Io::Plain(tcp),
+                Some(acceptor) => match acceptor.accept(tcp).await {
+                    Ok(tls) => Io::Tls(Box::new(tls)),
+                    Err(_) => continue,
+                },
+            };
+            return (Conn { io, peer, kills: self.kills.clone() }, peer);
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+}
+
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+pub struct Conn {
+    io: Io,
+    peer: SocketAddr,
+    kills: Kills,
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match &self.io {
+            Io::Plain(t) => t,
+            Io::Tls(t) => t.get_ref().0,
+        }
+    }
+
+    /// Carries out a kill marked for this connection: the write fails, hyper drops the socket.
+    fn killed(&self) -> Option<io::Error> {
+        let kill = self.kills.lock().unwrap().get(&self.peer).copied()?;
+        match kill {
+            Kill::Drop => Some(io::Error::new(io::ErrorKind::BrokenPipe, "scripted: drop after read")),
+            Kill::Reset => {
+                let _ = socket2::SockRef::from(self.tcp()).set_linger(Some(std::time::Duration::ZERO));
+                Some(io::Error::new(io::ErrorKind::ConnectionReset, "scripted: reset"))
+            }
+        }
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Plain(t) => Pin::new(t).poll_read(cx, buf),
+            Io::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(e) = this.killed() {
+            return Poll::Ready(Err(e));
+        }
+        match &mut this.io {
+            Io::Plain(t) => Pin::new(t).poll_write(cx, buf),
+            Io::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(e) = this.killed() {
+            return Poll::Ready(Err(e));
+        }
+        match &mut this.io {
+            Io::Plain(t) => Pin::new(t).poll_write_vectored(cx, bufs),
+            Io::Tls(t) => Pin::new(t.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match &self.io {
+            Io::Plain(t) => t.is_write_vectored(),
+            Io::Tls(t) => t.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Plain(t) => Pin::new(t).poll_flush(cx),
+            Io::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Plain(t) => Pin::new(t).poll_shutdown(cx),
+            Io::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
