@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use ttft_bench::load::{self, SourceKind};
 use ttft_bench::merge::{self, expect};
 use ttft_bench::record::{Mode, Record, SCHEMA_VERSION, Scenario};
+use ttft_bench::results::load::{self, SourceKind};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -96,7 +96,7 @@ fn small_origin_file_maps_onto_our_records() {
 #[test]
 fn rerun_replaces_the_failed_batch_and_tolerances_conflict() {
     let sources =
-        merge::load_all(&[fixture("origin/small_rerun.json"), fixture("origin/small_first.json")]).unwrap();
+        load::load_all(&[fixture("origin/small_rerun.json"), fixture("origin/small_first.json")]).unwrap();
     let doc = merge::build(&sources);
     let groups: Vec<_> =
         doc.records.iter().filter_map(|r| if let Record::Group(g) = r { Some(g) } else { None }).collect();
@@ -121,7 +121,7 @@ fn real_gemma_first_run_plus_rerun() {
     ) else {
         return;
     };
-    let sources = merge::load_all(&[first.clone(), rerun.clone()]).unwrap();
+    let sources = load::load_all(&[first.clone(), rerun.clone()]).unwrap();
     assert_eq!(sources[0].records.len(), 198 + 90 + 6, "198 rows (90 of them batches) + 6 staggered");
     assert_eq!(sources[1].records.len(), 14 + 14);
     let doc = merge::build(&sources);
@@ -191,7 +191,7 @@ fn real_deepseek_runs_are_incomplete_without_the_unpublished_third_file() {
     else {
         return;
     };
-    let doc = merge::build(&merge::load_all(&[first, rerun]).unwrap());
+    let doc = merge::build(&load::load_all(&[first, rerun]).unwrap());
     let exp = expect::from_scenario(&paper_expect()).unwrap();
     let c = &expect::completeness(&exp, &doc.records)[0];
     assert_eq!((c.measured, c.missing.len(), c.staggered_measured), (163, 35, 6));

@@ -1,12 +1,10 @@
 //! `bench merge`: many result files -> one canonical file (format in `canonical`).
 //!
-//! Inputs are anything `load::load` reads. Re-runs replace failures (`combine`), the metadata of
+//! Inputs are anything `results::load::load` reads. Re-runs replace failures (`combine`), the metadata of
 //! every source is kept and disagreements listed (`settings`), and `--expect` checks the result
 //! against a scenario's matrix (`expect`). Bad input: exit 2 and nothing written. Incomplete
 //! (missing or failed cells) with `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
 
-pub mod canonical;
-pub mod combine;
 pub mod expect;
 pub mod settings;
 
@@ -14,9 +12,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::exit::{self, Failure};
-use crate::load::{self, Source};
 use crate::record::SCHEMA_VERSION;
-use canonical::{CANONICAL_KIND, Canonical, SourceEntry};
+use crate::results::canonical::{CANONICAL_KIND, Canonical, SourceEntry};
+use crate::results::combine;
+use crate::results::load::Source;
+use crate::results::load::load_all;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -38,15 +38,6 @@ pub struct MergeArgs {
     /// Exit 0 even when --expect finds missing or failed cells.
     #[arg(long)]
     pub allow_incomplete: bool,
-}
-
-/// Loads every input, failing on the first bad one (its error names the file and line).
-pub fn load_all(inputs: &[PathBuf]) -> anyhow::Result<Vec<Source>> {
-    let mut sources = Vec::new();
-    for path in inputs {
-        sources.push(load::load(path).map_err(|e| Failure::usage(e.to_string()))?);
-    }
-    Ok(sources)
 }
 
 /// Builds the canonical document from loaded sources (pure: no clock, no input order).

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::canonical::{Conflict, ConflictValue};
-use crate::load::Source;
-use crate::origin::ORIGIN_FORMAT;
+use crate::results::canonical::{Conflict, ConflictValue};
+use crate::results::load::Source;
+use crate::results::origin::ORIGIN_FORMAT;
 
 /// (setting, value) pairs one metadata object states.
 pub fn settings(meta: &Value) -> Vec<(&'static str, String)> {

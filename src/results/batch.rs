@@ -57,7 +57,7 @@ impl Batch<'_> {
 
 /// The origin importer's stand-in for a batch it only kept totals of.
 fn is_aggregate_stand_in(m: &Measurement) -> bool {
-    m.quality_flags.iter().any(|f| f.flag == crate::origin::BATCH_AGGREGATE_FLAG)
+    m.quality_flags.iter().any(|f| f.flag == super::origin::BATCH_AGGREGATE_FLAG)
 }
 
 /// Whether a record belongs to a concurrent batch (members and group records of batch cells).

@@ -24,8 +24,8 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use crate::exit::{self, Failure};
-use crate::load::{self, Source, SourceKind};
 use crate::physics::{self, Hardware, ModelProfile, hardware};
+use crate::results::load::{self, Source, SourceKind};
 pub use finding::{Finding, Severity, rule};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -38,7 +38,7 @@ pub fn record_rules(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
     let at = |f: Finding| f.at(&m.run_id, &m.cell);
     // An imported origin batch row: the origin kept only batch totals (they live in the group
     // record), so this stand-in has no per-request numbers to judge.
-    if m.quality_flags.iter().any(|f| f.flag == crate::origin::BATCH_AGGREGATE_FLAG) {
+    if m.quality_flags.iter().any(|f| f.flag == crate::results::origin::BATCH_AGGREGATE_FLAG) {
         return;
     }
     if let Some(e) = &m.error {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::canonical::{Candidate, Loser, Provenance, Replacement};
-use crate::load::Source;
+use super::load::Source;
 use crate::record::{CellKey, Record, Scenario};
 
 pub struct Combined {

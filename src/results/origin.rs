@@ -207,10 +207,9 @@ fn number_by_time(records: &mut [Record], cells: BTreeMap<CellKey, Vec<(String, 
 }
 
 fn measurement_cell(cx: &Context, line: usize, r: &MeasurementRow) -> Result<CellKey, InputError> {
-    let cache_state = crate::config::parse_cache_state(&r.cache_state)
+    let cache_state = parse_cache_state(&r.cache_state)
         .ok_or_else(|| bad(cx, line, format!("unknown cache_state {:?}", r.cache_state)))?;
-    let mode = crate::config::parse_mode(&r.mode)
-        .ok_or_else(|| bad(cx, line, format!("unknown mode {:?}", r.mode)))?;
+    let mode = parse_mode(&r.mode).ok_or_else(|| bad(cx, line, format!("unknown mode {:?}", r.mode)))?;
     let model = r.model_id.clone().or_else(|| cx.model.clone());
     let model = model.ok_or_else(|| bad(cx, line, "no model_id in the row or the file".into()))?;
     let scenario = Scenario::of(cache_state, r.batch_size);
@@ -223,6 +222,21 @@ fn measurement_cell(cx: &Context, line: usize, r: &MeasurementRow) -> Result<Cel
         batch_size: r.batch_size,
         run: pass_run(&r.pass_id).unwrap_or(0),
     })
+}
+
+/// The origin's cache-state names (ours, by their serde names). Kept here rather than borrowed from
+/// the sweep's flag parsing so this layer stays below `config`.
+fn parse_cache_state(s: &str) -> Option<CacheState> {
+    [CacheState::Cold, CacheState::Warm, CacheState::Hot].into_iter().find(|c| c.as_str() == s)
+}
+
+/// The origin's mode names, with the spellings its scripts used over time.
+fn parse_mode(s: &str) -> Option<Mode> {
+    match s {
+        "streaming" | "stream" => Some(Mode::Streaming),
+        "non-streaming" | "non_streaming" | "nonstreaming" => Some(Mode::NonStreaming),
+        _ => None,
+    }
 }
 
 fn measurement_records(cx: &Context, cell: CellKey, r: MeasurementRow) -> Vec<Record> {

@@ -16,8 +16,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::merge::canonical::{CANONICAL_KIND, SourceEntry};
-use crate::origin;
+use super::canonical::{CANONICAL_KIND, SourceEntry};
+use super::origin;
 use crate::record::{Record, SCHEMA_VERSION};
 use crate::store::{self, InputError, TornTail};
 
@@ -49,6 +49,15 @@ pub struct Source {
     /// for an origin file, `{format, metadata, model_id, server_env, quality_summary}`).
     pub run_meta: Vec<serde_json::Value>,
     pub records: Vec<Record>,
+}
+
+/// Loads every input, failing on the first bad one (its error names the file and line): exit 2.
+pub fn load_all(inputs: &[PathBuf]) -> anyhow::Result<Vec<Source>> {
+    let mut sources = Vec::new();
+    for path in inputs {
+        sources.push(load(path).map_err(|e| crate::exit::Failure::usage(e.to_string()))?);
+    }
+    Ok(sources)
 }
 
 pub fn load(path: &Path) -> Result<Source, InputError> {
