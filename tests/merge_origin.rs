@@ -2,7 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+mod merge_origin_data;
+
 use assert_cmd::Command;
+use merge_origin_data::real;
 use ttft_bench::merge::{self, expect};
 use ttft_bench::record::{Mode, Record, SCHEMA_VERSION, Scenario};
 use ttft_bench::results::load::{self, SourceKind};
@@ -13,17 +16,6 @@ fn fixture(name: &str) -> PathBuf {
 
 fn paper_expect() -> PathBuf {
     fixture("merge/paper-expect.toml")
-}
-
-/// The real origin files live beside the repository (../shared); skip loudly when absent.
-fn real(name: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/origin-results").join(name);
-    if path.exists() {
-        Some(path)
-    } else {
-        println!("SKIP: {} is absent (the origin result files are not on this machine)", path.display());
-        None
-    }
 }
 
 fn count(records: &[Record], kind: &str) -> usize {

@@ -2,13 +2,16 @@
 //!
 //! A slot is (record type, cell, request index) — except concurrent cells, where the whole batch
 //! (its group record and its requests) is one slot, so a merge never pairs request 0 of one run with
-//! request 1 of another. Among candidates: passing (quality_ok, error-free) beats failing, then the
-//! most recent `started_at`, then (only to stay deterministic) the smallest serialized content.
+//! request 1 of another. Among candidates: a complete batch beats a partial one whatever their ages
+//! (a sweep killed mid-append leaves members without their group record: see `batch`), then passing
+//! (quality_ok, error-free) beats failing, then the most recent `started_at`, then (only to stay
+//! deterministic) the smallest serialized content.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use super::batch::batches;
 use super::canonical::{Candidate, Loser, Provenance, Replacement};
 use super::load::Source;
 use crate::record::{CellKey, Record, Scenario};
@@ -29,6 +32,8 @@ struct Bundle {
     source: String,
     run_id: String,
     started_at: String,
+    /// What a partial batch lacks ("group record missing"); empty when complete (and for singles).
+    gaps: Vec<String>,
     good: bool,
     content: String,
     records: Vec<Record>,
@@ -86,8 +91,11 @@ fn instant(ts: &str) -> (Option<SystemTime>, &str) {
 
 /// Ordering where `Less` means "a is preferred".
 fn prefer(a: &Bundle, b: &Bundle) -> Ordering {
-    b.good
-        .cmp(&a.good)
+    a.gaps
+        .is_empty()
+        .cmp(&b.gaps.is_empty())
+        .reverse()
+        .then_with(|| b.good.cmp(&a.good))
         .then_with(|| instant(&b.started_at).cmp(&instant(&a.started_at)))
         .then_with(|| a.content.cmp(&b.content))
         .then_with(|| a.source.cmp(&b.source))
@@ -96,6 +104,8 @@ fn prefer(a: &Bundle, b: &Bundle) -> Ordering {
 fn reason(kept: &Bundle, loser: &Bundle) -> String {
     if kept.content == loser.content {
         "identical copy".into()
+    } else if kept.gaps.is_empty() && !loser.gaps.is_empty() {
+        format!("partial batch: {}; a complete batch was kept", loser.gaps.join(", "))
     } else if kept.good && !loser.good {
         "failed (quality or error); a passing record was kept".into()
     } else if instant(&loser.started_at) < instant(&kept.started_at) {
@@ -163,12 +173,26 @@ fn bundle(source: &str, mut records: Vec<Record>) -> Bundle {
     let started_at = records.iter().map(|r| r.started_at().to_string()).max().unwrap_or_default();
     let run_id = records.first().map(|r| r.run_id().to_string()).unwrap_or_default();
     let content = records.iter().map(|r| serde_json::to_string(r).unwrap_or_default()).collect();
+    let gaps = partial_batch_gaps(&records);
     Bundle {
         source: source.to_string(),
         run_id,
         started_at,
+        gaps,
         good: records.iter().all(Record::is_good),
         content,
         records,
+    }
+}
+
+/// What keeps the batch among `records` from being whole (empty for a complete batch and for
+/// records outside batches).
+fn partial_batch_gaps(records: &[Record]) -> Vec<String> {
+    let found = batches(records);
+    match found.as_slice() {
+        [] => Vec::new(),
+        [one] if one.is_complete() => Vec::new(),
+        [one] => one.gaps(),
+        _ => vec![format!("{} batches in one slot", found.len())],
     }
 }
