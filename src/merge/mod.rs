@@ -82,8 +82,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     for conflict in &doc.conflicts {
         eprintln!("{}", settings::describe(conflict));
     }
-    crate::store::write_json_atomic(&args.output, &doc)
-        .map_err(|e| Failure::io(format!("{}: cannot write: {e}", args.output.display())))?;
+    crate::store::write_json_atomic(&args.output, &doc).map_err(|e| Failure::io(e.to_string()))?;
     let replaced: usize = doc.provenance.replaced.iter().map(|r| r.beat).sum();
     eprintln!(
         "merged {} records from {} sources ({} duplicates set aside, see provenance) -> {}",
