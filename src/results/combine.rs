@@ -7,6 +7,7 @@
 //! (quality_ok, error-free) beats failing, then the most recent `started_at`, then (only to stay
 //! deterministic) the smallest serialized content.
 
+use std::cell::OnceCell;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -28,15 +29,52 @@ enum Slot {
     Batch(CellKey),
 }
 
+/// One candidate for a slot: a single record, or a whole batch from one source and run.
 struct Bundle {
-    source: String,
-    run_id: String,
-    started_at: String,
+    /// Index into the sources' paths.
+    source: usize,
     /// What a partial batch lacks ("group record missing"); empty when complete (and for singles).
     gaps: Vec<String>,
     good: bool,
-    content: String,
+    /// Serialized records: only needed to break ties and spot identical copies, so made on demand.
+    content: OnceCell<String>,
     records: Vec<Record>,
+}
+
+impl Bundle {
+    fn new(source: usize, mut records: Vec<Record>) -> Bundle {
+        records.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
+        Bundle {
+            source,
+            gaps: partial_batch_gaps(&records),
+            good: records.iter().all(Record::is_good),
+            content: OnceCell::new(),
+            records,
+        }
+    }
+
+    fn run_id(&self) -> &str {
+        self.records.first().map_or("", Record::run_id)
+    }
+
+    fn started_at(&self) -> &str {
+        self.records.iter().map(Record::started_at).max().unwrap_or_default()
+    }
+
+    fn content(&self) -> &str {
+        self.content.get_or_init(|| {
+            self.records.iter().map(|r| serde_json::to_string(r).unwrap_or_default()).collect()
+        })
+    }
+
+    fn candidate(&self, paths: &[String]) -> Candidate {
+        Candidate {
+            source: paths[self.source].clone(),
+            run_id: self.run_id().to_string(),
+            started_at: self.started_at().to_string(),
+            good: self.good,
+        }
+    }
 }
 
 pub fn request_index(record: &Record) -> u32 {
@@ -51,18 +89,18 @@ pub fn record_order(r: &Record) -> (&'static str, &CellKey, u32) {
     (r.record_type(), r.cell(), request_index(r))
 }
 
-fn slot_of(record: &Record) -> (Slot, String) {
+fn slot_of(record: &Record) -> (Slot, &str) {
     let cell = record.cell().clone();
     if cell.scenario == Scenario::Concurrent && !matches!(record, Record::Staggered(_)) {
         let group = match record {
-            Record::Measurement(m) => m.group_id.clone().unwrap_or_default(),
-            Record::Group(g) => g.group_id.clone(),
-            Record::Staggered(_) => String::new(),
+            Record::Measurement(m) => m.group_id.as_deref().unwrap_or_default(),
+            Record::Group(g) => g.group_id.as_str(),
+            Record::Staggered(_) => "",
         };
         return (Slot::Batch(cell), group);
     }
     let slot = Slot::Single { record_type: record.record_type(), cell, request_index: request_index(record) };
-    (slot, String::new())
+    (slot, "")
 }
 
 fn label(slot: &Slot) -> String {
@@ -90,74 +128,64 @@ fn instant(ts: &str) -> (Option<SystemTime>, &str) {
 }
 
 /// Ordering where `Less` means "a is preferred".
-fn prefer(a: &Bundle, b: &Bundle) -> Ordering {
-    a.gaps
+fn prefer(paths: &[String], a: &Bundle, b: &Bundle) -> Ordering {
+    b.gaps
         .is_empty()
-        .cmp(&b.gaps.is_empty())
-        .reverse()
+        .cmp(&a.gaps.is_empty())
         .then_with(|| b.good.cmp(&a.good))
-        .then_with(|| instant(&b.started_at).cmp(&instant(&a.started_at)))
-        .then_with(|| a.content.cmp(&b.content))
-        .then_with(|| a.source.cmp(&b.source))
+        .then_with(|| instant(b.started_at()).cmp(&instant(a.started_at())))
+        .then_with(|| a.content().cmp(b.content()))
+        .then_with(|| paths[a.source].cmp(&paths[b.source]))
 }
 
 fn reason(kept: &Bundle, loser: &Bundle) -> String {
-    if kept.content == loser.content {
+    if kept.content() == loser.content() {
         "identical copy".into()
     } else if kept.gaps.is_empty() && !loser.gaps.is_empty() {
         format!("partial batch: {}; a complete batch was kept", loser.gaps.join(", "))
     } else if kept.good && !loser.good {
         "failed (quality or error); a passing record was kept".into()
-    } else if instant(&loser.started_at) < instant(&kept.started_at) {
-        format!("older (started {} before {})", loser.started_at, kept.started_at)
+    } else if instant(loser.started_at()) < instant(kept.started_at()) {
+        format!("older (started {} before {})", loser.started_at(), kept.started_at())
     } else {
         "tie on quality and start time; kept the first by content".into()
     }
 }
 
-fn candidate(b: &Bundle) -> Candidate {
-    Candidate {
-        source: b.source.clone(),
-        run_id: b.run_id.clone(),
-        started_at: b.started_at.clone(),
-        good: b.good,
-    }
-}
-
-pub fn combine(sources: &[Source]) -> Combined {
-    let mut order: Vec<&Source> = sources.iter().collect();
-    order.sort_by_key(|s| s.path.display().to_string());
+/// One record per slot from `sources` (consumed: records are moved, never copied).
+pub fn combine(mut sources: Vec<Source>) -> Combined {
+    sources.sort_by_key(|s| s.path.display().to_string());
+    let paths: Vec<String> = sources.iter().map(|s| s.path.display().to_string()).collect();
     let mut slots: BTreeMap<Slot, Vec<Bundle>> = BTreeMap::new();
-    for source in order {
-        let path = source.path.display().to_string();
+    for (source, s) in sources.into_iter().enumerate() {
         // Batch members from one source and run travel together; everything else is its own bundle.
         let mut batches: BTreeMap<(Slot, String, String), Vec<Record>> = BTreeMap::new();
-        for record in &source.records {
-            match slot_of(record) {
-                (slot @ Slot::Batch(_), group) => batches
-                    .entry((slot, record.run_id().to_string(), group))
-                    .or_default()
-                    .push(record.clone()),
-                (slot, _) => slots.entry(slot).or_default().push(bundle(&path, vec![record.clone()])),
+        for record in s.records {
+            match slot_of(&record) {
+                (slot @ Slot::Batch(_), group) => {
+                    let key = (slot, record.run_id().to_string(), group.to_string());
+                    batches.entry(key).or_default().push(record);
+                }
+                (slot, _) => slots.entry(slot).or_default().push(Bundle::new(source, vec![record])),
             }
         }
         for ((slot, _, _), records) in batches {
-            slots.entry(slot).or_default().push(bundle(&path, records));
+            slots.entry(slot).or_default().push(Bundle::new(source, records));
         }
     }
     let mut records = Vec::new();
     let mut provenance = Provenance::default();
     for (slot, mut bundles) in slots {
-        bundles.sort_by(prefer);
+        bundles.sort_by(|a, b| prefer(&paths, a, b));
         let mut bundles = bundles.into_iter();
         let Some(kept) = bundles.next() else { continue };
         let losers: Vec<Loser> =
-            bundles.map(|l| Loser { candidate: candidate(&l), reason: reason(&kept, &l) }).collect();
-        *provenance.kept_by_source.entry(kept.source.clone()).or_default() += kept.records.len();
+            bundles.map(|l| Loser { candidate: l.candidate(&paths), reason: reason(&kept, &l) }).collect();
+        *provenance.kept_by_source.entry(paths[kept.source].clone()).or_default() += kept.records.len();
         if !losers.is_empty() {
             provenance.replaced.push(Replacement {
                 slot: label(&slot),
-                kept: candidate(&kept),
+                kept: kept.candidate(&paths),
                 beat: losers.len(),
                 losers,
             });
@@ -166,23 +194,6 @@ pub fn combine(sources: &[Source]) -> Combined {
     }
     records.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
     Combined { records, provenance }
-}
-
-fn bundle(source: &str, mut records: Vec<Record>) -> Bundle {
-    records.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
-    let started_at = records.iter().map(|r| r.started_at().to_string()).max().unwrap_or_default();
-    let run_id = records.first().map(|r| r.run_id().to_string()).unwrap_or_default();
-    let content = records.iter().map(|r| serde_json::to_string(r).unwrap_or_default()).collect();
-    let gaps = partial_batch_gaps(&records);
-    Bundle {
-        source: source.to_string(),
-        run_id,
-        started_at,
-        gaps,
-        good: records.iter().all(Record::is_good),
-        content,
-        records,
-    }
 }
 
 /// What keeps the batch among `records` from being whole (empty for a complete batch and for

@@ -3,23 +3,27 @@
 //! Accepted inputs (`load` decides by what the path holds, not by its name alone):
 //! - a run directory written by `bench sweep` (`measurements.jsonl` + optional `run.json`);
 //! - a `measurements.jsonl` file (or any file of one record per line);
-//! - a canonical file written by `bench merge` (`"kind": "ttft-bench-canonical"`, see
-//!   `merge::canonical`);
+//! - a canonical file written by `bench merge` (`"kind": "ttft-bench-canonical"`, see `canonical`);
 //! - the origin benchmark's result JSON (`metadata` + `measurements[]` + `staggered[]`), converted
 //!   to our records by `origin`.
 //!
-//! Every problem is an `InputError` naming the file and the 1-based line (0: the file as a whole).
+//! Every reader is one streaming pass (line numbers from a running count), so load time is linear
+//! in the file and memory holds the records, not the file's text. Every problem is an `InputError`
+//! naming the file and the 1-based line (0: the file as a whole). `from_bytes` reads the same
+//! inputs from memory (for fuzzing and tests).
 
+use std::fs::File;
+use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_json::Value;
-use serde_json::value::RawValue;
+use serde::de::IgnoredAny;
 
-use super::canonical::{CANONICAL_KIND, SourceEntry};
-use super::origin;
-use crate::record::{Record, SCHEMA_VERSION};
-use crate::store::{self, InputError, TornTail};
+use super::document;
+use super::run_meta::SourceMeta;
+use crate::exit::Failure;
+use crate::record::Record;
+use crate::store::{self, InputError, TornTail, json_message};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SourceKind {
@@ -45,9 +49,10 @@ impl SourceKind {
 pub struct Source {
     pub path: PathBuf,
     pub kind: SourceKind,
-    /// run.json of every run that contributed (one for a run dir; several for a canonical file;
-    /// for an origin file, `{format, metadata, model_id, server_env, quality_summary}`).
-    pub run_meta: Vec<serde_json::Value>,
+    /// The metadata of every run that contributed, verbatim and typed: one run.json for a run dir,
+    /// several for a canonical file, for an origin file `{format, metadata, model_id, server_env,
+    /// quality_summary}`.
+    pub run_meta: Vec<SourceMeta>,
     pub records: Vec<Record>,
 }
 
@@ -55,146 +60,124 @@ pub struct Source {
 pub fn load_all(inputs: &[PathBuf]) -> anyhow::Result<Vec<Source>> {
     let mut sources = Vec::new();
     for path in inputs {
-        sources.push(load(path).map_err(|e| crate::exit::Failure::usage(e.to_string()))?);
+        sources.push(load(path).map_err(|e| Failure::usage(e.to_string()))?);
     }
     Ok(sources)
 }
 
+/// Refuses inputs that hold no record (an empty run: killed before its first record, or the wrong
+/// directory) unless they are explicitly allowed: exit 2, naming the input.
+pub fn require_records(sources: &[Source], allow_empty: bool) -> Result<(), Failure> {
+    match sources.iter().find(|s| s.records.is_empty()) {
+        Some(empty) if !allow_empty => Err(Failure::usage(format!(
+            "no records in {} (use --allow-empty to accept inputs without records)",
+            empty.path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub fn load(path: &Path) -> Result<Source, InputError> {
-    let name = path.display().to_string();
-    let whole = |message: String| InputError { file: name.clone(), line: 0, message };
     if path.is_dir() {
         return load_run_dir(path);
     }
-    let meta = std::fs::metadata(path).map_err(|e| whole(format!("cannot read: {e}")))?;
-    if meta.len() == 0 {
-        return Err(whole("empty file".into()));
-    }
-    let source = |kind, run_meta, records| Source { path: path.to_path_buf(), kind, run_meta, records };
-    if path.extension().is_some_and(|e| e == "jsonl") {
-        return Ok(source(SourceKind::Jsonl, Vec::new(), store::read_records(path, TornTail::Reject)?));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| whole(format!("cannot read: {e}")))?;
-    if text.trim().is_empty() {
-        return Err(whole("empty file".into()));
-    }
-    let doc: Value = match serde_json::from_str(&text) {
-        Ok(doc) => doc,
-        // Several JSON objects, one per line: records written by `bench sweep` under another name.
-        Err(_) if first_line_is_record(&text) => {
-            return Ok(source(SourceKind::Jsonl, Vec::new(), store::read_records(path, TornTail::Reject)?));
-        }
-        Err(e) => {
-            let hint = if e.is_eof() { " (truncated?)" } else { "" };
-            return Err(InputError {
-                file: name,
-                line: e.line(),
-                message: format!("not valid JSON{hint}: {e}"),
-            });
-        }
-    };
-    if doc.get("kind").and_then(Value::as_str) == Some(CANONICAL_KIND) {
-        let (run_meta, records) = load_canonical(&name, &text, &doc)?;
-        return Ok(source(SourceKind::Canonical, run_meta, records));
-    }
-    if origin::is_origin(&doc) {
-        let rows: Rows = serde_json::from_str(&text).map_err(|e| InputError {
-            file: name.clone(),
-            line: e.line(),
-            message: format!("origin file with an unexpected shape: {e}"),
-        })?;
-        let run_id = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
-        let measurements = row_lines(&text, &rows.measurements);
-        let staggered = row_lines(&text, &rows.staggered);
-        let (records, meta) = origin::import(&name, &run_id, &doc, &measurements, &staggered)?;
-        return Ok(source(SourceKind::Origin, vec![meta], records));
-    }
-    Err(whole(format!(
-        "unrecognised JSON: expected a canonical file (\"kind\": \"{CANONICAL_KIND}\"), an origin result \
-         file (metadata + measurements), or records one per line"
-    )))
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
+    read(BufReader::with_capacity(1 << 16, file), path)
 }
 
+/// `load` of a file's bytes; `name` stands for its path (its extension counts, as in `load`).
+pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Source, InputError> {
+    read(bytes, Path::new(name))
+}
+
+fn is_jsonl(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "jsonl")
+}
+
+fn read(mut reader: impl BufRead, path: &Path) -> Result<Source, InputError> {
+    let name = path.display().to_string();
+    let source = |kind, run_meta, records| Source { path: path.to_path_buf(), kind, run_meta, records };
+    // A file given by name that holds nothing is a mistake; a run directory's empty records file is
+    // a run killed before its first record (`load_run_dir`).
+    let at_end =
+        reader.fill_buf().map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?.is_empty();
+    if at_end {
+        return Err(InputError::new(&name, 0, "empty file"));
+    }
+    if is_jsonl(path) {
+        let records = store::read_records_from(reader, &name, TornTail::Reject)?;
+        return Ok(source(SourceKind::Jsonl, Vec::new(), records));
+    }
+    // The first line that is not blank says whether this is records one per line.
+    let mut head = Vec::new();
+    let first = loop {
+        let start = head.len();
+        let n = reader
+            .read_until(b'\n', &mut head)
+            .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
+        if n == 0 {
+            return Err(InputError::new(&name, 0, "empty file"));
+        }
+        if !head[start..].trim_ascii().is_empty() {
+            break start;
+        }
+    };
+    let is_record =
+        serde_json::from_slice::<Sniff>(head[first..].trim_ascii()).is_ok_and(|s| s.record_type.is_some());
+    let reader = Cursor::new(head).chain(reader);
+    if is_record {
+        let records = store::read_records_from(reader, &name, TornTail::Reject)?;
+        return Ok(source(SourceKind::Jsonl, Vec::new(), records));
+    }
+    let run_id = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    let (kind, run_meta, records) = document::read(reader, &name, &run_id)?;
+    Ok(source(kind, run_meta, records))
+}
+
+/// Just enough of a line to tell a record.
+#[derive(Deserialize)]
+struct Sniff {
+    record_type: Option<IgnoredAny>,
+}
+
+/// A run directory. An empty (or blank) measurements.jsonl is a run killed before its first
+/// record: it loads with no records (callers decide whether that is acceptable).
 fn load_run_dir(path: &Path) -> Result<Source, InputError> {
     let jsonl = path.join(store::MEASUREMENTS_FILE);
     if !jsonl.exists() {
-        return Err(InputError {
-            file: path.display().to_string(),
-            line: 0,
-            message: format!("not a run directory: no {}", store::MEASUREMENTS_FILE),
-        });
+        return Err(InputError::new(
+            &path.display().to_string(),
+            0,
+            format!("not a run directory: no {}", store::MEASUREMENTS_FILE),
+        ));
     }
     let records = store::read_records(&jsonl, TornTail::Reject)?;
     let run_json = path.join(store::RUN_FILE);
-    let run_meta = match std::fs::read_to_string(&run_json) {
-        Ok(text) => vec![serde_json::from_str(&text).map_err(|e| InputError {
-            file: run_json.display().to_string(),
-            line: e.line(),
-            message: format!("not valid JSON: {e}"),
-        })?],
-        Err(_) => Vec::new(),
+    let name = run_json.display().to_string();
+    let run_meta = match File::open(&run_json) {
+        Ok(mut file) => {
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)
+                .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
+            vec![read_run_json(&name, &bytes)?]
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(InputError::new(&name, 0, format!("cannot read: {e}"))),
     };
     Ok(Source { path: path.to_path_buf(), kind: SourceKind::RunDir, run_meta, records })
 }
 
-/// The arrays whose elements need line numbers, borrowed from the file text.
-#[derive(Deserialize)]
-struct Rows<'a> {
-    #[serde(borrow, default)]
-    records: Option<Vec<&'a RawValue>>,
-    #[serde(borrow, default)]
-    measurements: Option<Vec<&'a RawValue>>,
-    #[serde(borrow, default)]
-    staggered: Option<Vec<&'a RawValue>>,
-}
-
-fn row_lines<'a>(text: &str, raws: &Option<Vec<&'a RawValue>>) -> Vec<origin::Row<'a>> {
-    let raws = raws.as_deref().unwrap_or_default();
-    raws.iter().map(|r| origin::Row { text: r.get(), line: line_of(text, r.get()) }).collect()
-}
-
-/// 1-based line of `part`, a slice borrowed from `text` (0 if it is not one).
-fn line_of(text: &str, part: &str) -> usize {
-    let offset = (part.as_ptr() as usize).checked_sub(text.as_ptr() as usize);
-    match offset {
-        Some(o) if o <= text.len() => text.as_bytes()[..o].iter().filter(|&&b| b == b'\n').count() + 1,
-        _ => 0,
-    }
-}
-
-fn first_line_is_record(text: &str) -> bool {
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
-    serde_json::from_str::<Value>(first).is_ok_and(|v| v.get("record_type").is_some())
-}
-
-fn load_canonical(name: &str, text: &str, doc: &Value) -> Result<(Vec<Value>, Vec<Record>), InputError> {
-    let err = |line: usize, message: String| InputError { file: name.to_string(), line, message };
-    let version = doc.get("schema_version").and_then(Value::as_u64);
-    if version != Some(u64::from(SCHEMA_VERSION)) {
-        let line = text.find("\"schema_version\"").map_or(0, |o| line_of(text, &text[o..]));
-        let shown = version.map_or("missing".to_string(), |v| v.to_string());
-        return Err(err(
-            line,
-            format!("schema_version {shown} is not supported (this bench reads {SCHEMA_VERSION})"),
-        ));
-    }
-    let sources: Vec<SourceEntry> = serde_json::from_value(doc["sources"].clone())
-        .map_err(|e| err(0, format!("canonical file with unreadable sources: {e}")))?;
-    let rows: Rows =
-        serde_json::from_str(text).map_err(|e| err(e.line(), format!("unexpected shape: {e}")))?;
-    let mut records = Vec::new();
-    for raw in rows.records.as_deref().unwrap_or_default() {
-        let line = line_of(text, raw.get());
-        let value: Value = serde_json::from_str(raw.get()).map_err(|e| err(line, e.to_string()))?;
-        let version = value.get("schema_version").and_then(Value::as_u64);
-        if version != Some(u64::from(SCHEMA_VERSION)) {
-            let shown = version.map_or("missing".to_string(), |v| v.to_string());
-            return Err(err(line, format!("record schema_version {shown} is not supported")));
-        }
-        records
-            .push(serde_json::from_value(value).map_err(|e| err(line, format!("not a bench record: {e}")))?);
-    }
-    Ok((sources.into_iter().flat_map(|s| s.run_meta).collect(), records))
+/// run.json, typed: a renamed or mistyped field is an error naming its line.
+pub fn read_run_json(name: &str, bytes: &[u8]) -> Result<SourceMeta, InputError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let line = 1 + bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count();
+        InputError::new(name, line, "not valid UTF-8")
+    })?;
+    SourceMeta::parse(text).map_err(|e| {
+        let what = if e.is_data() { "not a bench run.json" } else { "not valid JSON" };
+        InputError::new(name, e.line(), format!("{what}: {}", json_message(&e)))
+    })
 }
 
 #[cfg(test)]
@@ -202,12 +185,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn line_of_counts_newlines_before_a_borrowed_slice() {
-        let text = "{\n \"a\": [\n  1,\n  2\n ]\n}";
-        let at = text.find('2').unwrap_or_default();
-        assert_eq!(line_of(text, &text[at..]), 4);
-        // A slice of another allocation (heap, far from the literal) has no line here.
-        let other = String::from("elsewhere");
-        assert_eq!(line_of(text, &other), 0);
+    fn blank_lines_before_records_keep_the_line_numbers() {
+        let err = from_bytes("r.json", b"\n\n{\"record_type\": \"measurement\"}\n").unwrap_err();
+        assert_eq!(err.line, 3, "{err}");
+        assert!(err.message.contains("schema_version missing"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_file_is_refused_and_a_blank_jsonl_has_no_records() {
+        assert_eq!(from_bytes("x.json", b" \n\t\n").unwrap_err().to_string(), "x.json:0: empty file");
+        assert_eq!(from_bytes("x.json", b"").unwrap_err().to_string(), "x.json:0: empty file");
+        assert_eq!(from_bytes("x.jsonl", b"").unwrap_err().to_string(), "x.jsonl:0: empty file");
+        let empty = from_bytes("x.jsonl", b"\n").unwrap();
+        assert!(empty.records.is_empty());
+        assert!(
+            require_records(std::slice::from_ref(&empty), false)
+                .unwrap_err()
+                .to_string()
+                .contains("no records in x.jsonl")
+        );
+        assert!(require_records(&[empty], true).is_ok());
+    }
+
+    #[test]
+    fn run_json_errors_name_their_line() {
+        let err = read_run_json("run.json", b"{\n\"config\": {\n\"thermal\": {\"policy\": \"probe\"}}}")
+            .unwrap_err();
+        assert_eq!(err.line, 3, "{err}");
+        assert!(err.message.contains("missing field `tolerance`"), "{err}");
+        let err = read_run_json("run.json", b"{\n\"host\": \"\xff\"}").unwrap_err();
+        assert_eq!((err.line, err.message.as_str()), (2, "not valid UTF-8"));
     }
 }

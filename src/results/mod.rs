@@ -8,5 +8,8 @@
 pub mod batch;
 pub mod canonical;
 pub mod combine;
+mod document;
 pub mod load;
 pub mod origin;
+pub mod run_meta;
+mod scan;

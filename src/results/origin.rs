@@ -42,14 +42,9 @@ pub const ORIGIN_FORMAT: &str = "agent-memory colm_full";
 /// Flag on the stand-in measurement of an imported batch row (the origin kept only batch totals).
 pub const BATCH_AGGREGATE_FLAG: &str = "origin_batch_aggregate";
 
-/// Whether a parsed JSON document looks like an origin result file.
-pub fn is_origin(doc: &Value) -> bool {
-    doc.get("metadata").is_some_and(Value::is_object) && doc.get("measurements").is_some_and(Value::is_array)
-}
-
-/// One origin row as raw text plus the line it starts on (for error messages).
+/// One origin row as raw JSON text plus the line it starts on (for error messages).
 pub struct Row<'a> {
-    pub text: &'a str,
+    pub text: &'a [u8],
     pub line: usize,
 }
 
@@ -168,10 +163,10 @@ pub fn import(
 }
 
 fn parse_row<T: for<'de> Deserialize<'de>>(cx: &Context, row: &Row) -> Result<T, InputError> {
-    serde_json::from_str(row.text).map_err(|e| InputError {
+    serde_json::from_slice(row.text).map_err(|e| InputError {
         file: cx.file.to_string(),
         line: row.line + e.line().saturating_sub(1),
-        message: format!("not an origin result row: {e}"),
+        message: format!("not an origin result row: {}", crate::store::json_message(&e)),
     })
 }
 

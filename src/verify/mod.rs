@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use crate::exit::{self, Failure};
 use crate::physics::{self, Hardware, ModelProfile, hardware};
 use crate::results::load::{self, Source, SourceKind};
+use crate::results::run_meta::PhysicsView;
 pub use finding::{Finding, Severity, rule};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -129,17 +130,21 @@ fn source_physics(
     notes: &mut Vec<String>,
     findings: &mut Vec<Finding>,
 ) -> (Option<Hardware>, Option<ModelProfile>) {
-    let meta_physics = src.run_meta.iter().find_map(|m| m.get("config").and_then(|c| c.get("physics")));
-    let text = |k: &str| meta_physics.and_then(|p| p.get(k)).and_then(Value::as_str);
-    let num = |k: &str| meta_physics.and_then(|p| p.get(k)).and_then(Value::as_f64);
-    let meta_hw = match physics::resolve_hardware(text("hardware"), num("bandwidth_gbps"), num("tflops")) {
+    let meta_physics: Option<&PhysicsView> = src.run_meta.iter().find_map(|m| m.view.physics_inputs());
+    let text = |f: fn(&PhysicsView) -> Option<&str>| meta_physics.and_then(f);
+    let hw_in = (
+        text(|m| m.hardware.as_deref()),
+        meta_physics.and_then(|m| m.bandwidth_gbps),
+        meta_physics.and_then(|m| m.tflops),
+    );
+    let meta_hw = match physics::resolve_hardware(hw_in.0, hw_in.1, hw_in.2) {
         Ok(hw) => hw,
         Err(e) => {
             notes.push(format!("{file}: run.json physics unusable: {e}"));
             None
         }
     };
-    let brand = src.run_meta.iter().find_map(|m| m.pointer("/host/cpu_brand").and_then(Value::as_str));
+    let brand = src.run_meta.iter().find_map(|m| m.view.host_cpu_brand());
     let suggested = brand.and_then(hardware::suggest_hardware);
     let hw = flag_hw.cloned().or(meta_hw.clone());
     match &hw {
@@ -166,8 +171,12 @@ fn source_physics(
         }
     }
     let model = flag_model.cloned().or_else(|| {
-        let file_path = text("model_file").map(PathBuf::from);
-        match physics::resolve_model(text("model_bytes"), text("params"), file_path.as_deref()) {
+        let file_path = meta_physics.and_then(|m| m.model_file.as_deref());
+        match physics::resolve_model(
+            text(|m| m.model_bytes.as_deref()),
+            text(|m| m.params.as_deref()),
+            file_path,
+        ) {
             Ok(m) => m,
             Err(e) => {
                 notes.push(format!("{file}: run.json model profile unusable: {e}"));
