@@ -128,7 +128,7 @@ impl Supervisor {
     }
 
     async fn wait_healthy(&mut self) -> Result<(), Failure> {
-        let http = reqwest::Client::new();
+        let http = crate::client::default_http()?;
         let deadline = tokio::time::Instant::now() + self.start_timeout;
         loop {
             if let Some(crash) = self.check("start") {

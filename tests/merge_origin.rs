@@ -2,10 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
+mod merge_origin_data;
+
 use assert_cmd::Command;
-use ttft_bench::load::{self, SourceKind};
+use merge_origin_data::real;
 use ttft_bench::merge::{self, expect};
 use ttft_bench::record::{Mode, Record, SCHEMA_VERSION, Scenario};
+use ttft_bench::results::load::{self, SourceKind};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -13,17 +16,6 @@ fn fixture(name: &str) -> PathBuf {
 
 fn paper_expect() -> PathBuf {
     fixture("merge/paper-expect.toml")
-}
-
-/// The real origin files live beside the repository (../shared); skip loudly when absent.
-fn real(name: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/origin-results").join(name);
-    if path.exists() {
-        Some(path)
-    } else {
-        println!("SKIP: {} is absent (the origin result files are not on this machine)", path.display());
-        None
-    }
 }
 
 fn count(records: &[Record], kind: &str) -> usize {
@@ -35,7 +27,7 @@ fn small_origin_file_maps_onto_our_records() {
     let src = load::load(&fixture("origin/small_first.json")).unwrap();
     assert_eq!(src.kind, SourceKind::Origin);
     assert_eq!(src.run_meta.len(), 1);
-    assert_eq!(src.run_meta[0]["metadata"]["config"]["throttle_tps_tolerance"], 0.05);
+    assert_eq!(src.run_meta[0].raw["metadata"]["config"]["throttle_tps_tolerance"], 0.05);
     // 2 batch-1 rows -> 2 measurements; 1 batch row -> measurement + group; 2 staggered.
     assert_eq!((count(&src.records, "measurement"), count(&src.records, "group")), (3, 1));
     assert_eq!(count(&src.records, "staggered"), 2);
@@ -96,8 +88,8 @@ fn small_origin_file_maps_onto_our_records() {
 #[test]
 fn rerun_replaces_the_failed_batch_and_tolerances_conflict() {
     let sources =
-        merge::load_all(&[fixture("origin/small_rerun.json"), fixture("origin/small_first.json")]).unwrap();
-    let doc = merge::build(&sources);
+        load::load_all(&[fixture("origin/small_rerun.json"), fixture("origin/small_first.json")]).unwrap();
+    let doc = merge::build(sources);
     let groups: Vec<_> =
         doc.records.iter().filter_map(|r| if let Record::Group(g) = r { Some(g) } else { None }).collect();
     assert_eq!(groups.len(), 1);
@@ -121,10 +113,10 @@ fn real_gemma_first_run_plus_rerun() {
     ) else {
         return;
     };
-    let sources = merge::load_all(&[first.clone(), rerun.clone()]).unwrap();
+    let sources = load::load_all(&[first.clone(), rerun.clone()]).unwrap();
     assert_eq!(sources[0].records.len(), 198 + 90 + 6, "198 rows (90 of them batches) + 6 staggered");
     assert_eq!(sources[1].records.len(), 14 + 14);
-    let doc = merge::build(&sources);
+    let doc = merge::build(sources);
     assert_eq!(count(&doc.records, "measurement"), 198);
     assert_eq!(count(&doc.records, "staggered"), 6);
     assert_eq!(count(&doc.records, "group"), 90);
@@ -191,7 +183,7 @@ fn real_deepseek_runs_are_incomplete_without_the_unpublished_third_file() {
     else {
         return;
     };
-    let doc = merge::build(&merge::load_all(&[first, rerun]).unwrap());
+    let doc = merge::build(load::load_all(&[first, rerun]).unwrap());
     let exp = expect::from_scenario(&paper_expect()).unwrap();
     let c = &expect::completeness(&exp, &doc.records)[0];
     assert_eq!((c.measured, c.missing.len(), c.staggered_measured), (163, 35, 6));

@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use serde_json::json;
-use ttft_bench::load;
 use ttft_bench::merge;
 use ttft_bench::record::{
     CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, QualityFlag, Record, SCHEMA_VERSION,
     Scenario, StaggeredRecord,
 };
+use ttft_bench::results::load;
 
 fn cell(context_tokens: u32, run: u32) -> CellKey {
     CellKey {
@@ -58,7 +58,7 @@ fn write_run(dir: &Path, name: &str, records: &[Record], tolerance: Option<f64>)
     run
 }
 
-fn kept(doc: &merge::canonical::Canonical, c: &CellKey) -> Record {
+fn kept(doc: &ttft_bench::results::canonical::Canonical, c: &CellKey) -> Record {
     let found: Vec<&Record> = doc.records.iter().filter(|r| r.cell() == c).collect();
     assert_eq!(found.len(), 1, "one record per slot");
     found[0].clone()
@@ -71,7 +71,7 @@ fn a_passing_duplicate_beats_a_newer_failure() {
         write_run(dir.path(), "a", &[measurement("a", cell(1024, 1), "2026-01-01T00:00:00Z", true)], None);
     let b =
         write_run(dir.path(), "b", &[measurement("b", cell(1024, 1), "2026-01-02T00:00:00Z", false)], None);
-    let doc = merge::build(&merge::load_all(&[a, b]).unwrap());
+    let doc = merge::build(load::load_all(&[a, b]).unwrap());
     let r = kept(&doc, &cell(1024, 1));
     assert_eq!(r.run_id(), "a");
     assert!(r.is_good());
@@ -102,7 +102,7 @@ fn a_newer_rerun_replaces_an_older_failure_and_an_older_pass() {
         ],
         None,
     );
-    let doc = merge::build(&merge::load_all(&[old, new]).unwrap());
+    let doc = merge::build(load::load_all(&[old, new]).unwrap());
     assert_eq!(kept(&doc, &cell(1024, 1)).run_id(), "new");
     assert_eq!(kept(&doc, &cell(2048, 1)).run_id(), "new");
     let older = doc.provenance.replaced.iter().find(|r| r.slot.contains(" 2048 ")).unwrap();
@@ -193,7 +193,7 @@ fn staggered_fields_and_raw_offsets_survive_a_round_trip() {
     assert!(back.records.contains(&staggered()), "every staggered field kept");
     assert!(back.records.contains(&m), "token_offsets_ms kept");
     // Merging the canonical file with its own source: identical copies, not new records.
-    let doc = merge::build(&merge::load_all(&[out.clone(), a]).unwrap());
+    let doc = merge::build(load::load_all(&[out.clone(), a]).unwrap());
     assert_eq!(doc.records.len(), 2);
     assert!(doc.provenance.replaced.iter().all(|r| r.losers[0].reason == "identical copy"));
 }
@@ -308,19 +308,29 @@ fn a_wrong_schema_version_is_named_with_its_line() {
     std::fs::write(&bad, format!("{ok}\n{ok}\n{v}\n")).unwrap();
     refuse(dir.path(), &bad, &format!("{}:3: schema_version 0", bad.display()));
 
-    // The same inside a canonical file: the record's own line.
+    // The same inside a canonical file: the record's own line (one record per line).
     let canonical = dir.path().join("c.json");
     let src =
         write_run(dir.path(), "c", &[measurement("c", cell(1024, 1), "2026-01-01T00:00:00Z", true)], None);
     Command::cargo_bin("bench").unwrap().arg("merge").arg(&src).arg("-o").arg(&canonical).assert().code(0);
     let text = std::fs::read_to_string(&canonical).unwrap();
-    let line =
-        text.lines().position(|l| l.contains("\"schema_version\": 1") && l.starts_with("      ")).unwrap();
+    let at = text.lines().position(|l| l.contains("\"record_type\":\"measurement\"")).unwrap();
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[at] = lines[at].replace("\"schema_version\":1", "\"schema_version\":7");
+    std::fs::write(&canonical, lines.join("\n")).unwrap();
+    refuse(dir.path(), &canonical, &format!("{}:{}: record schema_version 7", canonical.display(), at + 1));
+
+    // The same canonical document pretty-printed (as older versions wrote it): the line where the
+    // record starts.
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let pretty = serde_json::to_string_pretty(&doc).unwrap();
+    let line =
+        pretty.lines().position(|l| l.contains("\"schema_version\": 1") && l.starts_with("      ")).unwrap();
+    let mut lines: Vec<String> = pretty.lines().map(str::to_string).collect();
     lines[line] = lines[line].replace("\"schema_version\": 1", "\"schema_version\": 7");
     std::fs::write(&canonical, lines.join("\n")).unwrap();
     let record_start =
-        text.lines().take(line).collect::<Vec<_>>().iter().rposition(|l| l.trim() == "{").unwrap() + 1;
+        pretty.lines().take(line).collect::<Vec<_>>().iter().rposition(|l| l.trim() == "{").unwrap() + 1;
     refuse(
         dir.path(),
         &canonical,

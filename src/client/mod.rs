@@ -23,7 +23,7 @@ use crate::exit::Failure;
 use crate::record::{ErrorInfo, ErrorKind};
 
 pub use body::{causes, quote};
-pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits};
+pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits, default_http};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Message {

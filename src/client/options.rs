@@ -77,6 +77,12 @@ impl Default for ClientOptions {
     }
 }
 
+/// A client with the default options, for calls outside a measurement (a supervised server's
+/// health check): building any reqwest client needs the TLS provider installed first.
+pub fn default_http() -> Result<reqwest::Client, Failure> {
+    http_client(&ClientOptions::default())
+}
+
 /// The reqwest client. TLS is rustls with the ring provider (pure Rust and a little C and
 /// assembly built by cc: no OpenSSL, the binary stays self-contained), verifying against the
 /// platform's roots through rustls-platform-verifier, which on Linux reads the system store or

@@ -5,6 +5,7 @@ use std::path::Path;
 
 pub use crate::config::Expectation;
 use crate::record::{CellKey, Record, Scenario};
+use crate::results::batch;
 
 /// Reads a scenario file's matrix the way `bench sweep` would, without a server.
 pub fn from_scenario(path: &Path) -> Result<Expectation, String> {
@@ -23,17 +24,20 @@ pub struct ModelCompleteness {
     pub missing: Vec<CellKey>,
     /// Present, but no record of the cell passed.
     pub failed: Vec<CellKey>,
+    /// Batch cells holding only a partial batch (a sweep killed mid-append), with what it lacks:
+    /// not measured, whatever its members say.
+    pub partial: Vec<(CellKey, String)>,
     /// Cells in the records that the matrix does not define.
     pub extra: usize,
 }
 
 impl ModelCompleteness {
     pub fn is_complete(&self) -> bool {
-        self.missing.is_empty() && self.failed.is_empty()
+        self.missing.is_empty() && self.failed.is_empty() && self.partial.is_empty()
     }
 
     pub fn status(&self) -> &'static str {
-        if !self.missing.is_empty() {
+        if !self.missing.is_empty() || !self.partial.is_empty() {
             "Incomplete"
         } else if !self.failed.is_empty() {
             "Failed cells"
@@ -47,14 +51,50 @@ fn is_staggered(cell: &CellKey) -> bool {
     matches!(cell.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
 }
 
-/// Per model (the scenario's, or every model in the records), measured vs expected cells. A cell is
-/// measured when any record has its key; it is ok when all of its records pass.
-pub fn completeness(exp: &Expectation, records: &[Record]) -> Vec<ModelCompleteness> {
-    let mut present: BTreeMap<&CellKey, bool> = BTreeMap::new();
-    for r in records {
-        let ok = present.entry(r.cell()).or_insert(true);
-        *ok &= r.is_good();
+/// What the records say about one cell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum CellState {
+    Ok,
+    Failed,
+    /// Only partial batches; what the best of them lacks.
+    Partial(String),
+}
+
+/// The state of every cell among `records`. A cell is ok when all of its records pass; a batch
+/// cell is judged by its batches as units: ok with a complete passing batch, failed with only
+/// complete failing ones, partial with nothing but partial batches.
+fn cell_states(records: &[Record]) -> BTreeMap<&CellKey, CellState> {
+    let mut states: BTreeMap<&CellKey, CellState> = BTreeMap::new();
+    for r in records.iter().filter(|r| !batch::in_batch(r)) {
+        let state = states.entry(r.cell()).or_insert(CellState::Ok);
+        if !r.is_good() {
+            *state = CellState::Failed;
+        }
     }
+    let rank = |s: &CellState| match s {
+        CellState::Ok => 2,
+        CellState::Failed => 1,
+        CellState::Partial(_) => 0,
+    };
+    for b in batch::batches(records) {
+        let state = match (b.is_complete(), b.is_good()) {
+            (true, true) => CellState::Ok,
+            (true, false) => CellState::Failed,
+            (false, _) => CellState::Partial(format!("partial batch: {}", b.gaps().join(", "))),
+        };
+        let slot = states.entry(b.cell).or_insert_with(|| state.clone());
+        if rank(&state) > rank(slot) {
+            *slot = state;
+        }
+    }
+    states
+}
+
+/// Per model (the scenario's, or every model in the records), measured vs expected cells. A cell is
+/// measured when any record has its key (a batch cell: when it holds a complete batch); it is ok
+/// when all of its records pass.
+pub fn completeness(exp: &Expectation, records: &[Record]) -> Vec<ModelCompleteness> {
+    let present = cell_states(records);
     let models: BTreeSet<String> = match &exp.model {
         Some(m) => BTreeSet::from([m.clone()]),
         None => records.iter().map(|r| r.cell().model.clone()).collect(),
@@ -69,9 +109,10 @@ pub fn completeness(exp: &Expectation, records: &[Record]) -> Vec<ModelCompleten
             *(if stag { &mut c.staggered_expected } else { &mut c.expected }) += 1;
             match present.get(cell) {
                 None => c.missing.push(cell.clone()),
-                Some(ok) => {
+                Some(CellState::Partial(why)) => c.partial.push((cell.clone(), why.clone())),
+                Some(state) => {
                     *(if stag { &mut c.staggered_measured } else { &mut c.measured }) += 1;
-                    if *ok {
+                    if *state == CellState::Ok {
                         *(if stag { &mut c.staggered_ok } else { &mut c.quality_ok }) += 1;
                     } else {
                         c.failed.push(cell.clone());
@@ -126,6 +167,12 @@ pub fn render(rows: &[ModelCompleteness]) -> String {
                 for cell in cells {
                     s.push_str(&format!("  {}\n", cell_label(cell)));
                 }
+            }
+        }
+        if !c.partial.is_empty() {
+            s.push_str(&format!("\nnot measured whole ({}):\n", c.partial.len()));
+            for (cell, why) in &c.partial {
+                s.push_str(&format!("  {} ({why})\n", cell_label(cell)));
             }
         }
     }

@@ -1,22 +1,24 @@
 //! `bench merge`: many result files -> one canonical file (format in `canonical`).
 //!
-//! Inputs are anything `load::load` reads. Re-runs replace failures (`combine`), the metadata of
-//! every source is kept and disagreements listed (`settings`), and `--expect` checks the result
-//! against a scenario's matrix (`expect`). Bad input: exit 2 and nothing written. Incomplete
-//! (missing or failed cells) with `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
+//! Inputs are anything `results::load::load` reads. Re-runs replace failures (`combine`), the
+//! metadata of every source is kept and disagreements listed (`settings`), and `--expect` checks the result
+//! against a scenario's matrix (`expect`). Bad input: exit 2 and nothing written (an input without
+//! records is bad input unless `--allow-empty`). Incomplete (missing or failed cells) with
+//! `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
 
-pub mod canonical;
-pub mod combine;
 pub mod expect;
 pub mod settings;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::exit::{self, Failure};
-use crate::load::{self, Source};
-use crate::record::SCHEMA_VERSION;
-use canonical::{CANONICAL_KIND, Canonical, SourceEntry};
+use crate::output;
+use crate::record::{Record, SCHEMA_VERSION};
+use crate::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
+use crate::results::combine;
+use crate::results::load::{Source, load_all, require_records};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -38,44 +40,38 @@ pub struct MergeArgs {
     /// Exit 0 even when --expect finds missing or failed cells.
     #[arg(long)]
     pub allow_incomplete: bool,
+    /// Accept inputs that hold no records (a run killed before its first one); without it they
+    /// are refused (exit 2) and nothing is written.
+    #[arg(long)]
+    pub allow_empty: bool,
 }
 
-/// Loads every input, failing on the first bad one (its error names the file and line).
-pub fn load_all(inputs: &[PathBuf]) -> anyhow::Result<Vec<Source>> {
-    let mut sources = Vec::new();
-    for path in inputs {
-        sources.push(load::load(path).map_err(|e| Failure::usage(e.to_string()))?);
-    }
-    Ok(sources)
-}
-
-/// Builds the canonical document from loaded sources (pure: no clock, no input order).
-pub fn build(sources: &[Source]) -> Canonical {
-    let combined = combine::combine(sources);
+/// Builds the canonical document from loaded sources (pure: no clock, no input order). The
+/// sources are consumed: their records move into the document.
+pub fn build(sources: Vec<Source>) -> Canonical {
     let mut entries: Vec<SourceEntry> = sources
         .iter()
         .map(|s| {
-            let mut run_ids: Vec<String> = s.records.iter().map(|r| r.run_id().to_string()).collect();
-            run_ids.sort();
-            run_ids.dedup();
+            let run_ids: BTreeSet<&str> = s.records.iter().map(Record::run_id).collect();
             SourceEntry {
                 path: s.path.display().to_string(),
                 kind: s.kind.as_str().to_string(),
                 records: s.records.len(),
-                run_ids,
-                run_meta: s.run_meta.clone(),
+                run_ids: run_ids.into_iter().map(str::to_string).collect(),
+                run_meta: s.run_meta.iter().map(|m| m.raw.clone()).collect(),
             }
         })
         .collect();
     entries.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.kind.cmp(&b.kind)));
     let mut ordered: Vec<&Source> = sources.iter().collect();
     ordered.sort_by_key(|s| s.path.display().to_string());
-    let ordered: Vec<Source> = ordered.into_iter().cloned().collect();
+    let conflicts = settings::conflicts(&ordered);
+    let combined = combine::combine(sources);
     Canonical {
         schema_version: SCHEMA_VERSION,
         kind: CANONICAL_KIND.to_string(),
         sources: entries,
-        conflicts: settings::conflicts(&ordered),
+        conflicts,
         provenance: combined.provenance,
         records: combined.records,
     }
@@ -87,12 +83,13 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let sources = load_all(&args.inputs)?;
-    let doc = build(&sources);
+    require_records(&sources, args.allow_empty)?;
+    let doc = build(sources);
     for conflict in &doc.conflicts {
         eprintln!("{}", settings::describe(conflict));
     }
-    crate::store::write_json_atomic(&args.output, &doc)
-        .map_err(|e| Failure::io(format!("{}: cannot write: {e}", args.output.display())))?;
+    crate::store::write_atomic_with(&args.output, |w| canonical::write(&doc, w))
+        .map_err(|e| Failure::io(e.to_string()))?;
     let replaced: usize = doc.provenance.replaced.iter().map(|r| r.beat).sum();
     eprintln!(
         "merged {} records from {} sources ({} duplicates set aside, see provenance) -> {}",
@@ -105,7 +102,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
         return Ok(exit::code(exit::SUCCESS));
     };
     let rows = expect::completeness(&expectation, &doc.records);
-    print!("{}", expect::render(&rows));
+    output::print(&expect::render(&rows)).map_err(|e| Failure::io(format!("stdout: {e}")))?;
     for conflict in doc.conflicts.iter().filter(|c| c.setting == "output_tokens") {
         let want = expectation.output_tokens.to_string();
         if conflict.values.iter().any(|v| v.value != want) {

@@ -225,8 +225,7 @@ where
 /// vLLM (`{"count": n, "tokens": [...]}`) answers.
 async fn count_tokens(client: &Client, model: &str, text: &str) -> Result<u64, SizingError> {
     let body = json!({"content": text, "prompt": text, "model": model, "add_special": false});
-    let answer =
-        server::post_json(client, "/tokenize", &body).await.map_err(SizingError::call)?;
+    let answer = server::post_json(client, "/tokenize", &body).await.map_err(SizingError::call)?;
     answer
         .get("count")
         .and_then(Value::as_u64)

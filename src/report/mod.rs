@@ -244,9 +244,9 @@ struct JsonReport<'a> {
 pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
-    let sources = crate::merge::load_all(&args.inputs)?;
+    let sources = crate::results::load::load_all(&args.inputs)?;
     crate::verify::require_records(&sources, args.allow_empty)?;
-    let combined = crate::merge::combine::combine(&sources);
+    let combined = crate::results::combine::combine(sources);
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
     if set_aside > 0 {
         eprintln!("note: {set_aside} duplicate records set aside by merge rules (re-runs, copies)");

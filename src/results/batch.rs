@@ -27,6 +27,11 @@ impl Batch<'_> {
         if self.members.iter().any(|m| is_aggregate_stand_in(m)) {
             return true;
         }
+        self.members_are_each_request_once()
+    }
+
+    /// Request indices 0..B, each exactly once.
+    fn members_are_each_request_once(&self) -> bool {
         let b = self.cell.batch_size;
         let mut seen: Vec<u32> = self.members.iter().map(|m| m.request_index).collect();
         seen.sort_unstable();
@@ -48,8 +53,12 @@ impl Batch<'_> {
             out.push("group record missing".to_string());
         }
         let b = self.cell.batch_size as usize;
-        if !self.members.iter().any(|m| is_aggregate_stand_in(m)) && self.members.len() != b {
-            out.push(format!("{} of {b} member requests", self.members.len()));
+        if !self.members.iter().any(|m| is_aggregate_stand_in(m)) {
+            if self.members.len() != b {
+                out.push(format!("{} of {b} member requests", self.members.len()));
+            } else if !self.members_are_each_request_once() {
+                out.push(format!("member requests are not 0..{b} once each"));
+            }
         }
         out
     }
@@ -57,7 +66,7 @@ impl Batch<'_> {
 
 /// The origin importer's stand-in for a batch it only kept totals of.
 fn is_aggregate_stand_in(m: &Measurement) -> bool {
-    m.quality_flags.iter().any(|f| f.flag == crate::origin::BATCH_AGGREGATE_FLAG)
+    m.quality_flags.iter().any(|f| f.flag == super::origin::BATCH_AGGREGATE_FLAG)
 }
 
 /// Whether a record belongs to a concurrent batch (members and group records of batch cells).
@@ -159,6 +168,7 @@ mod tests {
 
         let twice = [member(0, "g"), member(0, "g"), group("g")];
         assert!(!batches(&twice)[0].is_complete(), "request 0 twice is not requests 0 and 1");
+        assert_eq!(batches(&twice)[0].gaps(), ["member requests are not 0..2 once each"]);
     }
 
     #[test]

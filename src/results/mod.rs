@@ -1,4 +1,15 @@
-//! The result-file layer shared by the reading verbs (merge, verify, report): what a batch is, and
-//! (as they move here) loading, the canonical format, combining and origin import.
+//! The result-file layer shared by the reading verbs (merge, verify, report): loading every input
+//! kind into records (`load`, `origin`), the canonical file merge writes (`canonical`), choosing one
+//! record per slot (`combine`), and what a batch is (`batch`).
+//!
+//! This layer sits below the verbs: it imports only `record`, `store`, `exit` and itself, never
+//! `merge`, `verify`, `report`, `runner`, `cli` or `config`.
 
 pub mod batch;
+pub mod canonical;
+pub mod combine;
+mod document;
+pub mod load;
+pub mod origin;
+pub mod run_meta;
+mod scan;

@@ -43,7 +43,7 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let (config, rates, model) = match (&args.from, &args.connection.server) {
         (Some(run), _) => {
             let config = config::resolve_offline(&sweep)?;
-            let source = crate::load::load(run).map_err(|e| Failure::usage(e.to_string()))?;
+            let source = crate::results::load::load(run).map_err(|e| Failure::usage(e.to_string()))?;
             let rates = Rates::from_records(&source.records, &format!("from {}", run.display()));
             let rates = rates.ok_or_else(|| {
                 Failure::usage(format!(

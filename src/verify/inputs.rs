@@ -1,12 +1,9 @@
 //! What verify knows about one input besides its records: the hardware and model the ceilings
 //! use (flags first, then the input's run.json), and what run.json and the host say about them.
 
-use std::path::PathBuf;
-
-use serde_json::Value;
-
-use crate::load::Source;
 use crate::physics::{self, Hardware, ModelProfile, Profile, hardware};
+use crate::results::load::Source;
+use crate::results::run_meta::PhysicsView;
 
 /// The physics of one input.
 pub struct InputPhysics {
@@ -27,17 +24,19 @@ pub fn resolve(
     flag_model: Option<&ModelProfile>,
     notes: &mut Vec<String>,
 ) -> InputPhysics {
-    let meta_physics = src.run_meta.iter().find_map(|m| m.get("config").and_then(|c| c.get("physics")));
-    let text = |k: &str| meta_physics.and_then(|p| p.get(k)).and_then(Value::as_str);
-    let num = |k: &str| meta_physics.and_then(|p| p.get(k)).and_then(Value::as_f64);
-    let meta_hw = match physics::resolve_hardware(text("hardware"), num("bandwidth_gbps"), num("tflops")) {
+    // run.json read back as a type: a renamed field fails to compile here, not silently.
+    let meta_physics: Option<&PhysicsView> = src.run_meta.iter().find_map(|m| m.view.physics_inputs());
+    let text = |f: fn(&PhysicsView) -> Option<&str>| meta_physics.and_then(f);
+    let bandwidth = meta_physics.and_then(|m| m.bandwidth_gbps);
+    let tflops = meta_physics.and_then(|m| m.tflops);
+    let meta_hw = match physics::resolve_hardware(text(|m| m.hardware.as_deref()), bandwidth, tflops) {
         Ok(hw) => hw,
         Err(e) => {
             notes.push(format!("{file}: run.json physics unusable: {e}"));
             None
         }
     };
-    let brand = src.run_meta.iter().find_map(|m| m.pointer("/host/cpu_brand").and_then(Value::as_str));
+    let brand = src.run_meta.iter().find_map(|m| m.view.host_cpu_brand());
     let host = brand.and_then(|b| hardware::suggest_hardware(b).map(|p| (b.to_string(), p)));
     let hw = flag_hw.cloned().or(meta_hw.clone());
     if hw.is_none() {
@@ -47,8 +46,12 @@ pub fn resolve(
         ));
     }
     let model = flag_model.cloned().or_else(|| {
-        let file_path = text("model_file").map(PathBuf::from);
-        match physics::resolve_model(text("model_bytes"), text("params"), file_path.as_deref()) {
+        let file_path = meta_physics.and_then(|m| m.model_file.as_deref());
+        match physics::resolve_model(
+            text(|m| m.model_bytes.as_deref()),
+            text(|m| m.params.as_deref()),
+            file_path,
+        ) {
             Ok(m) => m,
             Err(e) => {
                 notes.push(format!("{file}: run.json model profile unusable: {e}"));

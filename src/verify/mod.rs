@@ -31,9 +31,9 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::exit::{self, Failure};
-use crate::load::{self, Source};
 use crate::output;
 use crate::physics::{self, Hardware, ModelProfile};
+use crate::results::load::{self, Source};
 pub use finding::{Finding, Severity, cell_label};
 use rule::{Check, Ctx, Input};
 pub use rule::{RULES, RuleId};

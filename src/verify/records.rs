@@ -21,7 +21,7 @@ fn judged(rec: &Record) -> Option<&Measurement> {
 }
 
 fn is_stand_in(m: &Measurement) -> bool {
-    m.quality_flags.iter().any(|f| f.flag == crate::origin::BATCH_AGGREGATE_FLAG)
+    m.quality_flags.iter().any(|f| f.flag == crate::results::origin::BATCH_AGGREGATE_FLAG)
 }
 
 fn finding(ctx: &Ctx, m: &Measurement, rule: RuleId, message: String) -> Finding {

@@ -1,5 +1,9 @@
 //! The canonical file `bench merge` writes (and every reader accepts through `load::load`).
 //!
+//! Layout: the document is indented JSON except for `records`, which holds one record per line (so
+//! a file of 100,000 records diffs, greps and streams line by line). Any JSON layout of the same
+//! document reads the same.
+//!
 //! ```json
 //! {
 //!   "schema_version": 1,
@@ -28,6 +32,7 @@
 //! - Nothing in the file depends on when or in which order the merge ran: same inputs, same bytes.
 
 use std::collections::BTreeMap;
+use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
@@ -97,4 +102,70 @@ pub struct Loser {
     #[serde(flatten)]
     pub candidate: Candidate,
     pub reason: String,
+}
+
+/// Writes `doc` in the canonical layout (streamed: the records are never one string in memory).
+pub fn write(doc: &Canonical, w: &mut dyn Write) -> io::Result<()> {
+    w.write_all(b"{\n")?;
+    member(w, "schema_version", &doc.schema_version)?;
+    member(w, "kind", &doc.kind)?;
+    member(w, "sources", &doc.sources)?;
+    member(w, "conflicts", &doc.conflicts)?;
+    member(w, "provenance", &doc.provenance)?;
+    w.write_all(b"  \"records\": [")?;
+    for (i, record) in doc.records.iter().enumerate() {
+        w.write_all(if i == 0 { b"\n    " } else { b",\n    " })?;
+        serde_json::to_writer(&mut *w, record).map_err(io::Error::other)?;
+    }
+    w.write_all(if doc.records.is_empty() { b"]\n}\n" } else { b"\n  ]\n}\n" })
+}
+
+/// `  "key": value,` with the value pretty-printed one level in. JSON strings hold no raw newline,
+/// so every newline of the pretty text is layout and may be indented.
+fn member(w: &mut dyn Write, key: &str, value: &impl Serialize) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    writeln!(w, "  \"{key}\": {},", text.replace('\n', "\n  "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Measurement, SCHEMA_VERSION};
+
+    fn doc(records: Vec<Record>) -> Canonical {
+        Canonical {
+            schema_version: SCHEMA_VERSION,
+            kind: CANONICAL_KIND.into(),
+            sources: vec![],
+            conflicts: vec![],
+            provenance: Provenance::default(),
+            records,
+        }
+    }
+
+    fn written(doc: &Canonical) -> String {
+        let mut out = Vec::new();
+        write(doc, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_layout_is_json_of_the_same_document_with_one_record_per_line() {
+        let m = || {
+            Record::Measurement(Box::new(Measurement {
+                schema_version: SCHEMA_VERSION,
+                ..Default::default()
+            }))
+        };
+        let two = doc(vec![m(), m()]);
+        let text = written(&two);
+        let back: Canonical = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, two);
+        let record_lines: Vec<&str> = text.lines().filter(|l| l.contains("\"record_type\"")).collect();
+        assert_eq!(record_lines.len(), 2);
+        assert!(record_lines[0].starts_with("    {") && record_lines[0].ends_with("},"), "{text}");
+        let empty = written(&doc(vec![]));
+        assert!(empty.ends_with("  \"records\": []\n}\n"), "{empty}");
+        assert_eq!(serde_json::from_str::<Canonical>(&empty).unwrap(), doc(vec![]));
+    }
 }

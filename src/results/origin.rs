@@ -43,14 +43,9 @@ pub const ORIGIN_FORMAT: &str = "agent-memory colm_full";
 /// Flag on the stand-in measurement of an imported batch row (the origin kept only batch totals).
 pub const BATCH_AGGREGATE_FLAG: QualityCode = QualityCode::OriginBatchAggregate;
 
-/// Whether a parsed JSON document looks like an origin result file.
-pub fn is_origin(doc: &Value) -> bool {
-    doc.get("metadata").is_some_and(Value::is_object) && doc.get("measurements").is_some_and(Value::is_array)
-}
-
-/// One origin row as raw text plus the line it starts on (for error messages).
+/// One origin row as raw JSON text plus the line it starts on (for error messages).
 pub struct Row<'a> {
-    pub text: &'a str,
+    pub text: &'a [u8],
     pub line: usize,
 }
 
@@ -169,10 +164,10 @@ pub fn import(
 }
 
 fn parse_row<T: for<'de> Deserialize<'de>>(cx: &Context, row: &Row) -> Result<T, InputError> {
-    serde_json::from_str(row.text).map_err(|e| InputError {
+    serde_json::from_slice(row.text).map_err(|e| InputError {
         file: cx.file.to_string(),
         line: row.line + e.line().saturating_sub(1),
-        message: format!("not an origin result row: {e}"),
+        message: format!("not an origin result row: {}", crate::store::json_message(&e)),
     })
 }
 
@@ -208,13 +203,9 @@ fn number_by_time(records: &mut [Record], cells: BTreeMap<CellKey, Vec<(String, 
 }
 
 fn measurement_cell(cx: &Context, line: usize, r: &MeasurementRow) -> Result<CellKey, InputError> {
-    let cache_state = r
-        .cache_state
-        .parse::<CacheState>()
-        .ok()
+    let cache_state = parse_cache_state(&r.cache_state)
         .ok_or_else(|| bad(cx, line, format!("unknown cache_state {:?}", r.cache_state)))?;
-    let mode =
-        r.mode.parse::<Mode>().ok().ok_or_else(|| bad(cx, line, format!("unknown mode {:?}", r.mode)))?;
+    let mode = parse_mode(&r.mode).ok_or_else(|| bad(cx, line, format!("unknown mode {:?}", r.mode)))?;
     let model = r.model_id.clone().or_else(|| cx.model.clone());
     let model = model.ok_or_else(|| bad(cx, line, "no model_id in the row or the file".into()))?;
     let scenario = Scenario::of(cache_state, r.batch_size);
@@ -227,6 +218,21 @@ fn measurement_cell(cx: &Context, line: usize, r: &MeasurementRow) -> Result<Cel
         batch_size: r.batch_size,
         run: pass_run(&r.pass_id).unwrap_or(0),
     })
+}
+
+/// The origin's cache-state names (ours, by their serde names). Kept here rather than borrowed from
+/// the sweep's flag parsing so this layer stays below `config`.
+fn parse_cache_state(s: &str) -> Option<CacheState> {
+    [CacheState::Cold, CacheState::Warm, CacheState::Hot].into_iter().find(|c| c.as_str() == s)
+}
+
+/// The origin's mode names, with the spellings its scripts used over time.
+fn parse_mode(s: &str) -> Option<Mode> {
+    match s {
+        "streaming" | "stream" => Some(Mode::Streaming),
+        "non-streaming" | "non_streaming" | "nonstreaming" => Some(Mode::NonStreaming),
+        _ => None,
+    }
 }
 
 fn measurement_records(cx: &Context, cell: CellKey, r: MeasurementRow) -> Vec<Record> {

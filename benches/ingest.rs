@@ -1,0 +1,334 @@
+//! Ingest at scale: verify, merge and report of 100,000 records, from a run directory
+//! (`measurements.jsonl`) and from a canonical file, timed end to end with the release `bench`
+//! binary, each with its peak memory (the child's maxrss from `wait4`).
+//!
+//! Records are realistic in size: 64 token offsets at full f64 precision, a ~250-character output
+//! sample, llama.cpp's `timings` object, thermal probes and cache evidence, as a llama.cpp sweep
+//! writes them (about 2.3 KB a line). One in ten cells is a concurrent batch of 4 (members + group
+//! record) and a few are staggered pairs, so batches and every record type take part.
+//!
+//! Run with `cargo bench --bench ingest` (`-- --records N` for another size, `-- --timeout S` per
+//! step, `-- --keep DIR` to keep the generated files). The goal on the 2-core CI machine class: every
+//! step under 1 s and 200 MB. Reports numbers; never asserts them.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use ttft_bench::record::{
+    CacheEvidence, CacheState, CellKey, GroupRecord, Measurement, Mode, PhysicsRecord, Record,
+    SCHEMA_VERSION, Scenario, StaggeredRecord, ThermalRecord,
+};
+
+const GOAL_S: f64 = 1.0;
+const GOAL_MB: f64 = 200.0;
+
+/// A small deterministic generator (SplitMix64): the same records on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+const WORDS: [&str; 12] =
+    ["cache", "keeps", "keys", "and", "values", "of", "earlier", "tokens", "so", "the", "model", "reads"];
+
+fn sample(rng: &mut Rng) -> String {
+    let mut s = String::new();
+    while s.len() < 250 {
+        s.push_str(WORDS[(rng.next() % WORDS.len() as u64) as usize]);
+        s.push(' ');
+    }
+    s
+}
+
+fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Option<String>) -> Measurement {
+    let ctx = f64::from(cell.context_tokens);
+    let ttft = ctx / 2000.0 * 1000.0 * (0.9 + 0.2 * rng.unit());
+    let mut t = ttft;
+    let offsets: Vec<f64> = (0..64)
+        .map(|_| {
+            let at = t;
+            t += 20.0 + 5.0 * rng.unit();
+            at
+        })
+        .collect();
+    let e2e = t;
+    let input = u64::from(cell.context_tokens);
+    let cached = if cell.cache_state == CacheState::Cold { 0 } else { input - 16 };
+    Measurement {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_id.into(),
+        request_index: index,
+        group_id: group,
+        started_at: format!(
+            "2026-02-05T21:{:02}:{:02}.{:03}Z",
+            rng.next() % 60,
+            rng.next() % 60,
+            rng.next() % 1000
+        ),
+        nonce: format!("{:012}", rng.next() % 1_000_000_000_000),
+        send_lag_ms: Some(rng.unit() * 0.3),
+        first_byte_ms: Some(ttft * 0.98),
+        first_event_ms: Some(ttft * 0.99),
+        ttft_ms: Some(ttft),
+        e2e_ms: Some(e2e),
+        token_offsets_ms: offsets,
+        input_tokens: Some(input),
+        output_tokens: Some(64),
+        cached_tokens: Some(cached),
+        expected_input_tokens: Some(input),
+        delta_count: 64,
+        decode_tps: ttft_bench::record::decode_tps(Some(64), Some(ttft), Some(e2e)),
+        prefill_tps: ttft_bench::record::prefill_tps(Some(input), Some(ttft)),
+        max_tokens: 64,
+        finish_reason: Some("length".into()),
+        output_sample: sample(rng),
+        cache_evidence: Some(CacheEvidence {
+            source: "timings".into(),
+            cached_tokens: Some(cached),
+            prompt_evaluated_tokens: Some(input - cached),
+        }),
+        cache_state_confirmed: Some(true),
+        server_timings: Some(json!({
+            "prompt_n": input - cached, "prompt_ms": ttft * 0.95, "prompt_per_token_ms": ttft / ctx,
+            "prompt_per_second": ctx / ttft * 1000.0, "predicted_n": 64, "predicted_ms": e2e - ttft,
+            "predicted_per_token_ms": (e2e - ttft) / 64.0, "predicted_per_second": 64000.0 / (e2e - ttft),
+            "cache_n": cached
+        })),
+        quality_ok: true,
+        thermal: Some(ThermalRecord {
+            policy: "probe".into(),
+            baseline_tps: Some(45.0 + rng.unit()),
+            probe_tps: vec![44.0 + rng.unit(), 44.5 + rng.unit()],
+            cooldown_s: 10.0 + rng.unit(),
+            recovered: true,
+            before: None,
+            after: None,
+        }),
+        physics: Some(PhysicsRecord {
+            decode_ceiling_tps: Some(90.0),
+            decode_fraction: Some(0.5),
+            prefill_ceiling_tps: Some(9000.0),
+            prefill_fraction: Some(0.2),
+        }),
+        cell,
+        ..Default::default()
+    }
+}
+
+/// `n` records of one run (a little more when the last batch overshoots).
+fn records(n: usize) -> Vec<Record> {
+    let mut rng = Rng(20_260_208);
+    let run_id = "20260205T213000Z-ingest";
+    let contexts = [1024, 2048, 4096, 8192, 16384, 32768];
+    let mut out = Vec::with_capacity(n + 8);
+    let mut run: u32 = 0;
+    while out.len() < n {
+        run += 1;
+        for (i, &context_tokens) in contexts.iter().enumerate() {
+            for cache_state in [CacheState::Cold, CacheState::Warm, CacheState::Hot] {
+                for mode in [Mode::Streaming, Mode::NonStreaming] {
+                    let batch_size = if (run as usize + i).is_multiple_of(10) { 4 } else { 1 };
+                    let cell = CellKey {
+                        model: "bench/ingest-8b".into(),
+                        scenario: Scenario::of(cache_state, batch_size),
+                        cache_state,
+                        mode,
+                        context_tokens,
+                        batch_size,
+                        run,
+                    };
+                    if batch_size == 1 {
+                        out.push(Record::Measurement(Box::new(measurement(&mut rng, run_id, cell, 0, None))));
+                        continue;
+                    }
+                    let group_id = format!("{run_id}:{run}:{i}:{}:{}", cache_state.as_str(), mode.as_str());
+                    for index in 0..batch_size {
+                        let m = measurement(&mut rng, run_id, cell.clone(), index, Some(group_id.clone()));
+                        out.push(Record::Measurement(Box::new(m)));
+                    }
+                    out.push(Record::Group(Box::new(GroupRecord {
+                        schema_version: SCHEMA_VERSION,
+                        run_id: run_id.into(),
+                        cell,
+                        group_id,
+                        started_at: "2026-02-05T21:30:00.000Z".into(),
+                        wall_ms: 5000.0 + rng.unit(),
+                        system_tps: Some(40.0 + rng.unit()),
+                        per_request_tps: Some(10.0 + rng.unit()),
+                        avg_ttft_ms: Some(900.0 + rng.unit()),
+                        avg_e2e_ms: Some(4900.0 + rng.unit()),
+                        total_output_tokens: 256,
+                        requests_ok: batch_size,
+                        requests_failed: 0,
+                        error: None,
+                    })));
+                }
+            }
+        }
+        if run.is_multiple_of(50) {
+            for scenario in [Scenario::StaggeredBatched, Scenario::StaggeredSequential] {
+                out.push(Record::Staggered(Box::new(StaggeredRecord {
+                    schema_version: SCHEMA_VERSION,
+                    run_id: run_id.into(),
+                    cell: CellKey {
+                        model: "bench/ingest-8b".into(),
+                        scenario,
+                        context_tokens: 4096,
+                        batch_size: 2,
+                        run: run / 50,
+                        ..Default::default()
+                    },
+                    started_at: "2026-02-05T21:30:00.000Z".into(),
+                    user_a_ttft_ms: Some(2000.0 + rng.unit()),
+                    user_a_e2e_ms: Some(3500.0 + rng.unit()),
+                    user_b_ttft_ms: Some(2100.0 + rng.unit()),
+                    user_b_e2e_ms: Some(3600.0 + rng.unit()),
+                    user_a_token_offsets_ms: (0..64)
+                        .map(|k| 2000.0 + f64::from(k) * 23.3 + rng.unit())
+                        .collect(),
+                    user_b_token_offsets_ms: (0..64)
+                        .map(|k| 2100.0 + f64::from(k) * 23.3 + rng.unit())
+                        .collect(),
+                    quality_ok: true,
+                    ..Default::default()
+                })));
+            }
+        }
+    }
+    out
+}
+
+fn write_run_dir(dir: &Path, records: &[Record]) -> PathBuf {
+    let run = dir.join("run");
+    std::fs::create_dir_all(&run).expect("create the run dir");
+    let file = std::fs::File::create(run.join("measurements.jsonl")).expect("create measurements.jsonl");
+    let mut w = BufWriter::new(file);
+    for r in records {
+        serde_json::to_writer(&mut w, r).expect("serialize a record");
+        w.write_all(b"\n").expect("write a record");
+    }
+    w.flush().expect("flush measurements.jsonl");
+    run
+}
+
+struct Step {
+    wall_s: f64,
+    peak_mb: f64,
+    code: Option<i32>,
+    timed_out: bool,
+}
+
+/// Runs `bench ARGS` with stdout discarded; wall time and the child's own peak RSS.
+fn step(args: &[&str], timeout: Duration) -> Step {
+    let start = Instant::now();
+    // Reaped below with wait4, which (unlike Child::wait) also returns the child's rusage.
+    #[allow(clippy::zombie_processes)]
+    let child = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start bench");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut timed_out = false;
+    loop {
+        // SAFETY: waiting on a child we spawned and have not reaped.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break;
+        }
+        if start.elapsed() > timeout && !timed_out {
+            timed_out = true;
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let wall_s = start.elapsed().as_secs_f64();
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    Step { wall_s, peak_mb: usage.ru_maxrss as f64 / 1024.0, code, timed_out }
+}
+
+fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn mb(path: &Path) -> f64 {
+    std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6)
+}
+
+fn main() {
+    let n: usize = arg("--records", 100_000);
+    let timeout = Duration::from_secs(arg("--timeout", 300));
+    let keep: Option<PathBuf> =
+        arg::<String>("--keep", String::new()).parse().ok().filter(|p: &PathBuf| !p.as_os_str().is_empty());
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&dir).expect("create the output dir");
+
+    let records = records(n);
+    let run = write_run_dir(&dir, &records);
+    drop(records);
+    let jsonl = run.join("measurements.jsonl");
+    let canonical = dir.join("canonical.json");
+    let run_s = run.to_string_lossy().to_string();
+    let can_s = canonical.to_string_lossy().to_string();
+    let again = dir.join("again.json").to_string_lossy().to_string();
+    println!("ingest: {n} records; measurements.jsonl {:.0} MB", mb(&jsonl));
+
+    let steps: Vec<(&str, &str, Vec<&str>)> = vec![
+        ("jsonl", "merge", vec!["merge", &run_s, "-o", &can_s]),
+        ("jsonl", "verify", vec!["verify", &run_s]),
+        ("jsonl", "report", vec!["report", &run_s, "--format", "csv"]),
+        ("canonical", "verify", vec!["verify", &can_s]),
+        ("canonical", "report", vec!["report", &can_s, "--format", "csv"]),
+        ("canonical", "merge", vec!["merge", &can_s, "-o", &again]),
+    ];
+    println!(
+        "{:<10} {:<7} {:>9} {:>9} {:>5}  goal < {GOAL_S} s, < {GOAL_MB} MB",
+        "input", "verb", "wall s", "peak MB", "exit"
+    );
+    for (input, verb, args) in steps {
+        if input == "canonical" && !canonical.exists() {
+            println!("{input:<10} {verb:<7} skipped: no canonical file (the merge step failed)");
+            continue;
+        }
+        let s = step(&args, timeout);
+        let code = s.code.map_or("sig".to_string(), |c| c.to_string());
+        let over = if s.wall_s > GOAL_S || s.peak_mb > GOAL_MB { "  over goal" } else { "" };
+        let limit = if s.timed_out {
+            format!("  (killed at the {} s timeout)", timeout.as_secs())
+        } else {
+            String::new()
+        };
+        println!("{input:<10} {verb:<7} {:>9.2} {:>9.0} {code:>5}{over}{limit}", s.wall_s, s.peak_mb);
+        if verb == "merge" && input == "jsonl" {
+            println!("{:<18} canonical file {:.0} MB", "", mb(&canonical));
+        }
+    }
+    if let Some(dir) = keep {
+        println!("kept: {}", dir.display());
+    }
+}

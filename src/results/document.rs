@@ -1,0 +1,256 @@
+//! A JSON result document, read member by member (`scan`): a canonical file (`bench merge`'s, see
+//! `canonical`) or an origin benchmark result file (converted by `origin`).
+//!
+//! A canonical file's records are parsed one at a time as they stream by, so only the records
+//! themselves stay in memory; every error names the line where the faulty value (or record) is.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::canonical::CANONICAL_KIND;
+use super::load::SourceKind;
+use super::origin;
+use super::run_meta::SourceMeta;
+use super::scan::ObjectScanner;
+use crate::record::{Record, SCHEMA_VERSION};
+use crate::store::{InputError, LineError, json_message, parse_record, shown};
+
+/// Members kept (as text) for after the scan; every other member is only checked to be JSON.
+const KEPT: [&str; 6] =
+    ["schema_version", "sources", "metadata", "model_id", "server_env", "quality_summary"];
+
+/// One value's text and the line it starts on.
+struct Captured {
+    bytes: Vec<u8>,
+    line: usize,
+}
+
+/// Reads a document that starts with `{`; `run_id` names the run of an origin file's records.
+pub fn read<R: BufRead>(
+    reader: R,
+    file: &str,
+    run_id: &str,
+) -> Result<(SourceKind, Vec<SourceMeta>, Vec<Record>), InputError> {
+    let mut sc = ObjectScanner::new(reader, file);
+    if !sc.begin()? {
+        return Err(unrecognised(file));
+    }
+    let mut kind: Option<String> = None;
+    let mut kept: BTreeMap<String, Captured> = BTreeMap::new();
+    let mut arrays: BTreeMap<String, Vec<Captured>> = BTreeMap::new();
+    let mut records = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(key) = sc.next_key()? {
+        let streamed = matches!(key.as_str(), "records" | "measurements" | "staggered");
+        if streamed && sc.array_begin()? {
+            // Our own layout names the kind first: its records are parsed as they stream by.
+            let parse_now = key == "records" && kind.as_deref() == Some(CANONICAL_KIND);
+            let mut raw = Vec::new();
+            records.clear();
+            while let Some(line) = sc.next_element(&mut buf)? {
+                if parse_now {
+                    records.push(canonical_record(file, &buf, line)?);
+                } else {
+                    raw.push(Captured { bytes: buf.clone(), line });
+                }
+            }
+            arrays.insert(key, raw);
+            continue;
+        }
+        arrays.remove(&key);
+        let line = sc.value(&mut buf)?;
+        serde_json::from_slice::<IgnoredAny>(&buf).map_err(|e| json_error(file, line, &e))?;
+        if key == "kind" {
+            kind = serde_json::from_slice::<Value>(&buf).ok().and_then(|v| v.as_str().map(str::to_string));
+        }
+        if KEPT.contains(&key.as_str()) {
+            kept.insert(key, Captured { bytes: buf.clone(), line });
+        } else {
+            kept.remove(&key);
+        }
+    }
+    sc.end()?;
+    if kind.as_deref() == Some(CANONICAL_KIND) {
+        for raw in arrays.remove("records").unwrap_or_default() {
+            records.push(canonical_record(file, &raw.bytes, raw.line)?);
+        }
+        let run_meta = canonical_meta(file, &kept)?;
+        return Ok((SourceKind::Canonical, run_meta, records));
+    }
+    let is_object = |c: &Captured| c.bytes.first() == Some(&b'{');
+    if kept.get("metadata").is_some_and(is_object) && arrays.contains_key("measurements") {
+        let (meta, records) = origin_file(file, run_id, &kept, &arrays)?;
+        return Ok((SourceKind::Origin, vec![meta], records));
+    }
+    Err(unrecognised(file))
+}
+
+fn unrecognised(file: &str) -> InputError {
+    InputError::new(
+        file,
+        0,
+        format!(
+            "unrecognised JSON: expected a canonical file (\"kind\": \"{CANONICAL_KIND}\"), an origin result \
+             file (metadata + measurements), or records one per line"
+        ),
+    )
+}
+
+/// A serde error inside a value that starts on `line`, located in the file.
+fn json_error(file: &str, line: usize, e: &serde_json::Error) -> InputError {
+    let hint = if e.is_eof() { " (truncated?)" } else { "" };
+    InputError::new(
+        file,
+        line + e.line().saturating_sub(1),
+        format!("not valid JSON{hint}: {}", json_message(e)),
+    )
+}
+
+/// One element of a canonical file's `records`.
+fn canonical_record(file: &str, bytes: &[u8], line: usize) -> Result<Record, InputError> {
+    parse_record(bytes).map_err(|e| match e {
+        LineError::Json(e) => json_error(file, line, &e),
+        LineError::Version(v) => {
+            InputError::new(file, line, format!("record schema_version {} is not supported", shown(v)))
+        }
+        LineError::Shape(e) => InputError::new(
+            file,
+            line + e.line().saturating_sub(1),
+            format!("not a bench record: {}", json_message(&e)),
+        ),
+    })
+}
+
+/// `sources[]` of a canonical file, with each metadata document borrowed for its line.
+#[derive(Deserialize)]
+struct SourceText<'a> {
+    #[serde(rename = "path")]
+    _path: String,
+    #[serde(rename = "kind")]
+    _kind: String,
+    #[serde(rename = "records")]
+    _records: usize,
+    #[serde(rename = "run_ids")]
+    _run_ids: Vec<String>,
+    #[serde(borrow)]
+    run_meta: Vec<&'a RawValue>,
+}
+
+/// The document's schema version, then every source's metadata, typed.
+fn canonical_meta(file: &str, kept: &BTreeMap<String, Captured>) -> Result<Vec<SourceMeta>, InputError> {
+    let version = kept.get("schema_version");
+    let number =
+        version.and_then(|c| serde_json::from_slice::<Value>(&c.bytes).ok()).and_then(|v| v.as_u64());
+    if number != Some(u64::from(SCHEMA_VERSION)) {
+        return Err(InputError::new(
+            file,
+            version.map_or(0, |c| c.line),
+            format!("schema_version {} is not supported (this bench reads {SCHEMA_VERSION})", shown(number)),
+        ));
+    }
+    let unreadable = |line, message: String| {
+        InputError::new(file, line, format!("canonical file with unreadable sources: {message}"))
+    };
+    let Some(sources) = kept.get("sources") else { return Err(unreadable(0, "no `sources`".into())) };
+    let text = utf8(file, sources)?;
+    let entries: Vec<SourceText> = serde_json::from_str(text)
+        .map_err(|e| unreadable(sources.line + e.line().saturating_sub(1), json_message(&e)))?;
+    let mut lines = LineCounter::new(text, sources.line);
+    let mut out = Vec::new();
+    for raw in entries.iter().flat_map(|s| &s.run_meta) {
+        let line = lines.line_of(raw.get());
+        let meta = SourceMeta::parse(raw.get()).map_err(|e| {
+            InputError::new(
+                file,
+                line + e.line().saturating_sub(1),
+                format!("run metadata: {}", json_message(&e)),
+            )
+        })?;
+        out.push(meta);
+    }
+    Ok(out)
+}
+
+fn origin_file(
+    file: &str,
+    run_id: &str,
+    kept: &BTreeMap<String, Captured>,
+    arrays: &BTreeMap<String, Vec<Captured>>,
+) -> Result<(SourceMeta, Vec<Record>), InputError> {
+    let mut doc = serde_json::Map::new();
+    for key in ["metadata", "model_id", "server_env", "quality_summary"] {
+        if let Some(c) = kept.get(key) {
+            let value = serde_json::from_slice(&c.bytes).map_err(|e| json_error(file, c.line, &e))?;
+            doc.insert(key.to_string(), value);
+        }
+    }
+    let doc = Value::Object(doc);
+    let rows = |key: &str| -> Vec<origin::Row> {
+        let found = arrays.get(key).map(Vec::as_slice).unwrap_or_default();
+        found.iter().map(|c| origin::Row { text: &c.bytes, line: c.line }).collect()
+    };
+    let (records, raw) = origin::import(file, run_id, &doc, &rows("measurements"), &rows("staggered"))?;
+    let line = kept.get("metadata").map_or(0, |c| c.line);
+    let meta = SourceMeta::from_value(raw)
+        .map_err(|e| InputError::new(file, line, format!("origin metadata: {}", json_message(&e))))?;
+    Ok((meta, records))
+}
+
+/// A captured value as text; a bad UTF-8 byte is named on its own line.
+fn utf8<'a>(file: &str, c: &'a Captured) -> Result<&'a str, InputError> {
+    std::str::from_utf8(&c.bytes).map_err(|e| {
+        let before = &c.bytes[..e.valid_up_to()];
+        let line = c.line + before.iter().filter(|&&b| b == b'\n').count();
+        InputError::new(file, line, "not valid UTF-8")
+    })
+}
+
+/// Lines of slices borrowed from one text, asked for in increasing order: each newline is counted
+/// once (a slice before the last one asked for restarts the count; still correct, only slower).
+struct LineCounter<'a> {
+    text: &'a str,
+    at: usize,
+    line: usize,
+    first_line: usize,
+}
+
+impl<'a> LineCounter<'a> {
+    fn new(text: &'a str, first_line: usize) -> LineCounter<'a> {
+        LineCounter { text, at: 0, line: first_line, first_line }
+    }
+
+    /// The line `part` (a slice of the text) starts on; the text's first line for a foreign slice.
+    fn line_of(&mut self, part: &str) -> usize {
+        let offset = (part.as_ptr() as usize).wrapping_sub(self.text.as_ptr() as usize);
+        if offset > self.text.len() {
+            return self.first_line;
+        }
+        if offset < self.at {
+            (self.at, self.line) = (0, self.first_line);
+        }
+        self.line += self.text.as_bytes()[self.at..offset].iter().filter(|&&b| b == b'\n').count();
+        self.at = offset;
+        self.line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_counter_counts_each_newline_once_and_restarts_when_asked_backwards() {
+        let text = "a\nb\nc\nd";
+        let mut lines = LineCounter::new(text, 10);
+        assert_eq!(lines.line_of(&text[2..]), 11);
+        assert_eq!(lines.line_of(&text[6..]), 13);
+        assert_eq!(lines.line_of(&text[4..]), 12);
+        let elsewhere = String::from("on the heap, far from the literal");
+        assert_eq!(lines.line_of(&elsewhere), 10);
+    }
+}

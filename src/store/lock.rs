@@ -1,0 +1,108 @@
+//! One writer per run directory: two `bench sweep --resume` of the same run at once would append
+//! the same cells twice. The lock is an OS advisory lock (`File::try_lock`: flock on Unix,
+//! LockFileEx on Windows) on `bench.lock` in the run directory, which also holds the holder's pid
+//! for the message the second process prints. The OS drops the lock when the holder exits, however
+//! it exits (kill -9 included), so a stale lock file never blocks anyone.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+pub const LOCK_FILE: &str = "bench.lock";
+
+/// Held while a process writes into a run directory; released on drop.
+#[derive(Debug)]
+pub struct RunLock {
+    file: File,
+    path: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another process holds the lock.
+    #[error("{}: the run is in use by another bench process (pid {}); wait for it to finish or stop it", path.display(), pid.map_or("unknown".to_string(), |p| p.to_string()))]
+    Held { path: PathBuf, pid: Option<u32> },
+    #[error("{}: cannot lock the run: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl RunLock {
+    /// Takes the lock of `run_dir` (which must exist) without waiting.
+    pub fn acquire(run_dir: &Path) -> Result<RunLock, LockError> {
+        let path = run_dir.join(LOCK_FILE);
+        let io_err = |source| LockError::Io { path: path.clone(), source };
+        // Not truncated on open: the holder's pid must survive a second process opening the file.
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(LockError::Held { pid: holder(&mut file), path }),
+            Err(TryLockError::Error(e)) => return Err(io_err(e)),
+        }
+        file.set_len(0).map_err(io_err)?;
+        file.seek(SeekFrom::Start(0)).map_err(io_err)?;
+        file.write_all(format!("{}\n", std::process::id()).as_bytes()).map_err(io_err)?;
+        file.sync_data().map_err(io_err)?;
+        Ok(RunLock { file, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // The file stays (removing it would race with a process that has just opened it); the
+        // lock is what counts, and closing the file would release it anyway.
+        let _ = self.file.unlock();
+    }
+}
+
+/// The pid the holder wrote (None while it is still writing it, or if the file is not ours).
+fn holder(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.take(64).read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_acquire_is_refused_naming_the_holder_until_the_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = RunLock::acquire(dir.path()).unwrap();
+        match RunLock::acquire(dir.path()) {
+            Err(LockError::Held { pid, path }) => {
+                assert_eq!(pid, Some(std::process::id()));
+                assert_eq!(path, dir.path().join(LOCK_FILE));
+            }
+            other => panic!("expected Held, got {other:?}"),
+        }
+        let message = RunLock::acquire(dir.path()).unwrap_err().to_string();
+        assert!(message.contains(&format!("pid {}", std::process::id())), "{message}");
+        drop(first);
+        let again = RunLock::acquire(dir.path()).unwrap();
+        assert_eq!(again.path(), dir.path().join(LOCK_FILE));
+    }
+
+    #[test]
+    fn a_missing_run_directory_is_an_io_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = RunLock::acquire(&dir.path().join("absent")).unwrap_err();
+        assert!(matches!(err, LockError::Io { .. }), "{err:?}");
+        assert!(err.to_string().contains("absent/bench.lock"), "{err}");
+    }
+}

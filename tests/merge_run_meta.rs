@@ -1,0 +1,134 @@
+//! run.json is read back as a type: a renamed field is an error (exit 2 naming run.json), not a
+//! setting that silently disappears from merge's conflicts or verify's physics fallback; and what
+//! the sweep writes reads back through that type whole.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use clap::Parser;
+use serde_json::{Value, json};
+use ttft_bench::cli::{Cli, Command as Verb};
+use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
+use ttft_bench::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
+use ttft_bench::results::load::read_run_json;
+use ttft_bench::results::run_meta::RunMetaView;
+
+fn record(run_id: &str, context_tokens: u32) -> Record {
+    Record::Measurement(Box::new(Measurement {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_id.into(),
+        cell: CellKey {
+            model: "m".into(),
+            scenario: Scenario::Cold,
+            cache_state: CacheState::Cold,
+            mode: Mode::Streaming,
+            context_tokens,
+            batch_size: 1,
+            run: 1,
+        },
+        started_at: "2026-01-01T00:00:00Z".into(),
+        quality_ok: true,
+        ..Default::default()
+    }))
+}
+
+fn run_dir(dir: &Path, name: &str, context_tokens: u32, meta: &Value) -> PathBuf {
+    let run = dir.join(name);
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(
+        run.join("measurements.jsonl"),
+        serde_json::to_string(&record(name, context_tokens)).unwrap() + "\n",
+    )
+    .unwrap();
+    std::fs::write(run.join("run.json"), serde_json::to_string_pretty(meta).unwrap()).unwrap();
+    run
+}
+
+fn thermal_meta(name: &str, thermal: Value) -> Value {
+    json!({"run_id": name, "config": {"output_tokens": 64, "thermal": thermal}})
+}
+
+#[test]
+fn a_renamed_thermal_field_is_an_error_not_a_missing_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = run_dir(dir.path(), "a", 1024, &thermal_meta("a", json!({"policy": "probe", "tolerance": 0.05})));
+    // As if the writer had renamed `tolerance`: before, this merged with exit 0 and no conflict.
+    let b =
+        run_dir(dir.path(), "b", 2048, &thermal_meta("b", json!({"policy": "probe", "tolerance_frac": 0.2})));
+    let out = dir.path().join("out.json");
+    let assert = Command::cargo_bin("bench")
+        .unwrap()
+        .arg("merge")
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    let run_json = b.join("run.json").display().to_string();
+    assert!(stderr.contains(&format!("{run_json}:")), "{stderr}");
+    assert!(stderr.contains("missing field `tolerance`"), "{stderr}");
+    assert!(!out.exists(), "nothing written");
+}
+
+#[test]
+fn a_renamed_physics_field_is_an_error_not_a_skipped_ceiling() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = json!({"config": {"physics": {"hardware_profile": "m4-pro"}}});
+    let run = run_dir(dir.path(), "r", 1024, &meta);
+    let assert = Command::cargo_bin("bench").unwrap().arg("verify").arg(&run).assert().code(2);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("run.json:4: not a bench run.json: unknown field `hardware_profile`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn what_a_sweep_writes_reads_back_through_the_typed_view() {
+    let argv =
+        ["bench", "sweep", "--server", "http://127.0.0.1:1", "--tolerance", "0.15", "--output-tokens", "48"];
+    let physics = ["--model", "the-model", "--hardware", "h200", "--bandwidth-gbps", "4214"];
+    let sizes = ["--model-bytes", "16GB", "--params", "8B"];
+    let cli = Cli::try_parse_from(argv.iter().chain(&physics).chain(&sizes)).unwrap();
+    let Verb::Sweep(args) = cli.command else { panic!("parsed as sweep") };
+    let config = ttft_bench::config::resolve(&args).unwrap();
+    let meta = RunMeta {
+        schema_version: SCHEMA_VERSION,
+        run_id: "20260101T000000Z-cold".into(),
+        harness: Harness::current(),
+        started_at: "2026-01-01T00:00:00.000Z".into(),
+        ended_at: None,
+        status: RunStatus::Running,
+        resumed_at: vec![],
+        config,
+        server: ServerInfo { props: Some(json!({"build_info": "b4567"})), ..Default::default() },
+        host: HostFacts { cpu_brand: "Apple M4 Pro".into(), arch: "aarch64".into(), ..Default::default() },
+        prompt_sizing: None,
+        thermal_baseline: None,
+        physics: None,
+        stagger_calibration: None,
+        forecast: None,
+        server_crashes: vec![],
+        soak: None,
+    };
+    let text = serde_json::to_string_pretty(&meta).unwrap();
+    let read = read_run_json("run.json", text.as_bytes()).unwrap();
+    assert_eq!(read.raw, serde_json::to_value(&meta).unwrap(), "kept verbatim");
+    let view = &read.view;
+    let RunMetaView::Ours(ours) = view else { panic!("a sweep's run.json is ours: {view:?}") };
+    assert_eq!(view.run_id(), Some("20260101T000000Z-cold"));
+    assert_eq!(view.thermal_tolerance(), Some(0.15));
+    assert_eq!(view.harness_git_sha(), Some(Harness::current().git_sha.as_str()));
+    assert_eq!(view.host_cpu_brand(), Some("Apple M4 Pro"));
+    let config = ours.config.as_ref().unwrap();
+    assert_eq!((config.output_tokens, config.model.as_deref()), (Some(48), Some("the-model")));
+    let physics = view.physics_inputs().unwrap();
+    assert_eq!(physics.hardware.as_deref(), Some("h200"));
+    assert_eq!(physics.bandwidth_gbps, Some(4214.0));
+    assert_eq!((physics.model_bytes.as_deref(), physics.params.as_deref()), (Some("16GB"), Some("8B")));
+    let props = ours.server.as_ref().and_then(|s| s.props.as_ref()).unwrap();
+    assert_eq!(props["build_info"], "b4567");
+    assert_eq!(ours.host.as_ref().unwrap().arch.as_deref(), Some("aarch64"));
+}
