@@ -56,6 +56,8 @@ pub enum Command {
     Plan(Box<PlanArgs>),
     /// N concurrent clients for M iterations: does the server stay up, and stay correct?
     Soak(Box<SoakArgs>),
+    /// Which build is faster: candidates against a base, cell by cell, with confidence intervals.
+    Compare(crate::compare::CompareArgs),
 }
 
 #[derive(Debug, Args, Default, Clone)]

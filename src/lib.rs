@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod compare;
 pub mod config;
 pub mod cost;
 pub mod exit;

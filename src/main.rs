@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => ttft_bench::verify::run(args),
         Command::Merge(args) => ttft_bench::merge::run(args),
         Command::Report(args) => ttft_bench::report::run(args),
+        Command::Compare(args) => ttft_bench::compare::run(args),
     };
     match result {
         Ok(code) => code,

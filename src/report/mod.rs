@@ -89,19 +89,20 @@ pub struct CellStats {
     pub user_b_wait_ms: Summary,
 }
 
-/// The raw samples of one cell, before statistics.
+/// The raw samples of one cell, before statistics (`bench compare` bootstraps on these, so both
+/// verbs use the same records: passing ones, complete batches only, no negative times).
 #[derive(Default)]
-struct CellSamples {
-    records: usize,
-    quality_ok: usize,
-    confirmed: usize,
-    unconfirmed: usize,
-    ttft: Vec<f64>,
-    e2e: Vec<f64>,
-    decode: Vec<f64>,
-    ceiling: Vec<f64>,
-    system_tps: Vec<f64>,
-    b_wait: Vec<f64>,
+pub struct CellSamples {
+    pub records: usize,
+    pub quality_ok: usize,
+    pub confirmed: usize,
+    pub unconfirmed: usize,
+    pub ttft: Vec<f64>,
+    pub e2e: Vec<f64>,
+    pub decode: Vec<f64>,
+    pub ceiling: Vec<f64>,
+    pub system_tps: Vec<f64>,
+    pub b_wait: Vec<f64>,
 }
 
 /// A time or a rate that may enter statistics: finite and not negative (a negative duration is
@@ -188,14 +189,20 @@ pub fn partial_batches(records: &[Record]) -> usize {
     batch::batches(records).iter().filter(|b| !b.is_complete()).count()
 }
 
-/// Statistics of every cell, sorted by (model, batch size, scenario, mode, context, cache state).
-pub fn cells(records: &[Record]) -> Vec<CellStats> {
+/// The raw samples of every cell (runs pooled), sorted like `cells`.
+pub fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
     let partial = in_partial_batches(records);
     let mut by_cell: BTreeMap<CellId, CellSamples> = BTreeMap::new();
     for r in records {
         let used = r.is_good() && !partial.contains(&address(r));
         by_cell.entry(cell_id(r)).or_default().add(r, used);
     }
+    by_cell
+}
+
+/// Statistics of every cell, sorted by (model, batch size, scenario, mode, context, cache state).
+pub fn cells(records: &[Record]) -> Vec<CellStats> {
+    let by_cell = samples(records);
     let cold_twin = |id: &CellId| {
         let scenario = match id.scenario {
             Scenario::Warm | Scenario::Hot => Scenario::Cold,

@@ -1,0 +1,285 @@
+//! What failed in each input, and why: complete / partial / unusable, with every failed record
+//! put in one category read from the record itself.
+//!
+//! Categories (`Reason`), in the order a record is tested:
+//! - `server_crash`: a connect error in a run where the server had answered before (it was up,
+//!   then nobody was listening); also counted from `server_crash` events in run metadata
+//!   (`server_crash_events`), which a supervising sweep records;
+//! - `timeout`, `http_5xx`, `rate_limited` (HTTP 429), `unsupported` (the preset cannot produce
+//!   the cache state honestly): from the record's error;
+//! - `other_error`: any other error (kinds counted in `other_errors`);
+//! - `cache_state_unconfirmed`: no error, but the server's cache evidence contradicts the state;
+//! - `quality_gate`: no error, any other failing quality flag;
+//! - `incomplete_batch`: a concurrent batch missing members or its group record (counted per batch);
+//! - `missing_from_matrix`: with `--expect`, (cell, run) slots of the scenario that the input lacks.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::Expectation;
+use crate::quality::code::QualityCode;
+use crate::record::{CellKey, ErrorInfo, ErrorKind, Record};
+use crate::report::{CellId, CellSamples};
+use crate::results::batch;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    ServerCrash,
+    Timeout,
+    #[serde(rename = "http_5xx")]
+    Http5xx,
+    RateLimited,
+    QualityGate,
+    CacheStateUnconfirmed,
+    Unsupported,
+    IncompleteBatch,
+    MissingFromMatrix,
+    OtherError,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 10] = [
+        Reason::ServerCrash,
+        Reason::Timeout,
+        Reason::Http5xx,
+        Reason::RateLimited,
+        Reason::QualityGate,
+        Reason::CacheStateUnconfirmed,
+        Reason::Unsupported,
+        Reason::IncompleteBatch,
+        Reason::MissingFromMatrix,
+        Reason::OtherError,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Reason::ServerCrash => "server crash",
+            Reason::Timeout => "timeout",
+            Reason::Http5xx => "HTTP 5xx",
+            Reason::RateLimited => "rate limited",
+            Reason::QualityGate => "quality gate",
+            Reason::CacheStateUnconfirmed => "cache unconfirmed",
+            Reason::Unsupported => "unsupported",
+            Reason::IncompleteBatch => "incomplete batch",
+            Reason::MissingFromMatrix => "missing",
+            Reason::OtherError => "other",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Every cell passed (and, with --expect, none is missing).
+    Complete,
+    /// Some cells failed or are missing, some are usable.
+    Partial,
+    /// No usable cell.
+    Unusable,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Complete => "complete",
+            Status::Partial => "partial",
+            Status::Unusable => "unusable",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InputFailures {
+    pub path: String,
+    /// "base" or "candidate".
+    pub role: &'static str,
+    pub status: Status,
+    /// Cells (runs pooled) with any record.
+    pub cells: usize,
+    /// Every record passed.
+    pub cells_ok: usize,
+    /// Some record failed, but the cell has usable samples.
+    pub cells_failed: usize,
+    /// No usable sample.
+    pub cells_unusable: usize,
+    /// With --expect: cells of the scenario without any record (null without --expect).
+    pub cells_missing: Option<usize>,
+    pub failed_records: usize,
+    /// Every category, 0 included (a stable shape).
+    pub reasons: BTreeMap<Reason, usize>,
+    /// Error kinds behind `other_error`.
+    pub other_errors: BTreeMap<String, usize>,
+    pub server_crash_events: usize,
+}
+
+impl InputFailures {
+    /// Categories with a count, in `Reason::ALL` order.
+    pub fn nonzero(&self) -> Vec<(Reason, usize)> {
+        Reason::ALL
+            .iter()
+            .map(|r| (*r, self.reasons.get(r).copied().unwrap_or(0)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+}
+
+fn error_reason(e: &ErrorInfo, server_was_up: bool) -> Reason {
+    match e.kind {
+        ErrorKind::Connect if server_was_up => Reason::ServerCrash,
+        ErrorKind::Timeout => Reason::Timeout,
+        ErrorKind::HttpStatus => match e.http_status {
+            Some(429) => Reason::RateLimited,
+            Some(500..=599) => Reason::Http5xx,
+            _ => Reason::OtherError,
+        },
+        ErrorKind::Unsupported => Reason::Unsupported,
+        _ => Reason::OtherError,
+    }
+}
+
+/// The error and quality flags of a record that can fail on its own (group records are judged
+/// through their members).
+fn parts(r: &Record) -> Option<(Option<&ErrorInfo>, &[crate::record::QualityFlag])> {
+    match r {
+        Record::Measurement(m) => Some((m.error.as_ref(), &m.quality_flags)),
+        Record::Staggered(s) => Some((s.error.as_ref(), &s.quality_flags)),
+        Record::Group(_) => None,
+    }
+}
+
+/// `server_crash` events anywhere in run metadata: an object whose `event`, `kind` or `type` is
+/// "server_crash".
+fn crash_events(v: &Value) -> usize {
+    match v {
+        Value::Object(o) => {
+            let own = ["event", "kind", "type"]
+                .iter()
+                .any(|k| o.get(*k).and_then(Value::as_str) == Some("server_crash"));
+            usize::from(own) + o.values().map(crash_events).sum::<usize>()
+        }
+        Value::Array(a) => a.iter().map(crash_events).sum(),
+        _ => 0,
+    }
+}
+
+/// Categorises the failures of one input (`records`: after merge's de-duplication; `samples`:
+/// report's cells of those records).
+pub fn classify(
+    path: &str,
+    role: &'static str,
+    run_meta: &[Value],
+    records: &[Record],
+    samples: &BTreeMap<CellId, CellSamples>,
+    expect: Option<&Expectation>,
+) -> InputFailures {
+    let mut reasons: BTreeMap<Reason, usize> = Reason::ALL.iter().map(|r| (*r, 0)).collect();
+    let mut other_errors: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failed_cells: BTreeSet<CellId> = BTreeSet::new();
+    let mut failed_records = 0;
+    // Was the server up earlier in this run? Records in the order they were sent.
+    let mut order: Vec<&Record> = records.iter().collect();
+    order.sort_by(|a, b| (a.run_id(), a.started_at()).cmp(&(b.run_id(), b.started_at())));
+    let mut up: HashMap<&str, bool> = HashMap::new();
+    for r in order {
+        let Some((error, flags)) = parts(r) else { continue };
+        let was_up = up.get(r.run_id()).copied().unwrap_or(false);
+        if error.is_none_or(|e| e.kind != ErrorKind::Connect) {
+            up.insert(r.run_id(), true);
+        }
+        if r.is_good() {
+            continue;
+        }
+        failed_records += 1;
+        failed_cells.insert(id_of(r.cell()));
+        let reason = match error {
+            Some(e) => {
+                let reason = error_reason(e, was_up);
+                if reason == Reason::OtherError {
+                    *other_errors.entry(e.kind.as_str().to_string()).or_default() += 1;
+                }
+                reason
+            }
+            None if flags.iter().any(|f| f.fails_gate && f.flag == QualityCode::CacheStateUnconfirmed) => {
+                Reason::CacheStateUnconfirmed
+            }
+            None => Reason::QualityGate,
+        };
+        *reasons.entry(reason).or_default() += 1;
+    }
+    for b in batch::batches(records).iter().filter(|b| !b.is_complete()) {
+        *reasons.entry(Reason::IncompleteBatch).or_default() += 1;
+        failed_cells.insert(id_of(b.cell));
+    }
+    let server_crash_events: usize = run_meta.iter().map(crash_events).sum();
+    let cells_unusable = samples.values().filter(|s| s.quality_ok == 0).count();
+    let cells_failed =
+        samples.iter().filter(|(id, s)| s.quality_ok > 0 && failed_cells.contains(*id)).count();
+    let cells = samples.len();
+    let cells_missing = expect.map(|exp| {
+        let (slots, cells) = missing(exp, records);
+        *reasons.entry(Reason::MissingFromMatrix).or_default() += slots;
+        cells
+    });
+    let usable = cells - cells_unusable;
+    let status = if usable == 0 {
+        Status::Unusable
+    } else if cells_failed == 0 && cells_unusable == 0 && reasons[&Reason::MissingFromMatrix] == 0 {
+        Status::Complete
+    } else {
+        Status::Partial
+    };
+    InputFailures {
+        path: path.to_string(),
+        role,
+        status,
+        cells,
+        cells_ok: cells - cells_failed - cells_unusable,
+        cells_failed,
+        cells_unusable,
+        cells_missing,
+        failed_records,
+        reasons,
+        other_errors,
+        server_crash_events,
+    }
+}
+
+/// The report's cell (runs pooled) of a record's key.
+fn id_of(c: &CellKey) -> CellId {
+    CellId {
+        model: c.model.clone(),
+        batch_size: c.batch_size,
+        scenario: c.scenario,
+        mode: c.mode,
+        context_tokens: c.context_tokens,
+        cache_state: c.cache_state,
+    }
+}
+
+/// (expected (cell, run) slots without a record, expected cells without any run). The matrix is
+/// expanded for the input's own models (builds under comparison name their model differently),
+/// or the scenario's model for an input without records.
+fn missing(exp: &Expectation, records: &[Record]) -> (usize, usize) {
+    let present: BTreeSet<&CellKey> = records.iter().map(Record::cell).collect();
+    let mut models: BTreeSet<String> = present.iter().map(|c| c.model.clone()).collect();
+    if models.is_empty() {
+        models.extend(exp.model.clone());
+    }
+    let pooled = |c: &CellKey| CellKey { run: 0, ..c.clone() };
+    let present_cells: BTreeSet<CellKey> = present.iter().map(|c| pooled(c)).collect();
+    let (mut slots, mut cells) = (0, BTreeSet::new());
+    for model in &models {
+        for c in exp.matrix.cells(model) {
+            if !present.contains(&c) {
+                slots += 1;
+                if !present_cells.contains(&pooled(&c)) {
+                    cells.insert(pooled(&c));
+                }
+            }
+        }
+    }
+    (slots, cells.len())
+}

@@ -1,0 +1,285 @@
+//! `bench compare BASE CAND [CAND...]`: which build is faster, with what confidence, and what
+//! failed. Documented for users in docs/compare.md.
+//!
+//! Each input is read with the one loader (run directories, `.jsonl`, canonical files, the origin's
+//! JSON) and de-duplicated with merge's rules; a cell is (model, scenario, cache state, mode,
+//! context, batch size) with every run pooled, and its samples are exactly the ones `bench report`
+//! uses. Per cell present in both: median(candidate) / median(base) of every metric either side
+//! measured, with the 95% percentile bootstrap interval of `stats` (fixed seed: the same inputs
+//! give the same verdicts), and a verdict that says "faster" or "slower" only when the interval
+//! excludes 1 (`cells`). What failed in each input is categorised from its records (`failures`).
+//!
+//! Exit codes: 0 compared; 1 with `--fail-on-regression PCT` when a candidate is significantly
+//! more than PCT% slower than the base on any metric of any cell; 2 bad input (flags, unreadable
+//! files as `file:line`, an input without records or a candidate sharing no cell with the base,
+//! unless `--allow-empty`).
+//!
+//! `--format json` prints one object (shape version `compare_schema`; additions only within a
+//! version; keys sorted):
+//! ```text
+//! { "compare_schema": 1,
+//!   "method": "ratio of medians, 95% percentile bootstrap (...)",
+//!   "base": Input,
+//!   "candidates": [ Input + { "matched_by": "cell"|"cell_without_model",
+//!       "cells": [{ "cell": {model, scenario, cache_state, mode, context_tokens, batch_size},
+//!                   "candidate_model", "primary": Metric, "verdict": Verdict,
+//!                   "metrics": [{ "metric": Metric, "better": "lower"|"higher",
+//!                                 "base": {n, median}, "candidate": {n, median},
+//!                                 "ratio", "ci95_lo", "ci95_hi", "verdict": Verdict }] }],
+//!       "only_in_base": [cell], "only_in_candidate": [cell],
+//!       "wins": Wins, "wins_by_metric": {Metric: Wins},
+//!       "regressions": [{ "cell", "metric", "ratio", "ci95_lo", "ci95_hi" }] } ],
+//!   "failures": [{ "path", "role": "base"|"candidate", "status": "complete"|"partial"|"unusable",
+//!                  "cells", "cells_ok", "cells_failed", "cells_unusable", "cells_missing",
+//!                  "failed_records", "reasons": {Reason: count}, "other_errors": {kind: count},
+//!                  "server_crash_events" }],
+//!   "notes": ["..."],
+//!   "summary": { "fail_on_regression_pct", "regressions", "exit_code" } }
+//! Input   = { "path", "kind", "records", "models": [..] }
+//! Metric  = "ttft_ms" | "e2e_ms" | "user_b_wait_ms" | "system_tps" | "decode_tps"
+//! Verdict = "faster" | "slower" | "no_difference" | "insufficient"
+//! Wins    = { "cells", "faster", "slower", "no_difference", "insufficient" }
+//! Reason  = "server_crash" | "timeout" | "http_5xx" | "rate_limited" | "quality_gate"
+//!         | "cache_state_unconfirmed" | "unsupported" | "incomplete_batch"
+//!         | "missing_from_matrix" | "other_error"
+//! ```
+
+pub mod cells;
+pub mod failures;
+mod render;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::exit::{self, Failure};
+use crate::output;
+use crate::report::CellId;
+use crate::stats;
+use cells::{Comparison, Metric};
+use failures::InputFailures;
+
+// The result-file layer (loading, de-duplication): one line to follow if it moves.
+use crate::results::combine::combine;
+use crate::results::load::{Source, load_all};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Markdown,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    bench compare results/main-build results/patched-build\n  \
+    bench compare base.json cand-a.json cand-b.json --format markdown\n  \
+    bench compare results/main results/pr --fail-on-regression 5      # CI gate\n  \
+    bench compare old.json new.json --expect scenarios/paper.toml --format json\n\n\
+    Per cell present in both (runs pooled): median(candidate) / median(base), 95% bootstrap interval;\n\
+    'faster' or 'slower' only when the interval excludes 1. Lower is faster for times (TTFT, E2E),\n\
+    higher for rates (decode, system tok/s). Details: docs/compare.md.\n\
+    Exit codes: 0 compared; 1 a significant regression beyond --fail-on-regression; 2 bad input (an\n\
+    unreadable file, an input without records or a candidate sharing no cell with the base, unless\n\
+    --allow-empty).")]
+pub struct CompareArgs {
+    /// The reference: a run directory, .jsonl, canonical file or origin result JSON.
+    pub base: PathBuf,
+    /// One or more candidates, each compared with the base.
+    #[arg(required = true)]
+    pub candidates: Vec<PathBuf>,
+    /// Output format on stdout (json: a stable, versioned shape; see docs/compare.md).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Exit 1 when a candidate is significantly slower than the base by more than PCT percent on
+    /// any metric of any cell (the whole 95% interval beyond it: ratio above 1 + PCT/100 for
+    /// times, below 1 - PCT/100 for rates). 0 fails on any significant slowdown.
+    #[arg(long, value_name = "PCT")]
+    pub fail_on_regression: Option<f64>,
+    /// Scenario file whose matrix every input should fill: cells it lacks are counted as
+    /// missing_from_matrix in the failure table.
+    #[arg(long, value_name = "SCENARIO")]
+    pub expect: Option<PathBuf>,
+    /// Accept inputs without records and candidates that share no cell with the base.
+    #[arg(long)]
+    pub allow_empty: bool,
+}
+
+pub const SCHEMA: u32 = 1;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct InputInfo {
+    pub path: String,
+    pub kind: &'static str,
+    pub records: usize,
+    pub models: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Regression {
+    pub cell: CellId,
+    pub metric: Metric,
+    pub ratio: Option<f64>,
+    pub ci95_lo: Option<f64>,
+    pub ci95_hi: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CandidateReport {
+    #[serde(flatten)]
+    pub input: InputInfo,
+    #[serde(flatten)]
+    pub comparison: Comparison,
+    pub regressions: Vec<Regression>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub fail_on_regression_pct: Option<f64>,
+    pub regressions: usize,
+    pub exit_code: u8,
+}
+
+/// The `--format json` document (`compare_schema` 1).
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub compare_schema: u32,
+    pub method: &'static str,
+    pub base: InputInfo,
+    pub candidates: Vec<CandidateReport>,
+    pub failures: Vec<InputFailures>,
+    pub notes: Vec<String>,
+    pub summary: Summary,
+}
+
+fn check_flags(args: &CompareArgs) -> Result<(), Failure> {
+    match args.fail_on_regression {
+        Some(p) if !(p.is_finite() && (0.0..100.0).contains(&p)) => Err(Failure::usage(format!(
+            "--fail-on-regression {p}: a percentage from 0 up to (not including) 100"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// One loaded and de-duplicated input.
+pub struct Loaded {
+    pub info: InputInfo,
+    pub run_meta: Vec<serde_json::Value>,
+    pub records: Vec<crate::record::Record>,
+}
+
+fn loaded(source: Source) -> Loaded {
+    let path = source.path.display().to_string();
+    let kind = source.kind.as_str();
+    let run_meta = source.run_meta.iter().map(|m| m.raw.clone()).collect();
+    let records = combine(vec![source]).records;
+    let mut models: Vec<String> = records.iter().map(|r| r.cell().model.clone()).collect();
+    models.sort();
+    models.dedup();
+    Loaded { info: InputInfo { path, kind, records: records.len(), models }, run_meta, records }
+}
+
+/// Compares loaded inputs (the first is the base). Pure: no files, no clock.
+pub fn build(
+    inputs: &[Loaded],
+    expect: Option<&crate::config::Expectation>,
+    fail_on_regression: Option<f64>,
+) -> Report {
+    let samples: Vec<_> = inputs.iter().map(|l| crate::report::samples(&l.records)).collect();
+    let mut notes = Vec::new();
+    let mut candidates = Vec::new();
+    let Some((base, base_samples)) = inputs.first().zip(samples.first()) else {
+        return Report {
+            compare_schema: SCHEMA,
+            method: stats::RATIO_METHOD,
+            base: InputInfo { path: String::new(), kind: "", records: 0, models: Vec::new() },
+            candidates,
+            failures: Vec::new(),
+            notes,
+            summary: Summary { fail_on_regression_pct: fail_on_regression, regressions: 0, exit_code: 0 },
+        };
+    };
+    for (cand, cand_samples) in inputs.iter().zip(&samples).skip(1) {
+        let comparison = cells::compare(base_samples, cand_samples);
+        if comparison.matched_by == cells::MatchedBy::CellWithoutModel {
+            notes.push(format!(
+                "{}: model {} vs the base's {}: cells matched by everything but the model",
+                cand.info.path,
+                cand.info.models.join(", "),
+                base.info.models.join(", ")
+            ));
+        }
+        let regressions = match fail_on_regression {
+            Some(pct) => comparison
+                .cells
+                .iter()
+                .flat_map(|c| c.metrics.iter().filter(move |m| m.regressed(pct)).map(move |m| (c, m)))
+                .map(|(c, m)| Regression {
+                    cell: c.cell.clone(),
+                    metric: m.metric,
+                    ratio: m.ratio,
+                    ci95_lo: m.ci95_lo,
+                    ci95_hi: m.ci95_hi,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        candidates.push(CandidateReport { input: cand.info.clone(), comparison, regressions });
+    }
+    let failures = inputs
+        .iter()
+        .zip(&samples)
+        .enumerate()
+        .map(|(i, (l, s))| {
+            let role = if i == 0 { "base" } else { "candidate" };
+            failures::classify(&l.info.path, role, &l.run_meta, &l.records, s, expect)
+        })
+        .collect();
+    let regressions = candidates.iter().map(|c| c.regressions.len()).sum();
+    Report {
+        compare_schema: SCHEMA,
+        method: stats::RATIO_METHOD,
+        base: base.info.clone(),
+        candidates,
+        failures,
+        notes,
+        summary: Summary {
+            fail_on_regression_pct: fail_on_regression,
+            regressions,
+            exit_code: if regressions > 0 { exit::FINDINGS } else { exit::SUCCESS },
+        },
+    }
+}
+
+pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    check_flags(args)?;
+    let expect = match &args.expect {
+        Some(path) => Some(crate::config::expectation(path).map_err(|e| Failure::usage(e.to_string()))?),
+        None => None,
+    };
+    let mut paths = vec![args.base.clone()];
+    paths.extend(args.candidates.iter().cloned());
+    let sources = load_all(&paths)?;
+    crate::verify::require_records(&sources, args.allow_empty)?;
+    let inputs: Vec<Loaded> = sources.into_iter().map(loaded).collect();
+    let report = build(&inputs, expect.as_ref(), args.fail_on_regression);
+    if !args.allow_empty {
+        if let Some(c) = report.candidates.iter().find(|c| c.comparison.cells.is_empty()) {
+            return Err(Failure::usage(format!(
+                "no cell of {} is in {} (models {} vs {}): nothing to compare (pass --allow-empty to accept)",
+                c.input.path,
+                report.base.path,
+                c.input.models.join(", "),
+                report.base.models.join(", ")
+            ))
+            .into());
+        }
+    }
+    match args.format {
+        Format::Json => output::println(&serde_json::to_string_pretty(&serde_json::to_value(&report)?)?)?,
+        Format::Table => output::print(&render::text(&report, false))?,
+        Format::Markdown => output::print(&render::text(&report, true))?,
+    }
+    Ok(exit::code(report.summary.exit_code))
+}

@@ -1,0 +1,257 @@
+//! The terminal table (100 columns) and markdown of `bench compare`.
+
+use std::collections::BTreeSet;
+
+use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
+use comfy_table::{CellAlignment, ContentArrangement, Table};
+
+use super::cells::{CellComparison, Metric, MetricComparison, Verdict, Wins};
+use super::failures::{InputFailures, Reason};
+use super::{CandidateReport, InputInfo, Report};
+use crate::record::Mode;
+
+const TERMINAL_WIDTH: u16 = 100;
+
+/// Few significant digits: the table is for reading; JSON carries full precision.
+fn short(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(x) if x.abs() >= 1e9 => format!("{x:.2e}"),
+        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
+        Some(x) if x.abs() >= 10.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.2}"),
+    }
+}
+
+/// Ratios keep 3 decimals: near 1 (0.98 vs 1.02) is where they matter.
+fn ratio_number(v: f64) -> String {
+    if v.abs() >= 1e6 { format!("{v:.2e}") } else { format!("{v:.3}") }
+}
+
+fn interval(m: &MetricComparison) -> String {
+    match (m.ci95_lo, m.ci95_hi) {
+        (Some(lo), Some(hi)) => format!("{}..{}", ratio_number(lo), ratio_number(hi)),
+        _ => "-".into(),
+    }
+}
+
+fn context(tokens: u32) -> String {
+    if tokens >= 1024 && tokens.is_multiple_of(1024) {
+        format!("{}K", tokens / 1024)
+    } else {
+        tokens.to_string()
+    }
+}
+
+fn new_table(markdown: bool, header: &[&str], right_from: usize) -> Table {
+    let mut t = Table::new();
+    if markdown {
+        t.load_preset(ASCII_MARKDOWN);
+    } else {
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(TERMINAL_WIDTH);
+    }
+    t.set_header(header.to_vec());
+    for i in right_from..header.len() {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// A short name for sentences: the file or directory name, or the whole path when two inputs
+/// share a name.
+fn names(report: &Report) -> Vec<String> {
+    let paths: Vec<&str> = std::iter::once(report.base.path.as_str())
+        .chain(report.candidates.iter().map(|c| c.input.path.as_str()))
+        .collect();
+    let last = |p: &str| p.trim_end_matches('/').rsplit('/').next().unwrap_or(p).to_string();
+    let lasts: Vec<String> = paths.iter().map(|p| last(p)).collect();
+    paths
+        .iter()
+        .zip(&lasts)
+        .map(|(p, l)| if lasts.iter().filter(|x| *x == l).count() > 1 { p.to_string() } else { l.clone() })
+        .collect()
+}
+
+/// "base", "cand 1", "cand 2": the inputs' labels in tables.
+fn label(i: usize) -> String {
+    if i == 0 { "base".into() } else { format!("cand {i}") }
+}
+
+fn describe(label: &str, i: &InputInfo) -> String {
+    format!(
+        "{label:<8}{} ({}, {} records; model {})\n",
+        i.path,
+        i.kind,
+        i.records,
+        if i.models.is_empty() { "-".to_string() } else { i.models.join(", ") }
+    )
+}
+
+pub fn text(report: &Report, markdown: bool) -> String {
+    let names = names(report);
+    let base = names.first().cloned().unwrap_or_default();
+    let mut out = describe(&label(0), &report.base);
+    for (i, c) in report.candidates.iter().enumerate() {
+        out.push_str(&describe(&label(i + 1), &c.input));
+    }
+    for note in &report.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    let pct = report.summary.fail_on_regression_pct;
+    for (c, name) in report.candidates.iter().zip(names.iter().skip(1)) {
+        out.push_str(&format!("\n{}{name} vs {base}\n\n", if markdown { "### " } else { "" }));
+        out.push_str(&cells_table(c, markdown, pct));
+        out.push('\n');
+        out.push_str(&wins_text(c, name, &base));
+    }
+    out.push_str(&format!("\n{}failures\n\n", if markdown { "### " } else { "" }));
+    out.push_str(&failures_table(&report.failures, markdown));
+    out.push_str(&format!(
+        "\nratio: median(candidate) / median(base), runs pooled.\nmethod: {}.\n\
+         Verdicts need the interval to exclude 1: lower is faster for times (ms), higher for rates.\n",
+        report.method
+    ));
+    if let Some(p) = pct {
+        out.push_str(&format!(
+            "--fail-on-regression {p}: {} significant regression(s) beyond {p}%.\n",
+            report.summary.regressions
+        ));
+    }
+    out
+}
+
+fn verdict(m: &MetricComparison, pct: Option<f64>) -> String {
+    match (pct, m.verdict) {
+        (Some(p), _) if m.regressed(p) => format!("SLOWER >{p}%"),
+        (_, Verdict::Insufficient) => "too few".into(),
+        (_, v) => v.label().to_string(),
+    }
+}
+
+fn cells_table(c: &CandidateReport, markdown: bool, pct: Option<f64>) -> String {
+    let mut t =
+        new_table(markdown, &["cell", "metric", "base", "cand", "n", "ratio", "95% CI", "verdict"], 2);
+    let many_models = c.comparison.cells.iter().map(|x| &x.cell.model).collect::<BTreeSet<_>>().len() > 1;
+    let mut model = None;
+    for cell in &c.comparison.cells {
+        if many_models && model != Some(&cell.cell.model) {
+            model = Some(&cell.cell.model);
+            t.add_row(vec![cell.cell.model.clone()]);
+        }
+        for (i, m) in cell.metrics.iter().enumerate() {
+            t.add_row(vec![
+                if i == 0 { cell_label(cell) } else { String::new() },
+                m.metric.label().to_string(),
+                short(m.base.median),
+                short(m.candidate.median),
+                format!("{}/{}", m.base.n, m.candidate.n),
+                m.ratio.map_or("-".into(), ratio_number),
+                interval(m),
+                verdict(m, pct),
+            ]);
+        }
+    }
+    let mut s = t.to_string();
+    s.push('\n');
+    s
+}
+
+/// "1K warm stream", "4K cold non-str b2", "4K stag-bat stream".
+fn cell_label(c: &CellComparison) -> String {
+    let id = &c.cell;
+    let state = match id.scenario {
+        crate::record::Scenario::StaggeredBatched => "stag-bat",
+        crate::record::Scenario::StaggeredSequential => "stag-seq",
+        _ => id.cache_state.as_str(),
+    };
+    let mode = if id.mode == Mode::Streaming { "stream" } else { "non-str" };
+    let batch = if id.batch_size > 1 { format!(" b{}", id.batch_size) } else { String::new() };
+    format!("{} {state} {mode}{batch}", context(id.context_tokens))
+}
+
+fn wins_text(c: &CandidateReport, name: &str, base: &str) -> String {
+    let w = &c.comparison.wins;
+    let primaries: BTreeSet<Metric> = c.comparison.cells.iter().map(|x| x.primary).collect();
+    let by: Vec<&str> = Metric::ALL.iter().filter(|m| primaries.contains(m)).map(|m| m.label()).collect();
+    let mut s = format!(
+        "{name} beats {base} in {} of {} cells, loses {}, {} no difference{} (by {}).\n",
+        w.faster,
+        w.cells,
+        w.slower,
+        w.no_difference,
+        if w.insufficient > 0 { format!(", {} too few samples", w.insufficient) } else { String::new() },
+        if by.is_empty() { "-".to_string() } else { by.join(", ") }
+    );
+    for (metric, w) in &c.comparison.wins_by_metric {
+        if primaries.len() == 1 && primaries.contains(metric) {
+            continue;
+        }
+        s.push_str(&format!("  {}: {}\n", metric.label(), counts(w)));
+    }
+    let (ob, oc) = (c.comparison.only_in_base.len(), c.comparison.only_in_candidate.len());
+    if ob + oc > 0 {
+        s.push_str(&format!("  not compared: {ob} cell(s) only in {base}, {oc} only in {name}\n"));
+    }
+    s
+}
+
+fn counts(w: &Wins) -> String {
+    let mut s = format!(
+        "faster in {} of {}, slower in {}, {} no difference",
+        w.faster, w.cells, w.slower, w.no_difference
+    );
+    if w.insufficient > 0 {
+        s.push_str(&format!(", {} too few samples", w.insufficient));
+    }
+    s
+}
+
+fn reasons(f: &InputFailures) -> String {
+    let mut parts: Vec<String> = f
+        .nonzero()
+        .into_iter()
+        .map(|(r, n)| match r {
+            Reason::OtherError => {
+                let kinds: Vec<String> = f.other_errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                format!("{} {n} ({})", r.label(), kinds.join(", "))
+            }
+            _ => format!("{} {n}", r.label()),
+        })
+        .collect();
+    if f.server_crash_events > 0 {
+        parts.push(format!("server crash events {}", f.server_crash_events));
+    }
+    if parts.is_empty() { "-".into() } else { parts.join(", ") }
+}
+
+fn failures_table(failures: &[InputFailures], markdown: bool) -> String {
+    let mut t = new_table(markdown, &["input", "status", "cells", "ok", "failed", "unusable", "missing"], 2);
+    // Reasons go below the table, one line per input: in a cell they would wrap mid-phrase.
+    let mut why = String::new();
+    for (i, f) in failures.iter().enumerate() {
+        why.push_str(&format!("{}: {}\n", label(i), reasons(f)));
+        t.add_row(vec![
+            label(i),
+            f.status.label().to_string(),
+            f.cells.to_string(),
+            f.cells_ok.to_string(),
+            f.cells_failed.to_string(),
+            f.cells_unusable.to_string(),
+            f.cells_missing.map_or("-".into(), |n| n.to_string()),
+        ]);
+    }
+    let mut s = t.to_string();
+    s.push_str("\n\nreasons (failed records):\n");
+    s.push_str(&why);
+    s.push_str(
+        "\nfailed: some record failed, the cell still has usable samples; unusable: none.\n\
+         Reasons count failed records, except incomplete batch (batches) and missing (expected\n\
+         cell-runs, with --expect). n: usable samples, base/cand. too few: fewer than 2 on a side,\n\
+         so no interval.\n",
+    );
+    s
+}
