@@ -110,7 +110,7 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
         })),
         quality_ok: true,
         thermal: Some(ThermalRecord {
-            policy: "probe".into(),
+            policy: ttft_bench::thermal::PolicyKind::Probe,
             baseline_tps: Some(45.0 + rng.unit()),
             probe_tps: vec![44.0 + rng.unit(), 44.5 + rng.unit()],
             cooldown_s: 10.0 + rng.unit(),
@@ -175,6 +175,7 @@ fn records(n: usize) -> Vec<Record> {
                         requests_ok: batch_size,
                         requests_failed: 0,
                         error: None,
+                        server_metrics: None,
                     })));
                 }
             }

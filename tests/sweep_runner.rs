@@ -182,7 +182,9 @@ fn a_run_directory_is_locked_and_a_run_killed_before_its_first_record_resumes() 
 /// cannot slip past the resume policy unreviewed.
 fn sample(flag: &str) -> Option<&'static str> {
     Some(match flag {
-        "quiet" | "staggered" => "",
+        "quiet" | "staggered" | "insecure" => "",
+        // Replaced by a real PEM file: a CA the resumed run then trusts.
+        "ca-cert" => "CA_PEM",
         "server" => "http://127.0.0.1:9",
         "api-key-env" => "TTFT_BENCH_TEST_KEY",
         "request-timeout" => "30s",
@@ -216,7 +218,18 @@ fn every_sweep_flag_either_applies_on_resume_or_is_refused() {
     let out = sweep(&server.url, dir.path(), &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let run = run_dir(dir.path());
-    let applies = ["server", "server-cmd", "max-restarts", "api-key-env", "request-timeout", "quiet"];
+    let applies = [
+        "server",
+        "server-cmd",
+        "max-restarts",
+        "api-key-env",
+        "request-timeout",
+        "ca-cert",
+        "insecure",
+        "quiet",
+    ];
+    let ca_pem = dir.path().join("ca.pem");
+    std::fs::write(&ca_pem, Scripted::start_tls(Behaviour::default()).ca_pem.unwrap()).unwrap();
     let cli = ttft_bench::cli::Cli::command();
     let sweep_cmd = cli.find_subcommand("sweep").unwrap();
     for arg in sweep_cmd.get_arguments() {
@@ -226,6 +239,7 @@ fn every_sweep_flag_either_applies_on_resume_or_is_refused() {
         }
         let value =
             sample(flag).unwrap_or_else(|| panic!("--{flag} has no sample value: add one and decide"));
+        let value = if value == "CA_PEM" { ca_pem.to_str().unwrap() } else { value };
         let dashed = format!("--{flag}");
         let mut argv = vec!["sweep", "--resume", run.to_str().unwrap(), dashed.as_str()];
         if !value.is_empty() {

@@ -86,6 +86,16 @@ fn insecure_measures_but_never_silently() {
         stderr(&out)
     );
     measured_ok(&dir.path().join("out"));
+    let run = run_dir(&dir.path().join("out"));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["config"]["insecure"], true, "recorded in run.json");
+    let verify = common::bench(&["verify", run.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&verify.stdout).contains("measured with --insecure"),
+        "verify says so: {}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
 }
 
 #[test]

@@ -264,17 +264,17 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     crate::verify::require_records(&sources, args.allow_empty)?;
     let inputs: Vec<Loaded> = sources.into_iter().map(loaded).collect();
     let report = build(&inputs, expect.as_ref(), args.fail_on_regression);
-    if !args.allow_empty {
-        if let Some(c) = report.candidates.iter().find(|c| c.comparison.cells.is_empty()) {
-            return Err(Failure::usage(format!(
-                "no cell of {} is in {} (models {} vs {}): nothing to compare (pass --allow-empty to accept)",
-                c.input.path,
-                report.base.path,
-                c.input.models.join(", "),
-                report.base.models.join(", ")
-            ))
-            .into());
-        }
+    if !args.allow_empty
+        && let Some(c) = report.candidates.iter().find(|c| c.comparison.cells.is_empty())
+    {
+        return Err(Failure::usage(format!(
+            "no cell of {} is in {} (models {} vs {}): nothing to compare (pass --allow-empty to accept)",
+            c.input.path,
+            report.base.path,
+            c.input.models.join(", "),
+            report.base.models.join(", ")
+        ))
+        .into());
     }
     match args.format {
         Format::Json => output::println(&serde_json::to_string_pretty(&serde_json::to_value(&report)?)?)?,

@@ -56,6 +56,9 @@ pub struct ConfigView {
     pub output_tokens: Option<u32>,
     pub thermal: Option<ThermalView>,
     pub physics: Option<PhysicsView>,
+    /// `--insecure`: the server's TLS certificate was not verified.
+    #[serde(default)]
+    pub insecure: bool,
 }
 
 /// `config::ThermalPolicy` as written (`{"policy": "probe", "tolerance": 0.2, ...}`).
@@ -156,6 +159,14 @@ impl RunMetaView {
         match self {
             RunMetaView::Ours(m) => m.config.as_ref()?.physics.as_ref(),
             RunMetaView::Origin(_) => None,
+        }
+    }
+
+    /// Whether the run was measured with `--insecure` (certificate verification off).
+    pub fn insecure(&self) -> bool {
+        match self {
+            RunMetaView::Ours(m) => m.config.as_ref().is_some_and(|c| c.insecure),
+            RunMetaView::Origin(_) => false,
         }
     }
 

@@ -244,6 +244,11 @@ fn verify_input(
     report: &mut Report,
 ) {
     let file = src.path.display().to_string();
+    if src.run_meta.iter().any(|m| m.view.insecure()) {
+        report
+            .notes
+            .push(format!("{file}: measured with --insecure: the server's TLS certificate was not verified"));
+    }
     let phys = inputs::resolve(src, &file, flag_hw, flag_model, &mut report.notes);
     let mut models: Vec<String> = src.records.iter().map(|r| r.cell().model.clone()).collect();
     models.sort();
