@@ -191,6 +191,30 @@ fn nothing_measured(outcome: &Outcome, dir: &std::path::Path) -> bool {
     empty && matches!(outcome, Outcome::Failed(_) | Outcome::Signal)
 }
 
+/// Starts the `--server-cmd` server, when there is one, and points the config at it.
+pub(crate) async fn start_server(
+    config: &mut SweepConfig,
+    progress: &Progress,
+) -> Result<Option<Supervisor>, Failure> {
+    let Some(cmd) = &config.server_cmd else { return Ok(None) };
+    progress.note(&format!("starting the server: {}", crate::secrets::redact(cmd)));
+    let sup = Supervisor::start(cmd, config.max_restarts, crate::supervise::DEFAULT_START_TIMEOUT).await?;
+    config.server = sup.url();
+    config.server_url = sup.url();
+    Ok(Some(sup))
+}
+
+/// run.json learns the started server's command (redacted) and address.
+pub(crate) fn record_server(supervisor: Option<&Supervisor>, journal: &Journal) -> Result<(), Failure> {
+    let Some(sup) = supervisor else { return Ok(()) };
+    let (command, url) = (crate::secrets::redact(&sup.command()), sup.url());
+    journal.update(|m| {
+        m.server.command = Some(command);
+        m.config.server = url.clone();
+        m.server.base_url = url;
+    })
+}
+
 /// Everything that talks to the server, from preflight to the last cell.
 async fn work(
     config: SweepConfig,
@@ -199,26 +223,9 @@ async fn work(
     progress: Arc<Progress>,
 ) -> Result<Outcome, Failure> {
     let mut config = config;
-    let supervisor = match &config.server_cmd {
-        Some(cmd) => {
-            progress.note(&format!("starting the server: {}", crate::secrets::redact(cmd)));
-            let sup =
-                Supervisor::start(cmd, config.max_restarts, crate::supervise::DEFAULT_START_TIMEOUT).await?;
-            config.server = sup.url();
-            config.server_url = sup.url();
-            Some(sup)
-        }
-        None => None,
-    };
+    let supervisor = start_server(&mut config, &progress).await?;
     let ctx = setup::prepare(config, Some(&journal), &progress).await?;
-    if let Some(sup) = &supervisor {
-        let (command, url) = (crate::secrets::redact(&sup.command()), sup.url());
-        journal.update(|m| {
-            m.server.command = Some(command);
-            m.config.server = url.clone();
-            m.server.base_url = url;
-        })?;
-    }
+    record_server(supervisor.as_ref(), &journal)?;
     let done = if resumed { cells::completed(journal.dir())? } else { Default::default() };
     let gate = setup::ThermalGate::start(&ctx, &progress).await;
     journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;

@@ -24,7 +24,6 @@ use crate::quality::QualityCode;
 use crate::record::{CacheState, CellKey, Measurement, QualityFlag, Record, Scenario};
 use crate::spec::ThermalChoice;
 use crate::store::RecordWriter;
-use crate::supervise::Supervisor;
 
 /// What run.json records of a soak's settings, and its outcome.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -140,22 +139,9 @@ async fn run(
     journal: Journal,
     progress: Arc<Progress>,
 ) -> Result<SoakEnd, Failure> {
-    let mut supervisor = match &config.server_cmd {
-        Some(cmd) => {
-            progress.note(&format!("starting the server: {}", crate::secrets::redact(cmd)));
-            let sup =
-                Supervisor::start(cmd, config.max_restarts, crate::supervise::DEFAULT_START_TIMEOUT).await?;
-            config.server = sup.url();
-            config.server_url = sup.url();
-            Some(sup)
-        }
-        None => None,
-    };
+    let mut supervisor = super::start_server(&mut config, &progress).await?;
     let ctx = setup::prepare(config, Some(&journal), &progress).await?;
-    if let Some(sup) = &supervisor {
-        let command = crate::secrets::redact(&sup.command());
-        journal.update(|m| m.server.command = Some(command))?;
-    }
+    super::record_server(supervisor.as_ref(), &journal)?;
     let n = summary.concurrency;
     let prompts = prompts(&ctx, n).await?;
     progress.note(&format!("serial reference pass: {n} prompts, one at a time, temperature 0 ..."));
