@@ -22,6 +22,12 @@ demo: server-build server-model
     ./target/release/bench verify "$run" || [ $? -eq 1 ]
     ./target/release/bench merge "$run" -o results/demo.json --expect scenarios/demo.toml || [ $? -eq 1 ]
     ./target/release/bench report results/demo.json --plot results/demo-plots
+    # Is the server stable and correct under 2 concurrent greedy clients? (a mismatch is a finding)
+    ./target/release/bench soak --server "$url" --concurrency 2 --iterations 5 --contexts 512 --output-tokens 32 --out results || [ $? -eq 1 ]
+    # A second, smaller sweep of some of the same cells, compared with the first cell by cell.
+    again=$(./target/release/bench sweep --server "$url" --preset llama.cpp --contexts 512,1024 --modes streaming \
+        --cache-states cold,warm --runs 3 --output-tokens 32 --thermal off --quiet --out results) || [ $? -eq 1 ]
+    ./target/release/bench compare "$run" "$again"
     echo "records: $run   canonical: results/demo.json   plots: results/demo-plots/" >&2
 
 # all tests: unit, scripted-server and real llama-server end to end (builds the server once, ~15 min)

@@ -284,7 +284,7 @@ fn a_server_that_dies_mid_sweep_stops_the_sweep_with_everything_kept() {
         assert!(std::time::Instant::now() < deadline, "no records appeared");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    drop(server); // the server crashes (seed 001): its port now refuses connections
+    drop(server); // the server crashes mid-sweep: its port now refuses connections
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("refused 3 cells in a row"), "{}", stderr(&out));
