@@ -32,7 +32,10 @@ pub const MAX_OUTPUT_TOKENS: u32 = 1_048_576;
         bench sweep   run a matrix (contexts x cache states x modes x batch sizes x runs) against a server\n\
         bench verify  flag physically impossible or suspicious numbers in result files\n\
         bench merge   build one canonical result file from partial runs and re-runs\n\
-        bench report  statistics, tables, CSV and SVG plots\n\n\
+        bench report  statistics, tables, CSV and SVG plots\n\
+        bench plan    the cells of a sweep and a forecast of its time, before it starts\n\
+        bench soak    concurrent greedy load: does the server stay up and give the serial answers?\n\
+        bench compare candidates against a base, cell by cell, with bootstrap intervals\n\n\
         Exit codes: 0 success; 1 findings (verify errors, failed measurements, incomplete merge);\n\
         2 bad input (flags, files); 3 server unreachable or stopped answering (records kept);\n\
         4 results could not be written; 5 internal error (a bug); 130 interrupted (records kept)."

@@ -291,7 +291,13 @@ fn summary(records: &[Record]) -> String {
             Record::Staggered(s) => parts.push(format!(
                 "B waited {:.1} ms from wall start{}",
                 s.user_b_ttft_from_wall_start_ms.unwrap_or(f64::NAN),
-                if s.overlapped == Some(false) { " (did not overlap A)" } else { "" }
+                // Only the batched pair is meant to overlap; its sequential twin never does.
+                if s.overlapped == Some(false) && s.cell.scenario == crate::record::Scenario::StaggeredBatched
+                {
+                    " (did not overlap A)"
+                } else {
+                    ""
+                }
             )),
             Record::Group(g) => {
                 parts.push(format!("wall {:.1} ms, {:.1} tok/s", g.wall_ms, g.system_tps.unwrap_or(0.0)))
