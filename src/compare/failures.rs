@@ -193,7 +193,7 @@ pub fn classify(
             continue;
         }
         failed_records += 1;
-        failed_cells.insert(id_of(r.cell()));
+        failed_cells.insert(CellId::of(r.cell()));
         let reason = match error {
             Some(e) => {
                 let reason = error_reason(e, was_up);
@@ -211,7 +211,7 @@ pub fn classify(
     }
     for b in batch::batches(records).iter().filter(|b| !b.is_complete()) {
         *reasons.entry(Reason::IncompleteBatch).or_default() += 1;
-        failed_cells.insert(id_of(b.cell));
+        failed_cells.insert(CellId::of(b.cell));
     }
     let server_crash_events: usize = run_meta.iter().map(crash_events).sum();
     let cells_unusable = samples.values().filter(|s| s.quality_ok == 0).count();
@@ -244,18 +244,6 @@ pub fn classify(
         reasons,
         other_errors,
         server_crash_events,
-    }
-}
-
-/// The report's cell (runs pooled) of a record's key.
-fn id_of(c: &CellKey) -> CellId {
-    CellId {
-        model: c.model.clone(),
-        batch_size: c.batch_size,
-        scenario: c.scenario,
-        mode: c.mode,
-        context_tokens: c.context_tokens,
-        cache_state: c.cache_state,
     }
 }
 

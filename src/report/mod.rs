@@ -154,14 +154,20 @@ impl CellSamples {
 }
 
 fn cell_id(r: &Record) -> CellId {
-    let c = r.cell();
-    CellId {
-        model: c.model.clone(),
-        batch_size: c.batch_size,
-        scenario: c.scenario,
-        mode: c.mode,
-        context_tokens: c.context_tokens,
-        cache_state: c.cache_state,
+    CellId::of(r.cell())
+}
+
+impl CellId {
+    /// The report's cell (runs pooled) of a record's key.
+    pub fn of(c: &crate::record::CellKey) -> CellId {
+        CellId {
+            model: c.model.clone(),
+            batch_size: c.batch_size,
+            scenario: c.scenario,
+            mode: c.mode,
+            context_tokens: c.context_tokens,
+            cache_state: c.cache_state,
+        }
     }
 }
 
