@@ -469,29 +469,12 @@ fn bad_input_exits_2_naming_the_file_and_line() {
     assert_eq!(bench(&[], &[&base]).status.code(), Some(2), "a candidate is required");
 }
 
-/// The origin's real files live beside the repository; skip loudly when absent (fail under
-/// TTFT_BENCH_REQUIRE_ORIGIN=1).
-fn origin(name: &str) -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let found = ["../shared", "../../shared"]
-        .iter()
-        .map(|s| root.join(s).join("data/origin-results").join(name))
-        .find(|p| p.exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("TTFT_BENCH_REQUIRE_ORIGIN").is_none(),
-            "{name} is absent and TTFT_BENCH_REQUIRE_ORIGIN is set"
-        );
-        eprintln!("SKIP: the origin result file {name} is not on this machine");
-    }
-    found
-}
-
 #[test]
 fn the_origins_rerun_against_its_first_run() {
-    let (Some(first), Some(rerun)) =
-        (origin("colm_full_gemma_20260208_152120.json"), origin("colm_full_gemma_20260209_154125.json"))
-    else {
+    let (Some(first), Some(rerun)) = (
+        common::origin::real("colm_full_gemma_20260208_152120.json"),
+        common::origin::real("colm_full_gemma_20260209_154125.json"),
+    ) else {
         return;
     };
     let expect = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/merge/paper-expect.toml");

@@ -2,10 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-mod merge_origin_data;
+mod common;
 
 use assert_cmd::Command;
-use merge_origin_data::real;
+use common::origin::real;
 use ttft_bench::merge::{self, expect};
 use ttft_bench::record::{Mode, Record, SCHEMA_VERSION, Scenario};
 use ttft_bench::results::load::{self, SourceKind};

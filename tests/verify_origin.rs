@@ -8,30 +8,14 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+
 use assert_cmd::Command;
 use serde_json::Value;
 
-/// The directory of the origin's result files, or None (with a message) when it is absent and not
-/// required. Panics when `TTFT_BENCH_REQUIRE_ORIGIN=1` and the directory is missing.
-fn origin_dir(test: &str) -> Option<PathBuf> {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::var_os("TTFT_BENCH_ORIGIN_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        // Beside the checkout (a clone) or beside its parent (a worktree of it).
-        let candidates =
-            ["../shared/data/origin-results", "../../shared/data/origin-results"].map(|c| manifest.join(c));
-        candidates.iter().find(|c| c.is_dir()).unwrap_or(&candidates[0]).clone()
-    });
-    if dir.join("colm_full_gemma_merged.json").is_file() {
-        return Some(dir);
-    }
-    let required = std::env::var("TTFT_BENCH_REQUIRE_ORIGIN").as_deref() == Ok("1");
-    assert!(
-        !required,
-        "TTFT_BENCH_REQUIRE_ORIGIN=1 but the origin result files are not in {}",
-        dir.display()
-    );
-    eprintln!("skipping {test}: no origin result files in {} (set TTFT_BENCH_ORIGIN_DIR)", dir.display());
-    None
+/// The directory of the origin's result files, or None (with a message) when it is absent.
+fn origin_dir() -> Option<PathBuf> {
+    common::origin::dir_with("colm_full_gemma_merged.json")
 }
 
 fn verify_json(inputs: &[&Path]) -> (i32, Value) {
@@ -87,7 +71,7 @@ fn the_gemma_batch_outlier_is_found_in_the_committed_extract() {
 
 #[test]
 fn the_gemma_batch_outlier_is_found_in_the_published_file() {
-    let Some(dir) = origin_dir("the_gemma_batch_outlier_is_found_in_the_published_file") else { return };
+    let Some(dir) = origin_dir() else { return };
     let merged = dir.join("colm_full_gemma_merged.json");
     let (_, report) = verify_json(&[&merged]);
     let found: Vec<Value> = batch_outliers(&report).into_iter().filter(is_the_gemma_batch).collect();
@@ -107,7 +91,7 @@ fn the_gemma_batch_outlier_is_found_in_the_published_file() {
 #[test]
 fn the_origin_files_batched_staggered_pairs_did_overlap() {
     // On the origin's M4 Pro, user A ran 8-36 s: B, sent at ~2 s, always overlapped it.
-    let Some(dir) = origin_dir("the_origin_files_batched_staggered_pairs_did_overlap") else { return };
+    let Some(dir) = origin_dir() else { return };
     let paths: Vec<PathBuf> = ["colm_full_gemma_merged.json", "colm_full_deepseek_merged.json"]
         .iter()
         .map(|f| dir.join(f))

@@ -18,7 +18,8 @@ pub(super) fn body(req: &ChatRequest) -> Value {
         "stream": req.stream,
     });
     if req.stream {
-        // Without this most servers send no usage in streams (docs/design.md, pitfall 3).
+        // Without this most servers send no usage in streams, and token counts would be guessed
+        // (docs/design.md, "Pitfalls").
         body["stream_options"] = json!({"include_usage": true});
     }
     if let Some(obj) = body.as_object_mut() {
@@ -48,7 +49,7 @@ pub(super) fn on_event(data: &str, at_ms: f64, ex: &mut Exchange) -> EventOutcom
         ex.fail(ErrorKind::StreamError, format!("error inside a 200 stream: {}", error_message(error)));
         return EventOutcome::Done;
     }
-    // `choices` may be empty (usage-only chunk) or missing: never index blindly (docs/design.md, pitfall 4).
+    // `choices` may be empty (usage-only chunk) or missing: never index blindly (docs/design.md, "Pitfalls").
     if let Some(choices) = chunk.get("choices").and_then(Value::as_array) {
         for choice in choices {
             if let Some(delta) = choice.get("delta") {

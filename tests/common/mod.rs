@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod llama;
+pub mod origin;
 pub mod scripted;
 
 use std::path::{Path, PathBuf};

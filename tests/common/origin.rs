@@ -1,8 +1,9 @@
 //! Where the origin benchmark's real published result files are, for tests that read them.
 //!
-//! They are test data kept beside the repository, not in it (`../shared/data/origin-results` from a
-//! checkout; `TTFT_BENCH_ORIGIN_DIR` overrides). Absent, a test skips with a message on stderr;
-//! with `TTFT_BENCH_REQUIRE_ORIGIN=1` (CI, where the data is provisioned) it fails instead.
+//! They are test data kept beside the repository, not in it: the directory named by
+//! `TTFT_BENCH_ORIGIN_DIR`, else `shared/data/origin-results` next to the checkout (or next to its
+//! parent, for a worktree). Absent, a test skips with a message on stderr; with
+//! `TTFT_BENCH_REQUIRE_ORIGIN=1` (where the data is provisioned) it fails instead.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,11 @@ fn dirs() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     // A checkout beside shared/ (the main tree), or a worktree one level deeper.
     vec![root.join("../shared/data/origin-results"), root.join("../../shared/data/origin-results")]
+}
+
+/// The directory holding the origin files, when it holds `name`.
+pub fn dir_with(name: &str) -> Option<PathBuf> {
+    real(name).and_then(|p| p.parent().map(Path::to_path_buf))
 }
 
 /// The real origin file `name`, or None (after saying so) when the data is not on this machine.
