@@ -1,0 +1,160 @@
+//! The key of a matrix cell and its parts (scenario, cache state, mode): what every record is
+//! measured under, the merge key, and the one label of a cell in messages.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    #[default]
+    Cold,
+    Warm,
+    Hot,
+    /// A batch of `batch_size` requests released together.
+    Concurrent,
+    /// User B sent `stagger_delay_ms` after user A, while A runs.
+    StaggeredBatched,
+    /// User B sent after user A has finished: the twin that shows what batching buys.
+    StaggeredSequential,
+    /// `bench soak`: N clients at once, iteration after iteration (stability and correctness).
+    Soak,
+}
+
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheState {
+    #[default]
+    Cold,
+    Warm,
+    Hot,
+}
+
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+pub enum Mode {
+    #[default]
+    #[serde(rename = "streaming")]
+    Streaming,
+    #[serde(rename = "non-streaming")]
+    NonStreaming,
+}
+
+impl Scenario {
+    /// The scenario of a matrix cell: the cache state, or concurrent for batches.
+    pub fn of(cache_state: CacheState, batch_size: u32) -> Scenario {
+        match (batch_size > 1, cache_state) {
+            (true, _) => Scenario::Concurrent,
+            (false, CacheState::Cold) => Scenario::Cold,
+            (false, CacheState::Warm) => Scenario::Warm,
+            (false, CacheState::Hot) => Scenario::Hot,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scenario::Cold => "cold",
+            Scenario::Warm => "warm",
+            Scenario::Hot => "hot",
+            Scenario::Concurrent => "concurrent",
+            Scenario::StaggeredBatched => "staggered_batched",
+            Scenario::StaggeredSequential => "staggered_sequential",
+            Scenario::Soak => "soak",
+        }
+    }
+}
+
+impl CacheState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheState::Cold => "cold",
+            CacheState::Warm => "warm",
+            CacheState::Hot => "hot",
+        }
+    }
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Streaming => "streaming",
+            Mode::NonStreaming => "non-streaming",
+        }
+    }
+}
+
+impl std::fmt::Display for CacheState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CacheState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CacheState, String> {
+        match s.trim() {
+            "cold" => Ok(CacheState::Cold),
+            "warm" => Ok(CacheState::Warm),
+            "hot" => Ok(CacheState::Hot),
+            other => Err(format!("unknown cache state {other:?} (allowed: cold, warm, hot)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s.trim() {
+            "streaming" | "stream" => Ok(Mode::Streaming),
+            "non-streaming" | "non_streaming" | "nonstreaming" => Ok(Mode::NonStreaming),
+            other => Err(format!("unknown mode {other:?} (allowed: streaming, non-streaming)")),
+        }
+    }
+}
+
+/// Identifies one cell of the matrix. It is also the merge key (with the record type and the
+/// request index), so it is flattened into every record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+pub struct CellKey {
+    pub model: String,
+    pub scenario: Scenario,
+    pub cache_state: CacheState,
+    pub mode: Mode,
+    /// Nominal prompt size in tokens, chat template included.
+    pub context_tokens: u32,
+    pub batch_size: u32,
+    /// 1-based repetition number.
+    pub run: u32,
+}
+
+/// The one label of a cell in every message: `gemma ctx 4096 warm streaming b1 run 2`; batches
+/// say `concurrent/warm`. `{:#}` leaves the model out (progress lines, where it never changes);
+/// run 0 stands for "every run" (cell-level findings).
+impl std::fmt::Display for CellKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !f.alternate() {
+            write!(f, "{} ", self.model)?;
+        }
+        write!(f, "ctx {} ", self.context_tokens)?;
+        match self.scenario {
+            Scenario::Concurrent => write!(f, "concurrent/{}", self.cache_state)?,
+            other => f.write_str(other.as_str())?,
+        }
+        write!(f, " {} b{} ", self.mode, self.batch_size)?;
+        match self.run {
+            0 => f.write_str("all runs"),
+            n => write!(f, "run {n}"),
+        }
+    }
+}
