@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -73,28 +73,6 @@ fn different_greedy_text_under_load_is_a_finding_even_without_a_crash() {
     assert_eq!(run_json(&run_dir(dir.path()))["soak"]["mismatches"], 4);
 }
 
-/// The real llama-server binary and the project's model, when they are built here.
-fn llama_command() -> Option<String> {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/llama-server.sh");
-    let available = Command::new("bash").arg(&script).arg("available").output().ok()?;
-    if !available.status.success() {
-        if std::env::var("TTFT_BENCH_REQUIRE_LLAMA").as_deref() == Ok("1") {
-            panic!("the real llama-server is required (TTFT_BENCH_REQUIRE_LLAMA=1)");
-        }
-        eprintln!("SKIPPED: real llama-server not available; `just server-build` builds it");
-        return None;
-    }
-    let path = |args: &[&str]| {
-        let out = Command::new("bash").arg(&script).args(args).output().unwrap();
-        assert!(out.status.success(), "llama-server.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").trim().to_string()
-    };
-    let (bin, model) = (path(&["build"]), path(&["model", "tiny"]));
-    Some(format!(
-        "{bin} -m {model} --host 127.0.0.1 --port {{port}} -c 8192 --parallel 2 -t 2 --metrics --cache-ram 0"
-    ))
-}
-
 fn wait_until(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ready() {
@@ -105,7 +83,7 @@ fn wait_until(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) {
 
 #[test]
 fn a_real_server_killed_with_sigsegv_mid_soak_is_recorded_and_survived() {
-    let Some(cmd) = llama_command() else { return };
+    let Some(cmd) = common::llama::server_command("soak") else { return };
     let dir = tempfile::tempdir().unwrap();
     let child = Command::new(assert_cmd::cargo::cargo_bin("bench"))
         .args(["soak", "--server-cmd", &cmd, "--concurrency", "2", "--iterations", "40", "--contexts", "256"])
@@ -147,7 +125,7 @@ fn a_real_server_killed_with_sigsegv_mid_soak_is_recorded_and_survived() {
 
 #[test]
 fn a_sweep_can_start_its_own_server_and_records_the_command() {
-    let Some(cmd) = llama_command() else { return };
+    let Some(cmd) = common::llama::server_command("soak") else { return };
     let dir = tempfile::tempdir().unwrap();
     let slots = tempfile::tempdir().unwrap();
     // The llama.cpp preset evicts and restores slots, which needs a save directory.

@@ -15,18 +15,44 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/llama-server.sh")
 }
 
+/// Whether the server is built here; false after saying why (a failure under
+/// TTFT_BENCH_REQUIRE_LLAMA=1).
+fn available(test: &str) -> bool {
+    let available = Command::new("bash").arg(script()).arg("available").output().unwrap();
+    if available.status.success() {
+        return true;
+    }
+    let why = String::from_utf8_lossy(&available.stderr).trim().to_string();
+    if std::env::var("TTFT_BENCH_REQUIRE_LLAMA").as_deref() == Ok("1") {
+        panic!("{test}: the real llama-server is required (TTFT_BENCH_REQUIRE_LLAMA=1) but: {why}");
+    }
+    eprintln!("SKIPPED {test}: real llama-server not available ({why}); `just server-build` builds it");
+    false
+}
+
+/// The last line the script prints for `args` (a path).
+fn script_output(args: &[&str]) -> String {
+    let out = Command::new("bash").arg(script()).args(args).output().unwrap();
+    assert!(out.status.success(), "llama-server.sh {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").trim().to_string()
+}
+
+/// A shell command that starts the built server on the tiny model, with `{port}` left for
+/// `bench --server-cmd` to fill.
+pub fn server_command(test: &str) -> Option<String> {
+    if !available(test) {
+        return None;
+    }
+    let (bin, model) = (script_output(&["build"]), script_output(&["model", "tiny"]));
+    Some(format!(
+        "{bin} -m {model} --host 127.0.0.1 --port {{port}} -c 8192 --parallel 2 -t 2 --metrics --cache-ram 0"
+    ))
+}
+
 impl LlamaServer {
     /// Starts a private server (own port, own state dir); `extra` goes to llama-server.
     pub fn start(test: &str, extra: &[&str]) -> Option<LlamaServer> {
-        let available = Command::new("bash").arg(script()).arg("available").output().unwrap();
-        if !available.status.success() {
-            let why = String::from_utf8_lossy(&available.stderr).trim().to_string();
-            if std::env::var("TTFT_BENCH_REQUIRE_LLAMA").as_deref() == Ok("1") {
-                panic!("{test}: the real llama-server is required (TTFT_BENCH_REQUIRE_LLAMA=1) but: {why}");
-            }
-            eprintln!(
-                "SKIPPED {test}: real llama-server not available ({why}); `just server-build` builds it"
-            );
+        if !available(test) {
             return None;
         }
         let state_dir = tempfile::tempdir().unwrap();
