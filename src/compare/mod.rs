@@ -261,7 +261,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let mut paths = vec![args.base.clone()];
     paths.extend(args.candidates.iter().cloned());
     let sources = load_all(&paths)?;
-    crate::verify::require_records(&sources, args.allow_empty)?;
+    crate::results::load::require_records(&sources, args.allow_empty)?;
     let inputs: Vec<Loaded> = sources.into_iter().map(loaded).collect();
     let report = build(&inputs, expect.as_ref(), args.fail_on_regression);
     if !args.allow_empty

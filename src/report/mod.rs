@@ -258,7 +258,7 @@ pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     let sources = crate::results::load::load_all(&args.inputs)?;
-    crate::verify::require_records(&sources, args.allow_empty)?;
+    crate::results::load::require_records(&sources, args.allow_empty)?;
     let combined = crate::results::combine::combine(sources);
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
     if set_aside > 0 {

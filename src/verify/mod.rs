@@ -98,17 +98,6 @@ fn check_flags(args: &VerifyArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Exit 2 for an input without records, unless `allow_empty`: "nothing to verify" is not a pass.
-pub fn require_records(sources: &[Source], allow_empty: bool) -> Result<(), Failure> {
-    match sources.iter().find(|s| s.records.is_empty()) {
-        Some(s) if !allow_empty => Err(Failure::usage(format!(
-            "no records in {} (pass --allow-empty to accept an empty input)",
-            s.path.display()
-        ))),
-        _ => Ok(()),
-    }
-}
-
 pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     if args.list_rules {
         output::print(&rule::list())?;
@@ -125,7 +114,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     for path in &args.inputs {
         sources.push(load::load(path).map_err(|e| Failure::usage(e.to_string()))?);
     }
-    require_records(&sources, args.allow_empty)?;
+    load::require_records(&sources, args.allow_empty)?;
     let mut report = verify_sources(args, &sources, flag_hw.as_ref(), flag_model.as_ref());
     let failed = report.summary.errors > 0 || (args.strict && report.summary.warnings > 0);
     let code = if failed { exit::FINDINGS } else { exit::SUCCESS };
