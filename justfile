@@ -43,6 +43,23 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
 
+# fuzz every target in fuzz/ for SECONDS each (cargo-fuzz/libFuzzer on stable via RUSTC_BOOTSTRAP)
+fuzz seconds="60":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+    cd fuzz
+    # libFuzzer needs nightly-only flags; RUSTC_BOOTSTRAP lets the one stable toolchain take them.
+    export RUSTC_BOOTSTRAP=1
+    for target in $(cargo fuzz list); do
+        # New inputs go to a scratch dir; the committed corpus is only read (keep it small and reviewed).
+        scratch=$(mktemp -d)
+        echo "== $target ({{seconds}} s)" >&2
+        cargo fuzz run -O "$target" "$scratch" "corpus/$target" -- -max_total_time={{seconds}} -max_len=65536 \
+            || { echo "crash in $target: copy fuzz/artifacts/$target/* to fuzz/regressions/$target/" >&2; exit 1; }
+        rm -rf "$scratch"
+    done
+
 # harness overhead benchmark (release build): TTFT stamp vs the server's write, at 1/8/64 streams
 bench:
     cargo bench --bench overhead
