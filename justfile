@@ -22,6 +22,7 @@ demo: server-build server-model
     ./target/release/bench verify "$run" || [ $? -eq 1 ]
     ./target/release/bench merge "$run" -o results/demo.json --expect scenarios/demo.toml || [ $? -eq 1 ]
     ./target/release/bench report results/demo.json --plot results/demo-plots
+    ./target/release/bench report results/demo.json --format html -o results/demo.html
     # Is the server stable and correct under 2 concurrent greedy clients? (a mismatch is a finding)
     ./target/release/bench soak --server "$url" --concurrency 2 --iterations 5 --contexts 512 --output-tokens 32 --out results || [ $? -eq 1 ]
     # A second, smaller sweep of some of the same cells, compared with the first cell by cell.
