@@ -21,26 +21,10 @@ use ttft_bench::record::{
     CacheEvidence, CacheState, CellKey, GroupRecord, Measurement, Mode, PhysicsRecord, Record,
     SCHEMA_VERSION, Scenario, StaggeredRecord, ThermalRecord,
 };
+use ttft_bench::stats::Rng;
 
 const GOAL_S: f64 = 1.0;
 const GOAL_MB: f64 = 200.0;
-
-/// A small deterministic generator (SplitMix64): the same records on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 const WORDS: [&str; 12] =
     ["cache", "keeps", "keys", "and", "values", "of", "earlier", "tokens", "so", "the", "model", "reads"];
@@ -48,7 +32,7 @@ const WORDS: [&str; 12] =
 fn sample(rng: &mut Rng) -> String {
     let mut s = String::new();
     while s.len() < 250 {
-        s.push_str(WORDS[(rng.next() % WORDS.len() as u64) as usize]);
+        s.push_str(WORDS[(rng.next_u64() % WORDS.len() as u64) as usize]);
         s.push(' ');
     }
     s
@@ -75,11 +59,11 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
         group_id: group,
         started_at: format!(
             "2026-02-05T21:{:02}:{:02}.{:03}Z",
-            rng.next() % 60,
-            rng.next() % 60,
-            rng.next() % 1000
+            rng.next_u64() % 60,
+            rng.next_u64() % 60,
+            rng.next_u64() % 1000
         ),
-        nonce: format!("{:012}", rng.next() % 1_000_000_000_000),
+        nonce: format!("{:012}", rng.next_u64() % 1_000_000_000_000),
         send_lag_ms: Some(rng.unit() * 0.3),
         first_byte_ms: Some(ttft * 0.98),
         first_event_ms: Some(ttft * 0.99),
@@ -131,7 +115,7 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
 
 /// `n` records of one run (a little more when the last batch overshoots).
 fn records(n: usize) -> Vec<Record> {
-    let mut rng = Rng(20_260_208);
+    let mut rng = Rng::new(20_260_208);
     let run_id = "20260205T213000Z-ingest";
     let contexts = [1024, 2048, 4096, 8192, 16384, 32768];
     let mut out = Vec::with_capacity(n + 8);

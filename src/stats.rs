@@ -235,6 +235,11 @@ impl Rng {
         (self.next_u64() % n as u64) as usize
     }
 
+    /// A number in [0, 1), with the 53 bits an f64 holds.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// Stirs `value` into the state (to derive a stream from several seeds).
     pub fn absorb(&mut self, value: u64) {
         self.0 ^= value;

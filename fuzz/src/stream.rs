@@ -9,14 +9,13 @@ pub fn limits() -> Limits {
     Limits { max_line_bytes: 200, max_event_bytes: 600, max_stream_bytes: 3000, ..Limits::default() }
 }
 
-/// Chunk lengths 1..=64 from a small generator seeded by the input's first byte.
+/// Chunk lengths 1..=64 from the project's generator seeded by the input's first byte.
 fn cut(data: &[u8]) -> Vec<&[u8]> {
-    let mut state = u32::from(data.first().copied().unwrap_or(0)) | 1;
+    let mut rng = ttft_bench::stats::Rng::new(u64::from(data.first().copied().unwrap_or(0)));
     let mut rest = data;
     let mut chunks = Vec::new();
     while !rest.is_empty() {
-        state = state.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-        let n = ((state >> 16) % 64 + 1) as usize;
+        let n = rng.below(64) + 1;
         let (head, tail) = rest.split_at(n.min(rest.len()));
         chunks.push(head);
         rest = tail;

@@ -16,12 +16,25 @@ use super::{CellStats, is_staggered};
 use crate::record::{CacheState, Mode, Scenario};
 use crate::stats::Summary;
 
-type Res<T> = Result<T, String>;
+type Res<T> = Result<T, PlotError>;
+
+/// Why plots could not be made or written.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// plotters failed to draw (a bug: every range is made finite before drawing). Its errors are
+    /// generic over the backend, so only their message is kept.
+    #[error("cannot draw: {0}")]
+    Draw(String),
+    #[error("cannot create the directory: {0}")]
+    Dir(#[from] std::io::Error),
+    #[error(transparent)]
+    Write(#[from] crate::store::WriteError),
+}
 /// (context, mean, ci low, ci high)
 type Point = (f64, f64, f64, f64);
 
-fn err<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
+fn err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError::Draw(e.to_string())
 }
 
 fn color(state: CacheState) -> RGBColor {
@@ -94,11 +107,11 @@ pub fn render_all(cells: &[CellStats]) -> Res<Vec<Plot>> {
 }
 
 pub fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).map_err(err)?;
+    std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
     for plot in render_all(cells)? {
         let path = dir.join(&plot.file_name);
-        crate::store::write_atomic(&path, plot.svg.as_bytes()).map_err(err)?;
+        crate::store::write_atomic(&path, plot.svg.as_bytes())?;
         written.push(path);
     }
     Ok(written)

@@ -36,7 +36,7 @@ pub enum Error {
     Conflicts(String, String),
     /// plotters failed to draw (a bug: every range is made finite before drawing).
     #[error("cannot render the plots: {0}")]
-    Plot(String),
+    Plot(super::plot::PlotError),
 }
 
 impl From<Error> for Failure {
