@@ -8,16 +8,13 @@
 //! `ClientOptions::ca_cert`): the TLS rows show what encryption adds to the stamp.
 //! Run with `just bench` (release build). Reports ratios, never asserts speed.
 
-#[path = "../tests/common/scripted.rs"]
-mod scripted;
-
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use scripted::{Behaviour, Scripted};
 use ttft_bench::client::{ChatRequest, Client, ClientOptions, Message};
 use ttft_bench::config::Api;
 use ttft_bench::prompt::{Nonces, document};
+use ttft_bench::scripted::{Behaviour, Scripted};
 
 /// Median TTFT overhead that Python anchors add at 64 concurrent streams on this machine class.
 const PYTHON_ANCHOR_MS: f64 = 30.0;
@@ -40,7 +37,7 @@ async fn round(client: &Client, server: &Scripted, nonces: &Nonces, streams: usi
             ..Default::default()
         };
         prepared.push(client.prepare(&req).unwrap());
-        keys.push(format!("{nonce}]"));
+        keys.push(nonce);
     }
     let exchanges = join_all(prepared.into_iter().map(|p| client.send(p))).await;
     let sent = server.first_sent.lock().unwrap().clone();
@@ -48,7 +45,7 @@ async fn round(client: &Client, server: &Scripted, nonces: &Nonces, streams: usi
     for (ex, key) in exchanges.iter().zip(&keys) {
         assert!(ex.error.is_none(), "{:?}", ex.error);
         let arrived = ex.start.unwrap() + Duration::from_secs_f64(ex.ttft_ms.unwrap() / 1000.0);
-        let written = sent[key];
+        let written = sent[key.as_str()];
         overhead.push(arrived.saturating_duration_since(written).as_secs_f64() * 1000.0);
     }
     overhead

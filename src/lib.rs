@@ -24,6 +24,8 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod scenario_file;
+#[cfg(feature = "scripted")]
+pub mod scripted;
 pub mod secrets;
 pub mod server;
 pub mod spec;

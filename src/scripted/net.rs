@@ -14,6 +14,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+use super::{ScriptedError, lock};
+
 /// What happens to a connection at its next write.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kill {
@@ -44,31 +46,28 @@ pub struct TestCa {
 }
 
 impl TestCa {
-    pub fn generate() -> TestCa {
+    pub fn generate() -> Result<TestCa, ScriptedError> {
         use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params.distinguished_name.push(rcgen::DnType::CommonName, "ttft-bench test CA");
-        let ca_key = KeyPair::generate().unwrap();
-        let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+        let ca_key = KeyPair::generate()?;
+        let ca_cert = ca_params.self_signed(&ca_key)?;
         let issuer = Issuer::new(ca_params, ca_key);
-        let mut leaf =
-            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])?;
         leaf.extended_key_usages.push(ExtendedKeyUsagePurpose::ServerAuth);
         leaf.use_authority_key_identifier_extension = true;
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
+        let leaf_key = KeyPair::generate()?;
+        let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
+            .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(
                 vec![leaf_cert.der().clone()],
                 rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-            )
-            .unwrap();
-        TestCa { ca_pem: ca_cert.pem(), acceptor: TlsAcceptor::from(Arc::new(config)) }
+            )?;
+        Ok(TestCa { ca_pem: ca_cert.pem(), acceptor: TlsAcceptor::from(Arc::new(config)) })
     }
 }
 
@@ -131,7 +130,7 @@ impl Conn {
 
     /// Carries out a kill marked for this connection: the write fails, hyper drops the socket.
     fn killed(&self) -> Option<io::Error> {
-        let kill = self.kills.lock().unwrap().get(&self.peer).copied()?;
+        let kill = lock(&self.kills).get(&self.peer).copied()?;
         match kill {
             Kill::Drop => Some(io::Error::new(io::ErrorKind::BrokenPipe, "scripted: drop after read")),
             Kill::Reset => {

@@ -5,11 +5,14 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::json;
 
+use super::chat::sse_response;
+use super::lock;
 use super::net::{Kill, Kills, Peer};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -54,8 +57,14 @@ pub enum Fault {
 }
 
 fn sse(stream: impl futures_util::Stream<Item = Bytes> + Send + 'static) -> Response {
-    let body = Body::from_stream(stream.map(Ok::<_, Infallible>));
-    Response::builder().header("content-type", "text/event-stream").body(body).unwrap()
+    sse_response(Body::from_stream(stream.map(Ok::<_, Infallible>)))
+}
+
+fn with_type(status: StatusCode, content_type: &'static str, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
 }
 
 fn delta(text: &str) -> Bytes {
@@ -99,25 +108,20 @@ pub fn respond(
             let body =
                 stream::once(async { Bytes::from_static(b"{\"choices\":[{\"message\":{\"content\":\"") })
                     .chain(endless(Bytes::from(vec![b'x'; 64 << 10])));
-            Response::builder()
-                .header("content-type", "application/json")
-                .body(Body::from_stream(body.map(Ok::<_, Infallible>)))
-                .unwrap()
+            with_type(StatusCode::OK, "application/json", Body::from_stream(body.map(Ok::<_, Infallible>)))
         }
         Fault::HugeErrorBody => {
             let body = endless(Bytes::from("overloaded ".repeat(6000)));
-            Response::builder()
-                .status(StatusCode::INTERNAL_SERVER_ERROR)
-                .header("content-type", "text/plain")
-                .body(Body::from_stream(body.map(Ok::<_, Infallible>)))
-                .unwrap()
+            let body = Body::from_stream(body.map(Ok::<_, Infallible>));
+            with_type(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", body)
         }
-        Fault::Html200 => Response::builder()
-            .header("content-type", "text/html; charset=utf-8")
-            .body(Body::from(
+        Fault::Html200 => with_type(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            Body::from(
                 "<!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login</body></html>",
-            ))
-            .unwrap(),
+            ),
+        ),
         Fault::InvalidUtf8 => {
             let mut bad = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a".to_vec();
             bad.extend_from_slice(b"\xFF\xFE\"}}]}\n\n");
@@ -131,7 +135,7 @@ pub fn respond(
             (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
         }
         Fault::DropAfterRead => {
-            kills.lock().unwrap().insert(peer.0, Kill::Drop);
+            lock(kills).insert(peer.0, Kill::Drop);
             (StatusCode::OK, "never delivered").into_response()
         }
         Fault::ResetMidBody => {
@@ -140,7 +144,7 @@ pub fn respond(
             let tail = stream::once(async move {
                 // Let the client read the first chunks, then reset at the next write.
                 tokio::time::sleep(Duration::from_millis(200)).await;
-                kills.lock().unwrap().insert(peer.0, Kill::Reset);
+                lock(&kills).insert(peer.0, Kill::Reset);
                 delta(" w2")
             });
             sse(head.chain(tail).chain(forever()))

@@ -1,0 +1,216 @@
+//! bench-scripted-server: the scripted streaming server of the tests as its own process, for the
+//! benchmarks (`just bench`) and for anyone who wants to test a pipeline against a server whose
+//! timings are known exactly. OpenAI chat completions and Anthropic messages, whole or streamed,
+//! with usage, /tokenize, llama.cpp slots and cache evidence, and the faults of the tests.
+//!
+//! The first line on stdout is the URL (`--port 0` picks a free port). With `--log FILE` every
+//! chat request's timing is appended as JSONL: the first line the clock origin (CLOCK_MONOTONIC
+//! nanoseconds), then per request the nonce and the instants, in nanoseconds since that origin,
+//! when the body was read, when it was admitted (`--max-concurrent`), when each content chunk
+//! was handed to the connection, and when it ended. Stops on Ctrl-C or SIGTERM.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ttft_bench::exit;
+use ttft_bench::scripted::{Behaviour, Fault, Scripted, ServeOptions};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "bench-scripted-server",
+    version,
+    about = "A streaming LLM server with scripted, exactly known timings"
+)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// Port to listen on; 0 picks a free one (the URL is the first line on stdout).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Delay before the first content token (prefill of an uncached prompt), milliseconds.
+    #[arg(long, default_value_t = 50)]
+    first_token_ms: u64,
+    /// Delay between tokens, milliseconds; fractions pace faster than 1000 tokens/s a stream.
+    #[arg(long, default_value_t = 2.0)]
+    token_ms: f64,
+    /// Tokens per content chunk.
+    #[arg(long, default_value_t = 1)]
+    tokens_per_chunk: u32,
+    /// At most N chat requests are served at once; the rest wait in arrival order, so TTFT
+    /// grows with the queue like a saturated server's.
+    #[arg(long, value_name = "N")]
+    max_concurrent: Option<usize>,
+    /// A fault on every measured-size request (max_tokens >= 20): none, status:CODE[:TEXT],
+    /// error-in-stream, truncate, hang, keep-alive, huge-line:BYTES, endless-stream, endless-body,
+    /// huge-error-body, html200, invalid-utf8, hang-after-headers, echo-headers,
+    /// slow-drip:BYTES:MS, drop-after-read, reset-mid-body.
+    #[arg(long, default_value = "none", value_parser = parse_fault)]
+    fault: Fault,
+    /// Ignore max_tokens and always produce this many tokens.
+    #[arg(long)]
+    force_output_tokens: Option<u32>,
+    /// Leave usage out of responses.
+    #[arg(long)]
+    no_usage: bool,
+    /// Answer POST /tokenize with 404, like a hosted API.
+    #[arg(long)]
+    no_tokenizer: bool,
+    /// No role-only chunk before the first content.
+    #[arg(long)]
+    no_role_chunk: bool,
+    /// Serve https with a certificate for 127.0.0.1/localhost signed by a CA made at start.
+    #[arg(long)]
+    tls: bool,
+    /// With --tls: write the CA certificate (PEM) here, for a client's --ca-cert.
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    ca_out: Option<PathBuf>,
+    /// Append every chat request's timing to FILE as JSONL (truncated at start).
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// Parses `--fault`. A status text has to live as long as the server (`Fault::Status` holds a
+/// `&'static str`, as the tests write it): it is leaked, once per process.
+fn parse_fault(text: &str) -> Result<Fault, FaultError> {
+    let mut parts = text.splitn(3, ':');
+    let name = parts.next().unwrap_or("");
+    let mut number = |what: &'static str| -> Result<u64, FaultError> {
+        let raw = parts.next().ok_or(FaultError::Missing(what))?;
+        raw.parse().map_err(|_| FaultError::Number(what, raw.to_string()))
+    };
+    Ok(match name {
+        "none" => Fault::None,
+        "status" => {
+            let code = number("status code")?;
+            let code = u16::try_from(code)
+                .ok()
+                .filter(|c| (100..600).contains(c))
+                .ok_or(FaultError::Status(code))?;
+            let text: &'static str =
+                Box::leak(parts.next().unwrap_or("scripted error").to_string().into_boxed_str());
+            Fault::Status(code, text)
+        }
+        "error-in-stream" => Fault::ErrorInStream,
+        "truncate" => Fault::Truncate,
+        "hang" => Fault::Hang,
+        "keep-alive" => Fault::KeepAlive,
+        "huge-line" => Fault::HugeLine(number("bytes")? as usize),
+        "endless-stream" => Fault::EndlessStream,
+        "endless-body" => Fault::EndlessBody,
+        "huge-error-body" => Fault::HugeErrorBody,
+        "html200" => Fault::Html200,
+        "invalid-utf8" => Fault::InvalidUtf8,
+        "hang-after-headers" => Fault::HangAfterHeaders,
+        "echo-headers" => Fault::EchoHeaders,
+        "slow-drip" => {
+            Fault::SlowDrip { bytes: number("bytes")? as usize, every_ms: number("milliseconds")? }
+        }
+        "drop-after-read" => Fault::DropAfterRead,
+        "reset-mid-body" => Fault::ResetMidBody,
+        other => return Err(FaultError::Unknown(other.to_string())),
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+enum FaultError {
+    #[error("unknown fault '{0}' (see --help)")]
+    Unknown(String),
+    #[error("the fault needs its {0} after a ':'")]
+    Missing(&'static str),
+    #[error("the fault's {0} is not a number: '{1}'")]
+    Number(&'static str, String),
+    #[error("{0} is not an HTTP status (100-599)")]
+    Status(u64),
+}
+
+fn behaviour(args: &Args) -> Result<Behaviour, exit::Failure> {
+    if !(args.token_ms.is_finite() && args.token_ms >= 0.0) {
+        return Err(exit::Failure::usage(format!(
+            "--token-ms {}: a number of milliseconds >= 0",
+            args.token_ms
+        )));
+    }
+    if args.tokens_per_chunk == 0 {
+        return Err(exit::Failure::usage("--tokens-per-chunk 0: at least 1"));
+    }
+    if args.max_concurrent == Some(0) {
+        return Err(exit::Failure::usage("--max-concurrent 0: at least 1"));
+    }
+    Ok(Behaviour {
+        first_token_ms: args.first_token_ms,
+        token_ms: args.token_ms.round() as u64,
+        token_interval_us: Some((args.token_ms * 1000.0).round() as u64),
+        role_chunk: !args.no_role_chunk,
+        tokens_per_chunk: args.tokens_per_chunk,
+        usage: !args.no_usage,
+        fault: args.fault.clone(),
+        force_output_tokens: args.force_output_tokens,
+        tokenizer: !args.no_tokenizer,
+        max_concurrent: args.max_concurrent,
+        ..Behaviour::default()
+    })
+}
+
+fn run(args: &Args) -> Result<(), exit::Failure> {
+    let options = ServeOptions {
+        addr: SocketAddr::new(args.host, args.port),
+        tls: args.tls,
+        timing_log: args.log.clone(),
+        keep_timings: false,
+        keep_requests: false,
+        worker_threads: args.threads,
+    };
+    let server =
+        Scripted::try_start(behaviour(args)?, options).map_err(|e| exit::Failure::server(e.to_string()))?;
+    if let (Some(path), Some(pem)) = (&args.ca_out, &server.ca_pem) {
+        std::fs::write(path, pem)
+            .map_err(|e| exit::Failure::io(format!("--ca-out {}: {e}", path.display())))?;
+    }
+    // A closed stdout (the reader only wanted the URL) is not a reason to stop serving.
+    let _ = ttft_bench::output::println(&server.url);
+    eprintln!(
+        "bench-scripted-server: {} (clock origin CLOCK_MONOTONIC {} ns)",
+        server.url, server.clock.origin_ns
+    );
+    server.serve_until_signal().map_err(|e| exit::Failure::internal(format!("waiting for a signal: {e}")))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => exit::code(exit::SUCCESS),
+        Err(failure) => {
+            eprintln!("error: {failure}");
+            exit::code(failure.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_parse_from_their_flag_text() {
+        assert_eq!(parse_fault("none").ok(), Some(Fault::None));
+        assert_eq!(parse_fault("status:503:busy").ok(), Some(Fault::Status(503, "busy")));
+        assert_eq!(parse_fault("slow-drip:7:3").ok(), Some(Fault::SlowDrip { bytes: 7, every_ms: 3 }));
+        assert!(matches!(parse_fault("status:999"), Err(FaultError::Status(999))));
+        assert!(matches!(parse_fault("huge-line"), Err(FaultError::Missing("bytes"))));
+        assert!(matches!(parse_fault("melt"), Err(FaultError::Unknown(_))));
+    }
+
+    #[test]
+    fn a_fractional_token_interval_is_kept_in_microseconds() {
+        let args = Args::parse_from(["bench-scripted-server", "--token-ms", "0.25"]);
+        assert_eq!(behaviour(&args).ok().and_then(|b| b.token_interval_us), Some(250));
+        let bad = Args::parse_from(["bench-scripted-server", "--max-concurrent", "0"]);
+        assert!(behaviour(&bad).is_err());
+    }
+}

@@ -1,0 +1,330 @@
+//! A scripted OpenAI/Anthropic/llama.cpp-like streaming server (axum) with exact timings and
+//! faults: the tests' server, the benchmarks' reference server, and `bench-scripted-server` for
+//! anyone who wants to test their own pipeline against a server whose timings are known.
+//!
+//! Tokens are whitespace-separated words; the chat template costs `TEMPLATE_TOKENS` per message.
+//! Slots remember the last prompt (word list) so `timings.cache_n` behaves like llama.cpp's
+//! (`slots.rs`). Every request is logged (tests count them), and every chat request's timing
+//! (body read, first content written, each chunk, nonce) goes to `trace.rs`. Served over plain
+//! HTTP or TLS (a CA generated per server); faults in `faults.rs`, sockets in `net.rs`, the chat
+//! endpoints in `chat.rs`, everything else in `routes.rs`.
+
+mod chat;
+pub mod faults;
+pub mod net;
+mod routes;
+mod slots;
+pub mod trace;
+
+pub use chat::{output_text, token};
+pub use faults::Fault;
+pub use slots::PREFIX_BLOCK;
+pub use trace::{Clock, RequestTiming, TraceLine};
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+pub const TEMPLATE_TOKENS: u64 = 7;
+
+/// What the chat endpoint does. One behaviour per server; tests pick it.
+#[derive(Clone, Debug)]
+pub struct Behaviour {
+    /// Delay before the first content token (prefill), per request.
+    pub first_token_ms: u64,
+    /// Delay between tokens.
+    pub token_ms: u64,
+    /// Delay between tokens in microseconds; when set it replaces `token_ms` for streams, so the
+    /// ingest benchmark can ask for more than 1000 tokens/s per stream.
+    pub token_interval_us: Option<u64>,
+    /// Send a role-only chunk (content null) right away, before the prefill delay.
+    pub role_chunk: bool,
+    /// Tokens per content chunk (multi-token chunks).
+    pub tokens_per_chunk: u32,
+    pub usage: bool,
+    pub fault: Fault,
+    /// Ignore max_tokens and produce this many tokens (the seed's 253 of 64).
+    pub force_output_tokens: Option<u32>,
+    /// Serve POST /tokenize (llama.cpp, vLLM do; hosted APIs do not).
+    pub tokenizer: bool,
+    /// Answer slot actions like a llama-server started without `--slot-save-path`.
+    pub no_slot_save_path: bool,
+    /// After this many measured-size requests, the output changes (its second word): a server
+    /// whose greedy text is not what it was alone.
+    pub diverge_after: Option<usize>,
+    /// At most this many chat requests are served at once; the rest wait, first come first
+    /// served, so their TTFT grows with the queue like a saturated server's. None: no limit.
+    pub max_concurrent: Option<usize>,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour {
+            first_token_ms: 50,
+            token_ms: 2,
+            token_interval_us: None,
+            role_chunk: true,
+            tokens_per_chunk: 1,
+            usage: true,
+            fault: Fault::None,
+            force_output_tokens: None,
+            tokenizer: true,
+            no_slot_save_path: false,
+            diverge_after: None,
+            max_concurrent: None,
+        }
+    }
+}
+
+impl Behaviour {
+    /// The delay between two tokens of a stream.
+    pub fn token_interval(&self) -> Duration {
+        match self.token_interval_us {
+            Some(us) => Duration::from_micros(us),
+            None => Duration::from_millis(self.token_ms),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Logged {
+    pub method: String,
+    pub path: String,
+    pub headers: HashMap<String, String>,
+    pub body: Value,
+    pub at: std::time::Instant,
+}
+
+/// The scripted server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptedError {
+    #[error("cannot start the server's runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot make the TLS certificate: {0}")]
+    Certificate(#[from] rcgen::Error),
+    #[error("cannot configure TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("cannot write the timing log {path}: {source}")]
+    Log { path: String, source: std::io::Error },
+}
+
+/// A mutex guard, also after a handler panicked while holding it: the scripted state stays
+/// usable (a test then fails on its assertion, not on a poisoned lock).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// When the server handed each stream's first content chunk to the transport, keyed by the
+/// prompt's nonce (the second word of the first message when it carries none).
+pub type FirstSent = Arc<Mutex<HashMap<String, std::time::Instant>>>;
+
+/// How and where to serve (the test constructors use the defaults: 127.0.0.1:0, two threads).
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub addr: SocketAddr,
+    pub tls: bool,
+    /// Append every chat request's timing to this JSONL file (first line: the clock origin).
+    pub timing_log: Option<PathBuf>,
+    /// Keep the timings in memory for `Scripted::timings` (tests).
+    pub keep_timings: bool,
+    /// Keep every request (method, path, headers, body) for `Scripted::log` (tests).
+    pub keep_requests: bool,
+    /// Runtime worker threads (None: one per core).
+    pub worker_threads: Option<usize>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: false,
+            timing_log: None,
+            keep_timings: true,
+            keep_requests: true,
+            worker_threads: Some(2),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    behaviour: Arc<Mutex<Behaviour>>,
+    /// The serving slots of `Behaviour::max_concurrent` (None: unlimited).
+    admission: Arc<Mutex<Option<Arc<Semaphore>>>>,
+    log: Option<Arc<Mutex<Vec<Logged>>>>,
+    slots: Arc<Mutex<slots::Slots>>,
+    first_sent: FirstSent,
+    kills: net::Kills,
+    clock: Clock,
+    sink: trace::Sink,
+}
+
+pub struct Scripted {
+    pub url: String,
+    /// The CA certificate (PEM) of a TLS server.
+    pub ca_pem: Option<String>,
+    pub first_sent: FirstSent,
+    /// The origin of the timing log's nanoseconds.
+    pub clock: Clock,
+    state: AppState,
+    // Last: dropped after `state`, whose sink sender must be gone before the writer is joined.
+    serving: Serving,
+}
+
+/// The runtime and the timing log's writer thread: on drop the runtime goes first (dropping
+/// every task, and with them the sink's senders), then the writer sees its channel close,
+/// writes what is left, and is joined.
+struct Serving {
+    runtime: Option<tokio::runtime::Runtime>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        drop(self.runtime.take());
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Scripted {
+    /// A plain-HTTP server on 127.0.0.1 for a test.
+    ///
+    /// # Panics
+    /// When it cannot start (no port, no threads): a test constructor; `try_start` returns the error.
+    pub fn start(behaviour: Behaviour) -> Scripted {
+        Scripted::try_start(behaviour, ServeOptions::default()).expect("scripted server starts")
+    }
+
+    /// The same server over https, with a certificate for 127.0.0.1 signed by a fresh test CA.
+    ///
+    /// # Panics
+    /// As `start`.
+    pub fn start_tls(behaviour: Behaviour) -> Scripted {
+        let options = ServeOptions { tls: true, ..ServeOptions::default() };
+        Scripted::try_start(behaviour, options).expect("scripted TLS server starts")
+    }
+
+    pub fn try_start(behaviour: Behaviour, options: ServeOptions) -> Result<Scripted, ScriptedError> {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        if let Some(n) = options.worker_threads {
+            builder.worker_threads(n.max(1));
+        }
+        let runtime = builder.enable_all().build().map_err(ScriptedError::Runtime)?;
+        let ca = if options.tls { Some(net::TestCa::generate()?) } else { None };
+        let clock = Clock::now();
+        let (sink, writer) = match &options.timing_log {
+            Some(path) => {
+                let (sink, writer) = trace::file_sink(path, &clock)?;
+                (sink, Some(writer))
+            }
+            None if options.keep_timings => (trace::Sink::Memory(Arc::default()), None),
+            None => (trace::Sink::None, None),
+        };
+        let admission = behaviour.max_concurrent.map(|n| Arc::new(Semaphore::new(n.max(1))));
+        let state = AppState {
+            behaviour: Arc::new(Mutex::new(behaviour)),
+            admission: Arc::new(Mutex::new(admission)),
+            log: options.keep_requests.then(Arc::default),
+            slots: Arc::default(),
+            first_sent: Arc::default(),
+            kills: Arc::default(),
+            clock,
+            sink,
+        };
+        let app = Router::new()
+            .route("/v1/models", get(routes::models))
+            .route("/props", get(routes::props))
+            .route("/tokenize", post(routes::tokenize))
+            .route("/metrics", get(routes::metrics))
+            .route("/slots/{id}", post(routes::slot_action))
+            .route("/v1/chat/completions", post(chat::chat))
+            .route("/v1/messages", post(chat::messages))
+            .fallback(routes::anything)
+            .with_state(state.clone());
+        let tcp = runtime
+            .block_on(tokio::net::TcpListener::bind(options.addr))
+            .map_err(|source| ScriptedError::Bind { addr: options.addr, source })?;
+        let addr = tcp.local_addr().map_err(|source| ScriptedError::Bind { addr: options.addr, source })?;
+        let listener = net::Listener::new(tcp, ca.as_ref(), state.kills.clone());
+        runtime.spawn(async move {
+            let service = app.into_make_service_with_connect_info::<net::Peer>();
+            if let Err(e) = axum::serve(listener, service).await {
+                eprintln!("scripted server stopped: {e}");
+            }
+        });
+        let scheme = if ca.is_some() { "https" } else { "http" };
+        Ok(Scripted {
+            url: format!("{scheme}://{addr}"),
+            ca_pem: ca.map(|c| c.ca_pem),
+            first_sent: state.first_sent.clone(),
+            clock,
+            state,
+            serving: Serving { runtime: Some(runtime), writer },
+        })
+    }
+
+    /// Changes the behaviour for the requests that arrive from now on. A new `max_concurrent`
+    /// starts a new queue; requests already admitted or waiting keep the old one.
+    pub fn set(&self, behaviour: Behaviour) {
+        let mut current = lock(&self.state.behaviour);
+        if behaviour.max_concurrent != current.max_concurrent {
+            *lock(&self.state.admission) =
+                behaviour.max_concurrent.map(|n| Arc::new(Semaphore::new(n.max(1))));
+        }
+        *current = behaviour;
+    }
+
+    /// Every request received (empty when `ServeOptions::keep_requests` is off).
+    pub fn log(&self) -> Vec<Logged> {
+        self.state.log.as_ref().map(|l| lock(l).clone()).unwrap_or_default()
+    }
+
+    pub fn clear_log(&self) {
+        if let Some(l) = &self.state.log {
+            lock(l).clear();
+        }
+    }
+
+    /// The timing of every chat request that has ended (kept in memory by the test constructors).
+    pub fn timings(&self) -> Vec<RequestTiming> {
+        match &self.state.sink {
+            trace::Sink::Memory(all) => lock(all).clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Chat requests of measured size (max_tokens >= 20: not calibration, not warm-up) received.
+    pub fn measured_requests(&self) -> usize {
+        self.log()
+            .iter()
+            .filter(|l| l.path.starts_with("/v1/") && l.body["max_tokens"].as_u64().is_some_and(|m| m >= 20))
+            .count()
+    }
+
+    /// Serves until SIGINT or SIGTERM, then stops and flushes the timing log.
+    pub fn serve_until_signal(mut self) -> std::io::Result<()> {
+        let runtime = self.serving.runtime.take();
+        if let Some(rt) = &runtime {
+            rt.block_on(async {
+                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+                tokio::select! {
+                    r = tokio::signal::ctrl_c() => r,
+                    _ = term.recv() => Ok(()),
+                }
+            })?;
+        }
+        drop(runtime);
+        Ok(())
+    }
+}

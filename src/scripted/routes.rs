@@ -1,0 +1,121 @@
+//! Everything but the chat endpoints: models, props, /metrics, /tokenize, llama.cpp slot actions,
+//! and a fallback that logs any other call (preset actions of other servers).
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::{AppState, Fault, Logged, faults, lock, net};
+
+pub(super) fn record(state: &AppState, method: &str, path: &str, headers: &HeaderMap, body: &Value) {
+    let Some(log) = &state.log else { return };
+    let headers =
+        headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
+    lock(log).push(Logged {
+        method: method.into(),
+        path: path.into(),
+        headers,
+        body: body.clone(),
+        at: std::time::Instant::now(),
+    });
+}
+
+pub(super) async fn models(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    record(&s, "GET", "/v1/models", &headers, &Value::Null);
+    axum::Json(json!({"object": "list", "data": [{"id": "scripted-model", "object": "model"}]}))
+}
+
+/// llama.cpp's Prometheus page (the two counters the llama.cpp preset reads).
+pub(super) async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    record(&s, "GET", "/metrics", &headers, &Value::Null);
+    let slots = lock(&s.slots);
+    format!(
+        "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total {}\n\
+         # TYPE llamacpp:prompt_tokens_cached_total counter\nllamacpp:prompt_tokens_cached_total {}\n",
+        slots.computed_total, slots.cached_total
+    )
+}
+
+pub(super) async fn props(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    record(&s, "GET", "/props", &headers, &Value::Null);
+    axum::Json(json!({"total_slots": 2, "build_info": "scripted"}))
+}
+
+/// Any other call (preset actions of other servers): logged; the cache endpoints of agent-memory,
+/// vLLM and SGLang act on the cache (`Slots::admin`); anything else is answered 200 `{"ok": true}`.
+pub(super) async fn anything(State(s): State<AppState>, req: axum::extract::Request) -> Response {
+    let method = req.method().to_string();
+    let path = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let headers = req.headers().clone();
+    let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&s, &method, &path, &headers, &body);
+    let fault = lock(&s.behaviour).fault.clone();
+    if fault == Fault::EchoHeaders {
+        let peer = net::Peer(([0, 0, 0, 0], 0).into());
+        if let Some(response) = faults::respond(&fault, &headers, peer, &s.kills, 0) {
+            return response;
+        }
+    }
+    match lock(&s.slots).admin(&method, &path) {
+        Some(StatusCode::OK) | None => axum::Json(json!({"ok": true})).into_response(),
+        Some(status) => (status, "no such agent").into_response(),
+    }
+}
+
+fn words(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+pub(super) async fn tokenize(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record(&s, "POST", "/tokenize", &headers, &body);
+    if !lock(&s.behaviour).tokenizer {
+        return (StatusCode::NOT_FOUND, "File Not Found").into_response();
+    }
+    let n = words(body["content"].as_str().unwrap_or(""));
+    axum::Json(json!({"tokens": vec![1; n]})).into_response()
+}
+
+pub(super) async fn slot_action(
+    State(s): State<AppState>,
+    Path(id): Path<u64>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let action = q.get("action").cloned().unwrap_or_default();
+    record(&s, "POST", &format!("/slots/{id}?action={action}"), &headers, &body);
+    if lock(&s.behaviour).no_slot_save_path && action != "erase" {
+        let message = "This server does not support slots action. Start it with `--slot-save-path`";
+        return (
+            StatusCode::NOT_IMPLEMENTED,
+            json!({"error": {"code": 501, "message": message}}).to_string(),
+        )
+            .into_response();
+    }
+    let mut slots = lock(&s.slots);
+    let file = body["filename"].as_str().unwrap_or("").to_string();
+    match action.as_str() {
+        "erase" => {
+            slots.live.remove(&id);
+        }
+        "save" => {
+            let prompt = slots.live.get(&id).cloned().unwrap_or_default();
+            slots.files.insert(file, prompt);
+        }
+        "restore" => match slots.files.get(&file).cloned() {
+            Some(p) => {
+                slots.live.insert(id, p);
+            }
+            None => return (StatusCode::BAD_REQUEST, "no such file").into_response(),
+        },
+        _ => return (StatusCode::BAD_REQUEST, "bad action").into_response(),
+    }
+    axum::Json(json!({"id_slot": id})).into_response()
+}
