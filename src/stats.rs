@@ -158,6 +158,21 @@ pub fn median(values: &[f64]) -> Option<f64> {
     Samples::new(values.iter().copied()).median()
 }
 
+/// `median` of finite values in any order, reordering them instead of sorting a copy: linear time
+/// and no allocation, for the bootstrap's thousands of resamples. The same number as `median`: the
+/// two middle order statistics go through the same type-7 formula.
+fn median_in_place(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let h = (v.len() - 1) as f64 * 0.5;
+    let lo = h.floor() as usize;
+    let (_, lo_value, upper) = v.select_nth_unstable_by(lo, f64::total_cmp);
+    let lo_value = *lo_value;
+    let hi_value = upper.iter().copied().min_by(f64::total_cmp).unwrap_or(lo_value);
+    quantile_sorted(&[lo_value, hi_value], h - lo as f64)
+}
+
 /// Median absolute deviation of the finite values (unscaled).
 pub fn mad(values: &[f64]) -> Option<f64> {
     Samples::new(values.iter().copied()).mad()
@@ -174,26 +189,28 @@ pub struct Ratio {
 pub fn ratio_of_medians(numerator: &[f64], denominator: &[f64]) -> Ratio {
     let num = Samples::new(numerator.iter().copied());
     let den = Samples::new(denominator.iter().copied());
-    let ratio = |a: &[f64], b: &[f64]| match (median(a), median(b)) {
+    let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
         (Some(x), Some(y)) if y > 0.0 => Some(x / y).filter(|r| r.is_finite()),
         _ => None,
     };
-    let point = ratio(num.values(), den.values());
+    let point = ratio(num.median(), den.median());
     if point.is_none() || num.len() < 2 || den.len() < 2 {
         return Ratio { ratio: point, ..Default::default() };
     }
-    let draws = bootstrap(num.values(), den.values(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ratio);
+    let resampled = |a: &mut [f64], b: &mut [f64]| ratio(median_in_place(a), median_in_place(b));
+    let draws = bootstrap(num.values(), den.values(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, resampled);
     Ratio { ratio: point, ci95_lo: draws.quantile(0.025), ci95_hi: draws.quantile(0.975) }
 }
 
 /// `resamples` draws of `statistic` over both groups resampled independently (with replacement),
-/// from a generator seeded with `seed`; draws where the statistic is undefined are left out.
+/// from a generator seeded with `seed`; draws where the statistic is undefined are left out. The
+/// statistic may reorder the resamples it is given (they are redrawn for every resample).
 pub fn bootstrap(
     a: &[f64],
     b: &[f64],
     resamples: usize,
     seed: u64,
-    statistic: impl Fn(&[f64], &[f64]) -> Option<f64>,
+    statistic: impl Fn(&mut [f64], &mut [f64]) -> Option<f64>,
 ) -> Samples {
     if a.is_empty() || b.is_empty() {
         return Samples::default();
@@ -204,7 +221,7 @@ pub fn bootstrap(
     for _ in 0..resamples {
         x.iter_mut().for_each(|v| *v = a[rng.below(a.len())]);
         y.iter_mut().for_each(|v| *v = b[rng.below(b.len())]);
-        draws.extend(statistic(&x, &y));
+        draws.extend(statistic(&mut x, &mut y));
     }
     Samples::new(draws)
 }
@@ -318,5 +335,16 @@ mod tests {
         let mut r = Rng::new(7);
         assert!((0..1000).all(|_| r.below(3) < 3));
         assert_eq!(r.below(0), 0);
+    }
+
+    #[test]
+    fn the_in_place_median_is_the_sorted_median() {
+        let mut rng = Rng::new(7);
+        for n in 1..40 {
+            let v: Vec<f64> = (0..n).map(|_| (rng.below(10) as f64) * 1.5 - 3.0).collect();
+            let mut scratch = v.clone();
+            assert_eq!(median_in_place(&mut scratch), median(&v), "{v:?}");
+        }
+        assert_eq!(median_in_place(&mut []), None);
     }
 }

