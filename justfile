@@ -22,6 +22,7 @@ demo: server-build server-model
     ./target/release/bench verify "$run" || [ $? -eq 1 ]
     ./target/release/bench merge "$run" -o results/demo.json --expect scenarios/demo.toml || [ $? -eq 1 ]
     ./target/release/bench report results/demo.json --plot results/demo-plots
+    ./target/release/bench report results/demo.json --format html -o results/demo.html
     # Is the server stable and correct under 2 concurrent greedy clients? (a mismatch is a finding)
     ./target/release/bench soak --server "$url" --concurrency 2 --iterations 5 --contexts 512 --output-tokens 32 --out results || [ $? -eq 1 ]
     # A second, smaller sweep of some of the same cells, compared with the first cell by cell.
@@ -42,6 +43,23 @@ test-fast:
 lint:
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
+
+# fuzz every target in fuzz/ for SECONDS each (cargo-fuzz/libFuzzer on stable via RUSTC_BOOTSTRAP)
+fuzz seconds="60":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+    cd fuzz
+    # libFuzzer needs nightly-only flags; RUSTC_BOOTSTRAP lets the one stable toolchain take them.
+    export RUSTC_BOOTSTRAP=1
+    for target in $(cargo fuzz list); do
+        # New inputs go to a scratch dir; the committed corpus is only read (keep it small and reviewed).
+        scratch=$(mktemp -d)
+        echo "== $target ({{seconds}} s)" >&2
+        cargo fuzz run -O "$target" "$scratch" "corpus/$target" -- -max_total_time={{seconds}} -max_len=65536 \
+            || { echo "crash in $target: copy fuzz/artifacts/$target/* to fuzz/regressions/$target/" >&2; exit 1; }
+        rm -rf "$scratch"
+    done
 
 # harness overhead benchmark (release build): TTFT stamp vs the server's write, at 1/8/64 streams
 bench:

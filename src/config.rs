@@ -225,7 +225,9 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         (Some(_), Some(_), _) => {
             return Err(origins.invalid("server_cmd", "give --server or --server-cmd, not both"));
         }
-        (Some(server), None, _) => validate_server(server).map_err(|m| origins.invalid("server", m))?,
+        (Some(server), None, _) => {
+            validate_server(server).map_err(|e| origins.invalid("server", e.to_string()))?
+        }
         // Known once the command has started it (`supervise`).
         (None, Some(_), _) | (None, None, false) => String::new(),
         (None, None, true) => {
@@ -265,11 +267,16 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     })
 }
 
+/// A server address that is not an http(s) URL; it holds the address with any password redacted.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} must start with http:// or https://")]
+pub struct NotHttpUrl(String);
+
 /// `http://` or `https://`, without a trailing slash.
-pub fn validate_server(server: &str) -> Result<String, String> {
+pub fn validate_server(server: &str) -> Result<String, NotHttpUrl> {
     let server = server.trim().trim_end_matches('/');
     if !(server.starts_with("http://") || server.starts_with("https://")) {
-        return Err(format!("{:?} must start with http:// or https://", crate::secrets::redact_url(server)));
+        return Err(NotHttpUrl(crate::secrets::redact_url(server).to_string()));
     }
     Ok(server.to_string())
 }

@@ -155,6 +155,25 @@ pub struct Session {
     pub slot: u32,
 }
 
+/// A preset that cannot be used: it cannot be read, or a placeholder cannot be filled.
+#[derive(Debug, thiserror::Error)]
+pub enum PresetError {
+    #[error("built-in preset {name}: {source}")]
+    BuiltIn { name: String, source: toml::de::Error },
+    #[error("--preset {path}: {source}")]
+    Unreadable { path: String, source: std::io::Error },
+    #[error("--preset {path}: {source}")]
+    Malformed { path: String, source: toml::de::Error },
+    #[error("--preset: unknown preset {name:?} (built in: {known}; or a .toml file)")]
+    Unknown { name: String, known: String },
+    #[error("preset: unclosed placeholder in {template:?}")]
+    Unclosed { template: String },
+    #[error("preset needs the environment variable {0}")]
+    MissingEnv(String),
+    #[error("preset: unknown placeholder {{{name}}} in {template:?}")]
+    UnknownPlaceholder { name: String, template: String },
+}
+
 /// A preset action that failed: which action, and what a record of it is (the server gone or too
 /// slow, or the server refusing the action).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -179,20 +198,20 @@ pub fn kind_of(e: &CallError) -> ErrorKind {
 
 impl Preset {
     /// A built-in name or a path to a TOML file.
-    pub fn load(name_or_path: &str) -> Result<Preset, String> {
+    pub fn load(name_or_path: &str) -> Result<Preset, PresetError> {
         if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
-            return toml::from_str(text).map_err(|e| format!("built-in preset {name_or_path}: {e}"));
+            return toml::from_str(text)
+                .map_err(|source| PresetError::BuiltIn { name: name_or_path.into(), source });
         }
         let path = std::path::Path::new(name_or_path);
         if path.extension().is_some_and(|e| e == "toml") || path.exists() {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("--preset {name_or_path}: {e}"))?;
-            return toml::from_str(&text).map_err(|e| format!("--preset {name_or_path}: {e}"));
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| PresetError::Unreadable { path: name_or_path.into(), source })?;
+            return toml::from_str(&text)
+                .map_err(|source| PresetError::Malformed { path: name_or_path.into(), source });
         }
         let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
-        Err(format!(
-            "--preset: unknown preset {name_or_path:?} (built in: {}; or a .toml file)",
-            names.join(", ")
-        ))
+        Err(PresetError::Unknown { name: name_or_path.into(), known: names.join(", ") })
     }
 
     pub fn supports_warm(&self) -> bool {
@@ -247,7 +266,7 @@ impl Preset {
     }
 
     /// Adds the session binding to a chat request.
-    pub fn bind(&self, req: &mut ChatRequest, session: &Session) -> Result<(), String> {
+    pub fn bind(&self, req: &mut ChatRequest, session: &Session) -> Result<(), PresetError> {
         for (k, v) in &self.request.body {
             req.extra_body.insert(k.clone(), fill_value(v, session)?);
         }
@@ -286,7 +305,7 @@ impl Preset {
 
 /// Actions honour the client's one timeout policy (`--request-timeout`).
 async fn run_step(client: &Client, step: &Step, session: &Session) -> Result<Value, (ErrorKind, String)> {
-    let setup = |e: String| (ErrorKind::PresetAction, e);
+    let setup = |e: PresetError| (ErrorKind::PresetAction, e.to_string());
     let path = fill(&step.path, session).map_err(setup)?;
     let body = step.body.as_ref().map(|b| fill_value(b, session)).transpose().map_err(setup)?;
     let mut headers = Vec::new();
@@ -302,13 +321,13 @@ async fn run_step(client: &Client, step: &Step, session: &Session) -> Result<Val
 }
 
 /// Replaces placeholders in a string. `{env:NAME}` values are registered as secrets.
-fn fill(template: &str, session: &Session) -> Result<String, String> {
+fn fill(template: &str, session: &Session) -> Result<String, PresetError> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let Some(close) = rest[open..].find('}') else {
-            return Err(format!("preset: unclosed placeholder in {template:?}"));
+            return Err(PresetError::Unclosed { template: template.into() });
         };
         let name = &rest[open + 1..open + close];
         match name {
@@ -316,12 +335,16 @@ fn fill(template: &str, session: &Session) -> Result<String, String> {
             "session" => out.push_str(&session.id),
             _ => match name.strip_prefix("env:") {
                 Some(var) => {
-                    let value = std::env::var(var)
-                        .map_err(|_| format!("preset needs the environment variable {var}"))?;
+                    let value = std::env::var(var).map_err(|_| PresetError::MissingEnv(var.into()))?;
                     crate::secrets::register(&value); // an admin key a server may echo back
                     out.push_str(&value);
                 }
-                None => return Err(format!("preset: unknown placeholder {{{name}}} in {template:?}")),
+                None => {
+                    return Err(PresetError::UnknownPlaceholder {
+                        name: name.into(),
+                        template: template.into(),
+                    });
+                }
             },
         }
         rest = &rest[open + close + 1..];
@@ -332,7 +355,7 @@ fn fill(template: &str, session: &Session) -> Result<String, String> {
 
 /// Fills placeholders inside JSON strings. A string that is exactly `{slot}` becomes a number,
 /// because servers want `"id_slot": 0`, not `"0"`.
-fn fill_value(value: &Value, session: &Session) -> Result<Value, String> {
+fn fill_value(value: &Value, session: &Session) -> Result<Value, PresetError> {
     Ok(match value {
         Value::String(s) if s == "{slot}" => Value::from(session.slot),
         Value::String(s) => Value::String(fill(s, session)?),

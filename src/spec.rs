@@ -20,27 +20,66 @@ pub const MAX_CONTEXT_TOKENS: u32 = 16 * 1024 * 1024;
 /// Longest duration any flag accepts (one week).
 pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
 
+/// Why a value was refused. Each message says what was expected (clap and the scenario reader put
+/// the flag or key in front of it).
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("{0:?} is not a token count (examples: 512, 4k, 32768)")]
+    NotTokens(String),
+    #[error("a context of 0 tokens cannot be measured")]
+    ZeroContext,
+    #[error("{text:?} is too large (at most {max} tokens)")]
+    TooManyTokens { text: String, max: u32 },
+    #[error("empty context list (try 1024..32768 or 1k,4k,32k)")]
+    EmptyContexts,
+    #[error("range {range} runs backwards ({lo} > {hi})")]
+    Backwards { range: String, lo: u32, hi: u32 },
+    #[error(
+        "range {range} doubles {steps} and never lands on {hi}; \
+         give an end that is the start doubled, or list the sizes with commas"
+    )]
+    NeverLands { range: String, steps: String, hi: u32 },
+    #[error("context {value} is listed twice in {spec:?}")]
+    ContextTwice { value: u32, spec: String },
+    #[error("{0:?} is not a whole number")]
+    NotWhole(String),
+    #[error("must be at least 1")]
+    Zero,
+    #[error("{value} is more than the limit of {max}")]
+    OverLimit { value: u64, max: u32 },
+    #[error("{text:?} is not a duration ({source}; examples: 2s, 1500ms, 4m)")]
+    BadDuration { text: String, source: humantime::DurationError },
+    #[error("{0:?} is not a duration (examples: 2s, 1500ms, 4m)")]
+    NotDuration(String),
+    #[error("{text:?} is longer than the limit of {limit}")]
+    TooLong { text: String, limit: String },
+    #[error("{0} is listed twice")]
+    ListedTwice(String),
+    #[error("unknown {what} {value:?} (allowed: {allowed})")]
+    Unknown { what: &'static str, value: String, allowed: &'static str },
+    #[error("{0:?}: a share of user A's duration must be above 0% and below 100% (e.g. 50%)")]
+    BadShare(String),
+}
+
 /// `4096`, `4k`, `4K` -> 4096 tokens. Zero is refused: a context must hold at least the question.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Tokens(pub u32);
 
 impl FromStr for Tokens {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Tokens, String> {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<Tokens, SpecError> {
         let text = text.trim();
         let (digits, scale) = match text.strip_suffix(['k', 'K']) {
             Some(d) => (d, 1024u64),
             None => (text, 1),
         };
-        let value: u64 = digits
-            .parse()
-            .map_err(|_| format!("{text:?} is not a token count (examples: 512, 4k, 32768)"))?;
+        let value: u64 = digits.parse().map_err(|_| SpecError::NotTokens(text.into()))?;
         let value = value.saturating_mul(scale);
         if value == 0 {
-            return Err("a context of 0 tokens cannot be measured".into());
+            return Err(SpecError::ZeroContext);
         }
         if value > u64::from(MAX_CONTEXT_TOKENS) {
-            return Err(format!("{text:?} is too large (at most {MAX_CONTEXT_TOKENS} tokens)"));
+            return Err(SpecError::TooManyTokens { text: text.into(), max: MAX_CONTEXT_TOKENS });
         }
         Ok(Tokens(value as u32))
     }
@@ -52,11 +91,11 @@ impl FromStr for Tokens {
 pub struct Contexts(pub Vec<u32>);
 
 impl FromStr for Contexts {
-    type Err = String;
-    fn from_str(spec: &str) -> Result<Contexts, String> {
+    type Err = SpecError;
+    fn from_str(spec: &str) -> Result<Contexts, SpecError> {
         let spec = spec.trim();
         if spec.is_empty() {
-            return Err("empty context list (try 1024..32768 or 1k,4k,32k)".into());
+            return Err(SpecError::EmptyContexts);
         }
         let mut out: Vec<u32> = Vec::new();
         for part in spec.split(',').map(str::trim) {
@@ -66,7 +105,7 @@ impl FromStr for Contexts {
             };
             let (lo, hi) = (lo.parse::<Tokens>()?.0, hi.parse::<Tokens>()?.0);
             if lo > hi {
-                return Err(format!("range {part} runs backwards ({lo} > {hi})"));
+                return Err(SpecError::Backwards { range: part.into(), lo, hi });
             }
             let mut steps = vec![lo];
             while steps[steps.len() - 1] < hi {
@@ -74,17 +113,13 @@ impl FromStr for Contexts {
             }
             if steps[steps.len() - 1] != hi {
                 let shown: Vec<String> = steps.iter().map(u32::to_string).collect();
-                return Err(format!(
-                    "range {part} doubles {} and never lands on {hi}; \
-                     give an end that is the start doubled, or list the sizes with commas",
-                    shown.join(", ")
-                ));
+                return Err(SpecError::NeverLands { range: part.into(), steps: shown.join(", "), hi });
             }
             out.extend(steps);
         }
         for (i, value) in out.iter().enumerate() {
             if out[..i].contains(value) {
-                return Err(format!("context {value} is listed twice in {spec:?}"));
+                return Err(SpecError::ContextTwice { value: *value, spec: spec.into() });
             }
         }
         Ok(Contexts(out))
@@ -103,20 +138,20 @@ impl fmt::Display for Contexts {
 pub struct Count<const MAX: u32>(pub u32);
 
 impl<const MAX: u32> FromStr for Count<MAX> {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<Self, SpecError> {
         let text = text.trim();
-        let value: u64 = text.parse().map_err(|_| format!("{text:?} is not a whole number"))?;
+        let value: u64 = text.parse().map_err(|_| SpecError::NotWhole(text.into()))?;
         Count::<MAX>::try_from(value)
     }
 }
 
 impl<const MAX: u32> TryFrom<u64> for Count<MAX> {
-    type Error = String;
-    fn try_from(value: u64) -> Result<Self, String> {
+    type Error = SpecError;
+    fn try_from(value: u64) -> Result<Self, SpecError> {
         match value {
-            0 => Err("must be at least 1".into()),
-            v if v > u64::from(MAX) => Err(format!("{v} is more than the limit of {MAX}")),
+            0 => Err(SpecError::Zero),
+            v if v > u64::from(MAX) => Err(SpecError::OverLimit { value: v, max: MAX }),
             v => Ok(Count(v as u32)),
         }
     }
@@ -139,21 +174,21 @@ impl Span {
 }
 
 impl FromStr for Span {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Span, String> {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<Span, SpecError> {
         let text = text.trim();
         let secs = match text.parse::<f64>() {
             Ok(s) => s,
             Err(_) => humantime::parse_duration(text)
-                .map_err(|e| format!("{text:?} is not a duration ({e}; examples: 2s, 1500ms, 4m)"))?
+                .map_err(|source| SpecError::BadDuration { text: text.into(), source })?
                 .as_secs_f64(),
         };
         // Checked before Duration::from_secs_f64, which panics on values it cannot hold.
         if !secs.is_finite() || secs < 0.0 {
-            return Err(format!("{text:?} is not a duration (examples: 2s, 1500ms, 4m)"));
+            return Err(SpecError::NotDuration(text.into()));
         }
         if secs > MAX_DURATION_S {
-            return Err(format!("{text:?} is longer than the limit of {}", humantime_s(MAX_DURATION_S)));
+            return Err(SpecError::TooLong { text: text.into(), limit: humantime_s(MAX_DURATION_S) });
         }
         Ok(Span(Duration::from_secs_f64(secs)))
     }
@@ -179,14 +214,14 @@ impl<T> Default for List<T> {
     }
 }
 
-impl<T: FromStr<Err = String> + PartialEq + fmt::Display> FromStr for List<T> {
-    type Err = String;
-    fn from_str(spec: &str) -> Result<List<T>, String> {
+impl<T: FromStr<Err = SpecError> + PartialEq + fmt::Display> FromStr for List<T> {
+    type Err = SpecError;
+    fn from_str(spec: &str) -> Result<List<T>, SpecError> {
         let mut out: Vec<T> = Vec::new();
         for part in spec.split(',').map(str::trim) {
             let value = part.parse::<T>()?;
             if out.contains(&value) {
-                return Err(format!("{value} is listed twice"));
+                return Err(SpecError::ListedTwice(value.to_string()));
             }
             out.push(value);
         }
@@ -273,7 +308,7 @@ impl<const MAX: u32> Serialize for Count<MAX> {
     }
 }
 
-impl<'de, T: FromStr<Err = String> + PartialEq + fmt::Display> Deserialize<'de> for List<T> {
+impl<'de, T: FromStr<Err = SpecError> + PartialEq + fmt::Display> Deserialize<'de> for List<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Written::deserialize(d)?.text().parse().map_err(de::Error::custom)
     }
@@ -294,12 +329,14 @@ pub enum Api {
 }
 
 impl FromStr for Api {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Api, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Api, SpecError> {
         match s.trim() {
             "openai" => Ok(Api::Openai),
             "anthropic" => Ok(Api::Anthropic),
-            other => Err(format!("unknown api {other:?} (allowed: openai, anthropic)")),
+            other => {
+                Err(SpecError::Unknown { what: "api", value: other.into(), allowed: "openai, anthropic" })
+            }
         }
     }
 }
@@ -322,14 +359,18 @@ pub enum ThermalChoice {
 }
 
 impl FromStr for ThermalChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ThermalChoice, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<ThermalChoice, SpecError> {
         match s.trim() {
             "probe" => Ok(ThermalChoice::Probe),
             "off" => Ok(ThermalChoice::Off),
             other => match other.strip_prefix("fixed:") {
                 Some(rest) => Ok(ThermalChoice::Fixed(rest.parse()?)),
-                None => Err(format!("unknown thermal policy {other:?} (allowed: probe, fixed:30s, off)")),
+                None => Err(SpecError::Unknown {
+                    what: "thermal policy",
+                    value: other.into(),
+                    allowed: "probe, fixed:30s, off",
+                }),
             },
         }
     }
@@ -355,15 +396,13 @@ pub enum StaggerDelay {
 }
 
 impl FromStr for StaggerDelay {
-    type Err = String;
-    fn from_str(s: &str) -> Result<StaggerDelay, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<StaggerDelay, SpecError> {
         let s = s.trim();
         let Some(percent) = s.strip_suffix('%') else { return Ok(StaggerDelay::Fixed(s.parse()?)) };
         match percent.trim().parse::<f64>() {
             Ok(p) if p > 0.0 && p < 100.0 => Ok(StaggerDelay::ShareOfA(p / 100.0)),
-            _ => {
-                Err(format!("{s:?}: a share of user A's duration must be above 0% and below 100% (e.g. 50%)"))
-            }
+            _ => Err(SpecError::BadShare(s.into())),
         }
     }
 }
@@ -384,7 +423,7 @@ mod tests {
     use super::*;
 
     fn contexts(s: &str) -> Result<Vec<u32>, String> {
-        s.parse::<Contexts>().map(|c| c.0)
+        s.parse::<Contexts>().map(|c| c.0).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -424,10 +463,10 @@ mod tests {
     #[test]
     fn counts_are_positive_and_bounded() {
         assert_eq!("3".parse::<Count<10>>().unwrap().0, 3);
-        assert!("0".parse::<Count<10>>().unwrap_err().contains("at least 1"));
-        assert!("11".parse::<Count<10>>().unwrap_err().contains("limit of 10"));
-        assert!("4e9".parse::<Count<10>>().unwrap_err().contains("not a whole number"));
-        assert!("4000000000".parse::<Count<10>>().unwrap_err().contains("limit of 10"));
+        assert!("0".parse::<Count<10>>().unwrap_err().to_string().contains("at least 1"));
+        assert!("11".parse::<Count<10>>().unwrap_err().to_string().contains("limit of 10"));
+        assert!("4e9".parse::<Count<10>>().unwrap_err().to_string().contains("not a whole number"));
+        assert!("4000000000".parse::<Count<10>>().unwrap_err().to_string().contains("limit of 10"));
     }
 
     #[test]
@@ -438,8 +477,8 @@ mod tests {
         for bad in ["1e30", "1e19", "1e20", "1e25", "inf", "NaN", "-1", "99999999999999999999999s"] {
             assert!(bad.parse::<Span>().is_err(), "{bad}");
         }
-        assert!("soon".parse::<Span>().unwrap_err().contains("not a duration"));
-        assert!("8days".parse::<Span>().unwrap_err().contains("limit"));
+        assert!("soon".parse::<Span>().unwrap_err().to_string().contains("not a duration"));
+        assert!("8days".parse::<Span>().unwrap_err().to_string().contains("limit"));
     }
 
     #[test]
@@ -447,7 +486,7 @@ mod tests {
         for text in ["probe", "off", "fixed:30s"] {
             assert_eq!(text.parse::<ThermalChoice>().unwrap().to_string(), text);
         }
-        assert!("cold".parse::<ThermalChoice>().unwrap_err().contains("probe, fixed:30s, off"));
+        assert!("cold".parse::<ThermalChoice>().unwrap_err().to_string().contains("probe, fixed:30s, off"));
         assert_eq!("50%".parse::<StaggerDelay>().unwrap(), StaggerDelay::ShareOfA(0.5));
         assert_eq!("2s".parse::<StaggerDelay>().unwrap().to_string(), "2s");
         assert!("150%".parse::<StaggerDelay>().is_err());

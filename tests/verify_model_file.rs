@@ -38,7 +38,7 @@ fn a_file_that_is_neither_gguf_nor_json_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weights.bin");
     std::fs::write(&path, b"\x00\x01binary").unwrap();
-    let err = model::from_file(&path).unwrap_err();
+    let err = model::from_file(&path).unwrap_err().to_string();
     assert!(err.contains("weights.bin") && err.contains("neither GGUF nor JSON"), "{err}");
     assert_cmd::Command::cargo_bin("bench")
         .unwrap()

@@ -7,8 +7,9 @@
 
 use futures_util::StreamExt;
 
-use super::sse::{self, Decoder};
-use super::{Api, EventOutcome, Exchange, Limits, Window, anthropic, ms_since, openai};
+use super::sse;
+use super::stream::StreamState;
+use super::{Api, Exchange, Limits, Window, anthropic, ms_since, openai};
 use crate::record::ErrorKind;
 
 /// How much of an error body (or of a body that is not what was asked for) a message quotes.
@@ -154,59 +155,34 @@ pub async fn read_stream(
         return;
     }
     let mut chunks = response.bytes_stream();
-    let mut decoder = Decoder::new(limits);
-    let mut total: u64 = 0;
+    let mut state = StreamState::new(api, limits);
     let mut since_yield = 0;
     let mut last_ms = None;
-    let mut done = false;
-    while !done {
+    loop {
         if tokio::time::Instant::now() >= deadline {
-            ex.fail(
-                ErrorKind::Timeout,
-                format!("stream not finished within {}", humantime::format_duration(timeout)),
-            );
+            let within = humantime::format_duration(timeout);
+            ex.fail(ErrorKind::Timeout, format!("stream not finished within {within}"));
             break;
         }
         let next = tokio::time::timeout_at(deadline, chunks.next()).await;
+        // Stamped before anything looks at the bytes.
         let at_ms = ms_since(start);
         let chunk = match next {
             Err(_) => {
-                ex.fail(
-                    ErrorKind::Timeout,
-                    format!("stream not finished within {}", humantime::format_duration(timeout)),
-                );
+                let within = humantime::format_duration(timeout);
+                ex.fail(ErrorKind::Timeout, format!("stream not finished within {within}"));
                 break;
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                ex.fail(ErrorKind::StreamTruncated, broken_body(&e, total));
+                ex.fail(ErrorKind::StreamTruncated, broken_body(&e, state.bytes()));
                 break;
             }
             Ok(Some(Ok(chunk))) => chunk,
         };
         last_ms = Some(at_ms);
-        total += chunk.len() as u64;
-        if total > limits.max_stream_bytes {
-            let cap = usize::try_from(limits.max_stream_bytes).unwrap_or(usize::MAX);
-            ex.fail(ErrorKind::Protocol, format!("the stream exceeds the {} cap", sse::size(cap)));
+        if !state.on_chunk(&chunk, at_ms, ex) {
             break;
-        }
-        if let Err(e) = decoder.feed(&chunk) {
-            ex.fail(ErrorKind::Protocol, e.to_string());
-            break;
-        }
-        while let Some(event) = decoder.next_event() {
-            if ex.first_event_ms.is_none() {
-                ex.first_event_ms = Some(at_ms);
-            }
-            let outcome = match api {
-                Api::Openai => openai::on_event(&event.data, at_ms, ex),
-                Api::Anthropic => anthropic::on_event(&event.event, &event.data, at_ms, ex),
-            };
-            if outcome == EventOutcome::Done {
-                done = true;
-                break;
-            }
         }
         since_yield += chunk.len();
         if since_yield >= YIELD_EVERY_BYTES {
@@ -216,9 +192,7 @@ pub async fn read_stream(
     }
     // E2E ends with the last byte of the response (the end marker), not the last token.
     ex.e2e_ms = Some(last_ms.unwrap_or_else(|| ms_since(start)));
-    if !done && ex.error.is_none() {
-        ex.fail(ErrorKind::StreamTruncated, "stream ended without its end marker ([DONE] / message_stop)");
-    }
+    state.finish(ex);
 }
 
 /// Reads a whole JSON response into `ex`.

@@ -13,6 +13,7 @@ pub(crate) mod body;
 mod openai;
 mod options;
 pub mod sse;
+mod stream;
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,7 @@ use crate::record::{ErrorInfo, ErrorKind};
 
 pub use body::{causes, quote};
 pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits, default_http};
+pub use stream::replay_stream;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Message {

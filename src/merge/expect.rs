@@ -8,8 +8,8 @@ use crate::record::{CellKey, Record, Scenario};
 use crate::results::batch;
 
 /// Reads a scenario file's matrix the way `bench sweep` would, without a server.
-pub fn from_scenario(path: &Path) -> Result<Expectation, String> {
-    crate::config::expectation(path).map_err(|e| e.to_string())
+pub fn from_scenario(path: &Path) -> Result<Expectation, crate::config::ConfigError> {
+    crate::config::expectation(path)
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -79,7 +79,7 @@ pub fn build(sources: Vec<Source>) -> Canonical {
 
 pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     let expectation = match &args.expect {
-        Some(path) => Some(expect::from_scenario(path).map_err(Failure::usage)?),
+        Some(path) => Some(expect::from_scenario(path).map_err(Failure::from)?),
         None => None,
     };
     let sources = load_all(&args.inputs)?;

@@ -6,8 +6,8 @@
 //! u32 ggml type and u64 offset. Strings are a u64 length and UTF-8 bytes.
 
 use std::collections::BTreeMap;
-use std::io::{BufReader, Read};
-use std::path::Path;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -15,6 +15,35 @@ use serde_json::Value;
 const MAX_KEPT_ARRAY: u64 = 4096;
 /// A string longer than this is taken for a corrupt file rather than allocated.
 const MAX_STRING_BYTES: u64 = 64 << 20;
+
+/// Why a GGUF header could not be read. Positions are byte offsets into the file.
+#[derive(Debug, thiserror::Error)]
+pub enum GgufError {
+    #[error("{}: cannot open: {source}", path.display())]
+    Open { path: PathBuf, source: io::Error },
+    #[error("{}: {source}", path.display())]
+    InFile { path: PathBuf, source: Box<GgufError> },
+    #[error("not a GGUF file (magic {0:?}, expected \"GGUF\")")]
+    Magic(Vec<u8>),
+    #[error("GGUF version {0} is not supported (2 and 3 are)")]
+    Version(u32),
+    #[error("truncated header at byte {at}: {source}")]
+    Truncated { at: u64, source: io::Error },
+    #[error("string of {len} bytes at byte {at} (corrupt header?)")]
+    HugeString { len: u64, at: u64 },
+    #[error("string before byte {0} is not UTF-8")]
+    NotUtf8(u64),
+    #[error("nested arrays are not supported")]
+    NestedArray,
+    #[error("unknown value type {value_type} at byte {at}")]
+    ValueType { value_type: u32, at: u64 },
+    #[error("key {key}: {source}")]
+    Key { key: String, source: Box<GgufError> },
+    #[error("tensor {name}: {n_dims} dimensions (corrupt header?)")]
+    Dimensions { name: String, n_dims: u32 },
+    #[error("tensor {name}: unknown ggml type {ggml_type}")]
+    GgmlType { name: String, ggml_type: u32 },
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorInfo {
@@ -77,9 +106,9 @@ impl TensorInfo {
         self.dims.iter().product()
     }
 
-    pub fn n_bytes(&self) -> Result<u64, String> {
+    pub fn n_bytes(&self) -> Result<u64, GgufError> {
         let (block, bytes) = ggml_block(self.ggml_type)
-            .ok_or_else(|| format!("tensor {}: unknown ggml type {}", self.name, self.ggml_type))?;
+            .ok_or_else(|| GgufError::GgmlType { name: self.name.clone(), ggml_type: self.ggml_type })?;
         Ok(self.n_elements().div_ceil(block) * bytes)
     }
 }
@@ -95,21 +124,23 @@ impl GgufHeader {
     }
 }
 
-pub fn read_file(path: &Path) -> Result<GgufHeader, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: cannot open: {e}", path.display()))?;
-    read(BufReader::new(file)).map_err(|e| format!("{}: {e}", path.display()))
+pub fn read_file(path: &Path) -> Result<GgufHeader, GgufError> {
+    let file =
+        std::fs::File::open(path).map_err(|source| GgufError::Open { path: path.to_path_buf(), source })?;
+    read(BufReader::new(file))
+        .map_err(|e| GgufError::InFile { path: path.to_path_buf(), source: Box::new(e) })
 }
 
 /// Reads a header from any byte source.
-pub fn read<R: Read>(reader: R) -> Result<GgufHeader, String> {
+pub fn read<R: Read>(reader: R) -> Result<GgufHeader, GgufError> {
     let mut r = Reader { inner: reader, pos: 0 };
     let magic = r.bytes(4)?;
     if magic != b"GGUF" {
-        return Err(format!("not a GGUF file (magic {magic:?}, expected \"GGUF\")"));
+        return Err(GgufError::Magic(magic));
     }
     let version = r.u32()?;
     if !(2..=3).contains(&version) {
-        return Err(format!("GGUF version {version} is not supported (2 and 3 are)"));
+        return Err(GgufError::Version(version));
     }
     let tensor_count = r.u64()?;
     let kv_count = r.u64()?;
@@ -117,7 +148,10 @@ pub fn read<R: Read>(reader: R) -> Result<GgufHeader, String> {
     for _ in 0..kv_count {
         let key = r.string()?;
         let value_type = r.u32()?;
-        let value = r.value(value_type).map_err(|e| format!("key {key}: {e}"))?;
+        let value = match r.value(value_type) {
+            Ok(value) => value,
+            Err(e) => return Err(GgufError::Key { key, source: Box::new(e) }),
+        };
         metadata.insert(key, value);
     }
     let mut tensors = Vec::new();
@@ -125,7 +159,7 @@ pub fn read<R: Read>(reader: R) -> Result<GgufHeader, String> {
         let name = r.string()?;
         let n_dims = r.u32()?;
         if n_dims > 8 {
-            return Err(format!("tensor {name}: {n_dims} dimensions (corrupt header?)"));
+            return Err(GgufError::Dimensions { name, n_dims });
         }
         let dims = (0..n_dims).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
         let ggml_type = r.u32()?;
@@ -141,40 +175,40 @@ struct Reader<R> {
 }
 
 impl<R: Read> Reader<R> {
-    fn bytes(&mut self, n: usize) -> Result<Vec<u8>, String> {
+    fn bytes(&mut self, n: usize) -> Result<Vec<u8>, GgufError> {
         let mut buf = vec![0u8; n];
-        self.inner.read_exact(&mut buf).map_err(|e| format!("truncated header at byte {}: {e}", self.pos))?;
+        self.inner.read_exact(&mut buf).map_err(|source| GgufError::Truncated { at: self.pos, source })?;
         self.pos += n as u64;
         Ok(buf)
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], GgufError> {
         let mut buf = [0u8; N];
-        self.inner.read_exact(&mut buf).map_err(|e| format!("truncated header at byte {}: {e}", self.pos))?;
+        self.inner.read_exact(&mut buf).map_err(|source| GgufError::Truncated { at: self.pos, source })?;
         self.pos += N as u64;
         Ok(buf)
     }
 
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, GgufError> {
         Ok(u32::from_le_bytes(self.array()?))
     }
 
-    fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, GgufError> {
         Ok(u64::from_le_bytes(self.array()?))
     }
 
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<String, GgufError> {
         let len = self.u64()?;
         if len > MAX_STRING_BYTES {
-            return Err(format!("string of {len} bytes at byte {} (corrupt header?)", self.pos));
+            return Err(GgufError::HugeString { len, at: self.pos });
         }
         let bytes = self.bytes(len as usize)?;
-        String::from_utf8(bytes).map_err(|_| format!("string before byte {} is not UTF-8", self.pos))
+        String::from_utf8(bytes).map_err(|_| GgufError::NotUtf8(self.pos))
     }
 
     /// One value of GGUF type `t` (0 u8, 1 i8, 2 u16, 3 i16, 4 u32, 5 i32, 6 f32, 7 bool,
     /// 8 string, 9 array, 10 u64, 11 i64, 12 f64).
-    fn value(&mut self, t: u32) -> Result<Value, String> {
+    fn value(&mut self, t: u32) -> Result<Value, GgufError> {
         Ok(match t {
             0 => Value::from(u8::from_le_bytes(self.array()?)),
             1 => Value::from(i8::from_le_bytes(self.array()?)),
@@ -189,7 +223,7 @@ impl<R: Read> Reader<R> {
                 let item_type = self.u32()?;
                 let len = self.u64()?;
                 if item_type == 9 {
-                    return Err("nested arrays are not supported".into());
+                    return Err(GgufError::NestedArray);
                 }
                 let keep = len <= MAX_KEPT_ARRAY;
                 let mut items = Vec::new();
@@ -204,7 +238,7 @@ impl<R: Read> Reader<R> {
             10 => Value::from(self.u64()?),
             11 => Value::from(i64::from_le_bytes(self.array()?)),
             12 => Value::from(f64::from_le_bytes(self.array()?)),
-            other => return Err(format!("unknown value type {other} at byte {}", self.pos)),
+            other => return Err(GgufError::ValueType { value_type: other, at: self.pos }),
         })
     }
 }
@@ -307,28 +341,28 @@ mod tests {
         assert_eq!(h.metadata["llama.attention.head_count_kv"], serde_json::json!([2, 4]));
         assert_eq!(h.metadata["tokenizer.ggml.tokens"], serde_json::json!({"array_len": 5000}));
         assert_eq!(h.tensors.len(), 2);
-        assert_eq!(h.tensors[0].n_bytes(), Ok(64 * 100 * 2));
+        assert_eq!(h.tensors[0].n_bytes().ok(), Some(64 * 100 * 2));
         // q8_0: 4096 elements = 128 blocks of 34 bytes.
-        assert_eq!(h.tensors[1].n_bytes(), Ok(128 * 34));
+        assert_eq!(h.tensors[1].n_bytes().ok(), Some(128 * 34));
     }
 
     #[test]
     fn quantised_block_sizes_match_ggml() {
         let t = |ty| TensorInfo { name: "t".into(), dims: vec![256, 4], ggml_type: ty, offset: 0 };
-        assert_eq!(t(12).n_bytes(), Ok(4 * 144)); // q4_K
-        assert_eq!(t(2).n_bytes(), Ok(32 * 18)); // q4_0
-        assert_eq!(t(30).n_bytes(), Ok(1024 * 2)); // bf16
-        assert!(t(99).n_bytes().unwrap_err().contains("unknown ggml type 99"));
+        assert_eq!(t(12).n_bytes().ok(), Some(4 * 144)); // q4_K
+        assert_eq!(t(2).n_bytes().ok(), Some(32 * 18)); // q4_0
+        assert_eq!(t(30).n_bytes().ok(), Some(1024 * 2)); // bf16
+        assert!(t(99).n_bytes().unwrap_err().to_string().contains("unknown ggml type 99"));
     }
 
     #[test]
     fn bad_input_gives_clear_errors() {
-        assert!(read(&b"GGML...."[..]).unwrap_err().contains("not a GGUF file"));
+        assert!(read(&b"GGML...."[..]).unwrap_err().to_string().contains("not a GGUF file"));
         let mut v4 = b"GGUF".to_vec();
         v4.extend(4u32.to_le_bytes());
-        assert!(read(&v4[..]).unwrap_err().contains("version 4"));
+        assert!(read(&v4[..]).unwrap_err().to_string().contains("version 4"));
         let good = write(&[("general.architecture", V::Str("llama"))], &[("a", &[4], 0)]);
         let cut = &good[..good.len() - 5];
-        assert!(read(cut).unwrap_err().contains("truncated header"));
+        assert!(read(cut).unwrap_err().to_string().contains("truncated header"));
     }
 }

@@ -6,6 +6,8 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::PhysicsError;
+
 const TABLE: &str = include_str!("hardware.toml");
 
 /// One device of the table.
@@ -61,13 +63,10 @@ pub fn find(name: &str) -> Option<&'static Profile> {
 }
 
 /// `find`, or an error that lists every known name.
-pub fn lookup(name: &str) -> Result<&'static Profile, String> {
+pub fn lookup(name: &str) -> Result<&'static Profile, PhysicsError> {
     find(name).ok_or_else(|| {
         let names: Vec<&str> = profiles().iter().map(|p| p.name.as_str()).collect();
-        format!(
-            "--hardware {name:?} is not a known profile; known: {} (or give --bandwidth-gbps and --tflops)",
-            names.join(", ")
-        )
+        PhysicsError::UnknownHardware { name: name.to_string(), known: names.join(", ") }
     })
 }
 
@@ -215,7 +214,7 @@ mod tests {
 
     #[test]
     fn unknown_names_list_the_known_ones() {
-        let err = lookup("m9-hyper").unwrap_err();
+        let err = lookup("m9-hyper").unwrap_err().to_string();
         assert!(err.contains("m9-hyper") && err.contains("m4-pro") && err.contains("h200"), "{err}");
     }
 

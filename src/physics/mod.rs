@@ -16,6 +16,7 @@
 //! 2 x 32 x 32784 x 4096 x 14.3k tok/s = 123 TFLOP/s, as measured. Only the tokens the server had to
 //! compute count toward a prefill rate; a "cold" rate above the ceiling was served from a cache.
 
+mod error;
 pub mod gguf;
 pub mod hardware;
 pub mod model;
@@ -23,6 +24,7 @@ pub mod model;
 use serde::{Deserialize, Serialize};
 
 use crate::record::{CacheState, Measurement, PhysicsRecord};
+pub use error::PhysicsError;
 pub use hardware::{Profile, suggest_hardware};
 pub use model::ModelProfile;
 
@@ -45,15 +47,15 @@ pub fn resolve_hardware(
     name: Option<&str>,
     bandwidth_gbps: Option<f64>,
     tflops: Option<f64>,
-) -> Result<Option<Hardware>, String> {
+) -> Result<Option<Hardware>, PhysicsError> {
     for (flag, v, max) in
         [("--bandwidth-gbps", bandwidth_gbps, MAX_BANDWIDTH_GBPS), ("--tflops", tflops, MAX_TFLOPS)]
     {
         if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(format!("{flag} {v} must be more than 0"));
+            return Err(PhysicsError::DeviceNotPositive { flag, value: v });
         }
         if let Some(v) = v.filter(|v| *v > max) {
-            return Err(format!("{flag} {v} is beyond any device (at most {max})"));
+            return Err(PhysicsError::BeyondDevice { flag, value: v, max });
         }
     }
     match name {
@@ -75,17 +77,14 @@ pub fn resolve_model(
     model_bytes: Option<&str>,
     params: Option<&str>,
     model_file: Option<&std::path::Path>,
-) -> Result<Option<ModelProfile>, String> {
+) -> Result<Option<ModelProfile>, PhysicsError> {
     let mut profile = match model_file {
         Some(path) => Some(model::from_file(path)?),
         None => None,
     };
     if model_bytes.is_none() && params.is_none() {
         return match profile {
-            Some(p) if p.weight_bytes <= 0.0 => Err(format!(
-                "--model-file {}: the file does not say how large the weights are; add --model-bytes and --params",
-                p.source
-            )),
+            Some(p) if p.weight_bytes <= 0.0 => Err(PhysicsError::NoWeightSize { file: p.source }),
             other => Ok(other),
         };
     }
@@ -101,12 +100,10 @@ pub fn resolve_model(
         p.active_params = None;
     }
     if p.weight_bytes <= 0.0 {
-        return Err("--params was given without --model-bytes (decode ceilings need the weight bytes)".into());
+        return Err(PhysicsError::ParamsWithoutBytes);
     }
     if p.params <= 0.0 {
-        return Err(
-            "--model-bytes was given without --params (prefill ceilings need the parameter count)".into()
-        );
+        return Err(PhysicsError::BytesWithoutParams);
     }
     Ok(profile)
 }

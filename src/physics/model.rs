@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::PhysicsError;
 use super::gguf::GgufHeader;
 
 const BUILTIN: &str = include_str!("models.toml");
@@ -95,7 +96,7 @@ pub fn find_builtin(model: &str) -> Option<&'static ModelProfile> {
 /// Byte sizes: "8.03GB", "889MB", "14.48 GB", "8GiB" (GB = 10^9, GiB = 2^30), or a plain number.
 /// (Parsed here rather than with a size crate: those round through integers and turn 8.03GB into
 /// 8,029,999,999 bytes.)
-pub fn parse_bytes(flag: &str, text: &str) -> Result<f64, String> {
+pub fn parse_bytes(flag: &str, text: &str) -> Result<f64, PhysicsError> {
     let t = text.trim();
     let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
     let (digits, unit) = (t[..split].trim(), t[split..].trim().to_ascii_lowercase());
@@ -110,19 +111,16 @@ pub fn parse_bytes(flag: &str, text: &str) -> Result<f64, String> {
         "gib" => 1024.0 * 1024.0 * 1024.0,
         "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
         _ => {
-            return Err(format!(
-                "{flag}: {text:?}: unknown unit {unit:?} (examples: 8.03GB, 889MB, 14.48GiB)"
-            ));
+            return Err(PhysicsError::UnknownUnit { flag: flag.into(), text: text.into(), unit });
         }
     };
-    let v: f64 = digits
-        .parse()
-        .map_err(|_| format!("{flag}: {text:?} is not a size (examples: 8.03GB, 889MB, 14.48GiB)"))?;
+    let v: f64 =
+        digits.parse().map_err(|_| PhysicsError::NotASize { flag: flag.into(), text: text.into() })?;
     positive(flag, text, (v * scale).round())
 }
 
 /// Counts: "12B", "840M", "2.4B", "7.24e9", "1.5T", "500K" (decimal multipliers).
-pub fn parse_count(flag: &str, text: &str) -> Result<f64, String> {
+pub fn parse_count(flag: &str, text: &str) -> Result<f64, PhysicsError> {
     let t = text.trim();
     let (digits, scale) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -131,7 +129,13 @@ pub fn parse_count(flag: &str, text: &str) -> Result<f64, String> {
                 'M' => 1e6,
                 'B' | 'G' => 1e9,
                 'T' => 1e12,
-                _ => return Err(format!("{flag}: {text:?}: unknown suffix {c:?} (use K, M, B or T)")),
+                _ => {
+                    return Err(PhysicsError::UnknownSuffix {
+                        flag: flag.into(),
+                        text: text.into(),
+                        suffix: c,
+                    });
+                }
             };
             (&t[..i], scale)
         }
@@ -140,7 +144,7 @@ pub fn parse_count(flag: &str, text: &str) -> Result<f64, String> {
     let v: f64 = digits
         .trim()
         .parse()
-        .map_err(|_| format!("{flag}: {text:?} is not a count (examples: 12B, 840M, 2.4B)"))?;
+        .map_err(|_| PhysicsError::NotACount { flag: flag.into(), text: text.into() })?;
     positive(flag, text, v * scale)
 }
 
@@ -148,31 +152,32 @@ pub fn parse_count(flag: &str, text: &str) -> Result<f64, String> {
 /// above this is a typo, and would only make every ceiling meaningless.
 pub const MAX_SIZE: f64 = 1e15;
 
-fn positive(flag: &str, text: &str, v: f64) -> Result<f64, String> {
+fn positive(flag: &str, text: &str, v: f64) -> Result<f64, PhysicsError> {
     if !(v.is_finite() && v > 0.0) {
-        return Err(format!("{flag}: {text:?} must be more than 0"));
+        return Err(PhysicsError::SizeNotPositive { flag: flag.into(), text: text.into() });
     }
     if v > MAX_SIZE {
-        return Err(format!("{flag}: {text:?} is beyond any model (at most {MAX_SIZE:e})"));
+        return Err(PhysicsError::BeyondModel { flag: flag.into(), text: text.into(), max: MAX_SIZE });
     }
     Ok(v)
 }
 
 /// Reads a profile from a GGUF file or an HF config.json (chosen by content, not by name).
-pub fn from_file(path: &Path) -> Result<ModelProfile, String> {
+pub fn from_file(path: &Path) -> Result<ModelProfile, PhysicsError> {
     let mut magic = [0u8; 4];
     let head = std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .map_err(|e| format!("--model-file {}: cannot read: {e}", path.display()));
+        .map_err(|source| PhysicsError::ModelFileUnreadable { path: path.to_path_buf(), source });
     if head.is_ok() && &magic == b"GGUF" {
         let header = super::gguf::read_file(path)?;
         let mut profile = from_gguf(&header)?;
         profile.source = path.display().to_string();
         return Ok(profile);
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--model-file {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| PhysicsError::ModelFileText { path: path.to_path_buf(), source })?;
     let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| format!("--model-file {}: neither GGUF nor JSON: {e}", path.display()))?;
+        .map_err(|source| PhysicsError::ModelFileFormat { path: path.to_path_buf(), source })?;
     let index = path.with_file_name("model.safetensors.index.json");
     let total_size = std::fs::read_to_string(&index)
         .ok()
@@ -187,8 +192,8 @@ pub fn from_file(path: &Path) -> Result<ModelProfile, String> {
 /// `{arch}.*` keys. Expert tensors (`*_exps`) hold every expert; only `expert_used_count` of
 /// `expert_count` are read per token. The token embedding is only indexed (one row per token), so
 /// it counts neither as bytes read nor as matmul params unless the output layer reuses it.
-pub fn from_gguf(h: &GgufHeader) -> Result<ModelProfile, String> {
-    let arch = h.string("general.architecture").ok_or("GGUF: no general.architecture key")?.to_string();
+pub fn from_gguf(h: &GgufHeader) -> Result<ModelProfile, PhysicsError> {
+    let arch = h.string("general.architecture").ok_or(PhysicsError::NoArchitecture)?.to_string();
     let key = |k: &str| format!("{arch}.{k}");
     let u32_of = |k: &str| h.uint(&key(k)).and_then(|v| u32::try_from(v).ok());
     let tied = !h.tensors.iter().any(|t| t.name == "output.weight");
@@ -210,7 +215,7 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelProfile, String> {
         }
     }
     if h.tensors.is_empty() {
-        return Err("GGUF: the file lists no tensors".into());
+        return Err(PhysicsError::NoTensors);
     }
     let (expert_count, expert_used_count) = (u32_of("expert_count"), u32_of("expert_used_count"));
     let inactive = match (expert_count, expert_used_count) {
@@ -258,7 +263,7 @@ pub fn from_gguf(h: &GgufHeader) -> Result<ModelProfile, String> {
 /// Derives a profile from an HF config.json. Weight bytes come from the safetensors index
 /// (`metadata.total_size`) when given; params are then total bytes over the dtype's size. Without
 /// it, the model must be given with --model-bytes/--params (no guessing from the architecture).
-pub fn from_hf_config(c: &serde_json::Value, total_size: Option<f64>) -> Result<ModelProfile, String> {
+pub fn from_hf_config(c: &serde_json::Value, total_size: Option<f64>) -> Result<ModelProfile, PhysicsError> {
     let u = |k: &str| c.get(k).and_then(serde_json::Value::as_u64).and_then(|v| u32::try_from(v).ok());
     let n_layer = u("num_hidden_layers");
     let n_embd = u("hidden_size");
@@ -304,24 +309,24 @@ mod tests {
 
     #[test]
     fn sizes_and_counts_parse() {
-        assert_eq!(parse_bytes("--model-bytes", "8.03GB"), Ok(8.03e9));
-        assert_eq!(parse_bytes("--model-bytes", "889MB"), Ok(889e6));
-        assert_eq!(parse_bytes("--model-bytes", "1GiB"), Ok(1073741824.0));
-        assert_eq!(parse_bytes("--model-bytes", "14480000000"), Ok(14.48e9));
-        assert!(parse_bytes("--model-bytes", "lots").unwrap_err().contains("--model-bytes"));
-        assert_eq!(parse_count("--params", "12B"), Ok(12e9));
-        assert_eq!(parse_count("--params", "840M"), Ok(840e6));
-        assert_eq!(parse_count("--params", "2.4B"), Ok(2.4e9));
-        assert_eq!(parse_count("--params", "7.24e9"), Ok(7.24e9));
-        assert!(parse_count("--params", "12X").unwrap_err().contains("unknown suffix"));
+        assert_eq!(parse_bytes("--model-bytes", "8.03GB").ok(), Some(8.03e9));
+        assert_eq!(parse_bytes("--model-bytes", "889MB").ok(), Some(889e6));
+        assert_eq!(parse_bytes("--model-bytes", "1GiB").ok(), Some(1073741824.0));
+        assert_eq!(parse_bytes("--model-bytes", "14480000000").ok(), Some(14.48e9));
+        assert!(parse_bytes("--model-bytes", "lots").unwrap_err().to_string().contains("--model-bytes"));
+        assert_eq!(parse_count("--params", "12B").ok(), Some(12e9));
+        assert_eq!(parse_count("--params", "840M").ok(), Some(840e6));
+        assert_eq!(parse_count("--params", "2.4B").ok(), Some(2.4e9));
+        assert_eq!(parse_count("--params", "7.24e9").ok(), Some(7.24e9));
+        assert!(parse_count("--params", "12X").unwrap_err().to_string().contains("unknown suffix"));
         assert!(parse_count("--params", "0B").is_err());
         for absurd in ["1e400", "inf", "NaN", "2e15", "-1"] {
-            let err = parse_count("--params", absurd).unwrap_err();
+            let err = parse_count("--params", absurd).unwrap_err().to_string();
             assert!(err.starts_with("--params: "), "{err}");
-            let err = parse_bytes("--model-bytes", absurd).unwrap_err();
+            let err = parse_bytes("--model-bytes", absurd).unwrap_err().to_string();
             assert!(err.starts_with("--model-bytes: "), "{err}");
         }
-        assert!(parse_bytes("--model-bytes", "2000TB").unwrap_err().contains("beyond any model"));
+        assert!(parse_bytes("--model-bytes", "2000TB").unwrap_err().to_string().contains("beyond any model"));
     }
 
     #[test]

@@ -99,13 +99,17 @@ impl std::fmt::Display for CacheState {
 }
 
 impl std::str::FromStr for CacheState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<CacheState, String> {
+    type Err = crate::spec::SpecError;
+    fn from_str(s: &str) -> Result<CacheState, Self::Err> {
         match s.trim() {
             "cold" => Ok(CacheState::Cold),
             "warm" => Ok(CacheState::Warm),
             "hot" => Ok(CacheState::Hot),
-            other => Err(format!("unknown cache state {other:?} (allowed: cold, warm, hot)")),
+            other => Err(crate::spec::SpecError::Unknown {
+                what: "cache state",
+                value: other.into(),
+                allowed: "cold, warm, hot",
+            }),
         }
     }
 }
@@ -117,12 +121,16 @@ impl std::fmt::Display for Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
+    type Err = crate::spec::SpecError;
+    fn from_str(s: &str) -> Result<Mode, Self::Err> {
         match s.trim() {
             "streaming" | "stream" => Ok(Mode::Streaming),
             "non-streaming" | "non_streaming" | "nonstreaming" => Ok(Mode::NonStreaming),
-            other => Err(format!("unknown mode {other:?} (allowed: streaming, non-streaming)")),
+            other => Err(crate::spec::SpecError::Unknown {
+                what: "mode",
+                value: other.into(),
+                allowed: "streaming, non-streaming",
+            }),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! Methods: see `stats` (t-interval on the mean; bootstrap for the ratio of medians).
 
 mod csv;
+mod html;
 mod plot;
 mod table;
 
@@ -33,22 +34,31 @@ pub enum Format {
     Markdown,
     Csv,
     Json,
+    Html,
 }
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     bench report results/paper.json\n  \
     bench report results/paper.json --format csv > paper.csv\n  \
-    bench report results/run-a results/run-b --plot plots/\n\n\
+    bench report results/run-a results/run-b --plot plots/\n  \
+    bench report results/paper.json --format html -o paper.html\n\n\
+    --format html writes one self-contained page (no network: inline style and SVG plots) with the\n\
+    cell table, verify's findings under the cells they concern (the rules `bench verify INPUTS`\n\
+    runs), every run's metadata and the conflicts between sources; it needs -o.\n\
     CSV columns: docs/report-columns.md. Exit codes: 0 done; 2 bad input (an input without records\n\
-    unless --allow-empty); 4 plots not written.")]
+    unless --allow-empty; html without -o); 4 the report or the plots not written.")]
 pub struct ReportArgs {
     /// Canonical files, run directories, .jsonl files or origin result JSON.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
-    /// Output format on stdout.
+    /// Output format (html: one self-contained page, written to -o).
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Write the report to FILE (atomically: a reader never sees half of it) instead of stdout.
+    /// Required with --format html.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Also write SVG plots into this directory.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
@@ -257,18 +267,33 @@ struct JsonReport<'a> {
 pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+    // A page for a browser is a file: refused before anything is read, so nothing half-done.
+    if args.format == Format::Html && args.output.is_none() {
+        return Err(Failure::usage(
+            "--format html writes one file: give -o FILE (e.g. -o report.html); nothing was written",
+        )
+        .into());
+    }
     let sources = crate::results::load::load_all(&args.inputs)?;
     crate::results::load::require_records(&sources, args.allow_empty)?;
+    let context = match args.format {
+        Format::Html => html::Context::gather(&args.inputs, &sources).map_err(Failure::from)?,
+        _ => html::Context::default(),
+    };
     let combined = crate::results::combine::combine(sources);
+    let mut notes = Vec::new();
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
     if set_aside > 0 {
-        eprintln!("note: {set_aside} duplicate records set aside by merge rules (re-runs, copies)");
+        notes.push(format!("{set_aside} duplicate records set aside by merge rules (re-runs, copies)"));
     }
     let partial = partial_batches(&combined.records);
     if partial > 0 {
-        eprintln!(
-            "note: {partial} partial batch(es) left out of the statistics (members or group record missing: a sweep stopped mid-batch; `bench verify` names them)"
-        );
+        notes.push(format!(
+            "{partial} partial batch(es) left out of the statistics (members or group record missing: a sweep stopped mid-batch; `bench verify` names them)"
+        ));
+    }
+    for note in &notes {
+        eprintln!("note: {note}");
     }
     let cells = cells(&combined.records);
     let out = match args.format {
@@ -284,8 +309,15 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             };
             serde_json::to_string_pretty(&report)? + "\n"
         }
+        Format::Html => html::render(&cells, &context, &notes).map_err(Failure::from)?,
     };
-    output::print(&out)?;
+    match &args.output {
+        Some(path) => {
+            crate::store::write_atomic(path, out.as_bytes()).map_err(|e| Failure::io(e.to_string()))?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => output::print(&out)?,
+    }
     if let Some(dir) = &args.plot {
         let written = plot::write_all(dir, &cells)
             .map_err(|e| Failure::io(format!("{}: cannot write plots: {e}", dir.display())))?;

@@ -66,6 +66,53 @@ fn decode_or_system(c: &CellStats) -> String {
     }
 }
 
+/// The cell table's header; `cell_row` gives the matching row (terminal, markdown and HTML).
+pub const CELL_HEADER: [&str; 9] =
+    ["ctx", "state", "mode", "B", "ok/n", "TTFT ms median (CI)", "E2E ms med", "tok/s med", "x cold (CI)"];
+
+/// One row of the cell table, as every format shows it.
+pub fn cell_row(c: &CellStats) -> Vec<String> {
+    let speed = c.ttft_speedup_vs_cold.as_ref().map_or("-".into(), |r| match (r.ci95_lo, r.ci95_hi) {
+        (Some(lo), Some(hi)) => format!("{} ({}..{})", short(r.ratio), short(Some(lo)), short(Some(hi))),
+        _ => short(r.ratio),
+    });
+    vec![
+        context(c.id.context_tokens),
+        c.id.cache_state.as_str().to_string(),
+        if c.id.mode == Mode::Streaming { "stream" } else { "non-str" }.to_string(),
+        c.id.batch_size.to_string(),
+        format!("{}/{}", c.quality_ok, c.records),
+        median_ci(&c.ttft_ms),
+        short(c.e2e_ms.median),
+        decode_or_system(c),
+        speed,
+    ]
+}
+
+pub const STAGGERED_TITLE: &str = "staggered: user B's first token, ms from user A's send";
+pub const STAGGERED_HEADER: [&str; 5] = ["pair", "ctx", "ok/n", "B wait median (CI)", "B wait mean"];
+
+/// One row of the staggered table.
+pub fn staggered_row(c: &CellStats) -> Vec<String> {
+    vec![
+        c.id.scenario.as_str().trim_start_matches("staggered_").to_string(),
+        context(c.id.context_tokens),
+        format!("{}/{}", c.quality_ok, c.records),
+        median_ci(&c.user_b_wait_ms),
+        short(c.user_b_wait_ms.mean),
+    ]
+}
+
+/// What the columns mean and how the statistics were made.
+pub fn footnote() -> String {
+    format!(
+        "ok/n: records that passed quality and carry no error / records. Statistics use passing records only.\n\
+         CI: {}. Quantiles: {QUANTILE_METHOD}.\nx cold: {}.\n",
+        stats::CI_METHOD,
+        stats::RATIO_METHOD
+    )
+}
+
 /// `width`: Some(columns) for a terminal, None for markdown.
 pub fn render(cells: &[CellStats], width: Option<u16>) -> String {
     let mut out = String::new();
@@ -74,64 +121,24 @@ pub fn render(cells: &[CellStats], width: Option<u16>) -> String {
     for model in models {
         let mine: Vec<&CellStats> = cells.iter().filter(|c| c.id.model == model).collect();
         out.push_str(&format!("\n{model}\n\n"));
-        let mut t = new_table(
-            width,
-            &[
-                "ctx",
-                "state",
-                "mode",
-                "B",
-                "ok/n",
-                "TTFT ms median (CI)",
-                "E2E ms med",
-                "tok/s med",
-                "x cold (CI)",
-            ],
-        );
+        let mut t = new_table(width, &CELL_HEADER);
         for c in mine.iter().filter(|c| !is_staggered(&c.id)) {
-            let speed =
-                c.ttft_speedup_vs_cold.as_ref().map_or("-".into(), |r| match (r.ci95_lo, r.ci95_hi) {
-                    (Some(lo), Some(hi)) => {
-                        format!("{} ({}..{})", short(r.ratio), short(Some(lo)), short(Some(hi)))
-                    }
-                    _ => short(r.ratio),
-                });
-            t.add_row(vec![
-                context(c.id.context_tokens),
-                c.id.cache_state.as_str().to_string(),
-                if c.id.mode == Mode::Streaming { "stream" } else { "non-str" }.to_string(),
-                c.id.batch_size.to_string(),
-                format!("{}/{}", c.quality_ok, c.records),
-                median_ci(&c.ttft_ms),
-                short(c.e2e_ms.median),
-                decode_or_system(c),
-                speed,
-            ]);
+            t.add_row(cell_row(c));
         }
         out.push_str(&t.to_string());
         out.push('\n');
         let staggered: Vec<&&CellStats> = mine.iter().filter(|c| is_staggered(&c.id)).collect();
         if !staggered.is_empty() {
-            out.push_str("\nstaggered: user B's first token, ms from user A's send\n\n");
-            let mut t = new_table(width, &["pair", "ctx", "ok/n", "B wait median (CI)", "B wait mean"]);
+            out.push_str(&format!("\n{STAGGERED_TITLE}\n\n"));
+            let mut t = new_table(width, &STAGGERED_HEADER);
             for c in staggered {
-                t.add_row(vec![
-                    c.id.scenario.as_str().trim_start_matches("staggered_").to_string(),
-                    context(c.id.context_tokens),
-                    format!("{}/{}", c.quality_ok, c.records),
-                    median_ci(&c.user_b_wait_ms),
-                    short(c.user_b_wait_ms.mean),
-                ]);
+                t.add_row(staggered_row(c));
             }
             out.push_str(&t.to_string());
             out.push('\n');
         }
     }
-    out.push_str(&format!(
-        "\nok/n: records that passed quality and carry no error / records. Statistics use passing records only.\n\
-         CI: {}. Quantiles: {QUANTILE_METHOD}.\nx cold: {}.\n",
-        stats::CI_METHOD,
-        stats::RATIO_METHOD
-    ));
+    out.push('\n');
+    out.push_str(&footnote());
     out
 }

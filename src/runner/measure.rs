@@ -119,7 +119,7 @@ pub async fn prepare_on(
     };
     ctx.preset
         .bind(&mut request, &session)
-        .map_err(|e| fail(ErrorInfo::new(ErrorKind::PresetAction, e), vec![]))?;
+        .map_err(|e| fail(ErrorInfo::new(ErrorKind::PresetAction, e.to_string()), vec![]))?;
     let p = &ctx.preset;
     let action = |name: &'static str, steps| {
         let session = &session;

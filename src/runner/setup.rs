@@ -32,7 +32,7 @@ pub async fn prepare(
     journal: Option<&Journal>,
     progress: &Progress,
 ) -> Result<Ctx, Failure> {
-    let preset = Preset::load(&config.preset).map_err(Failure::usage)?;
+    let preset = Preset::load(&config.preset).map_err(|e| Failure::usage(e.to_string()))?;
     required_env(&preset, &config)?;
     let api_key = match &config.api_key_env {
         Some(var) => {
@@ -208,10 +208,10 @@ fn physics(
         }
     }
     let hardware = crate::physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
-        .map_err(Failure::usage)?;
+        .map_err(Failure::from)?;
     let model =
         crate::physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
-            .map_err(Failure::usage)?;
+            .map_err(Failure::from)?;
     if hardware.is_none() {
         let cpu = match journal {
             Some(j) => j.meta.lock().map(|m| m.host.cpu_brand.clone()).unwrap_or_default(),
@@ -335,7 +335,7 @@ async fn unmeasured(ctx: &Ctx, text: String, max_tokens: u32, stream: bool) -> c
     };
     if let Err(e) = ctx.preset.bind(&mut req, &session) {
         return crate::client::Exchange {
-            error: Some(ErrorInfo::new(ErrorKind::PresetAction, e)),
+            error: Some(ErrorInfo::new(ErrorKind::PresetAction, e.to_string())),
             ..Default::default()
         };
     }

@@ -106,10 +106,10 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     check_flags(args)?;
     let p = &args.physics;
     let flag_hw = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
-        .map_err(Failure::usage)?;
+        .map_err(Failure::from)?;
     let flag_model =
         physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
-            .map_err(Failure::usage)?;
+            .map_err(Failure::from)?;
     let mut sources = Vec::new();
     for path in &args.inputs {
         sources.push(load::load(path).map_err(|e| Failure::usage(e.to_string()))?);

@@ -1,0 +1,6 @@
+//! Properties checked by the fuzz targets, one module per input kind. Plain functions (no
+//! libFuzzer here), so tests/fuzz_corpus.rs replays the committed corpus through the same checks
+//! on stable, in CI.
+
+pub mod results;
+pub mod stream;

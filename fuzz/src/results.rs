@@ -1,0 +1,40 @@
+//! The result-file readers (`ttft_bench::results::load::from_bytes`, run.json): no panic on any
+//! bytes, every error names the file and a line that exists, and what loads survives a write and
+//! a re-read unchanged (a canonical file is a fixed point).
+
+use ttft_bench::results::load;
+
+/// Lines in `data` as a reader counts them (a last line without '\n' still counts).
+fn lines(data: &[u8]) -> usize {
+    data.split(|&b| b == b'\n').count()
+}
+
+/// `name`'s extension chooses the reader, as for a file on disk.
+pub fn check_file(name: &str, data: &[u8]) {
+    match load::from_bytes(name, data) {
+        Err(e) => {
+            assert_eq!(e.file, name, "the error names another file: {e:?}");
+            assert!(e.line <= lines(data), "line {} of a {}-line file: {e:?}", e.line, lines(data));
+            assert!(!e.message.is_empty(), "an error without a message");
+        }
+        Ok(source) => {
+            for record in &source.records {
+                // A record that loads can be written back and read again as the same record.
+                let line = serde_json::to_vec(record).expect("a loaded record serializes");
+                let again = ttft_bench::store::parse_record(&line).expect("a written record parses");
+                assert_eq!(
+                    serde_json::to_value(&again).ok(),
+                    serde_json::to_value(record).ok(),
+                    "a record changed on its way through a file"
+                );
+            }
+        }
+    }
+}
+
+pub fn check_run_json(data: &[u8]) {
+    if let Err(e) = load::read_run_json("run.json", data) {
+        assert_eq!(e.file, "run.json");
+        assert!(e.line <= lines(data), "line {} of a {}-line file: {e:?}", e.line, lines(data));
+    }
+}

@@ -1,0 +1,136 @@
+//! The page around the sections: escaping, the inline style and script, the document skeleton.
+//!
+//! Self-contained by construction: the style and the script are inline, fonts are the system's,
+//! plots are inline SVG, and the only links are to anchors in the page. Every string that comes
+//! from an input file (model names, messages, paths, run.json values) goes through `esc`.
+
+/// Text or attribute value, HTML-escaped (the five characters that can end a text run or an
+/// attribute, so the result is safe in both places).
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `<tag>escaped text</tag>`.
+pub fn el(tag: &str, text: &str) -> String {
+    format!("<{tag}>{}</{tag}>", esc(text))
+}
+
+/// A table head: one `<th>` per (escaped) label.
+pub fn thead(labels: &[&str]) -> String {
+    let cells: String = labels.iter().map(|l| el("th", l)).collect();
+    format!("<thead><tr>{cells}</tr></thead>\n")
+}
+
+const STYLE: &str = r#"
+:root { --fg:#1d2329; --muted:#5b6570; --line:#d8dde3; --head:#f3f5f7;
+  --err:#b3261e; --err-bg:#fdecea; --warn:#8a5a00; --warn-bg:#fff4d6; --info:#1f5f99; --info-bg:#e8f1fb; }
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 1200px; padding: 1.5rem; color: var(--fg);
+  font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+h1 { font-size: 1.5rem; margin: 0 0 .25rem; }
+h2 { font-size: 1.2rem; margin: 2rem 0 .5rem; border-bottom: 1px solid var(--line); padding-bottom: .25rem; }
+h3 { font-size: 1rem; margin: 1.25rem 0 .5rem; }
+h4 { font-size: .9rem; margin: .75rem 0 .25rem; }
+p.sub, .muted { color: var(--muted); }
+nav a { margin-right: 1rem; }
+code, pre, td.num { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; }
+th, td { border: 1px solid var(--line); padding: .25rem .5rem; vertical-align: top; }
+thead th { background: var(--head); text-align: left; position: sticky; top: 0; }
+table.sortable thead th { cursor: pointer; user-select: none; }
+th[aria-sort=ascending]::after { content: " \25B2"; }
+th[aria-sort=descending]::after { content: " \25BC"; }
+td.num { text-align: right; white-space: nowrap; }
+tbody.cell.error > tr.cell-row > td:first-child { box-shadow: inset 4px 0 var(--err); }
+tbody.cell.warning > tr.cell-row > td:first-child { box-shadow: inset 4px 0 #e0a000; }
+tr.finding td { border-top: none; }
+tr.finding.error td { background: var(--err-bg); }
+tr.finding.warning td { background: var(--warn-bg); }
+tr.finding.info td { background: var(--info-bg); }
+.sev { display: inline-block; min-width: 4.5em; font-weight: 600; font-size: 11px; }
+.error .sev, .count.error { color: var(--err); }
+.warning .sev, .count.warning { color: var(--warn); }
+.info .sev, .count.info { color: var(--info); }
+.count { font-weight: 600; }
+ul.findings { list-style: none; padding: 0; }
+ul.findings li { padding: .25rem .5rem; margin: .25rem 0; border-radius: 3px; }
+li.error { background: var(--err-bg); } li.warning { background: var(--warn-bg); } li.info { background: var(--info-bg); }
+.plots { display: flex; flex-wrap: wrap; gap: 1rem; }
+figure { margin: 0; border: 1px solid var(--line); padding: .5rem; max-width: 100%; }
+figure svg { display: block; max-width: 100%; height: auto; }
+figcaption { color: var(--muted); font-size: 12px; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; margin: .5rem 0; }
+dl.meta dt { color: var(--muted); }
+dl.meta dd { margin: 0; word-break: break-word; }
+details pre { max-height: 30rem; overflow: auto; background: var(--head); padding: .5rem; }
+footer { margin-top: 2rem; color: var(--muted); font-size: 12px; white-space: pre-line; }
+"#;
+
+/// Sorting by a column helps a reader of a 200-cell matrix find its slowest cells; each cell is a
+/// `<tbody>` (its row and its findings), so findings move with their cell. Without script the
+/// table reads the same, in the report's order.
+const SCRIPT: &str = r#"
+document.querySelectorAll("table.sortable").forEach(function (t) {
+  var heads = t.tHead.rows[0].cells;
+  Array.prototype.forEach.call(heads, function (th, i) {
+    th.addEventListener("click", function () {
+      var asc = th.getAttribute("aria-sort") !== "ascending";
+      Array.prototype.forEach.call(heads, function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", asc ? "ascending" : "descending");
+      var key = function (body) {
+        var c = body.rows[0].cells[i], v = c.getAttribute("data-sort");
+        if (v === null) return c.textContent;
+        var n = parseFloat(v);
+        return isNaN(n) ? Infinity : n;
+      };
+      Array.prototype.slice.call(t.tBodies).sort(function (a, b) {
+        var x = key(a), y = key(b);
+        var r = typeof x === "number" && typeof y === "number" ? (x === y ? 0 : x < y ? -1 : 1)
+          : String(x).localeCompare(String(y));
+        return asc ? r : -r;
+      }).forEach(function (b) { t.appendChild(b); });
+    });
+  });
+});
+"#;
+
+/// The whole document: `title` (escaped here), `body` (already HTML).
+pub fn document(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
+        esc(title)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_covers_text_and_both_attribute_quotes() {
+        assert_eq!(esc(r#"<a href="x">'&'</a>"#), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+        assert_eq!(el("td", "<b>"), "<td>&lt;b&gt;</td>");
+    }
+
+    #[test]
+    fn the_style_and_script_reach_nothing_outside_the_page() {
+        for text in [STYLE, SCRIPT] {
+            for banned in ["http:", "https:", "@import", "url(", "//cdn", "fetch(", "XMLHttpRequest"] {
+                assert!(!text.contains(banned), "{banned} in {text}");
+            }
+        }
+    }
+}
