@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-pub use schedule::{LoadPlan, Mix, Rate, Slo};
+pub use schedule::{LoadPlan, Mix, Rate, Rates, Slo};
 pub use summary::LoadSummary;
 
 use crate::cli::{ConnectionArgs, MAX_BATCH, MAX_OUTPUT_TOKENS, MeasureArgs, SweepArgs, ThermalArgs};
@@ -56,7 +56,7 @@ pub struct LoadArgs {
     pub connection: ConnectionArgs,
     /// Offered arrival rates, requests/s, comma-separated; each runs for --duration.
     #[arg(long, default_value = "0.5,1,2,4,8", help_heading = "Load")]
-    pub rates: List<Rate>,
+    pub rates: Rates,
     /// How long arrivals come at each rate (the rate then drains its requests in flight).
     #[arg(long, default_value = "60s", help_heading = "Load")]
     pub duration: Span,
@@ -163,7 +163,7 @@ fn check(args: &LoadArgs) -> Result<(), Failure> {
     }
     if args.mix.states().contains(&CacheState::Warm) {
         let preset = crate::preset::Preset::load(args.preset.as_deref().unwrap_or("openai"))
-            .map_err(Failure::usage)?;
+            .map_err(|e| Failure::usage(e.to_string()))?;
         let problem = if preset.supports_warm() {
             preset.warm_batch_problem()
         } else {

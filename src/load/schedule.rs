@@ -21,24 +21,67 @@ pub const MAX_RATE_PER_S: f64 = 100_000.0;
 /// run.json.
 pub const MAX_ARRIVALS: usize = 1_000_000;
 
+/// A load flag that does not parse (clap names the flag).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadSpecError {
+    #[error("{0:?} is not a rate in requests/s (examples: 0.5, 8)")]
+    NotRate(String),
+    #[error("{0:?}: a rate must be more than 0 requests/s")]
+    RateNotPositive(String),
+    #[error("{text:?}: at most {max} requests/s")]
+    RateTooHigh { text: String, max: f64 },
+    #[error("rate {0} is listed twice")]
+    RateTwice(String),
+    #[error("{0:?} is not state=share (example: cold=0.5,warm=0.2,hot=0.3)")]
+    NotShare(String),
+    #[error("{0:?}: a share must be a number, 0 or more")]
+    BadShare(String),
+    #[error("{0} is listed twice")]
+    StateTwice(CacheState),
+    #[error("every share is 0: nothing could be drawn")]
+    AllZero,
+    #[error("{0:?} is not key=duration (example: ttft=500ms)")]
+    NotSlo(String),
+    #[error("unknown SLO key {0:?} (allowed: ttft, itl)")]
+    UnknownSloKey(String),
+    #[error("{part:?}: {source}")]
+    Spec { part: String, source: crate::spec::SpecError },
+}
+
 /// An offered arrival rate, requests per second (`0.5`, `8`).
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Serialize, Deserialize)]
 pub struct Rate(pub f64);
 
 impl FromStr for Rate {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Rate, String> {
-        let value: f64 = text
-            .trim()
-            .parse()
-            .map_err(|_| format!("{text:?} is not a rate in requests/s (examples: 0.5, 8)"))?;
+    type Err = LoadSpecError;
+    fn from_str(text: &str) -> Result<Rate, LoadSpecError> {
+        let value: f64 = text.trim().parse().map_err(|_| LoadSpecError::NotRate(text.into()))?;
         if !value.is_finite() || value <= 0.0 {
-            return Err(format!("{text:?}: a rate must be more than 0 requests/s"));
+            return Err(LoadSpecError::RateNotPositive(text.into()));
         }
         if value > MAX_RATE_PER_S {
-            return Err(format!("{text:?}: at most {MAX_RATE_PER_S} requests/s"));
+            return Err(LoadSpecError::RateTooHigh { text: text.into(), max: MAX_RATE_PER_S });
         }
         Ok(Rate(value))
+    }
+}
+
+/// `--rates`: a comma list of rates, none twice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rates(pub Vec<Rate>);
+
+impl FromStr for Rates {
+    type Err = LoadSpecError;
+    fn from_str(spec: &str) -> Result<Rates, LoadSpecError> {
+        let mut out: Vec<Rate> = Vec::new();
+        for part in spec.split(',') {
+            let rate: Rate = part.parse()?;
+            if out.contains(&rate) {
+                return Err(LoadSpecError::RateTwice(part.trim().into()));
+            }
+            out.push(rate);
+        }
+        Ok(Rates(out))
     }
 }
 
@@ -86,26 +129,24 @@ impl Default for Mix {
 }
 
 impl FromStr for Mix {
-    type Err = String;
-    fn from_str(spec: &str) -> Result<Mix, String> {
+    type Err = LoadSpecError;
+    fn from_str(spec: &str) -> Result<Mix, LoadSpecError> {
         let mut out: Vec<(CacheState, f64)> = Vec::new();
         for part in spec.split(',').map(str::trim) {
-            let (state, weight) = part
-                .split_once('=')
-                .ok_or_else(|| format!("{part:?} is not state=share (example: cold=0.5,warm=0.2,hot=0.3)"))?;
-            let state: CacheState = state.parse()?;
-            let weight: f64 =
-                weight.trim().parse().map_err(|_| format!("{part:?}: {weight:?} is not a share"))?;
+            let (state, weight) = part.split_once('=').ok_or_else(|| LoadSpecError::NotShare(part.into()))?;
+            let state: CacheState =
+                state.parse().map_err(|source| LoadSpecError::Spec { part: part.into(), source })?;
+            let weight: f64 = weight.trim().parse().map_err(|_| LoadSpecError::BadShare(part.into()))?;
             if !weight.is_finite() || weight < 0.0 {
-                return Err(format!("{part:?}: a share must be 0 or more"));
+                return Err(LoadSpecError::BadShare(part.into()));
             }
             if out.iter().any(|(s, _)| *s == state) {
-                return Err(format!("{state} is listed twice"));
+                return Err(LoadSpecError::StateTwice(state));
             }
             out.push((state, weight));
         }
         if out.iter().all(|(_, w)| *w == 0.0) {
-            return Err("every share is 0: nothing could be drawn".into());
+            return Err(LoadSpecError::AllZero);
         }
         Ok(Mix(out))
     }
@@ -133,20 +174,19 @@ impl Default for Slo {
 }
 
 impl FromStr for Slo {
-    type Err = String;
+    type Err = LoadSpecError;
     /// `ttft=500ms,itl=50ms`; a key left out keeps its default (ttft 500ms, itl 50ms).
-    fn from_str(spec: &str) -> Result<Slo, String> {
+    fn from_str(spec: &str) -> Result<Slo, LoadSpecError> {
         let mut slo = Slo::default();
         for part in spec.split(',').map(str::trim) {
-            let (key, value) = part
-                .split_once('=')
-                .ok_or_else(|| format!("{part:?} is not key=duration (example: ttft=500ms)"))?;
-            let ms =
-                value.parse::<crate::spec::Span>().map_err(|e| format!("{part:?}: {e}"))?.secs() * 1000.0;
+            let (key, value) = part.split_once('=').ok_or_else(|| LoadSpecError::NotSlo(part.into()))?;
+            let span: crate::spec::Span =
+                value.parse().map_err(|source| LoadSpecError::Spec { part: part.into(), source })?;
+            let ms = span.secs() * 1000.0;
             match key.trim() {
                 "ttft" => slo.ttft_ms = ms,
                 "itl" => slo.itl_ms = ms,
-                other => return Err(format!("unknown SLO key {other:?} (allowed: ttft, itl)")),
+                other => return Err(LoadSpecError::UnknownSloKey(other.into())),
             }
         }
         Ok(slo)
@@ -244,12 +284,14 @@ mod tests {
     fn flags_parse_and_name_their_mistakes() {
         let mix: Mix = "cold=0.5,warm=0.2,hot=0.3".parse().unwrap();
         assert_eq!(mix.states(), [CacheState::Cold, CacheState::Warm, CacheState::Hot]);
-        assert!("cold=1,cold=2".parse::<Mix>().unwrap_err().contains("twice"));
-        assert!("cold=0".parse::<Mix>().unwrap_err().contains("every share is 0"));
-        assert!("tepid=1".parse::<Mix>().unwrap_err().contains("unknown cache state"));
+        let err = |spec: &str| spec.parse::<Mix>().unwrap_err().to_string();
+        assert!(err("cold=1,cold=2").contains("twice"));
+        assert!(err("cold=0").contains("every share is 0"));
+        assert!(err("tepid=1").contains("unknown cache state"), "{}", err("tepid=1"));
         assert_eq!("ttft=1s".parse::<Slo>().unwrap(), Slo { ttft_ms: 1000.0, itl_ms: 50.0 });
         assert_eq!("itl=20ms,ttft=250ms".parse::<Slo>().unwrap(), Slo { ttft_ms: 250.0, itl_ms: 20.0 });
-        assert!("tpot=1s".parse::<Slo>().unwrap_err().contains("unknown SLO key"));
+        assert!("tpot=1s".parse::<Slo>().unwrap_err().to_string().contains("unknown SLO key"));
+        assert!("1,2,1".parse::<Rates>().unwrap_err().to_string().contains("listed twice"));
         assert!(
             "0".parse::<Rate>().is_err() && "-1".parse::<Rate>().is_err() && "1e9".parse::<Rate>().is_err()
         );
