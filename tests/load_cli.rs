@@ -74,3 +74,42 @@ fn a_load_run_records_every_arrival_with_its_schedule_and_proven_cache_state() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("| Rate /s | State |") && table.contains("Knee"), "{table}");
 }
+
+#[test]
+fn what_cannot_be_measured_honestly_is_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    // The openai preset cannot evict: a warm arrival could only be a lie.
+    let out = load("http://127.0.0.1:1", dir.path(), &["--mix", "cold=0.5,warm=0.5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--mix has warm arrivals, but preset openai has no evict action"),
+        "{}",
+        stderr(&out)
+    );
+    let out = bench(&[
+        "load",
+        "--server",
+        "http://127.0.0.1:1",
+        "--contexts",
+        "1k,4k",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("one context at a time"), "{}", stderr(&out));
+    let out = load("http://127.0.0.1:1", dir.path(), &["--rates", "1,0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("a rate must be more than 0"), "{}", stderr(&out));
+    let out = load("http://127.0.0.1:1", dir.path(), &["--slo", "ttft=1s,tpot=2ms"]);
+    assert!(stderr(&out).contains("unknown SLO key \"tpot\""), "{}", stderr(&out));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no run directory");
+}
+
+#[test]
+fn a_server_that_is_not_there_leaves_no_run_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = load("http://127.0.0.1:1", dir.path(), &["--rates", "1", "--duration", "1s"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot reach the server"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no run directory");
+}

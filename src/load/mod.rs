@@ -219,6 +219,18 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     };
     drop(opened.lock);
     let dir = journal.dir().to_path_buf();
+    let empty = std::fs::metadata(dir.join(store::MEASUREMENTS_FILE)).map_or(true, |m| m.len() == 0);
+    if empty && !matches!(outcome, Ok(End::Done(_))) {
+        // Nothing measured, nothing kept: a typo in --server costs nothing (as in a sweep).
+        let _ = std::fs::remove_dir_all(&dir);
+        return match outcome {
+            Err(failure) => Err(failure.into()),
+            _ => {
+                eprintln!("interrupted before anything was measured; nothing was kept");
+                Ok(exit::code(exit::INTERRUPTED))
+            }
+        };
+    }
     let records = match outcome {
         Ok(End::Done(records)) => records,
         Ok(End::Signal) => {
