@@ -113,3 +113,17 @@ fn a_server_that_is_not_there_leaves_no_run_behind() {
     assert!(stderr(&out).contains("cannot reach the server"), "{}", stderr(&out));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no run directory");
 }
+
+#[test]
+fn a_server_that_answers_no_request_of_a_rate_ends_the_run_with_its_records_kept() {
+    use common::scripted::Fault;
+    let server = Scripted::start(Behaviour { fault: Fault::Hang, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        load(&server.url, dir.path(), &["--rates", "3,6", "--duration", "1s", "--request-timeout", "1s"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("answered none of the"), "{}", stderr(&out));
+    let ms = measurements(&run_dir(dir.path()));
+    assert!(!ms.is_empty());
+    assert!(ms.iter().all(|m| m["run"] == 1 && m["error"]["kind"] == "timeout"), "the second rate never ran");
+}

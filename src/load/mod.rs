@@ -24,7 +24,7 @@ use crate::cli::{ConnectionArgs, MAX_BATCH, MAX_OUTPUT_TOKENS, MeasureArgs, Swee
 use crate::config::Api;
 use crate::exit::{self, Failure};
 use crate::progress::Progress;
-use crate::record::{CacheState, Measurement, Mode, Record};
+use crate::record::{CacheState, ErrorKind, Measurement, Mode, Record};
 use crate::runner::{Journal, measure, open, setup};
 use crate::spec::{Contexts, Count, List, Span};
 use crate::store::{self, RecordWriter};
@@ -352,7 +352,19 @@ async fn run(
             written.len(),
             lag.p99.unwrap_or(0.0)
         ));
+        let unanswered = |m: &Measurement| {
+            matches!(m.error.as_ref().map(|e| e.kind), Some(ErrorKind::Connect | ErrorKind::Timeout))
+        };
+        let gone = !written.is_empty() && written.iter().all(unanswered);
+        let count = written.len();
         all.extend(written);
+        if gone {
+            // Every later rate would fail the same way, one timeout per request.
+            return Err(Failure::server(format!(
+                "the server at {} answered none of the {count} requests at {}/s: it is down or wedged",
+                ctx.config.server, rate.rate_per_s
+            )));
+        }
     }
     drop(supervisor);
     Ok(End::Done(all))
