@@ -36,21 +36,24 @@ pub const PLOT_FILE: &str = "load-ttft-p99.svg";
 
 #[derive(Debug, Args, Clone)]
 #[command(after_help = "Examples:\n  \
-    bench load --server http://127.0.0.1:8080 --preset llama.cpp --rates 0.5,1,2,4,8 --duration 60s \\\n      \
-    --mix cold=0.5,warm=0.2,hot=0.3 --contexts 4k\n  \
-    bench load --server http://127.0.0.1:8000 --preset vllm --rates 1,2,4 --mix cold=0.7,hot=0.3 --slo ttft=1s,itl=40ms\n\n\
-    For each rate, requests arrive at the instants of a Poisson process (seeded by --seed; the schedule is\n\
-    in run.json), each on a session of its own in a cache state drawn from --mix. A session is prepared\n\
-    (primed, evicted, its earlier turns sent) before its instant, so preparation never delays a send; a\n\
-    preparation that is late shows in the record (prepare_late_ms) and in the send lag.\n\n\
-    The table: per rate and cache state, TTFT and inter-token latency (ITL) percentiles in ms, the achieved\n\
-    request rate, output tokens/s, and goodput (the share of requests that were good AND met the SLO);\n\
-    per rate, the send lag (actual - scheduled send): a rate whose p99 lag is above 1 ms was NOT\n\
-    honestly offered (the client, not the server, set the pace). The knee is the highest rate at which\n\
-    goodput, and goodput at every lower rate, is at least --slo-target.\n\n\
-    Files in <out>/<run-id>/: measurements.jsonl (scenario load, run = the rate's position), run.json,\n\
-    load-summary.json, load-ttft-p99.svg. Exit codes: 0 all good; 1 failed measurements or a rate not\n\
-    honestly offered; 3 the server is gone. The method: docs/load.md.")]
+    bench load --server http://127.0.0.1:8080 --preset llama.cpp --rates 0.5,1,2,4,8 \\\n      \
+    --duration 60s --mix cold=0.5,warm=0.2,hot=0.3 --contexts 4k\n  \
+    bench load --server http://127.0.0.1:8000 --preset vllm --rates 1,2,4 \\\n      \
+    --mix cold=0.7,hot=0.3 --slo ttft=1s,itl=40ms\n\n\
+    For each rate, requests arrive at the instants of a Poisson process (seeded by --seed;\n\
+    the schedule is in run.json), each on a session of its own in a cache state drawn from\n\
+    --mix. A session is prepared (primed, evicted, its earlier turns sent) before its instant,\n\
+    so preparation never delays a send; a late preparation shows in its record\n\
+    (prepare_late_ms) and in the send lag.\n\n\
+    The table: per rate and cache state, TTFT and inter-token latency (ITL) percentiles in ms,\n\
+    the achieved request rate, output tokens/s, and goodput (the share of requests that were\n\
+    good AND met the SLO). Per rate, the send lag (actual - scheduled send): a rate whose p99\n\
+    lag is above 1 ms was NOT honestly offered (the client, not the server, set the pace).\n\
+    The knee: the highest rate at which goodput, and goodput at every lower rate, is at least\n\
+    --slo-target.\n\n\
+    Files in <out>/<run-id>/: measurements.jsonl (scenario load, run = the rate's position),\n\
+    run.json, load-summary.json, load-ttft-p99.svg. Exit codes: 0 all good; 1 failed\n\
+    measurements or a rate not honestly offered; 3 the server is gone. Method: docs/load.md.")]
 pub struct LoadArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
