@@ -20,7 +20,9 @@ const SECONDS_PER_RATE: &str = "3s";
 fn main() {
     let server = Scripted::start(Behaviour { first_token_ms: 5, token_ms: 1, ..Default::default() });
     let out = tempfile::tempdir().expect("a temporary directory");
-    let status = Command::new(env!("CARGO_BIN_EXE_bench"))
+    // TTFT_BENCH_BIN: the bench binary to measure, when this one runs away from its build tree.
+    let bin = std::env::var("TTFT_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_bench").to_string());
+    let status = Command::new(bin)
         .args(["load", "--server", &server.url, "--rates", RATES, "--duration", SECONDS_PER_RATE])
         .args(["--mix", "cold=1", "--contexts", "256", "--output-tokens", "16", "--thermal", "off"])
         .args(["--prepare-ahead", "64", "--quiet", "--run-id", "rate", "--out"])
@@ -46,13 +48,14 @@ fn main() {
         let f = |k: &str| lag[k].as_f64().map_or("-".into(), |v| format!("{v:.3}"));
         let honest = r["honestly_offered"].as_bool() == Some(true);
         println!(
-            "{:>8} {:>6} {:>10} {:>10} {:>10} {:>10}  {}",
-            r["rate_per_s"],
-            r["sent"],
+            "{:>8} {:>6} {:>10} {:>10} {:>10} {:>10} {:>6}  {}",
+            r["rate_per_s"].as_f64().unwrap_or(0.0),
+            r["sent"].as_u64().unwrap_or(0),
             f("p50"),
             f("p90"),
             f("p99"),
             f("max"),
+            r["prepared_late"].as_u64().unwrap_or(0),
             if honest { "honestly" } else { "NOT honestly" }
         );
         // The top of the unbroken run of honest rates from the bottom of the ladder.
