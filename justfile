@@ -61,9 +61,11 @@ fuzz seconds="60":
         rm -rf "$scratch"
     done
 
-# harness overhead benchmark (release build): TTFT stamp vs the server's write, at 1/8/64 streams
+# benchmarks (release build): TTFT stamp vs the server's write at 1/8/64 streams; the highest rate
+# bench load offers with send lag p99 < 1 ms
 bench:
     cargo bench --bench overhead
+    cargo bench --bench load_rate
 
 # measure this machine's memory bandwidth and GEMM throughput (numpy) for --bandwidth-gbps/--tflops
 host-profile:

@@ -35,6 +35,7 @@ pub const MAX_OUTPUT_TOKENS: u32 = 1_048_576;
         bench report  statistics, tables, CSV and SVG plots\n\
         bench plan    the cells of a sweep and a forecast of its time, before it starts\n\
         bench soak    concurrent greedy load: does the server stay up and give the serial answers?\n\
+        bench load    open-loop Poisson arrivals per rate and cache state: latency, goodput, the knee\n\
         bench compare candidates against a base, cell by cell, with bootstrap intervals\n\n\
         Exit codes: 0 success; 1 findings (verify errors, failed measurements, incomplete merge);\n\
         2 bad input (flags, files); 3 server unreachable or stopped answering (records kept);\n\
@@ -61,6 +62,9 @@ pub enum Command {
     Soak(Box<SoakArgs>),
     /// Which build is faster: candidates against a base, cell by cell, with confidence intervals.
     Compare(crate::compare::CompareArgs),
+    /// Open-loop load: Poisson arrivals at each rate, a mix of cold, warm and hot sessions; TTFT,
+    /// inter-token latency and goodput per rate and cache state, and where the SLO breaks.
+    Load(Box<crate::load::LoadArgs>),
 }
 
 #[derive(Debug, Args, Default, Clone)]

@@ -9,6 +9,7 @@ pub mod compare;
 pub mod config;
 pub mod cost;
 pub mod exit;
+pub mod load;
 pub mod merge;
 pub mod meta;
 pub mod metrics;

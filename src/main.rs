@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => block_on(ttft_bench::runner::run(args)),
         Command::Plan(args) => block_on(ttft_bench::runner::plan(args)),
         Command::Soak(args) => block_on(ttft_bench::runner::soak(args)),
+        Command::Load(args) => block_on(ttft_bench::load::load(args)),
         Command::Verify(args) => ttft_bench::verify::run(args),
         Command::Merge(args) => ttft_bench::merge::run(args),
         Command::Report(args) => ttft_bench::report::run(args),

@@ -50,6 +50,9 @@ pub struct RunMeta {
     /// `bench soak`: its settings, then its outcome.
     #[serde(default)]
     pub soak: Option<crate::runner::SoakSummary>,
+    /// `bench load`: the seed, the rates and every rate's arrival schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<crate::load::LoadPlan>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -112,6 +112,7 @@ fn what_a_sweep_writes_reads_back_through_the_typed_view() {
         forecast: None,
         server_crashes: vec![],
         soak: None,
+        load: None,
     };
     let text = serde_json::to_string_pretty(&meta).unwrap();
     let read = read_run_json("run.json", text.as_bytes()).unwrap();

@@ -124,6 +124,7 @@ fn run_json(tolerance: &str) -> Value {
         forecast: None,
         server_crashes: vec![],
         soak: None,
+        load: None,
     };
     let mut raw = serde_json::to_value(&meta).unwrap();
     raw["shard"] = json!({"index": 2, "count": 4});

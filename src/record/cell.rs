@@ -21,6 +21,9 @@ pub enum Scenario {
     StaggeredSequential,
     /// `bench soak`: N clients at once, iteration after iteration (stability and correctness).
     Soak,
+    /// `bench load`: requests at Poisson arrival instants of an offered rate (run = the rate's
+    /// position in `--rates`, request_index = the arrival's position in its schedule).
+    Load,
 }
 
 #[derive(
@@ -65,6 +68,7 @@ impl Scenario {
             Scenario::StaggeredBatched => "staggered_batched",
             Scenario::StaggeredSequential => "staggered_sequential",
             Scenario::Soak => "soak",
+            Scenario::Load => "load",
         }
     }
 }

@@ -95,6 +95,20 @@ pub struct Measurement {
     /// Time from the planned release of the request to the moment it was handed to the socket
     /// (client-side queueing; near zero unless the harness is the bottleneck).
     pub send_lag_ms: Option<f64>,
+    /// `bench load`: the offered arrival rate (requests/s) this request was scheduled at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_rate_per_s: Option<f64>,
+    /// `bench load`: the request's Poisson arrival instant, ms after its rate's clock started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_send_ms: Option<f64>,
+    /// `bench load`: when it was actually handed to the socket (its timed window opened), ms after
+    /// the same origin; `send_lag_ms` = actual - scheduled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual_send_ms: Option<f64>,
+    /// `bench load`: how long past its arrival instant the request's preparation (priming,
+    /// eviction) was still running; 0 when it was ready in time. Part of `send_lag_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare_late_ms: Option<f64>,
     /// Response headers received.
     pub first_byte_ms: Option<f64>,
     /// First SSE event of any kind (role-only chunks included). Null when not streaming.

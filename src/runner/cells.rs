@@ -218,8 +218,8 @@ async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
         }
         Scenario::Concurrent => batch::concurrent(ctx, cell).await,
         Scenario::StaggeredBatched | Scenario::StaggeredSequential => vec![batch::staggered(ctx, cell).await],
-        // Not a cell of any matrix: `bench soak` drives its own loop.
-        Scenario::Soak => Vec::new(),
+        // Not cells of any matrix: `bench soak` and `bench load` drive their own loops.
+        Scenario::Soak | Scenario::Load => Vec::new(),
     };
     // A failed global cleanup leaves the next cell's state unknown; its own reset deals with it.
     let _ = measure::end_cell(ctx).await;

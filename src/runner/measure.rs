@@ -84,7 +84,16 @@ pub async fn end_cell(ctx: &Ctx) -> Result<(), ErrorInfo> {
 }
 
 pub async fn prepare(ctx: &Ctx, cell: &CellKey, request_index: u32) -> Result<Ready, Box<Measurement>> {
-    let session = ctx.new_session(request_index);
+    prepare_on(ctx, cell, request_index, ctx.new_session(request_index)).await
+}
+
+/// `prepare` on a session the caller chose (`bench load` leases server slots itself).
+pub async fn prepare_on(
+    ctx: &Ctx,
+    cell: &CellKey,
+    request_index: u32,
+    session: Session,
+) -> Result<Ready, Box<Measurement>> {
     let nonce = ctx.nonces.next();
     let seed = crate::prompt::text::mix(&[ctx.config.seed, cell.context_tokens as u64, request_index as u64]);
     let fail = |error: ErrorInfo, turns: Vec<TurnSummary>| {
@@ -173,6 +182,12 @@ pub async fn prepare(ctx: &Ctx, cell: &CellKey, request_index: u32) -> Result<Re
 
 /// Runs the timed part. The request is serialized before the window opens.
 pub async fn fire(ctx: &Ctx, ready: &Ready) -> Fired {
+    fire_at(ctx, ready, std::future::ready(())).await
+}
+
+/// `fire`, with the window opening when `at` completes (after serialization): `bench load` sends
+/// at scheduled instants.
+pub async fn fire_at(ctx: &Ctx, ready: &Ready, at: impl std::future::Future<Output = ()>) -> Fired {
     let prepared = match ctx.client.prepare(&ready.request) {
         Ok(p) => p,
         Err(e) => {
@@ -185,6 +200,7 @@ pub async fn fire(ctx: &Ctx, ready: &Ready) -> Fired {
             };
         }
     };
+    at.await;
     let window_start = Instant::now();
     let mut reload_ms = None;
     if ready.reload {

@@ -12,9 +12,9 @@
 mod batch;
 mod cells;
 mod forecast;
-mod measure;
-mod open;
-mod setup;
+pub(crate) mod measure;
+pub(crate) mod open;
+pub(crate) mod setup;
 mod soak;
 
 use std::process::ExitCode;
@@ -40,7 +40,7 @@ pub use forecast::plan;
 pub use soak::{SoakSummary, soak};
 
 /// How long an interrupted work task gets to reach its next await point before bench exits anyway.
-const ABORT_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(3);
 
 /// Everything a cell needs, shared read-only across the requests of a batch.
 pub struct Ctx {
@@ -299,7 +299,7 @@ fn forecast_line(took_s: f64, eta_s: Option<f64>) -> String {
     }
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

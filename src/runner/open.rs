@@ -68,6 +68,7 @@ fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Fa
         forecast: None,
         server_crashes: Vec::new(),
         soak: None,
+        load: None,
     };
     Ok((config, dir, meta, false))
 }

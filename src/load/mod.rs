@@ -1,0 +1,374 @@
+//! `bench load`: open-loop load with cache states. For each offered rate, requests arrive at the
+//! instants of a seeded Poisson process, each on its own session in a cache state drawn from the
+//! mix (cold, warm, hot), prepared ahead of its instant so that preparation never delays the
+//! schedule (`engine`). Every request is an ordinary measurement record (scenario `load`),
+//! fsync'd as it finishes; the summary (`summary`), a plot (`plot`) and the table come from the
+//! records. docs/load.md explains the method.
+
+pub mod engine;
+pub mod plot;
+pub mod prepare;
+pub mod schedule;
+pub mod summary;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+
+pub use schedule::{LoadPlan, Mix, Rate, Rates, Slo};
+pub use summary::LoadSummary;
+
+use crate::cli::{ConnectionArgs, MAX_BATCH, MAX_OUTPUT_TOKENS, MeasureArgs, SweepArgs, ThermalArgs};
+use crate::config::Api;
+use crate::exit::{self, Failure};
+use crate::progress::Progress;
+use crate::record::{CacheState, ErrorKind, Measurement, Mode, Record};
+use crate::runner::{Journal, measure, open, setup};
+use crate::spec::{Contexts, Count, List, Span};
+use crate::store::{self, RecordWriter};
+
+/// The summary file in the run directory.
+pub const SUMMARY_FILE: &str = "load-summary.json";
+/// The plot in the run directory.
+pub const PLOT_FILE: &str = "load-ttft-p99.svg";
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+    bench load --server http://127.0.0.1:8080 --preset llama.cpp --rates 0.5,1,2,4,8 \\\n      \
+    --duration 60s --mix cold=0.5,warm=0.2,hot=0.3 --contexts 4k\n  \
+    bench load --server http://127.0.0.1:8000 --preset vllm --rates 1,2,4 \\\n      \
+    --mix cold=0.7,hot=0.3 --slo ttft=1s,itl=40ms\n\n\
+    For each rate, requests arrive at the instants of a Poisson process (seeded by --seed;\n\
+    the schedule is in run.json), each on a session of its own in a cache state drawn from\n\
+    --mix. A session is prepared (primed, evicted, its earlier turns sent) before its instant,\n\
+    so preparation never delays a send; a late preparation shows in its record\n\
+    (prepare_late_ms) and in the send lag.\n\n\
+    The table: per rate and cache state, TTFT and inter-token latency (ITL) percentiles in ms,\n\
+    the achieved request rate, output tokens/s, and goodput (the share of requests that were\n\
+    good AND met the SLO). Per rate, the send lag (actual - scheduled send): a rate whose p99\n\
+    lag is above 1 ms was NOT honestly offered (the client, not the server, set the pace).\n\
+    The knee: the highest rate at which goodput, and goodput at every lower rate, is at least\n\
+    --slo-target.\n\n\
+    Files in <out>/<run-id>/: measurements.jsonl (scenario load, run = the rate's position),\n\
+    run.json, load-summary.json, load-ttft-p99.svg. Exit codes: 0 all good; 1 failed\n\
+    measurements or a rate not honestly offered; 3 the server is gone. Method: docs/load.md.")]
+pub struct LoadArgs {
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+    /// Offered arrival rates, requests/s, comma-separated; each runs for --duration.
+    #[arg(long, default_value = "0.5,1,2,4,8", help_heading = "Load")]
+    pub rates: Rates,
+    /// How long arrivals come at each rate (the rate then drains its requests in flight).
+    #[arg(long, default_value = "60s", help_heading = "Load")]
+    pub duration: Span,
+    /// Share of arrivals per cache state: cold (nothing cached), warm (reloaded from disk; needs a
+    /// preset that evicts, e.g. llama.cpp), hot (turn 3 of a live conversation).
+    #[arg(long, default_value = "cold=1", help_heading = "Load")]
+    pub mix: Mix,
+    /// A request meets the SLO when its TTFT and its mean inter-token latency are at most these.
+    #[arg(long, default_value = "ttft=500ms,itl=50ms", help_heading = "Load")]
+    pub slo: Slo,
+    /// Goodput a rate must reach to be below the knee (0..1).
+    #[arg(long, default_value = "0.9", help_heading = "Load")]
+    pub slo_target: f64,
+    /// Closed-loop cap: at most N measured requests in flight; an arrival waits for a place (and
+    /// its send lag shows it) [default: no cap, open loop].
+    #[arg(long, value_name = "N", help_heading = "Load")]
+    pub concurrency_limit: Option<Count<MAX_BATCH>>,
+    /// Sessions prepared ahead of their arrival instants (a slot-pinned server such as llama.cpp
+    /// also caps them at its slots).
+    #[arg(long, default_value = "8", value_name = "N", help_heading = "Load")]
+    pub prepare_ahead: Count<MAX_BATCH>,
+    /// Seed of the arrival schedules and of the prompt text [default: 20260208].
+    #[arg(long, help_heading = "Load")]
+    pub seed: Option<u64>,
+    /// Prompt size, one context (e.g. 4k) [default: 4096].
+    #[arg(long, help_heading = "Load")]
+    pub contexts: Option<Contexts>,
+    /// max_tokens of every measured request [default: 64].
+    #[arg(long, help_heading = "Load")]
+    pub output_tokens: Option<Count<MAX_OUTPUT_TOKENS>>,
+    /// Model name sent in requests [default: the first model the server lists].
+    #[arg(long, help_heading = "Server")]
+    pub model: Option<String>,
+    /// openai or anthropic [default: openai].
+    #[arg(long, help_heading = "Server")]
+    pub api: Option<Api>,
+    /// Server preset (openai, llama.cpp, vllm, sglang, agent-memory) or a preset TOML file
+    /// [default: openai].
+    #[arg(long, help_heading = "Server")]
+    pub preset: Option<String>,
+    #[command(flatten)]
+    pub thermal: ThermalArgs,
+    /// Directory that receives <run-id>/ [default: results].
+    #[arg(long, help_heading = "Run")]
+    pub out: Option<PathBuf>,
+    /// Name of the run directory (default: a UTC timestamp and "load").
+    #[arg(long, help_heading = "Run")]
+    pub run_id: Option<String>,
+    /// No progress output.
+    #[arg(long, short, help_heading = "Run")]
+    pub quiet: bool,
+}
+
+/// The load as the sweep's settings (its preflight, prompt sizing, presets and thermal gate).
+fn sweep_args(args: &LoadArgs) -> SweepArgs {
+    let states: Vec<CacheState> = args.mix.states();
+    SweepArgs {
+        connection: args.connection.clone(),
+        measure: MeasureArgs {
+            model: args.model.clone(),
+            api: args.api,
+            preset: args.preset.clone(),
+            contexts: Some(args.contexts.clone().unwrap_or(Contexts(vec![4096]))),
+            modes: Some(List(vec![Mode::Streaming])),
+            cache_states: Some(List(states)),
+            output_tokens: args.output_tokens,
+            seed: args.seed,
+            thermal: args.thermal.clone(),
+            ..Default::default()
+        },
+        out: args.out.clone(),
+        run_id: Some(args.run_id.clone().unwrap_or_else(|| crate::meta::new_run_id("load"))),
+        quiet: args.quiet,
+        ..Default::default()
+    }
+}
+
+/// Refuses, before anything is created, what cannot be measured honestly.
+fn check(args: &LoadArgs) -> Result<(), Failure> {
+    if let Some(c) = &args.contexts
+        && c.0.len() != 1
+    {
+        return Err(Failure::usage(
+            "--contexts: bench load measures one context at a time (e.g. --contexts 4k); run it once per context",
+        ));
+    }
+    if !(args.slo_target > 0.0 && args.slo_target <= 1.0) {
+        return Err(Failure::usage(format!(
+            "--slo-target {}: must be above 0 and at most 1",
+            args.slo_target
+        )));
+    }
+    if args.duration.secs() <= 0.0 {
+        return Err(Failure::usage("--duration: must be more than 0"));
+    }
+    for r in &args.rates.0 {
+        let n = r.0 * args.duration.secs();
+        if n > schedule::MAX_ARRIVALS as f64 / 2.0 {
+            return Err(Failure::usage(format!(
+                "--rates {r} x --duration {}: about {n:.0} arrivals, more than one run can hold",
+                args.duration
+            )));
+        }
+    }
+    if args.mix.states().contains(&CacheState::Warm) {
+        let preset = crate::preset::Preset::load(args.preset.as_deref().unwrap_or("openai"))
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        let problem = if preset.supports_warm() {
+            preset.warm_batch_problem()
+        } else {
+            Some(format!(
+                "preset {} has no evict action, so a warm cache cannot be produced honestly",
+                preset.name
+            ))
+        };
+        if let Some(why) = problem {
+            return Err(Failure::usage(format!(
+                "--mix has warm arrivals, but {why}; under load several warm sessions exist at once. \
+                 Use a preset that evicts one session to disk (llama.cpp, agent-memory) or leave warm out of --mix"
+            )));
+        }
+    }
+    Ok(())
+}
+
+enum End {
+    Done(Vec<Measurement>),
+    Signal,
+}
+
+/// Entry point of `bench load`.
+pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
+    check(args)?;
+    let opened = open::open(&sweep_args(args))?;
+    let journal = opened.journal.clone();
+    let config = opened.config.clone();
+    let rates: Vec<f64> = args.rates.0.iter().map(|r| r.0).collect();
+    let plan = LoadPlan {
+        seed: config.seed,
+        duration_s: args.duration.secs(),
+        mix: args.mix.shares(),
+        context_tokens: config.contexts.first().copied().unwrap_or(4096),
+        slo: args.slo,
+        slo_target: args.slo_target,
+        concurrency_limit: args.concurrency_limit.map(|c| c.0),
+        prepare_ahead: args.prepare_ahead.0,
+        slots_held: None,
+        rates: schedule::plan_rates(config.seed, &rates, args.duration.secs(), &args.mix),
+    };
+    journal.update(|m| m.load = Some(plan.clone()))?;
+    let progress = Arc::new(Progress::new(0, args.quiet));
+    let mut work = tokio::spawn(run(config, plan.clone(), journal.clone(), progress.clone()));
+    let outcome: Result<End, Failure> = tokio::select! {
+        joined = &mut work => joined.unwrap_or_else(|e| Err(Failure::internal(format!("the load stopped unexpectedly: {e}")))),
+        _ = crate::runner::shutdown_signal() => {
+            work.abort();
+            let _ = tokio::time::timeout(crate::runner::ABORT_GRACE, &mut work).await;
+            Ok(End::Signal)
+        }
+    };
+    drop(opened.lock);
+    let dir = journal.dir().to_path_buf();
+    let empty = std::fs::metadata(dir.join(store::MEASUREMENTS_FILE)).map_or(true, |m| m.len() == 0);
+    if empty && !matches!(outcome, Ok(End::Done(_))) {
+        // Nothing measured, nothing kept: a typo in --server costs nothing (as in a sweep).
+        let _ = std::fs::remove_dir_all(&dir);
+        return match outcome {
+            Err(failure) => Err(failure.into()),
+            _ => {
+                eprintln!("interrupted before anything was measured; nothing was kept");
+                Ok(exit::code(exit::INTERRUPTED))
+            }
+        };
+    }
+    let records = match outcome {
+        Ok(End::Done(records)) => records,
+        Ok(End::Signal) => {
+            let _ = journal.update(|m| m.status = crate::meta::RunStatus::Interrupted);
+            eprintln!("interrupted: every finished request is in {}", dir.display());
+            return Ok(exit::code(exit::INTERRUPTED));
+        }
+        Err(failure) => {
+            let _ = journal.update(|m| m.status = crate::meta::RunStatus::Interrupted);
+            eprintln!("every finished request is in {}", dir.display());
+            return Err(failure.into());
+        }
+    };
+    let runs: Vec<(u32, f64)> = plan.rates.iter().map(|r| (r.run, r.rate_per_s)).collect();
+    let summary = summary::summarize(&records, &runs, &args.mix.states(), args.slo, args.slo_target);
+    let path = dir.join(SUMMARY_FILE);
+    store::write_json_atomic(&path, &summary).map_err(|e| Failure::io(e.to_string()))?;
+    if let Err(e) = plot::write(&dir.join(PLOT_FILE), &summary) {
+        eprintln!("warning: no plot: {e}");
+    }
+    journal.update(|m| {
+        m.status = crate::meta::RunStatus::Complete;
+        m.ended_at = Some(crate::meta::now_rfc3339());
+    })?;
+    crate::output::print(&summary::table(&summary))?;
+    let failed = records.iter().filter(|m| !Record::Measurement(Box::new((*m).clone())).is_good()).count();
+    let dishonest: Vec<String> =
+        summary.rates.iter().filter(|r| !r.honestly_offered).map(|r| format!("{}/s", r.rate_per_s)).collect();
+    if !args.quiet {
+        eprintln!(
+            "{} requests, {failed} failed (errors, failed quality or unconfirmed cache state); records and {SUMMARY_FILE} in {}",
+            records.len(),
+            dir.display()
+        );
+    }
+    if !dishonest.is_empty() {
+        eprintln!(
+            "rates not honestly offered (p99 send lag above {} ms: the client set the pace, not the server): {}",
+            summary::HONEST_LAG_P99_MS,
+            dishonest.join(", ")
+        );
+    }
+    Ok(exit::code(if failed > 0 || !dishonest.is_empty() { exit::FINDINGS } else { exit::SUCCESS }))
+}
+
+/// Everything that talks to the server: setup, then each rate in turn.
+async fn run(
+    mut config: crate::config::SweepConfig,
+    mut plan: LoadPlan,
+    journal: Journal,
+    progress: Arc<Progress>,
+) -> Result<End, Failure> {
+    let supervisor = crate::runner::start_server(&mut config, &progress).await?;
+    let ctx = Arc::new(setup::prepare(config, Some(&journal), &progress).await?);
+    crate::runner::record_server(supervisor.as_ref(), &journal)?;
+    let gate = setup::ThermalGate::start(&ctx, &progress).await;
+    journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;
+    let slots = prepare::slot_bound(&ctx.preset).then_some(ctx.slots);
+    plan.slots_held = slots;
+    journal.update(|m| m.load = Some(plan.clone()))?;
+    let mut writer = RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
+    let mut all = Vec::new();
+    for (i, rate) in plan.rates.iter().enumerate() {
+        let thermal = if i == 0 { gate.first() } else { gate.wait(&ctx, &progress).await };
+        progress.note(&format!(
+            "rate {}/s ({} of {}): {} arrivals over {} ...",
+            rate.rate_per_s,
+            i + 1,
+            plan.rates.len(),
+            rate.arrivals.len(),
+            humantime::format_duration(std::time::Duration::from_secs_f64(plan.duration_s))
+        ));
+        if let Err(e) = measure::begin_cell(&ctx).await {
+            progress.note(&format!("warning: the preset's global reset failed: {}", e.message));
+        }
+        let driver = Arc::new(prepare::Real {
+            ctx: ctx.clone(),
+            context_tokens: plan.context_tokens,
+            run: rate.run,
+            thermal: Some(thermal),
+        });
+        let engine_plan = engine::RatePlan {
+            rate_per_s: rate.rate_per_s,
+            arrivals: rate.arrivals.clone(),
+            ahead: plan.prepare_ahead as usize,
+            slots: slots.map(|s| s as usize),
+            concurrency_limit: plan.concurrency_limit.map(|c| c as usize),
+            timer: engine::Timer::Precise,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Measurement>();
+        // Appends (one write and an fsync each) happen off the async workers, as records come.
+        let writing = tokio::task::spawn_blocking(move || {
+            let mut written = Vec::new();
+            while let Some(m) = rx.blocking_recv() {
+                let record = Record::Measurement(Box::new(m));
+                writer.append(&record).map_err(|e| Failure::io(e.to_string()))?;
+                if let Record::Measurement(m) = record {
+                    written.push(*m);
+                }
+            }
+            Ok::<_, Failure>((writer, written))
+        });
+        let clock = engine::run(driver, engine_plan, tx).await;
+        let (w, written) =
+            writing.await.map_err(|e| Failure::internal(format!("the record writer stopped: {e}")))??;
+        writer = w;
+        let _ = measure::end_cell(&ctx).await;
+        let started_at = clock.started_at;
+        journal.update(|m| {
+            if let Some(r) = m.load.as_mut().and_then(|l| l.rates.get_mut(i)) {
+                r.clock_started_at = Some(started_at);
+            }
+        })?;
+        let good = written.iter().filter(|m| m.error.is_none() && m.quality_ok).count();
+        let lag = summary::Percentiles::of(written.iter().filter_map(|m| m.send_lag_ms));
+        progress.note(&format!(
+            "rate {}/s: {good}/{} good, send lag p99 {:.3} ms",
+            rate.rate_per_s,
+            written.len(),
+            lag.p99.unwrap_or(0.0)
+        ));
+        let unanswered = |m: &Measurement| {
+            matches!(m.error.as_ref().map(|e| e.kind), Some(ErrorKind::Connect | ErrorKind::Timeout))
+        };
+        let gone = !written.is_empty() && written.iter().all(unanswered);
+        let count = written.len();
+        all.extend(written);
+        if gone {
+            // Every later rate would fail the same way, one timeout per request.
+            return Err(Failure::server(format!(
+                "the server at {} answered none of the {count} requests at {}/s: it is down or wedged",
+                ctx.config.server, rate.rate_per_s
+            )));
+        }
+    }
+    drop(supervisor);
+    Ok(End::Done(all))
+}

@@ -1,0 +1,102 @@
+//! `load-ttft-p99.svg`: TTFT p99 against the offered rate, one line per cache state (log-log:
+//! rates usually double, and TTFT grows by orders of magnitude past the knee), with the SLO's TTFT
+//! as a horizontal line, so the knee is where a line crosses it.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use super::summary::LoadSummary;
+use crate::record::CacheState;
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot draw {path}: {message}")]
+pub struct PlotError {
+    path: String,
+    message: String,
+}
+
+fn color(state: CacheState) -> RGBColor {
+    match state {
+        CacheState::Cold => RGBColor(31, 119, 180),
+        CacheState::Warm => RGBColor(255, 127, 14),
+        CacheState::Hot => RGBColor(214, 39, 40),
+    }
+}
+
+/// Every axis bound stays finite and positive whatever the data (plotters loops on infinities).
+fn finite(v: f64) -> f64 {
+    if v.is_finite() { v.clamp(1e-3, 1e300) } else { 1e-3 }
+}
+
+/// The (rate, TTFT p99) points of each cache state that has any.
+pub fn series(s: &LoadSummary) -> Vec<(CacheState, Vec<(f64, f64)>)> {
+    let mut out = Vec::new();
+    for state in [CacheState::Cold, CacheState::Warm, CacheState::Hot] {
+        let pts: Vec<(f64, f64)> = s
+            .rates
+            .iter()
+            .filter_map(|r| {
+                let p99 = r.states.iter().find(|x| x.state == Some(state))?.ttft_ms.p99?;
+                Some((finite(r.rate_per_s), finite(p99)))
+            })
+            .collect();
+        if !pts.is_empty() {
+            out.push((state, pts));
+        }
+    }
+    out
+}
+
+/// Writes the plot; Ok(false) when no rate has a TTFT to show.
+pub fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
+    let fail =
+        |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
+    let series = series(s);
+    if series.is_empty() {
+        return Ok(false);
+    }
+    let pts = series.iter().flat_map(|(_, p)| p.iter());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, finite(s.slo.ttft_ms), finite(s.slo.ttft_ms));
+    for &(x, y) in pts {
+        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+    }
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("TTFT p99 vs offered rate", ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x0 / 1.3..x1 * 1.3).log_scale(), (y0 / 1.5..y1 * 1.5).log_scale())
+        .map_err(|e| fail(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("offered rate, requests/s")
+        .y_desc("TTFT p99, ms")
+        .draw()
+        .map_err(|e| fail(&e))?;
+    for (state, pts) in &series {
+        let c = color(*state);
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+            .map_err(|e| fail(&e))?
+            .label(state.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(|e| fail(&e))?;
+    }
+    let slo = finite(s.slo.ttft_ms);
+    chart
+        .draw_series(LineSeries::new([(x0 / 1.3, slo), (x1 * 1.3, slo)], BLACK.stroke_width(1)))
+        .map_err(|e| fail(&e))?
+        .label(format!("SLO TTFT {} ms", s.slo.ttft_ms))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| fail(&e))?;
+    root.present().map_err(|e| fail(&e))?;
+    Ok(true)
+}

@@ -1,0 +1,79 @@
+//! The real server side of the load engine: the sweep's own preparation (`measure::prepare_on`:
+//! reset, priming and eviction for warm, turns 1 and 2 for hot), timed send (`measure::fire`,
+//! with a warm reload inside the window) and finish (cleanup, cache-state evidence and gates via
+//! `measure::finish`), on a session per arrival.
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::engine::Driver;
+use super::schedule::Arrival;
+use crate::record::{CellKey, Measurement, Mode, Scenario};
+use crate::runner::Ctx;
+use crate::runner::measure::{self, Fired, Ready};
+
+pub struct Real {
+    pub ctx: Arc<Ctx>,
+    pub context_tokens: u32,
+    /// The rate's position in `--rates` (the records' `run`).
+    pub run: u32,
+    /// The thermal record of the rate (the gate ran before it).
+    pub thermal: Option<crate::record::ThermalRecord>,
+}
+
+impl Real {
+    fn cell(&self, arrival: &Arrival) -> CellKey {
+        CellKey {
+            model: self.ctx.model.clone(),
+            scenario: Scenario::Load,
+            cache_state: arrival.state,
+            mode: Mode::Streaming,
+            context_tokens: self.context_tokens,
+            batch_size: 1,
+            run: self.run,
+        }
+    }
+}
+
+impl Driver for Real {
+    type Ready = Ready;
+    type Fired = Fired;
+
+    async fn prepare(&self, index: u32, arrival: Arrival, slot: u32) -> Result<Ready, Box<Measurement>> {
+        // new_session spreads sessions over slots by the number it is given: the leased slot.
+        let session = self.ctx.new_session(slot);
+        measure::prepare_on(&self.ctx, &self.cell(&arrival), index, session).await.map_err(|mut m| {
+            m.thermal = self.thermal.clone();
+            m
+        })
+    }
+
+    async fn fire(
+        &self,
+        ready: &Ready,
+        at: impl std::future::Future<Output = ()> + Send,
+    ) -> (Instant, Fired) {
+        let fired = measure::fire_at(&self.ctx, ready, at).await;
+        (fired.window_start, fired)
+    }
+
+    async fn finish(&self, ready: Ready, fired: Fired, due: Instant) -> Measurement {
+        let mut m = measure::finish(&self.ctx, ready, fired, Some(due), None).await;
+        m.thermal = self.thermal.clone();
+        m
+    }
+
+    fn blank(&self, index: u32, arrival: Arrival) -> Measurement {
+        let mut m = measure::blank(&self.ctx, &self.cell(&arrival), index, "");
+        m.thermal = self.thermal.clone();
+        m
+    }
+}
+
+/// Whether the preset pins a session's cache to a server slot (its request binding names
+/// `{slot}`, like llama.cpp's `id_slot`): then sessions lease slots (see `engine`).
+pub fn slot_bound(preset: &crate::preset::Preset) -> bool {
+    let names = |v: &serde_json::Value| v.to_string().contains("{slot}");
+    preset.request.body.values().any(names) || preset.request.headers.values().any(|h| h.contains("{slot}"))
+}

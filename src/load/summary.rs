@@ -1,0 +1,275 @@
+//! What a load run found, computed from its records alone (so it can be recomputed from any
+//! measurements.jsonl): per rate and cache state the TTFT and inter-token latency percentiles,
+//! the achieved request rate, output tokens/s and goodput against the SLO; per rate the send-lag
+//! distribution and whether the rate was honestly offered; per cache state the knee.
+//!
+//! Definitions (docs/load.md says why):
+//! - a request meets the SLO when it is good (no error, every quality gate passed, its cache
+//!   state confirmed or unrefuted), its TTFT is at most the SLO's, and its mean inter-token gap is
+//!   at most the SLO's (a request with fewer than two streamed deltas has no gap to miss);
+//! - goodput = requests meeting the SLO / requests scheduled (failed ones included);
+//! - ITL percentiles pool every gap between consecutive deltas of the good requests;
+//! - achieved rate and output tok/s divide by the rate's wall time: from its clock's start to the
+//!   end of its last response;
+//! - the knee is the highest rate whose goodput, and that of every lower rate, is at least the
+//!   target; rates without a request of that state neither count nor break the chain;
+//! - a rate is honestly offered when the p99 of its send lags is at most 1 ms.
+
+use serde::{Deserialize, Serialize};
+
+use super::schedule::Slo;
+use crate::record::{CacheState, Measurement};
+use crate::stats::Samples;
+
+/// A rate whose p99 send lag is above this was not offered as scheduled: the client, not the
+/// server, set the pace.
+pub const HONEST_LAG_P99_MS: f64 = 1.0;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub n: usize,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Percentiles {
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Percentiles {
+        let s = Samples::new(values);
+        Percentiles {
+            n: s.len(),
+            p50: s.quantile(0.5),
+            p90: s.quantile(0.9),
+            p99: s.quantile(0.99),
+            max: s.values().last().copied(),
+        }
+    }
+}
+
+/// One rate and one cache state (`state` None: every state of the rate together).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StateSummary {
+    pub state: Option<CacheState>,
+    /// Arrivals scheduled.
+    pub requests: usize,
+    /// Good requests (no error, quality gate passed, cache state not refuted).
+    pub good: usize,
+    /// Requests served in a cache state other than the one claimed.
+    pub cache_state_refuted: usize,
+    pub met_slo: usize,
+    pub goodput: Option<f64>,
+    pub ttft_ms: Percentiles,
+    pub itl_ms: Percentiles,
+    pub achieved_rate_per_s: Option<f64>,
+    pub output_tps: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RateSummary {
+    pub run: u32,
+    pub rate_per_s: f64,
+    /// Requests that left (the rest failed in their preparation).
+    pub sent: usize,
+    pub send_lag_ms: Percentiles,
+    /// Requests whose preparation was not done at their instant.
+    pub prepared_late: usize,
+    /// p99 send lag at most `HONEST_LAG_P99_MS`.
+    pub honestly_offered: bool,
+    /// From the rate's clock start to the end of its last response.
+    pub wall_s: Option<f64>,
+    pub states: Vec<StateSummary>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Knee {
+    pub state: Option<CacheState>,
+    /// None: the goodput target was missed already at the lowest rate (or no rate had requests).
+    pub rate_per_s: Option<f64>,
+}
+
+/// The summary file (`load-summary.json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadSummary {
+    pub slo: Slo,
+    pub slo_target: f64,
+    pub honest_lag_p99_ms: f64,
+    pub rates: Vec<RateSummary>,
+    pub knees: Vec<Knee>,
+}
+
+fn good(m: &Measurement) -> bool {
+    m.error.is_none() && m.quality_ok && m.cache_state_confirmed != Some(false)
+}
+
+/// Gaps between consecutive streamed deltas, ms.
+fn gaps(m: &Measurement) -> impl Iterator<Item = f64> + '_ {
+    m.token_offsets_ms.windows(2).map(|w| w[1] - w[0])
+}
+
+/// The request's mean inter-token gap, ms (None with fewer than two deltas).
+pub fn mean_itl_ms(m: &Measurement) -> Option<f64> {
+    let offsets = &m.token_offsets_ms;
+    let (first, last) = (offsets.first()?, offsets.last()?);
+    (offsets.len() >= 2).then(|| (last - first) / (offsets.len() - 1) as f64)
+}
+
+pub fn meets(m: &Measurement, slo: &Slo) -> bool {
+    good(m)
+        && m.ttft_ms.is_some_and(|t| t <= slo.ttft_ms)
+        && mean_itl_ms(m).is_none_or(|itl| itl <= slo.itl_ms)
+}
+
+fn state_summary(
+    state: Option<CacheState>,
+    ms: &[&Measurement],
+    slo: &Slo,
+    wall_s: Option<f64>,
+) -> StateSummary {
+    let mine: Vec<&Measurement> =
+        ms.iter().copied().filter(|m| state.is_none_or(|s| m.cell.cache_state == s)).collect();
+    let ok: Vec<&Measurement> = mine.iter().copied().filter(|m| good(m)).collect();
+    let met = mine.iter().filter(|m| meets(m, slo)).count();
+    let per_s = |x: f64| wall_s.filter(|w| *w > 0.0 && !mine.is_empty()).map(|w| x / w);
+    StateSummary {
+        state,
+        requests: mine.len(),
+        good: ok.len(),
+        cache_state_refuted: mine.iter().filter(|m| m.cache_state_confirmed == Some(false)).count(),
+        met_slo: met,
+        goodput: (!mine.is_empty()).then(|| met as f64 / mine.len() as f64),
+        ttft_ms: Percentiles::of(ok.iter().filter_map(|m| m.ttft_ms)),
+        itl_ms: Percentiles::of(ok.iter().flat_map(|m| gaps(m))),
+        achieved_rate_per_s: per_s(ok.len() as f64),
+        output_tps: per_s(ok.iter().filter_map(|m| m.output_tokens).sum::<u64>() as f64),
+    }
+}
+
+/// The summary of every rate in `rates` ((run, rate) pairs, in the order run), from the records
+/// of scenario `load` among `records`; `states` are the mix's states, in order.
+pub fn summarize(
+    records: &[Measurement],
+    rates: &[(u32, f64)],
+    states: &[CacheState],
+    slo: Slo,
+    slo_target: f64,
+) -> LoadSummary {
+    let mut out = Vec::new();
+    for &(run, rate) in rates {
+        let ms: Vec<&Measurement> = records
+            .iter()
+            .filter(|m| m.cell.scenario == crate::record::Scenario::Load && m.cell.run == run)
+            .collect();
+        let sent: Vec<&Measurement> = ms.iter().copied().filter(|m| m.actual_send_ms.is_some()).collect();
+        let lag = Percentiles::of(sent.iter().filter_map(|m| m.send_lag_ms));
+        let end_ms = sent
+            .iter()
+            .filter_map(|m| Some(m.actual_send_ms? + m.e2e_ms?))
+            .fold(None, |a: Option<f64>, e| Some(a.map_or(e, |a| a.max(e))));
+        let wall_s = end_ms.map(|e| e / 1000.0);
+        let mut per_state: Vec<StateSummary> =
+            states.iter().map(|s| state_summary(Some(*s), &ms, &slo, wall_s)).collect();
+        per_state.push(state_summary(None, &ms, &slo, wall_s));
+        out.push(RateSummary {
+            run,
+            rate_per_s: rate,
+            sent: sent.len(),
+            honestly_offered: lag.p99.is_none_or(|p| p <= HONEST_LAG_P99_MS),
+            send_lag_ms: lag,
+            prepared_late: sent.iter().filter(|m| m.prepare_late_ms.is_some_and(|l| l > 0.0)).count(),
+            wall_s,
+            states: per_state,
+        });
+    }
+    let mut keys: Vec<Option<CacheState>> = states.iter().copied().map(Some).collect();
+    keys.push(None);
+    let knees =
+        keys.into_iter().map(|state| Knee { state, rate_per_s: knee(&out, state, slo_target) }).collect();
+    LoadSummary { slo, slo_target, honest_lag_p99_ms: HONEST_LAG_P99_MS, rates: out, knees }
+}
+
+/// The highest rate whose goodput, and every lower rate's, is at least `target` (see the module).
+pub fn knee(rates: &[RateSummary], state: Option<CacheState>, target: f64) -> Option<f64> {
+    let mut points: Vec<(f64, f64)> = rates
+        .iter()
+        .filter_map(|r| Some((r.rate_per_s, r.states.iter().find(|s| s.state == state)?.goodput?)))
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut best = None;
+    for (rate, goodput) in points {
+        if goodput < target {
+            break;
+        }
+        best = Some(rate);
+    }
+    best
+}
+
+pub fn label(state: Option<CacheState>) -> &'static str {
+    state.map_or("all", CacheState::as_str)
+}
+
+/// The table printed at the end of a run.
+pub fn table(s: &LoadSummary) -> String {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    let mut out = String::from(
+        "| Rate /s | State | Requests | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | Achieved /s | Output tok/s | Goodput |\n\
+         |---------|-------|----------|----------|----------|----------|---------|---------|---------|-------------|--------------|---------|\n",
+    );
+    for r in &s.rates {
+        for st in &r.states {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                r.rate_per_s,
+                label(st.state),
+                st.requests,
+                f(st.ttft_ms.p50),
+                f(st.ttft_ms.p90),
+                f(st.ttft_ms.p99),
+                f(st.itl_ms.p50),
+                f(st.itl_ms.p90),
+                f(st.itl_ms.p99),
+                st.achieved_rate_per_s.map_or("-".into(), |x| format!("{x:.2}")),
+                f(st.output_tps),
+                st.goodput.map_or("-".into(), |g| format!("{:.0}%", g * 100.0)),
+            ));
+        }
+    }
+    out.push_str(
+        "\n| Rate /s | Sent | Send lag p50 ms | p90 | p99 | max | Prepared late | Offered |\n\
+         |---------|------|-----------------|-----|-----|-----|---------------|---------|\n",
+    );
+    let us = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
+    for r in &s.rates {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.rate_per_s,
+            r.sent,
+            us(r.send_lag_ms.p50),
+            us(r.send_lag_ms.p90),
+            us(r.send_lag_ms.p99),
+            us(r.send_lag_ms.max),
+            r.prepared_late,
+            if r.honestly_offered {
+                "honestly".to_string()
+            } else {
+                format!("NOT honestly (p99 lag > {} ms)", s.honest_lag_p99_ms)
+            },
+        ));
+    }
+    out.push_str(&format!(
+        "\nKnee (highest rate with goodput >= {:.0}% at it and every lower rate; SLO {}):",
+        s.slo_target * 100.0,
+        s.slo
+    ));
+    for k in &s.knees {
+        let at = k.rate_per_s.map_or("below the lowest rate".to_string(), |r| format!("{r}/s"));
+        out.push_str(&format!(" {} {at};", label(k.state)));
+    }
+    out.pop();
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests;

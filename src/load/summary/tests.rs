@@ -1,0 +1,109 @@
+//! The summary's arithmetic on hand-made records: every number below is worked out by hand.
+
+use super::*;
+use crate::record::{CellKey, ErrorInfo, ErrorKind, Scenario};
+
+fn rec(run: u32, state: CacheState, send_ms: f64, ttft_ms: f64, gap_ms: f64) -> Measurement {
+    Measurement {
+        cell: CellKey {
+            scenario: Scenario::Load,
+            cache_state: state,
+            run,
+            batch_size: 1,
+            ..Default::default()
+        },
+        actual_send_ms: Some(send_ms),
+        scheduled_send_ms: Some(send_ms),
+        send_lag_ms: Some(0.1),
+        prepare_late_ms: Some(0.0),
+        ttft_ms: Some(ttft_ms),
+        // Three deltas: the first at TTFT, then two gaps.
+        token_offsets_ms: vec![ttft_ms, ttft_ms + gap_ms, ttft_ms + 2.0 * gap_ms],
+        e2e_ms: Some(ttft_ms + 2.0 * gap_ms),
+        output_tokens: Some(3),
+        quality_ok: true,
+        cache_state_confirmed: Some(true),
+        ..Default::default()
+    }
+}
+
+const SLO: Slo = Slo { ttft_ms: 500.0, itl_ms: 50.0 };
+
+#[test]
+fn goodput_counts_good_requests_within_both_limits_over_every_scheduled_one() {
+    let mut refuted = rec(1, CacheState::Warm, 300.0, 100.0, 10.0);
+    refuted.cache_state_confirmed = Some(false);
+    let mut failed = rec(1, CacheState::Cold, 400.0, 100.0, 10.0);
+    failed.error = Some(ErrorInfo::new(ErrorKind::Timeout, "no answer"));
+    let records = vec![
+        rec(1, CacheState::Cold, 0.0, 100.0, 10.0),   // meets both
+        rec(1, CacheState::Cold, 100.0, 600.0, 10.0), // TTFT over 500
+        rec(1, CacheState::Cold, 200.0, 100.0, 60.0), // ITL over 50
+        failed,
+        rec(1, CacheState::Warm, 500.0, 500.0, 50.0), // exactly at both limits: meets
+        refuted,                                      // a warm request served cold: failed
+    ];
+    let s = summarize(&records, &[(1, 2.0)], &[CacheState::Cold, CacheState::Warm], SLO, 0.9);
+    let r = &s.rates[0];
+    let [cold, warm, all] = [&r.states[0], &r.states[1], &r.states[2]];
+    assert_eq!((cold.requests, cold.good, cold.met_slo, cold.goodput), (4, 3, 1, Some(0.25)));
+    assert_eq!((warm.requests, warm.good, warm.met_slo, warm.cache_state_refuted), (2, 1, 1, 1));
+    assert_eq!((all.state, all.requests, all.met_slo, all.goodput), (None, 6, 2, Some(2.0 / 6.0)));
+    // The last response ends at 500 + 500 + 100 ms: the rate's wall time is 1.1 s.
+    assert_eq!(r.wall_s, Some(1.1));
+    assert_eq!(all.achieved_rate_per_s, Some(4.0 / 1.1));
+    assert_eq!(all.output_tps, Some(12.0 / 1.1));
+    // Cold TTFTs of the good requests: 100, 100, 600 -> p50 100, p90 500 (type 7), max 600.
+    assert_eq!(
+        (cold.ttft_ms.p50, cold.ttft_ms.p90, cold.ttft_ms.max),
+        (Some(100.0), Some(500.0), Some(600.0))
+    );
+    // ITL pools every gap: 10, 10, 10, 10, 60, 60.
+    assert_eq!((cold.itl_ms.n, cold.itl_ms.p50, cold.itl_ms.max), (6, Some(10.0), Some(60.0)));
+    assert!(r.honestly_offered && r.sent == 6);
+}
+
+fn rate(run: u32, rate_per_s: f64, goodput: Option<f64>) -> RateSummary {
+    RateSummary {
+        run,
+        rate_per_s,
+        states: vec![StateSummary { state: None, goodput, ..Default::default() }],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn the_knee_is_the_top_of_the_unbroken_run_of_rates_meeting_the_target() {
+    let rates = [
+        rate(1, 1.0, Some(1.0)),
+        rate(2, 2.0, Some(0.95)),
+        rate(3, 4.0, Some(0.8)),
+        rate(4, 8.0, Some(0.92)),
+    ];
+    // 8/s meets the target again, but 4/s broke the chain: the knee stays at 2/s.
+    assert_eq!(knee(&rates, None, 0.9), Some(2.0));
+    assert_eq!(knee(&rates, None, 0.95), Some(2.0), "at the target counts");
+    assert_eq!(knee(&rates, None, 0.99), Some(1.0));
+    assert_eq!(knee(&rates[2..], None, 0.9), None, "missed at the lowest rate");
+    // A rate without requests of the state is no evidence either way; order of --rates does not matter.
+    let gaps = [rate(2, 4.0, Some(0.9)), rate(1, 1.0, None), rate(3, 2.0, Some(1.0))];
+    assert_eq!(knee(&gaps, None, 0.9), Some(4.0));
+}
+
+#[test]
+fn a_rate_with_a_p99_send_lag_above_1_ms_is_not_honestly_offered() {
+    let mut records: Vec<Measurement> =
+        (0..100).map(|i| rec(1, CacheState::Cold, f64::from(i) * 10.0, 100.0, 10.0)).collect();
+    records[99].send_lag_ms = Some(250.0);
+    let s = summarize(&records, &[(1, 100.0)], &[CacheState::Cold], SLO, 0.9);
+    // p99 (type 7) of 99 x 0.1 and 1 x 250 ms: h = 99 x 0.99 = 98.01, so: 0.1 + 0.01 x (250 - 0.1) = 2.599 ms.
+    let p99 = s.rates[0].send_lag_ms.p99.unwrap();
+    assert!((p99 - 2.599).abs() < 1e-9, "{p99}");
+    assert!(!s.rates[0].honestly_offered);
+    let text = table(&s);
+    assert!(
+        text.contains("| 100 | 100 | 0.100 | 0.100 | 2.599 | 250.000 | 0 | NOT honestly (p99 lag > 1 ms) |"),
+        "{text}"
+    );
+    assert!(text.contains("cold 100/s; all 100/s"), "{text}");
+}
