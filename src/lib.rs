@@ -26,6 +26,7 @@ pub mod runner;
 pub mod scenario_file;
 pub mod secrets;
 pub mod server;
+pub mod shard;
 pub mod spec;
 pub mod stats;
 pub mod store;
