@@ -71,6 +71,12 @@ bench:
 host-profile:
     python3 scripts/host_profile.py
 
+# the GPU reference run (docs/reference.md): build llama.cpp with CUDA, generate the 8B-shaped model,
+# probe the GPU, sweep, verify, merge, report into DEST; `scripts/gpu-reference.sh help` for the steps
+gpu-reference DEST="results/reference-new":
+    cargo build --release
+    bash scripts/gpu-reference.sh all {{DEST}}
+
 # --- llama.cpp server (scripts/llama-server.sh) ---
 # Local llama-server for tests/benchmarks. Cache: ${TTFT_BENCH_CACHE:-~/.cache/ttft-bench}
 

@@ -42,6 +42,7 @@ import os
 import signal
 import sys
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -49,6 +50,8 @@ import gguf
 
 # Bump whenever the output would change; scripts/llama-server.sh keys its
 # cache on this string, so a bump makes it regenerate the cached models.
+# Adding a variant does not change the others' bytes (each tensor's random
+# stream is derived from its own name), so it needs no bump.
 GENERATOR_VERSION = "ttft-random-llama-v2-wordchain"
 
 VARIANTS = {
@@ -56,6 +59,22 @@ VARIANTS = {
     "tiny": dict(n_layer=4, n_embd=256, n_head=4, n_ff=768, qtype="f16"),
     # ~1 GB q8_0: 16 layers, 2048 wide (~0.95 B params). Only on request.
     "medium": dict(n_layer=16, n_embd=2048, n_head=16, n_ff=5632, qtype="q8_0"),
+    # ~14.5 GB f16: Llama-3-8B's shape (32 layers, 4096 wide, 32 heads, grouped-query attention
+    # with 8 KV heads, FFN 14336) over the same 32k SPM vocab. For GPU reference runs
+    # (scripts/gpu-reference.sh); decode reads ~14.5 GB per token, like a real f16 8B model.
+    # norm_scale: the layers' input norms. At this width and depth, 32 layers of full-scale random
+    # updates add ~8x the embedding's magnitude to the residual stream and the word chain breaks into
+    # loops (seen on an H100: 18 of 186 replies failed the repetition gate); 0.1 keeps the sum of
+    # the updates under half the embedding. The weights themselves stay full-scale random data.
+    # tile_rows: the layer matrices repeat one random band of that many rows (see TiledWeight): a
+    # valid f16 GGUF of the right size in about a minute, where drawing 7 G random numbers takes
+    # several. Timing does not depend on the values; the word chain (embedding and LM head) stays
+    # fully random.
+    "llama8b": dict(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, n_ff=14336, qtype="f16",
+                    norm_scale=0.1, tile_rows=64),
+    # The same recipe (GQA, tiled layers, scaled norms) at tiny size: tests the llama8b path on a CPU.
+    "gqa-tiny": dict(n_layer=4, n_embd=256, n_head=4, n_head_kv=2, n_ff=768, qtype="f16",
+                     norm_scale=0.1, tile_rows=64),
 }
 
 CONTEXT_LENGTH = 65536
@@ -127,19 +146,71 @@ def next_tokens(tokens: list[str], seed: int) -> np.ndarray:
     return nxt
 
 
-def add_weight(writer: gguf.GGUFWriter, name: str, data: np.ndarray, qtype: str) -> None:
+def encode(data: np.ndarray, qtype: str) -> tuple[np.ndarray, gguf.GGMLQuantizationType | None]:
     if qtype == "q8_0":
         q = gguf.GGMLQuantizationType.Q8_0
-        writer.add_tensor(name, gguf.quants.quantize(data, q), raw_dtype=q)
+        return gguf.quants.quantize(data, q), q
+    return data.astype(np.float16), None
+
+
+def add_weight(writer: gguf.GGUFWriter, name: str, encoded: tuple) -> None:
+    data, raw_dtype = encoded
+    if raw_dtype is None:
+        writer.add_tensor(name, data)
     else:
-        writer.add_tensor(name, data.astype(np.float16))
+        writer.add_tensor(name, data, raw_dtype=raw_dtype)
 
 
-def generate(variant: str, vocab_path: str, out_path: str, seed: int) -> None:
+def layer_weight(seed: int, name: str, shape: tuple[int, int], scale: float, qtype: str) -> tuple:
+    """One projection matrix, encoded. `scale` != 1 marks an output projection: its row 0 (output
+    dim 0, the EOS-guard dim) is zeroed so no layer ever writes that dim."""
+    w = randn(seed, name, shape)
+    if scale != 1.0:
+        w *= scale
+        w[0, :] = 0.0
+    return encode(w, qtype)
+
+
+class TiledWeight:
+    """A (rows, cols) f16 matrix that repeats one random band of `band.shape[0]` rows, written
+    straight to the file (GGUFWriter only needs shape, dtype, nbytes and tofile), so a 14.5 GB
+    model is never held in memory nor drawn number by number."""
+
+    def __init__(self, band: np.ndarray, rows: int):
+        self.band = band.astype(np.float16)
+        self.shape = (rows, band.shape[1])
+        self.dtype = self.band.dtype
+        self.nbytes = rows * band.shape[1] * self.band.itemsize
+
+    def tofile(self, fout) -> None:
+        rows, per = self.shape[0], self.band.shape[0]
+        # ~32 MB chunks of whole bands, then the remainder.
+        bands = max(1, min(rows // per, (32 << 20) // max(1, self.band.nbytes)))
+        chunk = np.tile(self.band, (bands, 1))
+        full, rest = divmod(rows, bands * per)
+        for _ in range(full):
+            chunk.tofile(fout)
+        if rest:
+            chunk[:rest].tofile(fout)
+
+
+def tiled_weight(seed: int, name: str, shape: tuple[int, int], scale: float, tile_rows: int) -> tuple:
+    """`layer_weight` for a tiled variant: row 0 of the band (so every tile_rows-th output dim,
+    the EOS-guard dim among them) is zeroed in output projections."""
+    band = randn(seed, name, (min(tile_rows, shape[0]), shape[1]))
+    if scale != 1.0:
+        band *= scale
+        band[0, :] = 0.0
+    return TiledWeight(band, shape[0]), None
+
+
+def generate(variant: str, vocab_path: str, out_path: str, seed: int, threads: int) -> None:
     cfg = VARIANTS[variant]
     n_layer, n_embd, n_head, n_ff, qtype = (
         cfg["n_layer"], cfg["n_embd"], cfg["n_head"], cfg["n_ff"], cfg["qtype"])
+    n_head_kv = cfg.get("n_head_kv", n_head)
     head_dim = n_embd // n_head
+    n_embd_kv = head_dim * n_head_kv  # grouped-query attention: K and V are narrower than Q
 
     writer = gguf.GGUFWriter(out_path, "llama")
     writer.add_name(f"ttft-bench random {variant} ({GENERATOR_VERSION}, seed {seed})")
@@ -150,7 +221,7 @@ def generate(variant: str, vocab_path: str, out_path: str, seed: int) -> None:
     writer.add_block_count(n_layer)
     writer.add_feed_forward_length(n_ff)
     writer.add_head_count(n_head)
-    writer.add_head_count_kv(n_head)
+    writer.add_head_count_kv(n_head_kv)
     writer.add_rope_dimension_count(head_dim)
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
@@ -161,24 +232,39 @@ def generate(variant: str, vocab_path: str, out_path: str, seed: int) -> None:
     # Token embeddings: dim 0 is the EOS-guard constant.
     emb = randn(seed, "token_embd", (n_vocab, n_embd))
     emb[:, 0] = EOS_GUARD_CONST
-    add_weight(writer, "token_embd.weight", emb, qtype)
+    add_weight(writer, "token_embd.weight", encode(emb, qtype))
 
+    # The layer matrices are drawn in parallel (numpy releases the GIL while it fills and converts
+    # arrays; an 8B-shaped model is ~7 G random numbers) and added in a fixed order: every tensor
+    # has its own random stream, so the file is the same for any thread count.
+    shapes = {"attn_q": (n_embd, n_embd), "attn_k": (n_embd_kv, n_embd), "attn_v": (n_embd_kv, n_embd),
+              "attn_output": (n_embd, n_embd), "ffn_gate": (n_ff, n_embd), "ffn_up": (n_ff, n_embd),
+              "ffn_down": (n_embd, n_ff)}
+    scales = {"attn_output": LAYER_OUT_SCALE, "ffn_down": LAYER_OUT_SCALE}
+    order = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+             "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
     ones = np.ones(n_embd, dtype=np.float32)  # norms stay f32 (llama.cpp expects it)
-    for i in range(n_layer):
-        p = f"blk.{i}"
-        writer.add_tensor(f"{p}.attn_norm.weight", ones)
-        for t in ("attn_q", "attn_k", "attn_v"):
-            add_weight(writer, f"{p}.{t}.weight", randn(seed, f"{p}.{t}", (n_embd, n_embd)), qtype)
-        # Output projections never write the EOS-guard dim (row 0 = output dim 0).
-        w = randn(seed, f"{p}.attn_output", (n_embd, n_embd)) * LAYER_OUT_SCALE
-        w[0, :] = 0.0
-        add_weight(writer, f"{p}.attn_output.weight", w, qtype)
-        writer.add_tensor(f"{p}.ffn_norm.weight", ones)
-        for t in ("ffn_gate", "ffn_up"):
-            add_weight(writer, f"{p}.{t}.weight", randn(seed, f"{p}.{t}", (n_ff, n_embd)), qtype)
-        w = randn(seed, f"{p}.ffn_down", (n_embd, n_ff)) * LAYER_OUT_SCALE
-        w[0, :] = 0.0
-        add_weight(writer, f"{p}.ffn_down.weight", w, qtype)
+    layer_norm = np.full(n_embd, cfg.get("norm_scale", 1.0), dtype=np.float32)
+    jobs = [(f"blk.{i}.{t}", t) for i in range(n_layer) for t in order]
+    tile_rows = cfg.get("tile_rows")
+    if tile_rows and qtype != "f16":
+        sys.exit(f"variant {variant}: tiled weights are written as f16 only")
+
+    def weight(job: tuple[str, str]):
+        name, kind = job
+        if kind not in shapes:
+            return None
+        if tile_rows:
+            return tiled_weight(seed, name, shapes[kind], scales.get(kind, 1.0), tile_rows)
+        return layer_weight(seed, name, shapes[kind], scales.get(kind, 1.0), qtype)
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        results = pool.map(weight, jobs)
+        for (name, kind), encoded in zip(jobs, results):
+            if encoded is None:
+                writer.add_tensor(f"{name}.weight", layer_norm)
+            else:
+                add_weight(writer, f"{name}.weight", encoded)
 
     writer.add_tensor("output_norm.weight", ones)
     # LM head: the guard dim feeds only the EOS logit, with a huge negative weight.
@@ -188,7 +274,7 @@ def generate(variant: str, vocab_path: str, out_path: str, seed: int) -> None:
     del emb
     out[:, 0] = 0.0
     out[eos_id, 0] = EOS_GUARD_WEIGHT
-    add_weight(writer, "output.weight", out, qtype)
+    add_weight(writer, "output.weight", encode(out, qtype))
     del out
 
     writer.write_header_to_file()
@@ -205,6 +291,8 @@ def main() -> None:
                          "(vendor/llama.cpp/models/ggml-vocab-llama-spm.gguf)")
     ap.add_argument("--out", required=True, help="output .gguf path")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1),
+                    help="threads drawing the layer matrices (the output does not depend on it)")
     args = ap.parse_args()
     # Write next to the target and rename, so a killed run never leaves a
     # truncated model behind.
@@ -212,7 +300,7 @@ def main() -> None:
     # SIGTERM -> SystemExit, so the `finally` below removes the partial file.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        generate(args.variant, args.vocab, tmp, args.seed)
+        generate(args.variant, args.vocab, tmp, args.seed, args.threads)
         os.replace(tmp, args.out)
     finally:
         if os.path.exists(tmp):

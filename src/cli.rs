@@ -95,6 +95,15 @@ pub struct SweepArgs {
     /// No progress output.
     #[arg(long, short, help_heading = "Run")]
     pub quiet: bool,
+    /// Measure one slice of the matrix: K/N (1 <= K <= N), or `auto` from a Kubernetes Indexed
+    /// Job (JOB_COMPLETION_INDEX) or a Slurm job array (SLURM_ARRAY_TASK_ID, _COUNT). The run
+    /// directory gets `-shardKofN`; `bench merge --expect` of the N runs checks the whole matrix.
+    #[arg(long, value_name = "K/N|auto", help_heading = "Run")]
+    pub shard: Option<String>,
+    /// N for `--shard auto` where the scheduler does not say it (a Kubernetes Indexed Job: its
+    /// spec.completions) [env: TTFT_BENCH_SHARD_COUNT].
+    #[arg(long, value_name = "N", help_heading = "Run")]
+    pub shard_count: Option<u32>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -106,6 +106,9 @@ pub struct SweepConfig {
     pub staggered: Option<StaggerConfig>,
     pub thermal: ThermalPolicy,
     pub physics: PhysicsInputs,
+    /// The slice of the matrix this run measures (`--shard`); absent when it measures all of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
 }
 
 impl SweepConfig {
@@ -264,6 +267,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         staggered: stagger_config(&plan),
         thermal,
         physics: plan.physics.clone(),
+        shard: None,
     })
 }
 

@@ -29,6 +29,7 @@ pub mod scenario_file;
 pub mod scripted;
 pub mod secrets;
 pub mod server;
+pub mod shard;
 pub mod spec;
 pub mod stats;
 pub mod store;

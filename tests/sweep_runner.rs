@@ -204,6 +204,9 @@ fn sample(flag: &str) -> Option<&'static str> {
         "params" => "1B",
         "model-file" | "scenario" | "out" => "x.toml",
         "run-id" => "other",
+        // The shard is part of the plan: a resumed shard finishes the slice in its run.json.
+        "shard" => "1/2",
+        "shard-count" => "2",
         "max-restarts" => "1",
         // A server that exits at once: the resume applies it and stops on it.
         "server-cmd" => "exit 7 # {port}",

@@ -126,6 +126,29 @@ pub fn completeness(exp: &Expectation, records: &[Record]) -> Vec<ModelCompleten
     out
 }
 
+/// When the inputs are shards of one sharded sweep (their run.json says so), the shard that should
+/// have produced the missing cells, named so its run can be found or finished.
+pub fn missing_shards(
+    exp: &Expectation,
+    rows: &[ModelCompleteness],
+    run_meta: &[&serde_json::Value],
+) -> String {
+    let (count, present) = match crate::shard::shards_in(run_meta) {
+        Ok(Some(found)) => found,
+        Ok(None) => return String::new(),
+        Err(why) => return format!("\nshards not named: {why}\n"),
+    };
+    let mut s = String::new();
+    for row in rows {
+        let mut missing = row.missing.clone();
+        missing.extend(row.partial.iter().map(|(cell, _)| cell.clone()));
+        if !missing.is_empty() {
+            s.push_str(&crate::shard::describe_missing(&exp.matrix, count, &present, &missing));
+        }
+    }
+    if s.is_empty() { s } else { format!("\n{s}") }
+}
+
 pub fn cell_label(c: &CellKey) -> String {
     format!(
         "{} {}/{} {} {} b{} run {}",

@@ -103,6 +103,9 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     };
     let rows = expect::completeness(&expectation, &doc.records);
     output::print(&expect::render(&rows)).map_err(|e| Failure::io(format!("stdout: {e}")))?;
+    let metas: Vec<&serde_json::Value> = doc.sources.iter().flat_map(|s| &s.run_meta).collect();
+    output::print(&expect::missing_shards(&expectation, &rows, &metas))
+        .map_err(|e| Failure::io(format!("stdout: {e}")))?;
     for conflict in doc.conflicts.iter().filter(|c| c.setting == "output_tokens") {
         let want = expectation.output_tokens.to_string();
         if conflict.values.iter().any(|v| v.value != want) {

@@ -53,8 +53,18 @@ impl<'a> CellLoop<'a> {
         done: BTreeSet<CellKey>,
         rates: Option<Rates>,
     ) -> Result<CellLoop<'a>, Failure> {
-        let all = ctx.config.matrix().cells(&ctx.model);
+        let all = crate::shard::cells(&ctx.config.matrix(), &ctx.model, ctx.config.shard.as_ref());
         let cells: Vec<CellKey> = all.iter().filter(|c| !done.contains(*c)).cloned().collect();
+        if let Some(s) = &ctx.config.shard {
+            note.note(&format!(
+                "shard {}/{} ({}): {} of {} cells",
+                s.index,
+                s.count,
+                s.origin,
+                all.len(),
+                ctx.config.matrix().cell_count()
+            ));
+        }
         if !done.is_empty() {
             note.note(&format!("resuming: {} cells done, {} to go", all.len() - cells.len(), cells.len()));
         }

@@ -12,6 +12,7 @@ use crate::config::{self, SweepConfig};
 use crate::exit::Failure;
 use crate::meta::{self, Harness, HostFacts, Resumption, RunMeta, RunStatus, ServerInfo};
 use crate::record::SCHEMA_VERSION;
+use crate::shard;
 use crate::store::{self, RunLock};
 
 pub struct Opened {
@@ -37,9 +38,14 @@ pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
 }
 
 fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
-    let config = config::resolve(args)?;
+    let mut config = config::resolve(args)?;
     let label: Vec<&str> = config.cache_states.iter().map(|c| c.as_str()).collect();
-    let run_id = args.run_id.clone().unwrap_or_else(|| meta::new_run_id(&label.join("-")));
+    let mut run_id = args.run_id.clone().unwrap_or_else(|| meta::new_run_id(&label.join("-")));
+    let env = |var: &str| std::env::var(var).ok();
+    if let Some(spec) = shard::resolve(args.shard.as_deref(), args.shard_count, &env)? {
+        config.shard = Some(shard::plan(&config.matrix(), &spec)?);
+        run_id = shard::run_id(&run_id, &spec);
+    }
     if run_id.is_empty() || run_id.contains(['/', '\\']) || run_id.starts_with('.') {
         return Err(Failure::usage(format!("--run-id {run_id:?}: must be a plain directory name")));
     }
@@ -84,7 +90,14 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
         .filter(|(_, v)| !v.is_null())
         .map(|(k, _)| format!("--{}", k.replace('_', "-")))
         .collect();
-    for (flag, set) in [("--scenario", args.scenario.is_some()), ("--run-id", args.run_id.is_some())] {
+    // The shard is part of the plan: a resumed shard finishes the slice its run.json names.
+    let fixed = [
+        ("--scenario", args.scenario.is_some()),
+        ("--run-id", args.run_id.is_some()),
+        ("--shard", args.shard.is_some()),
+        ("--shard-count", args.shard_count.is_some()),
+    ];
+    for (flag, set) in fixed {
         if set {
             given.push(flag.to_string());
         }

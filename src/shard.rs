@@ -1,0 +1,419 @@
+//! Sharded sweeps: `bench sweep --shard K/N` measures one deterministic slice of the matrix, so an
+//! existing scheduler (a Kubernetes Indexed Job, a Slurm job array: deploy/) can run N copies of
+//! the sweep and `bench merge` puts them back together (deploy/kubernetes/README.md).
+//!
+//! The slice is a pure function of the matrix and N, never of the machine, the server or the
+//! clock, so every shard computes the same partition on its own and `bench merge --expect` can
+//! recompute it to say which shard a missing cell belongs to. The unit of the partition is a
+//! matrix point with all its runs (the runs of a cell are taken back to back on one server, as in
+//! an unsharded sweep, so a run-to-run spread never mixes machines); a concurrent batch is one cell
+//! already; the staggered pairs share one calibration and are one unit. Units are weighed with the
+//! cost model of `cost` at fixed nominal rates (the calibrated rates differ per machine, and the
+//! partition must not), then dealt longest first, each to the least loaded shard; each shard runs
+//! its cells in the unsharded order.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cost::Rates;
+use crate::exit::Failure;
+use crate::plan::Matrix;
+use crate::record::{CacheState, CellKey, Mode, Scenario};
+
+/// The partition rule's name, recorded in run.json: a different rule is a different partition.
+pub const RULE: &str = "points-by-nominal-cost-v1";
+
+/// Where `--shard auto` reads N when the scheduler does not say it (a Kubernetes Indexed Job's
+/// pods are not told the Job's `completions`).
+pub const COUNT_ENV: &str = "TTFT_BENCH_SHARD_COUNT";
+
+/// Which slice a sweep measures (1-based index), and where that was read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShardSpec {
+    pub index: u32,
+    pub count: u32,
+    /// `--shard 2/4`, `JOB_COMPLETION_INDEX=1, TTFT_BENCH_SHARD_COUNT=4`, ...: named in errors and
+    /// run.json.
+    pub origin: String,
+}
+
+/// The shard of a run, as run.json records it (in `config.shard`, so `--resume` keeps it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shard {
+    /// 1-based: shard `index` of `count`.
+    pub index: u32,
+    pub count: u32,
+    /// Where index and count came from (a flag or the scheduler's environment variables).
+    pub origin: String,
+    /// The partition rule (`RULE`).
+    pub rule: String,
+    /// Units (matrix points with their runs; the staggered pairs) and cells of this shard.
+    pub units: usize,
+    pub cells: usize,
+    /// This shard's share of the matrix's nominal cost (1/count when perfectly balanced).
+    pub cost_share: f64,
+}
+
+/// A shard that cannot be used: exit 2, naming the flag or the environment variable at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error("--shard {0:?}: expected K/N with 1 <= K <= N (e.g. 3/4), or auto")]
+    Syntax(String),
+    #[error("{0}")]
+    Flags(String),
+    #[error("--shard auto: {0}")]
+    Environment(String),
+    #[error(
+        "{origin}: the matrix has {units} units to share out (a context, cache state, mode and batch size \
+         with all its runs; the staggered pairs together), fewer than {count} shards: use at most {units}"
+    )]
+    TooMany { origin: String, units: usize, count: u32 },
+}
+
+impl From<ShardError> for Failure {
+    fn from(e: ShardError) -> Failure {
+        Failure::usage(e.to_string())
+    }
+}
+
+/// A group of cells that always lands in one shard.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unit {
+    /// Positions in `Matrix::cells` order.
+    pub cells: Vec<usize>,
+    pub cost: f64,
+}
+
+/// Fixed rates for weighing cells: an 8B-class model on one datacenter GPU, about (46 ms + 64
+/// tokens of decode) at 1K and 2.4 s of prefill at 32K. Only the ratios matter.
+fn nominal_rates() -> Rates {
+    Rates {
+        prefill_s_per_token: 4.0e-5,
+        prefill_s_per_token2: 1.0e-9,
+        decode_tps: 150.0,
+        overhead_s: 0.05,
+        probe_s: 0.0,
+        source: "nominal".into(),
+    }
+}
+
+/// Tokens of a hot conversation's later turns (the reply and the follow-up), as in `cost`.
+const HOT_TURN_TOKENS: f64 = 100.0;
+/// Output tokens per request assumed by the weights (the partition must not depend on a setting
+/// the scenario file can leave out).
+const NOMINAL_OUTPUT_TOKENS: f64 = 64.0;
+
+/// The nominal seconds of one cell, following `cost::cell_s`'s model: cold prefills its context
+/// once; warm primes it, reloads it (a tenth of a prefill) and asks one token; hot runs three
+/// turns, the later two on the cache; a batch of B primes B sessions; a staggered pair is two
+/// requests.
+pub fn cell_cost(cell: &CellKey) -> f64 {
+    let r = nominal_rates();
+    let request = |tokens: f64| r.prefill_s(tokens) + NOMINAL_OUTPUT_TOKENS / r.decode_tps + r.overhead_s;
+    let c = f64::from(cell.context_tokens);
+    let single = match cell.cache_state {
+        CacheState::Cold => request(c),
+        CacheState::Warm => request(c) + 0.1 * r.prefill_s(c) + request(1.0),
+        CacheState::Hot => request(c) + 2.0 * request(HOT_TURN_TOKENS),
+    };
+    match cell.scenario {
+        Scenario::StaggeredBatched | Scenario::StaggeredSequential => 2.0 * request(c),
+        _ => f64::from(cell.batch_size.max(1)) * single,
+    }
+}
+
+fn is_staggered(cell: &CellKey) -> bool {
+    matches!(cell.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
+}
+
+/// The matrix's units, in order of their first cell.
+pub fn units(matrix: &Matrix) -> Vec<Unit> {
+    // The model does not change the partition: any name gives the same cells in the same order.
+    let cells = matrix.cells("");
+    let mut by_point: BTreeMap<(bool, CacheState, Mode, u32, u32), usize> = BTreeMap::new();
+    let mut units: Vec<Unit> = Vec::new();
+    for (i, cell) in cells.iter().enumerate() {
+        let key = if is_staggered(cell) {
+            (true, CacheState::Cold, Mode::Streaming, 0, 0)
+        } else {
+            (false, cell.cache_state, cell.mode, cell.context_tokens, cell.batch_size)
+        };
+        let at = *by_point.entry(key).or_insert_with(|| {
+            units.push(Unit { cells: Vec::new(), cost: 0.0 });
+            units.len() - 1
+        });
+        units[at].cells.push(i);
+        units[at].cost += cell_cost(cell);
+    }
+    units
+}
+
+/// The shard (1-based) of every unit: longest first, each to the least loaded shard (ties to the
+/// earlier unit and the lower shard), so the result depends on nothing but the units and `count`.
+pub fn assign(units: &[Unit], count: u32) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..units.len()).collect();
+    order.sort_by(|&a, &b| units[b].cost.total_cmp(&units[a].cost).then(a.cmp(&b)));
+    let mut load = vec![0.0f64; count.max(1) as usize];
+    let mut shard_of = vec![1u32; units.len()];
+    for u in order {
+        let k = (0..load.len()).min_by(|&i, &j| load[i].total_cmp(&load[j]).then(i.cmp(&j))).unwrap_or(0);
+        load[k] += units[u].cost;
+        shard_of[u] = k as u32 + 1;
+    }
+    shard_of
+}
+
+/// The shard (1-based) of every cell of `matrix.cells(..)`, by position.
+pub fn shard_of_cells(matrix: &Matrix, count: u32) -> Vec<u32> {
+    let units = units(matrix);
+    let assigned = assign(&units, count);
+    let mut out = vec![1u32; matrix.cell_count()];
+    for (unit, shard) in units.iter().zip(assigned) {
+        for &i in &unit.cells {
+            if let Some(slot) = out.get_mut(i) {
+                *slot = shard;
+            }
+        }
+    }
+    out
+}
+
+/// The run.json record of shard `spec`, after checking the matrix can fill every shard (a shard
+/// with nothing to measure would look the same as one that never ran).
+pub fn plan(matrix: &Matrix, spec: &ShardSpec) -> Result<Shard, ShardError> {
+    let units = units(matrix);
+    if spec.count as usize > units.len() {
+        return Err(ShardError::TooMany {
+            origin: spec.origin.clone(),
+            units: units.len(),
+            count: spec.count,
+        });
+    }
+    let assigned = assign(&units, spec.count);
+    let total: f64 = units.iter().map(|u| u.cost).sum();
+    let mine: Vec<&Unit> =
+        units.iter().zip(&assigned).filter(|(_, k)| **k == spec.index).map(|(u, _)| u).collect();
+    let cost: f64 = mine.iter().map(|u| u.cost).sum();
+    Ok(Shard {
+        index: spec.index,
+        count: spec.count,
+        origin: spec.origin.clone(),
+        rule: RULE.to_string(),
+        units: mine.len(),
+        cells: mine.iter().map(|u| u.cells.len()).sum(),
+        cost_share: if total > 0.0 { cost / total } else { 0.0 },
+    })
+}
+
+/// The cells a sweep measures, in the unsharded order: all of them, or its shard's.
+pub fn cells(matrix: &Matrix, model: &str, shard: Option<&Shard>) -> Vec<CellKey> {
+    let all = matrix.cells(model);
+    let Some(shard) = shard else { return all };
+    let of = shard_of_cells(matrix, shard.count);
+    all.into_iter().zip(of).filter(|(_, k)| *k == shard.index).map(|(c, _)| c).collect()
+}
+
+/// The run directory name of a shard: a name shared by every shard of a job (one `--run-id` in a
+/// manifest) still gives each its own directory on a shared volume.
+pub fn run_id(base: &str, spec: &ShardSpec) -> String {
+    format!("{base}-shard{}of{}", spec.index, spec.count)
+}
+
+/// The environment as `resolve` sees it (a closure, so tests need not touch the process's).
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// `--shard K/N` or `--shard auto` (with `--shard-count N`) to a shard, or None when unsharded.
+pub fn resolve(
+    shard: Option<&str>,
+    shard_count: Option<u32>,
+    env: Env,
+) -> Result<Option<ShardSpec>, ShardError> {
+    let Some(shard) = shard.map(str::trim) else {
+        return match shard_count {
+            Some(_) => Err(ShardError::Flags("--shard-count is only read with --shard auto".into())),
+            None => Ok(None),
+        };
+    };
+    if shard == "auto" {
+        return auto(shard_count, env).map(Some);
+    }
+    let syntax = || ShardError::Syntax(shard.to_string());
+    let (k, n) = shard.split_once('/').ok_or_else(syntax)?;
+    let (index, count): (u32, u32) =
+        (k.trim().parse().map_err(|_| syntax())?, n.trim().parse().map_err(|_| syntax())?);
+    if count == 0 || index == 0 || index > count {
+        return Err(syntax());
+    }
+    if let Some(c) = shard_count.filter(|&c| c != count) {
+        return Err(ShardError::Flags(format!(
+            "--shard {shard} says {count} shards but --shard-count says {c}"
+        )));
+    }
+    Ok(Some(ShardSpec { index, count, origin: format!("--shard {index}/{count}") }))
+}
+
+fn number(env: Env, var: &str) -> Result<Option<u64>, ShardError> {
+    match env(var) {
+        None => Ok(None),
+        Some(v) if v.trim().is_empty() => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| ShardError::Environment(format!("{var}={v:?} is not a non-negative integer"))),
+    }
+}
+
+fn auto(shard_count: Option<u32>, env: Env) -> Result<ShardSpec, ShardError> {
+    let k8s = number(env, "JOB_COMPLETION_INDEX")?;
+    let slurm = number(env, "SLURM_ARRAY_TASK_ID")?;
+    match (k8s, slurm) {
+        (Some(_), Some(_)) => Err(ShardError::Environment(
+            "both JOB_COMPLETION_INDEX (Kubernetes) and SLURM_ARRAY_TASK_ID (Slurm) are set: give --shard K/N".into(),
+        )),
+        (None, None) => Err(ShardError::Environment(
+            "neither JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) nor SLURM_ARRAY_TASK_ID (a Slurm job \
+             array) is set: give --shard K/N"
+                .into(),
+        )),
+        (Some(index), None) => kubernetes(index, shard_count, env),
+        (None, Some(id)) => slurm_array(id, shard_count, env),
+    }
+}
+
+/// N from `--shard-count`, else `TTFT_BENCH_SHARD_COUNT`; None when neither says.
+fn flag_count(shard_count: Option<u32>, env: Env) -> Result<Option<(u32, String)>, ShardError> {
+    if let Some(n) = shard_count {
+        return Ok(Some((n, format!("--shard-count {n}"))));
+    }
+    match number(env, COUNT_ENV)? {
+        None => Ok(None),
+        Some(n) => {
+            let n = u32::try_from(n)
+                .map_err(|_| ShardError::Environment(format!("{COUNT_ENV}={n} is too large")))?;
+            Ok(Some((n, format!("{COUNT_ENV}={n}"))))
+        }
+    }
+}
+
+/// An Indexed Job's pods see their 0-based JOB_COMPLETION_INDEX; the Job's `completions` is not in
+/// their environment, so `--shard-count` or TTFT_BENCH_SHARD_COUNT must say it.
+fn kubernetes(index: u64, shard_count: Option<u32>, env: Env) -> Result<ShardSpec, ShardError> {
+    let (count, said) = flag_count(shard_count, env)?.ok_or_else(|| {
+        ShardError::Environment(format!(
+            "JOB_COMPLETION_INDEX={index} is set but not the number of shards: give --shard-count N or \
+             {COUNT_ENV}=N (the Job's spec.completions)"
+        ))
+    })?;
+    if count == 0 || index >= u64::from(count) {
+        return Err(ShardError::Environment(format!(
+            "JOB_COMPLETION_INDEX={index} is out of range for {said} (0-based indices 0..{}): does the Job's \
+             spec.completions match?",
+            i64::from(count) - 1
+        )));
+    }
+    let k = index as u32 + 1;
+    Ok(ShardSpec { index: k, count, origin: format!("JOB_COMPLETION_INDEX={index}, {said}") })
+}
+
+/// A Slurm array task: SLURM_ARRAY_TASK_ID counts from SLURM_ARRAY_TASK_MIN (0 or 1, or anything)
+/// in steps of SLURM_ARRAY_TASK_STEP; SLURM_ARRAY_TASK_COUNT tasks in all. Only an evenly spaced
+/// array (`--array=0-3`, `--array=1-4`, `--array=0-6:2`) maps to shards.
+fn slurm_array(id: u64, shard_count: Option<u32>, env: Env) -> Result<ShardSpec, ShardError> {
+    let min = number(env, "SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+    let step = number(env, "SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+    let count = match (number(env, "SLURM_ARRAY_TASK_COUNT")?, flag_count(shard_count, env)?) {
+        (Some(c), Some((flag, said))) if c != u64::from(flag) => {
+            return Err(ShardError::Environment(format!(
+                "SLURM_ARRAY_TASK_COUNT={c} but {said}: drop one or make them agree"
+            )));
+        }
+        (Some(c), _) => c,
+        (None, Some((flag, _))) => u64::from(flag),
+        (None, None) => {
+            return Err(ShardError::Environment(format!(
+                "SLURM_ARRAY_TASK_ID={id} is set but SLURM_ARRAY_TASK_COUNT is not: give --shard-count N or {COUNT_ENV}=N"
+            )));
+        }
+    };
+    if id < min || !(id - min).is_multiple_of(step) {
+        return Err(ShardError::Environment(format!(
+            "SLURM_ARRAY_TASK_ID={id} is not in the array starting at SLURM_ARRAY_TASK_MIN={min} in steps of {step}"
+        )));
+    }
+    let index = (id - min) / step + 1;
+    if let Some(max) = number(env, "SLURM_ARRAY_TASK_MAX")? {
+        let span = max.saturating_sub(min) / step + 1;
+        if span != count {
+            return Err(ShardError::Environment(format!(
+                "the array {min}-{max} (step {step}) has {span} tasks but SLURM_ARRAY_TASK_COUNT={count}: use an \
+                 evenly spaced --array (e.g. --array=0-{})",
+                count.saturating_sub(1)
+            )));
+        }
+    }
+    let count = u32::try_from(count)
+        .map_err(|_| ShardError::Environment(format!("SLURM_ARRAY_TASK_COUNT={count} is too large")))?;
+    if count == 0 || index > u64::from(count) {
+        return Err(ShardError::Environment(format!(
+            "SLURM_ARRAY_TASK_ID={id} is task {index} of an array of {count}"
+        )));
+    }
+    Ok(ShardSpec {
+        index: index as u32,
+        count,
+        origin: format!(
+            "SLURM_ARRAY_TASK_ID={id}, SLURM_ARRAY_TASK_MIN={min}, SLURM_ARRAY_TASK_COUNT={count}"
+        ),
+    })
+}
+
+/// The shards of the runs behind a merge, from their run.json (`config.shard`): the shard count,
+/// and the shard indices present. None when no input was sharded; an error text when the inputs
+/// disagree on the count (they cannot be one partition).
+pub fn shards_in(run_meta: &[&serde_json::Value]) -> Result<Option<(u32, Vec<u32>)>, String> {
+    let mut count: Option<u32> = None;
+    let mut present = Vec::new();
+    for meta in run_meta {
+        let shard = &meta["config"]["shard"];
+        let (Some(k), Some(n)) = (shard["index"].as_u64(), shard["count"].as_u64()) else { continue };
+        let (k, n) = (k as u32, n as u32);
+        match count {
+            Some(c) if c != n => {
+                return Err(format!(
+                    "the inputs come from shardings of {c} and {n} shards: merge one sharding"
+                ));
+            }
+            _ => count = Some(n),
+        }
+        present.push(k);
+    }
+    present.sort_unstable();
+    present.dedup();
+    Ok(count.map(|c| (c, present)))
+}
+
+/// For `bench merge --expect`: which shard should have produced each missing cell, as lines
+/// naming the shard, how many of its cells are missing, and whether its run was among the inputs.
+pub fn describe_missing(matrix: &Matrix, count: u32, present: &[u32], missing: &[CellKey]) -> String {
+    let model = missing.first().map_or("", |c| c.model.as_str());
+    let all = matrix.cells(model);
+    let of = shard_of_cells(matrix, count);
+    let mut per_shard: BTreeMap<u32, usize> = BTreeMap::new();
+    for cell in missing {
+        if let Some(k) = all.iter().position(|c| c == cell).and_then(|i| of.get(i)) {
+            *per_shard.entry(*k).or_default() += 1;
+        }
+    }
+    let mut s = String::new();
+    for (k, n) in per_shard {
+        let why = if present.contains(&k) {
+            "its run is among the inputs but incomplete: finish it with bench sweep --resume".to_string()
+        } else {
+            format!("no run of it is among the inputs (a run directory ending in -shard{k}of{count})")
+        };
+        s.push_str(&format!("missing shard {k}/{count}: {n} cells; {why}\n"));
+    }
+    s
+}

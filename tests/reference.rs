@@ -1,0 +1,136 @@
+//! The committed GPU reference run (results/reference/, docs/reference.md) stays trustworthy:
+//! `bench verify` finds no error in it, against the ceilings measured on the same GPU
+//! (results/reference/probe.json, the sweep's own physics) and against the datasheet, and a copy
+//! with one decode number pushed past what the memory bandwidth allows is caught. No GPU needed.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn reference(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("results/reference").join(name)
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The served model's shape, as the sweep read it from the GGUF (which stays on the GPU machine):
+/// results/reference/model-config.json and the weight bytes and parameters from run.json.
+fn model_flags() -> Vec<String> {
+    let run = read_json(&reference("run.json"));
+    let model = &run["physics"]["model"];
+    vec![
+        "--model-file".into(),
+        reference("model-config.json").display().to_string(),
+        "--model-bytes".into(),
+        model["active_weight_bytes"].as_f64().unwrap().to_string(),
+        "--params".into(),
+        model["active_params"].as_f64().unwrap().to_string(),
+    ]
+}
+
+/// Runs `bench verify --format json FILE MODEL FLAGS`; returns (exit code, report).
+fn verify(file: &Path, flags: &[&str]) -> (i32, Value) {
+    let out = Command::cargo_bin("bench")
+        .unwrap()
+        .arg("verify")
+        .arg(file)
+        .args(model_flags())
+        .args(flags)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap_or(-1), report)
+}
+
+fn rules(report: &Value, severity: &str) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == severity)
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The measured ceilings, as `bench verify` takes them.
+fn measured_ceilings() -> (String, String) {
+    let probe = read_json(&reference("probe.json"));
+    let c = &probe["ceilings"];
+    (c["bandwidth_gbps"].to_string(), c["tflops"].to_string())
+}
+
+#[test]
+fn reference_run_verifies_with_no_error_against_the_measured_ceilings() {
+    // The sweep's physics are the ceilings the probe measured on the same GPU just before it
+    // (scripts/gpu-reference.sh sweep), kept in the canonical file's run.json.
+    let (code, report) = verify(&reference("gpu-reference.json"), &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(rules(&report, "error"), Vec::<String>::new(), "{report:#}");
+    assert_eq!(report["summary"]["records"], 186, "72 cells (batches count each member) + 6 staggered");
+    let (bw, tf) = measured_ceilings();
+    let hardware = &report["physics"][0]["hardware"];
+    assert_eq!(hardware["name"], "h100-sxm", "{hardware:#}");
+    assert_eq!(hardware["bandwidth_gbps"].to_string(), bw, "{hardware:#}");
+    assert_eq!(hardware["tflops"].to_string(), tf, "{hardware:#}");
+}
+
+#[test]
+fn reference_run_verifies_with_no_error_against_the_datasheet() {
+    let (code, report) = verify(&reference("gpu-reference.json"), &["--hardware", "h100-sxm"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(rules(&report, "error"), Vec::<String>::new(), "{report:#}");
+}
+
+#[test]
+fn a_decode_number_above_the_bandwidth_ceiling_is_caught() {
+    let mut doc = read_json(&reference("gpu-reference.json"));
+    let records = doc["records"].as_array_mut().unwrap();
+    let target = records
+        .iter_mut()
+        .find(|r| {
+            r["record_type"] == "measurement"
+                && r["cache_state"] == "cold"
+                && r["context_tokens"] == 1024
+                && r["batch_size"] == 1
+        })
+        .expect("a cold 1K record");
+    let ceiling = target["physics"]["decode_ceiling_tps"].as_f64().unwrap();
+    // 10% above what the measured 3.1 TB/s can stream 14.2 GB of weights (and the KV cache) at.
+    target["decode_tps"] = Value::from(ceiling * 1.10);
+    let run = target["run"].clone();
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("tampered.json");
+    std::fs::write(&copy, serde_json::to_vec(&doc).unwrap()).unwrap();
+
+    let (code, report) = verify(&copy, &[]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(rules(&report, "error"), vec!["decode_above_ceiling".to_string()], "{report:#}");
+    let finding =
+        report["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "decode_above_ceiling").unwrap();
+    assert_eq!(finding["cell"]["context_tokens"], 1024, "{finding:#}");
+    assert_eq!(finding["cell"]["run"], run, "{finding:#}");
+
+    // The untouched file has no error (the test above), so the change alone is what was caught.
+}
+
+#[test]
+fn probe_measured_both_ceilings_on_the_same_gpu() {
+    let probe = read_json(&reference("probe.json"));
+    let run = read_json(&reference("run.json"));
+    assert!(probe["gpu"].as_str().unwrap().contains("H100"), "{probe:#}");
+    assert!(probe["hbm_read"]["bytes"].as_f64().unwrap() >= 8.0 * 1024.0 * 1024.0 * 1024.0);
+    let bw = probe["ceilings"]["bandwidth_gbps"].as_f64().unwrap();
+    let tf = probe["ceilings"]["tflops"].as_f64().unwrap();
+    // Physically plausible for an H100 SXM (datasheet 3350 GB/s, 989 TFLOP/s dense fp16).
+    assert!((2000.0..3350.0).contains(&bw), "{bw}");
+    assert!((300.0..989.0).contains(&tf), "{tf}");
+    // The run's physics are exactly the probe's numbers.
+    assert_eq!(run["physics"]["hardware"]["bandwidth_gbps"].as_f64(), Some(bw));
+    assert_eq!(run["physics"]["hardware"]["tflops"].as_f64(), Some(tf));
+}
