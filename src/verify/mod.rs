@@ -21,6 +21,7 @@
 
 mod cells;
 mod finding;
+mod imported;
 mod inputs;
 mod outlier;
 mod records;
@@ -61,7 +62,8 @@ pub enum Format {
     Exit codes: 0 clean; 1 errors (or warnings with --strict); 2 unusable input (a bad flag, an\n\
     unreadable file, an input without records unless --allow-empty).")]
 pub struct VerifyArgs {
-    /// Result files or run directories.
+    /// Result files or run directories (ours, the origin's, or vLLM/AIPerf/GuideLLM results:
+    /// docs/import.md).
     #[arg(required_unless_present = "list_rules")]
     pub inputs: Vec<PathBuf>,
     /// The raw files the inputs claim to come from (run dirs, .jsonl, canonical or origin files):

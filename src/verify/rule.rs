@@ -7,7 +7,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::finding::{Finding, Severity};
-use super::{cells, outlier, records, sources};
+use super::{cells, imported, outlier, records, sources};
 use crate::physics::{Hardware, ModelProfile, Profile};
 use crate::record::Record;
 use crate::results::load::Source;
@@ -33,6 +33,7 @@ pub enum RuleId {
     HotSlowerExplained,
     BatchIncomplete,
     HardwareMismatch,
+    ImportedUnknowns,
     RunOutlier,
     ProvenanceNoSource,
     ProvenanceNumbersDiffer,
@@ -236,6 +237,13 @@ pub const RULES: &[Rule] = &[
         "the ceilings use other hardware than run.json or the host's CPU says"
     ),
     rule!(
+        ImportedUnknowns,
+        "imported_unknowns",
+        Info,
+        Check::Cell(imported::imported_unknowns),
+        "records imported from another tool (vLLM, AIPerf, GuideLLM): what its file cannot tell (cache state, hardware, load)"
+    ),
+    rule!(
         RunOutlier,
         "run_outlier",
         Warning,
@@ -327,7 +335,7 @@ mod tests {
             assert_eq!(serde_json::to_value(rule.id).ok(), Some(serde_json::json!(rule.name)));
             assert!(!rule.reason.is_empty());
         }
-        assert_eq!(RULES.len(), 21);
+        assert_eq!(RULES.len(), 22);
     }
 
     #[test]
