@@ -295,6 +295,14 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     for note in &notes {
         eprintln!("note: {note}");
     }
+    // What other tools' files cannot tell (docs/import.md), once per kind of import.
+    let mut imported = std::collections::BTreeMap::<&str, usize>::new();
+    for reason in combined.records.iter().filter_map(crate::results::import::imported_reason) {
+        *imported.entry(reason).or_default() += 1;
+    }
+    for (reason, n) in imported {
+        eprintln!("note: {n} record(s) {reason}");
+    }
     let cells = cells(&combined.records);
     let out = match args.format {
         Format::Table => table::render(&cells, Some(table::TERMINAL_WIDTH)),

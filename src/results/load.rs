@@ -5,7 +5,9 @@
 //! - a `measurements.jsonl` file (or any file of one record per line);
 //! - a canonical file written by `bench merge` (`"kind": "ttft-bench-canonical"`, see `canonical`);
 //! - the origin benchmark's result JSON (`metadata` + `measurements[]` + `staggered[]`), converted
-//!   to our records by `origin`.
+//!   to our records by `origin`;
+//! - other tools' result files (vLLM `bench serve`, AIPerf, GuideLLM), told apart by the keys at
+//!   the head of the file and converted by `import` (these files are read whole: they are small).
 //!
 //! Every reader is one streaming pass (line numbers from a running count), so load time is linear
 //! in the file and memory holds the records, not the file's text. Every problem is an `InputError`
@@ -20,6 +22,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::document;
+use super::import::{self, Tool};
 use super::run_meta::SourceMeta;
 use crate::exit::Failure;
 use crate::record::Record;
@@ -31,6 +34,8 @@ pub enum SourceKind {
     Jsonl,
     Canonical,
     Origin,
+    /// Another tool's result file (`import`).
+    Imported(Tool),
 }
 
 impl SourceKind {
@@ -40,6 +45,9 @@ impl SourceKind {
             SourceKind::Jsonl => "jsonl",
             SourceKind::Canonical => "canonical",
             SourceKind::Origin => "origin",
+            SourceKind::Imported(Tool::Vllm) => "vllm",
+            SourceKind::Imported(Tool::AiperfRecords | Tool::AiperfAggregate) => "aiperf",
+            SourceKind::Imported(Tool::Guidellm) => "guidellm",
         }
     }
 }
@@ -105,10 +113,6 @@ fn read(mut reader: impl BufRead, path: &Path) -> Result<Source, InputError> {
     if at_end {
         return Err(InputError::new(&name, 0, "empty file"));
     }
-    if is_jsonl(path) {
-        let records = store::read_records_from(reader, &name, TornTail::Reject)?;
-        return Ok(source(SourceKind::Jsonl, Vec::new(), records));
-    }
     // The first line that is not blank says whether this is records one per line.
     let mut head = Vec::new();
     let first = loop {
@@ -117,6 +121,10 @@ fn read(mut reader: impl BufRead, path: &Path) -> Result<Source, InputError> {
             .read_until(b'\n', &mut head)
             .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
         if n == 0 {
+            // A records file of blank lines holds no records; any other blank file is a mistake.
+            if is_jsonl(path) {
+                return Ok(source(SourceKind::Jsonl, Vec::new(), Vec::new()));
+            }
             return Err(InputError::new(&name, 0, "empty file"));
         }
         if !head[start..].trim_ascii().is_empty() {
@@ -125,12 +133,25 @@ fn read(mut reader: impl BufRead, path: &Path) -> Result<Source, InputError> {
     };
     let is_record =
         serde_json::from_slice::<Sniff>(head[first..].trim_ascii()).is_ok_and(|s| s.record_type.is_some());
-    let reader = Cursor::new(head).chain(reader);
-    if is_record {
-        let records = store::read_records_from(reader, &name, TornTail::Reject)?;
+    // A `.jsonl` is records unless its first line is another tool's (AIPerf's per-request export).
+    let other_tool = || import::sniff(&head[first..]).is_some();
+    if is_record || (is_jsonl(path) && !other_tool()) {
+        let records = store::read_records_from(Cursor::new(head).chain(reader), &name, TornTail::Reject)?;
         return Ok(source(SourceKind::Jsonl, Vec::new(), records));
     }
     let run_id = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    // Another tool's file? Its head (the first object's top-level keys) says.
+    let cannot_read = |e: std::io::Error| InputError::new(&name, 0, format!("cannot read: {e}"));
+    let more = import::SNIFF_BYTES.saturating_sub(head.len()) as u64;
+    (&mut reader).take(more).read_to_end(&mut head).map_err(cannot_read)?;
+    if let Some(tool) = import::sniff(&head[first..]) {
+        reader.read_to_end(&mut head).map_err(cannot_read)?;
+        let imported = import::import(tool, &name, &run_id, &head, path.parent())?;
+        let meta = SourceMeta::from_value(imported.meta)
+            .map_err(|e| InputError::new(&name, 0, format!("imported metadata: {}", json_message(&e))))?;
+        return Ok(source(SourceKind::Imported(tool), vec![meta], imported.records));
+    }
+    let reader = Cursor::new(head).chain(reader);
     let (kind, run_meta, records) = document::read(reader, &name, &run_id)?;
     Ok(source(kind, run_meta, records))
 }

@@ -1,5 +1,5 @@
 //! The result-file layer shared by the reading verbs (merge, verify, report): loading every input
-//! kind into records (`load`, `origin`), the canonical file merge writes (`canonical`), choosing one
+//! kind into records (`load`, `origin`, and other tools' files: `import`), the canonical file merge writes (`canonical`), choosing one
 //! record per slot (`combine`), and what a batch is (`batch`).
 //!
 //! This layer sits below the verbs: it imports only `record`, `store`, `exit` and itself, never
@@ -9,6 +9,7 @@ pub mod batch;
 pub mod canonical;
 pub mod combine;
 mod document;
+pub mod import;
 pub mod load;
 pub mod origin;
 pub mod run_meta;

@@ -11,6 +11,7 @@
 //! ```text
 //! { "verify_schema": 1,
 //!   "inputs":   [{"path", "kind", "records"}],
+//!   "sources":  [{"path", "kind", "records"}],   // only with --sources: what the inputs were audited against
 //!   "physics":  [{"path", "hardware": {name, bandwidth_gbps, tflops} | null, "models": [ModelProfile]}],
 //!   "notes":    ["..."],               // e.g. why physics rules were skipped
 //!   "findings": [{"severity": "error"|"warning"|"info", "rule", "file", "run_id", "cell": CellKey | null,
@@ -20,10 +21,12 @@
 
 mod cells;
 mod finding;
+mod imported;
 mod inputs;
 mod outlier;
 mod records;
 pub mod rule;
+mod sources;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,15 +52,24 @@ pub enum Format {
     bench verify results/20261122T031500Z-cold\n  \
     bench verify run1.jsonl run2.jsonl --hardware m4-pro --model-bytes 8.03GB --params 12B\n  \
     bench verify results/* --format json --strict\n  \
+    bench verify published.json --sources results/run-a results/run-b\n  \
     bench verify --list-rules\n\n\
+    With --sources, every record of each input must be found in one of the sources (same cell\n\
+    and run, same numbers up to the input's rounding) and the input's metadata must agree with\n\
+    the sources its records come from; anything else is an error (provenance_* rules).\n\
     Physics inputs fall back to each run's run.json (config.physics), then to the built-in profiles of\n\
     known models. Without hardware, the ceiling rules are skipped and a note says so.\n\
     Exit codes: 0 clean; 1 errors (or warnings with --strict); 2 unusable input (a bad flag, an\n\
     unreadable file, an input without records unless --allow-empty).")]
 pub struct VerifyArgs {
-    /// Result files or run directories.
+    /// Result files or run directories (ours, the origin's, or vLLM/AIPerf/GuideLLM results:
+    /// docs/import.md).
     #[arg(required_unless_present = "list_rules")]
     pub inputs: Vec<PathBuf>,
+    /// The raw files the inputs claim to come from (run dirs, .jsonl, canonical or origin files):
+    /// audit every input record against them (provenance rules; errors).
+    #[arg(long, num_args = 1.., value_name = "RAW")]
+    pub sources: Vec<PathBuf>,
     /// text (one line per finding) or json (stable shape, see the module docs).
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -115,7 +127,12 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         sources.push(load::load(path).map_err(|e| Failure::usage(e.to_string()))?);
     }
     load::require_records(&sources, args.allow_empty)?;
-    let mut report = verify_sources(args, &sources, flag_hw.as_ref(), flag_model.as_ref());
+    let mut claimed = Vec::new();
+    for path in &args.sources {
+        claimed.push(load::load(path).map_err(|e| Failure::usage(format!("--sources: {e}")))?);
+    }
+    load::require_records(&claimed, args.allow_empty)?;
+    let mut report = verify_sources(args, &sources, &claimed, flag_hw.as_ref(), flag_model.as_ref());
     let failed = report.summary.errors > 0 || (args.strict && report.summary.warnings > 0);
     let code = if failed { exit::FINDINGS } else { exit::SUCCESS };
     report.summary.exit_code = Some(code);
@@ -138,12 +155,16 @@ fn text(report: &Report, strict: bool) -> String {
     }
     let s = &report.summary;
     out.push_str(&format!(
-        "summary: {} error(s), {} warning(s), {} info in {} record(s) from {} input(s){}\n",
+        "summary: {} error(s), {} warning(s), {} info in {} record(s) from {} input(s){}{}\n",
         s.errors,
         s.warnings,
         s.infos,
         s.records,
         report.inputs.len(),
+        match report.sources.len() {
+            0 => String::new(),
+            n => format!(", audited against {n} source(s)"),
+        },
         if strict { " (--strict: warnings fail)" } else { "" }
     ));
     out
@@ -154,6 +175,9 @@ fn text(report: &Report, strict: bool) -> String {
 pub struct Report {
     pub verify_schema: u32,
     pub inputs: Vec<InputSummary>,
+    /// `--sources`, in the order given (absent without the flag, so the shape stays as it was).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<InputSummary>,
     pub physics: Vec<InputPhysicsSummary>,
     pub notes: Vec<String>,
     pub findings: Vec<Finding>,
@@ -185,17 +209,19 @@ pub struct Summary {
 }
 
 /// Runs every rule of `RULES` over `sources`: record rules on each record, cell rules on each
-/// input, cross-input rules on all inputs together. Findings: most severe first, then in input
-/// order.
+/// input, cross-input rules on all inputs together, and provenance rules on each input against
+/// `claimed` (the `--sources`; none: skipped). Findings: most severe first, then in input order.
 pub fn verify_sources(
     args: &VerifyArgs,
     sources: &[Source],
+    claimed: &[Source],
     flag_hw: Option<&Hardware>,
     flag_model: Option<&ModelProfile>,
 ) -> Report {
     let mut report = Report {
         verify_schema: 1,
         inputs: Vec::new(),
+        sources: claimed.iter().map(summary).collect(),
         physics: Vec::new(),
         notes: Vec::new(),
         findings: Vec::new(),
@@ -211,6 +237,13 @@ pub fn verify_sources(
             check(&together, &mut report.findings);
         }
     }
+    for published in sources.iter().filter(|_| !claimed.is_empty()) {
+        for rule in RULES {
+            if let Check::Sources(check) = rule.check {
+                check(published, claimed, &mut report.findings);
+            }
+        }
+    }
     let findings = &mut report.findings;
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
@@ -222,6 +255,10 @@ pub fn verify_sources(
         exit_code: None,
     };
     report
+}
+
+fn summary(src: &Source) -> InputSummary {
+    InputSummary { path: src.path.display().to_string(), kind: src.kind.as_str(), records: src.records.len() }
 }
 
 /// The record and cell rules of one input.
@@ -244,11 +281,7 @@ fn verify_input(
     models.dedup();
     let models = phys.profiles(&file, &models, &mut report.notes);
     report.physics.push(InputPhysicsSummary { path: file.clone(), hardware: phys.hardware.clone(), models });
-    report.inputs.push(InputSummary {
-        path: file.clone(),
-        kind: src.kind.as_str(),
-        records: src.records.len(),
-    });
+    report.inputs.push(summary(src));
     let model_for = |name: &str| phys.model_for(name);
     let ctx = Ctx {
         file: &file,

@@ -7,9 +7,10 @@ use std::fmt;
 use serde::Serialize;
 
 use super::finding::{Finding, Severity};
-use super::{cells, outlier, records};
+use super::{cells, imported, outlier, records, sources};
 use crate::physics::{Hardware, ModelProfile, Profile};
 use crate::record::Record;
+use crate::results::load::Source;
 
 /// Rule ids (stable: scripts match on their snake_case names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -32,7 +33,11 @@ pub enum RuleId {
     HotSlowerExplained,
     BatchIncomplete,
     HardwareMismatch,
+    ImportedUnknowns,
     RunOutlier,
+    ProvenanceNoSource,
+    ProvenanceNumbersDiffer,
+    ProvenanceMetadataConflict,
 }
 
 impl RuleId {
@@ -86,6 +91,9 @@ pub enum Check {
     Cell(fn(&Ctx, &[Record], &mut Vec<Finding>)),
     /// All inputs together.
     CrossInput(fn(&[Input], &mut Vec<Finding>)),
+    /// One input (a published file) against the sources it claims (`--sources`); runs only when
+    /// sources are given.
+    Sources(fn(&Source, &[Source], &mut Vec<Finding>)),
     /// Raised by another rule's check when the physics explains what that rule would flag.
     OutcomeOf(RuleId),
 }
@@ -229,11 +237,39 @@ pub const RULES: &[Rule] = &[
         "the ceilings use other hardware than run.json or the host's CPU says"
     ),
     rule!(
+        ImportedUnknowns,
+        "imported_unknowns",
+        Info,
+        Check::Cell(imported::imported_unknowns),
+        "records imported from another tool (vLLM, AIPerf, GuideLLM): what its file cannot tell (cache state, hardware, load)"
+    ),
+    rule!(
         RunOutlier,
         "run_outlier",
         Warning,
         Check::CrossInput(outlier::run_outlier),
         "a run (or a batch or staggered record) far outside its siblings across runs and files: robust MAD test"
+    ),
+    rule!(
+        ProvenanceNoSource,
+        "provenance_no_source",
+        Error,
+        Check::Sources(sources::no_source),
+        "a published record (or batch) that no --sources file holds: a number with no measurement behind it"
+    ),
+    rule!(
+        ProvenanceNumbersDiffer,
+        "provenance_numbers_differ",
+        Error,
+        Check::Sources(sources::numbers_differ),
+        "a published record whose numbers differ (beyond rounding) from the same measurement in its source"
+    ),
+    rule!(
+        ProvenanceMetadataConflict,
+        "provenance_metadata_conflict",
+        Error,
+        Check::Sources(sources::metadata_conflict),
+        "published metadata (tolerance, harness, model, hardware, max tokens) that the sources of its records contradict"
     ),
 ];
 
@@ -243,6 +279,7 @@ pub enum Scope {
     Record,
     Cell,
     CrossInput,
+    Sources,
 }
 
 impl Scope {
@@ -251,6 +288,7 @@ impl Scope {
             Scope::Record => "record rules (each record)",
             Scope::Cell => "cell rules (the cells of one input)",
             Scope::CrossInput => "cross-input rules (all inputs together)",
+            Scope::Sources => "provenance rules (with --sources: each input against its claimed sources)",
         }
     }
 }
@@ -262,6 +300,7 @@ impl Rule {
             Check::Record(_) => Scope::Record,
             Check::Cell(_) => Scope::Cell,
             Check::CrossInput(_) => Scope::CrossInput,
+            Check::Sources(_) => Scope::Sources,
             Check::OutcomeOf(parent) => parent.rule().scope(),
         }
     }
@@ -270,7 +309,7 @@ impl Rule {
 /// `bench verify --list-rules`: the list, grouped by where each rule looks.
 pub fn list() -> String {
     let mut out = String::new();
-    for scope in [Scope::Record, Scope::Cell, Scope::CrossInput] {
+    for scope in [Scope::Record, Scope::Cell, Scope::CrossInput, Scope::Sources] {
         out.push_str(scope.title());
         out.push('\n');
         for rule in RULES.iter().filter(|r| r.scope() == scope) {
@@ -296,7 +335,7 @@ mod tests {
             assert_eq!(serde_json::to_value(rule.id).ok(), Some(serde_json::json!(rule.name)));
             assert!(!rule.reason.is_empty());
         }
-        assert_eq!(RULES.len(), 18);
+        assert_eq!(RULES.len(), 22);
     }
 
     #[test]
@@ -323,6 +362,7 @@ mod tests {
         );
         assert!(at("cross-input rules") < at("run_outlier"));
         assert!(text.contains("  error   batch_incomplete"), "{text}");
-        assert_eq!(text.lines().count(), RULES.len() + 3);
+        assert!(at("provenance rules") < at("provenance_no_source"));
+        assert_eq!(text.lines().count(), RULES.len() + 4);
     }
 }
