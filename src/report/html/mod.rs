@@ -71,7 +71,7 @@ impl Context {
         // "--" first: an input named like a flag stays an input.
         let argv = ["verify", "--"].map(OsString::from).into_iter().chain(inputs.iter().map(|p| p.into()));
         let verb = VerifyVerb::try_parse_from(argv).map_err(|e| Error::Verify(e.to_string()))?;
-        let report = verify::verify_sources(&verb.args, sources, None, None);
+        let report = verify::verify_sources(&verb.args, sources, &[], None, None);
         Ok(Context {
             verify: Some(report),
             inputs: sources.iter().map(meta::input_html).collect(),
