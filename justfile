@@ -43,9 +43,12 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --all-targets -- -D warnings
 
-# harness overhead benchmark (release build): TTFT stamp vs the server's write, at 1/8/64 streams
+# what bench adds (release build): in-process stamp overhead at 1/8/64 streams, then against
+# bench-scripted-server in another process: TTFT/ITL error at 1/64/256, client CPU, ingest capacity
+# (table on stdout, JSON in target/bench-overhead.json)
 bench:
     cargo bench --bench overhead
+    cargo bench --bench external
 
 # measure this machine's memory bandwidth and GEMM throughput (numpy) for --bandwidth-gbps/--tflops
 host-profile:
