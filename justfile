@@ -61,10 +61,13 @@ fuzz seconds="60":
         rm -rf "$scratch"
     done
 
-# benchmarks (release build): TTFT stamp vs the server's write at 1/8/64 streams; the highest rate
-# bench load offers with send lag p99 < 1 ms
+# what bench adds (release build): in-process stamp overhead at 1/8/64 streams; against
+# bench-scripted-server in another process: TTFT/ITL error at 1/64/256, client CPU, ingest capacity
+# (table on stdout, JSON in target/bench-overhead.json); the highest rate bench load offers with
+# send lag p99 < 1 ms
 bench:
     cargo bench --bench overhead
+    cargo bench --bench external
     cargo bench --bench load_rate
 
 # measure this machine's memory bandwidth and GEMM throughput (numpy) for --bandwidth-gbps/--tflops

@@ -53,6 +53,31 @@ pub struct RunMeta {
     /// `bench load`: the seed, the rates and every rate's arrival schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<crate::load::LoadPlan>,
+    /// Where the cell loop's wall time went (of the last session, when resumed).
+    #[serde(default)]
+    pub harness_time: Option<HarnessTime>,
+}
+
+/// The cell loop's wall time, split into the server's work (measured windows, priming requests)
+/// and the harness's own time between cells. Seconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HarnessTime {
+    pub wall_s: f64,
+    pub measured_s: f64,
+    pub priming_s: f64,
+    pub prompt_s: f64,
+    pub preset_s: f64,
+    pub metrics_s: f64,
+    /// Appending records (fsync) and rewriting run.json.
+    pub write_s: f64,
+    /// Thermal gate waits and probes, temperature snapshots.
+    pub thermal_s: f64,
+    /// Wall time no part explains (progress output, record building).
+    pub other_s: f64,
+    /// prompt + preset + metrics + write + thermal + other.
+    pub harness_s: f64,
+    /// harness_s / wall_s.
+    pub harness_fraction: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

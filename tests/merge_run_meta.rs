@@ -111,6 +111,7 @@ fn what_a_sweep_writes_reads_back_through_the_typed_view() {
         stagger_calibration: None,
         forecast: None,
         server_crashes: vec![],
+        harness_time: None,
         soak: None,
         load: None,
     };

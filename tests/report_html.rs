@@ -125,6 +125,7 @@ fn run_json(tolerance: &str) -> Value {
         server_crashes: vec![],
         soak: None,
         load: None,
+        harness_time: None,
     };
     let mut raw = serde_json::to_value(&meta).unwrap();
     raw["shard"] = json!({"index": 2, "count": 4});

@@ -17,6 +17,7 @@ use crate::record::{
 };
 
 use super::Ctx;
+use super::harness_time::Part;
 use super::measure::{self, Fired};
 
 /// B sessions prepared one by one (priming included), then their measured requests released
@@ -32,7 +33,8 @@ pub async fn concurrent(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
         }
     }
     let before = ctx.metrics().await;
-    let (release, fired) = release_together(ready.len(), |i| measure::fire(ctx, &ready[i])).await;
+    let released = release_together(ready.len(), |i| measure::fire(ctx, &ready[i]));
+    let (release, fired) = ctx.harness.time(Part::Measured, released).await;
     let metrics = ctx.metrics_since(before).await;
     for (r, f) in ready.into_iter().zip(fired) {
         records.push(measure::finish(ctx, r, f, Some(release), None).await);
@@ -123,7 +125,8 @@ pub async fn staggered(ctx: &Ctx, cell: &CellKey) -> Record {
         }
     };
     let ready = [&a, &b];
-    let (fired_a, fired_b, arrival_ms) = stagger(batched, delay_ms, |i| measure::fire(ctx, ready[i])).await;
+    let pair = stagger(batched, delay_ms, |i| measure::fire(ctx, ready[i]));
+    let (fired_a, fired_b, arrival_ms) = ctx.harness.time(Part::Measured, pair).await;
     let ma = measure::finish(ctx, a, fired_a, None, None).await;
     let mb = measure::finish(ctx, b, fired_b, None, None).await;
     fill_staggered(&mut rec, &ma, &mb, arrival_ms);

@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::harness_time::Part;
 use super::{Ctx, Journal, batch, measure, setup};
 use crate::cost::{self, Rates};
 use crate::exit::Failure;
@@ -140,15 +141,20 @@ impl<'a> CellLoop<'a> {
     /// Measures one cell and appends its records (each fsync'd) before anything else happens.
     async fn one(&mut self, i: usize, cell: &CellKey) -> Result<Vec<Record>, Failure> {
         let label = format!("{cell:#}");
+        let clock = &self.ctx.harness;
+        let waited = std::time::Instant::now();
         let mut thermal =
             if i == 0 { self.gate.first() } else { self.gate.wait(self.ctx, &self.progress).await };
+        clock.add(Part::Thermal, waited.elapsed());
         self.progress.cell(i, &label);
         if is_staggered(cell) {
+            let calibrating = std::time::Instant::now();
             self.calibrate_stagger().await?;
+            clock.add(Part::Priming, calibrating.elapsed());
         }
-        thermal.before = snapshot().await;
+        thermal.before = clock.time(Part::Thermal, snapshot()).await;
         let mut records = execute(self.ctx, cell).await;
-        thermal.after = snapshot().await;
+        thermal.after = clock.time(Part::Thermal, snapshot()).await;
         for r in &mut records {
             match r {
                 Record::Measurement(m) => m.thermal = Some(thermal.clone()),
@@ -156,9 +162,11 @@ impl<'a> CellLoop<'a> {
                 Record::Group(_) => {}
             }
         }
+        let writing = std::time::Instant::now();
         for r in &records {
             self.writer.append(r).map_err(|e| Failure::io(e.to_string()))?;
         }
+        clock.add(Part::Write, writing.elapsed());
         self.measured += 1;
         if records.iter().any(|r| !r.is_good()) {
             self.failed += 1;
@@ -210,16 +218,16 @@ async fn snapshot() -> Option<serde_json::Value> {
 }
 
 async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
-    if let Err(error) = measure::begin_cell(ctx).await {
+    if let Err(error) = ctx.harness.time(Part::Preset, measure::begin_cell(ctx)).await {
         return vec![failed_cell(ctx, cell, error)];
     }
     let records = match cell.scenario {
         Scenario::Cold | Scenario::Warm | Scenario::Hot => {
             let m = match measure::prepare(ctx, cell, 0).await {
                 Ok(ready) => {
-                    let before = ctx.metrics().await;
-                    let fired = measure::fire(ctx, &ready).await;
-                    let metrics = ctx.metrics_since(before).await;
+                    let before = ctx.harness.time(Part::Metrics, ctx.metrics()).await;
+                    let fired = ctx.harness.time(Part::Measured, measure::fire(ctx, &ready)).await;
+                    let metrics = ctx.harness.time(Part::Metrics, ctx.metrics_since(before)).await;
                     measure::finish(ctx, ready, fired, None, metrics).await
                 }
                 Err(m) => *m,
@@ -232,7 +240,7 @@ async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
         Scenario::Soak | Scenario::Load => Vec::new(),
     };
     // A failed global cleanup leaves the next cell's state unknown; its own reset deals with it.
-    let _ = measure::end_cell(ctx).await;
+    let _ = ctx.harness.time(Part::Preset, measure::end_cell(ctx)).await;
     records
 }
 

@@ -19,6 +19,7 @@ use crate::record::{
 };
 
 use super::Ctx;
+use super::harness_time::Part;
 
 /// The follow-up of a hot conversation (the origin benchmark's text).
 pub const FOLLOW_UP: &str = "Continue explaining in more detail.";
@@ -105,9 +106,10 @@ pub async fn prepare_on(
     if let Some(why) = unsupported(ctx, cell) {
         return Err(fail(ErrorInfo::new(ErrorKind::Unsupported, why), vec![]));
     }
+    let building = ctx.sizer.build(&ctx.client, cell.context_tokens, seed, nonce.clone());
     let prompt = ctx
-        .sizer
-        .build(&ctx.client, cell.context_tokens, seed, nonce.clone())
+        .harness
+        .time(Part::Prompt, building)
         .await
         .map_err(|e| fail(ErrorInfo::new(e.kind, e.to_string()), vec![]))?;
     let mut request = ChatRequest {
@@ -124,9 +126,8 @@ pub async fn prepare_on(
     let action = |name: &'static str, steps| {
         let session = &session;
         async move {
-            p.run(&ctx.client, name, steps, Some(Scope::Session), session)
-                .await
-                .map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
+            let run = p.run(&ctx.client, name, steps, Some(Scope::Session), session);
+            ctx.harness.time(Part::Preset, run).await.map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
         }
     };
     // Every scenario starts from nothing cached for this session.
@@ -138,7 +139,7 @@ pub async fn prepare_on(
     match cell.cache_state {
         CacheState::Cold => {}
         CacheState::Warm => {
-            let primed = ctx.send(&request).await;
+            let primed = ctx.harness.time(Part::Priming, ctx.send(&request)).await;
             if let Some(err) = primed.error {
                 let message = format!("warm priming request failed: {}", err.message);
                 return Err(fail(ErrorInfo::new(err.kind, message), turns));
@@ -147,7 +148,7 @@ pub async fn prepare_on(
             reload = !p.reload.is_empty();
         }
         CacheState::Hot => {
-            let first = ctx.send(&request).await;
+            let first = ctx.harness.time(Part::Priming, ctx.send(&request)).await;
             turns.push(turn_summary(1, &first));
             if let Some(err) = first.error {
                 let message = format!("hot turn 1 failed: {}", err.message);
@@ -155,7 +156,7 @@ pub async fn prepare_on(
             }
             request.messages.push(Message::new("assistant", first.content.clone()));
             request.messages.push(Message::new("user", FOLLOW_UP));
-            let second = ctx.send(&request).await;
+            let second = ctx.harness.time(Part::Priming, ctx.send(&request)).await;
             turns.push(turn_summary(2, &second));
             if let Some(err) = second.error {
                 let message = format!("hot turn 2 failed: {}", err.message);
@@ -232,7 +233,8 @@ pub async fn finish(
     metrics: Option<MetricsDelta>,
 ) -> Measurement {
     let p = &ctx.preset;
-    let cleanup = p.run(&ctx.client, "cleanup", &p.cleanup, Some(Scope::Session), &ready.session).await;
+    let cleanup = p.run(&ctx.client, "cleanup", &p.cleanup, Some(Scope::Session), &ready.session);
+    let cleanup = ctx.harness.time(Part::Preset, cleanup).await;
     let stats = p.fetch_stats(&ctx.client, &ready.session).await;
     let mut m = blank(ctx, &ready.cell, ready.request_index, &ready.nonce);
     m.expected_input_tokens = ready.expected_input_tokens;

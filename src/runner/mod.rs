@@ -12,6 +12,7 @@
 mod batch;
 mod cells;
 mod forecast;
+pub mod harness_time;
 pub(crate) mod measure;
 pub(crate) mod open;
 pub(crate) mod setup;
@@ -58,6 +59,8 @@ pub struct Ctx {
     /// B's delay in the batched staggered pair, set by calibration before the first pair.
     pub stagger_delay: tokio::sync::OnceCell<Result<f64, ErrorInfo>>,
     sessions: AtomicU64,
+    /// Where the cell loop's time goes (`harness_time`).
+    pub harness: harness_time::HarnessClock,
 }
 
 impl Ctx {
@@ -147,6 +150,7 @@ pub enum Outcome {
         failed: usize,
         took_s: f64,
         eta_s: Option<f64>,
+        harness: crate::meta::HarnessTime,
     },
     Signal,
     Failed(Failure),
@@ -235,8 +239,18 @@ async fn work(
     cells.supervisor = supervisor;
     let started = std::time::Instant::now();
     let stop = cells.run().await?;
-    let took_s = started.elapsed().as_secs_f64();
-    Ok(Outcome::Done { stop, measured: cells.measured, failed: cells.failed, took_s, eta_s: cells.eta_s })
+    let took = started.elapsed();
+    let harness = ctx.harness.summary(took);
+    journal.update(|m| m.harness_time = Some(harness.clone()))?;
+    let took_s = took.as_secs_f64();
+    Ok(Outcome::Done {
+        stop,
+        measured: cells.measured,
+        failed: cells.failed,
+        took_s,
+        eta_s: cells.eta_s,
+        harness,
+    })
 }
 
 /// Ends run.json and says what happened. Every path leaves run.json saying how the run ended.
@@ -267,13 +281,14 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Exi
             );
             exit::SERVER
         }
-        Outcome::Done { stop: Stop::Finished, measured, failed, took_s, eta_s } => {
+        Outcome::Done { stop: Stop::Finished, measured, failed, took_s, eta_s, harness } => {
             if !quiet {
                 eprintln!(
                     "{measured} cells measured, {failed} with errors, failed quality or unconfirmed cache \
                      state; records in {dir}"
                 );
                 eprintln!("{}", forecast_line(took_s, eta_s));
+                eprintln!("{}", harness_time::line(&harness));
             }
             crate::output::println(&dir.to_string())?;
             if failed > 0 { exit::FINDINGS } else { exit::SUCCESS }

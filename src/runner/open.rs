@@ -73,6 +73,7 @@ fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Fa
         stagger_calibration: None,
         forecast: None,
         server_crashes: Vec::new(),
+        harness_time: None,
         soak: None,
         load: None,
     };

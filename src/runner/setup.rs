@@ -81,6 +81,7 @@ pub async fn prepare(
         physics,
         stagger_delay: tokio::sync::OnceCell::new(),
         sessions: AtomicU64::new(0),
+        harness: Default::default(),
     };
     dry_run_actions(&ctx).await?;
     if ctx.config.cache_states.contains(&CacheState::Warm) && !ctx.preset.supports_warm() {

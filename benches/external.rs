@@ -1,0 +1,331 @@
+//! What `bench` itself adds, measured against `bench-scripted-server` in another process.
+//!
+//! The server logs, per request and by the prompt's nonce, when it finished reading the body and
+//! when it handed each content chunk to the connection, on CLOCK_MONOTONIC (the clock of every
+//! process on the host; `Instant` reads it too). The client here is bench's measuring client
+//! (`ttft_bench::client`), exactly as a sweep uses it. Per request:
+//! - TTFT error = client TTFT - server TTFT (first chunk written - body read): what the client's
+//!   send path and receive path add together, the figure the Python anchors are quoted in;
+//! - arrival lag = client's first-token stamp - server's write of that chunk (receive side only);
+//! - ITL error = |client gap - server gap| for every pair of consecutive tokens.
+//!
+//! Client CPU: getrusage(RUSAGE_SELF) of this process (the client only) per 1000 requests.
+//! Ingest capacity: 256 streams of 256 tokens at once, the token interval lowered step by step;
+//! the highest output rate (from the server's log) at which the client's first-token stamp
+//! (arrival lag) and its ITL stay within 1 ms of the server's log at p99. The TTFT error is
+//! printed too, but at 256 simultaneous requests it mostly measures the server dispatching 256
+//! bodies on the cores the client shares with it, not the client. Client and server share this
+//! machine's cores, as they would in CI.
+//!
+//! Run with `just bench` (release). Prints a table and writes target/bench-overhead.json.
+//! `-- --quick` for a short run. Reports numbers; never asserts them.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+use ttft_bench::client::{ChatRequest, Client, ClientOptions, Exchange, Message};
+use ttft_bench::config::Api;
+use ttft_bench::prompt::{Nonces, document};
+use ttft_bench::scripted::{Clock, RequestTiming, TraceLine};
+
+/// The goal of the ingest capacity: both errors within this at p99.
+const MATCH_MS: f64 = 1.0;
+
+/// bench-scripted-server, started for one measurement and stopped (SIGTERM) when dropped.
+struct Server {
+    child: Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Server {
+    fn start(dir: &Path, name: &str, first_token_ms: u64, token_us: u64) -> Server {
+        let log = dir.join(format!("{name}.jsonl"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bench-scripted-server"))
+            .args(["--port", "0", "--first-token-ms", &first_token_ms.to_string()])
+            .args(["--token-ms", &format!("{}", token_us as f64 / 1000.0), "--log"])
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("bench-scripted-server starts");
+        let mut url = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut url).expect("the URL line");
+        Server { child, url: url.trim().to_string(), log }
+    }
+
+    /// The clock origin and every request logged so far, by nonce; waits (up to 10 s) until
+    /// `expect` requests are there, since the server logs a stream just after its last byte.
+    fn timings(&self, expect: usize) -> (u64, HashMap<String, RequestTiming>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let mut origin = 0;
+            let mut by_nonce = HashMap::new();
+            for line in text.lines() {
+                match serde_json::from_str::<TraceLine>(line) {
+                    Ok(TraceLine::Clock { origin_ns, .. }) => origin = origin_ns,
+                    Ok(TraceLine::Request(t)) => {
+                        if let Some(n) = t.nonce.clone() {
+                            by_nonce.insert(n, t);
+                        }
+                    }
+                    Err(_) => {} // a line being written
+                }
+            }
+            if by_nonce.len() >= expect || Instant::now() > deadline {
+                return (origin, by_nonce);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+fn cpu_ms() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn percentile(values: &[f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Errors of one set of requests, against the server's log.
+#[derive(Default)]
+struct Errors {
+    ttft_ms: Vec<f64>,
+    arrival_ms: Vec<f64>,
+    itl_ms: Vec<f64>,
+    /// Requests the client or the server did not complete, or whose token counts differ.
+    unmatched: usize,
+}
+
+impl Errors {
+    fn add(&mut self, clock: &Clock, origin_ns: u64, ex: &Exchange, server: Option<&RequestTiming>) {
+        let (Some(t), Some(start), Some(ttft)) = (server, ex.start, ex.ttft_ms) else {
+            self.unmatched += 1;
+            return;
+        };
+        if ex.error.is_some() || !t.completed || t.chunk_ns.len() != ex.token_offsets_ms.len() {
+            self.unmatched += 1;
+            return;
+        }
+        let Some(first) = t.first_content_ns else { return };
+        let server_ttft_ms = (first - t.body_read_ns) as f64 / 1e6;
+        self.ttft_ms.push(ttft - server_ttft_ms);
+        let arrived = start + Duration::from_secs_f64(ttft / 1000.0);
+        self.arrival_ms.push((clock.offset_ns(arrived, origin_ns) - first as i64) as f64 / 1e6);
+        for (c, s) in ex.token_offsets_ms.windows(2).zip(t.chunk_ns.windows(2)) {
+            let server_gap = (s[1] - s[0]) as f64 / 1e6;
+            self.itl_ms.push(((c[1] - c[0]) - server_gap).abs());
+        }
+    }
+
+    fn summary(&self) -> Value {
+        let p = |v: &[f64], q| (percentile(v, q) * 1000.0).round() / 1000.0;
+        json!({
+            "n": self.ttft_ms.len(), "unmatched": self.unmatched,
+            "ttft_error_p50_ms": p(&self.ttft_ms, 0.5), "ttft_error_p99_ms": p(&self.ttft_ms, 0.99),
+            "arrival_lag_p50_ms": p(&self.arrival_ms, 0.5), "arrival_lag_p99_ms": p(&self.arrival_ms, 0.99),
+            "itl_error_p50_ms": p(&self.itl_ms, 0.5), "itl_error_p99_ms": p(&self.itl_ms, 0.99),
+        })
+    }
+}
+
+fn request(nonce: &str, max_tokens: u32) -> ChatRequest {
+    ChatRequest {
+        model: "scripted".into(),
+        messages: vec![Message::new("user", document(7, nonce, 400))],
+        max_tokens,
+        stream: true,
+        ..Default::default()
+    }
+}
+
+/// `rounds` batches of `concurrency` simultaneous requests (after one unmeasured round that opens
+/// the connections); the exchanges by nonce and the client CPU they cost.
+fn rounds(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    nonces: &Nonces,
+    concurrency: usize,
+    rounds: usize,
+    max_tokens: u32,
+) -> (Vec<(String, Exchange)>, f64) {
+    let one = |max_tokens| {
+        let batch: Vec<(String, _)> = (0..concurrency)
+            .map(|_| {
+                let nonce = nonces.next();
+                let prepared = client.prepare(&request(&nonce, max_tokens)).expect("request builds");
+                (nonce, prepared)
+            })
+            .collect();
+        rt.block_on(join_all(
+            batch.into_iter().map(|(nonce, p)| async move { (nonce, client.send(p).await) }),
+        ))
+    };
+    one(4);
+    let cpu = cpu_ms();
+    let mut all = Vec::new();
+    for _ in 0..rounds {
+        all.extend(one(max_tokens));
+    }
+    (all, cpu_ms() - cpu)
+}
+
+fn client(url: &str) -> Client {
+    Client::new(url, Api::Openai, None, Duration::from_secs(120), ClientOptions::default()).expect("client")
+}
+
+/// TTFT/ITL errors and client CPU at one concurrency (fresh server: first token 20 ms, 1 ms/token).
+fn overhead(rt: &tokio::runtime::Runtime, dir: &Path, concurrency: usize, n_rounds: usize) -> Value {
+    let max_tokens = 32;
+    let server = Server::start(dir, &format!("c{concurrency}"), 20, 1000);
+    let client = client(&server.url);
+    let nonces = Nonces::new();
+    let (exchanges, cpu) = rounds(rt, &client, &nonces, concurrency, n_rounds, max_tokens);
+    let (origin, log) = server.timings(exchanges.len() + concurrency);
+    let clock = Clock::now();
+    let mut errors = Errors::default();
+    for (nonce, ex) in &exchanges {
+        errors.add(&clock, origin, ex, log.get(nonce));
+    }
+    let mut row = errors.summary();
+    row["concurrency"] = json!(concurrency);
+    row["output_tokens"] = json!(max_tokens);
+    row["client_cpu_ms_per_1000_requests"] = json!((cpu / exchanges.len() as f64 * 1000.0).round());
+    row
+}
+
+/// One ingest step: 256 streams of 256 tokens at `token_us` apart; the achieved rate from the
+/// server's log (all chunks / first write to last write) and the errors.
+fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value {
+    let (streams, tokens) = (256usize, 256u32);
+    let server = Server::start(dir, &format!("ingest-{token_us}us"), 20, token_us);
+    let client = client(&server.url);
+    let nonces = Nonces::new();
+    let (exchanges, cpu) = rounds(rt, &client, &nonces, streams, 1, tokens);
+    let (origin, log) = server.timings(exchanges.len() + streams);
+    let clock = Clock::now();
+    let mut errors = Errors::default();
+    let (mut first, mut last, mut chunks) = (u64::MAX, 0u64, 0usize);
+    for (nonce, ex) in &exchanges {
+        let t = log.get(nonce);
+        if let Some(t) = t {
+            first = first.min(t.chunk_ns.first().copied().unwrap_or(u64::MAX));
+            last = last.max(t.chunk_ns.last().copied().unwrap_or(0));
+            chunks += t.chunk_ns.len();
+        }
+        errors.add(&clock, origin, ex, t);
+    }
+    let seconds = last.saturating_sub(first) as f64 / 1e9;
+    let mut row = errors.summary();
+    let nominal = streams as f64 * 1e6 / token_us as f64;
+    row["token_interval_us"] = json!(token_us);
+    row["nominal_tokens_per_s"] = json!(nominal.round());
+    row["achieved_tokens_per_s"] = json!((chunks as f64 / seconds.max(1e-9)).round());
+    row["client_cpu_ms"] = json!(cpu.round());
+    let p99 = |k: &str| row[k].as_f64().unwrap_or(f64::INFINITY);
+    let matched =
+        errors.unmatched == 0 && p99("arrival_lag_p99_ms") <= MATCH_MS && p99("itl_error_p99_ms") <= MATCH_MS;
+    row["within_1ms_p99"] = json!(matched);
+    row
+}
+
+fn ms(v: &Value) -> String {
+    v.as_f64().map_or("-".into(), |x| format!("{x:.3}"))
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let plan: &[(usize, usize)] =
+        if quick { &[(1, 50), (64, 2), (256, 1)] } else { &[(1, 300), (64, 10), (256, 4)] };
+    println!("bench's measuring client vs bench-scripted-server (another process), errors in ms");
+    println!(
+        "{:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
+        "conc", "n", "ttft p50", "ttft p99", "lag p50", "lag p99", "itl p50", "itl p99", "cpu ms/1000"
+    );
+    let mut overhead_rows = Vec::new();
+    for &(c, r) in plan {
+        let row = overhead(&rt, dir.path(), c, r);
+        println!(
+            "{c:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
+            row["n"],
+            ms(&row["ttft_error_p50_ms"]),
+            ms(&row["ttft_error_p99_ms"]),
+            ms(&row["arrival_lag_p50_ms"]),
+            ms(&row["arrival_lag_p99_ms"]),
+            ms(&row["itl_error_p50_ms"]),
+            ms(&row["itl_error_p99_ms"]),
+            row["client_cpu_ms_per_1000_requests"]
+        );
+        overhead_rows.push(row);
+    }
+    println!(
+        "\ningest: 256 streams x 256 tokens at once; within = arrival lag and ITL error p99 <= {MATCH_MS} ms"
+    );
+    println!(
+        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "interval", "nominal t/s", "achieved t/s", "ttft p99", "lag p99", "itl p99", "unmatched", "within"
+    );
+    let steps: &[u64] =
+        if quick { &[4000, 1000, 250] } else { &[32000, 16000, 8000, 4000, 2000, 1000, 500, 250] };
+    let mut ingest_rows = Vec::new();
+    let mut capacity: Option<f64> = None;
+    for &us in steps {
+        let row = ingest_step(&rt, dir.path(), us);
+        println!(
+            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            us,
+            row["nominal_tokens_per_s"],
+            row["achieved_tokens_per_s"],
+            ms(&row["ttft_error_p99_ms"]),
+            ms(&row["arrival_lag_p99_ms"]),
+            ms(&row["itl_error_p99_ms"]),
+            row["unmatched"],
+            row["within_1ms_p99"]
+        );
+        if row["within_1ms_p99"] == json!(true) {
+            let achieved = row["achieved_tokens_per_s"].as_f64().unwrap_or(0.0);
+            capacity = Some(capacity.map_or(achieved, |c: f64| c.max(achieved)));
+        }
+        ingest_rows.push(row);
+    }
+    match capacity {
+        Some(c) => {
+            println!("ingest capacity (first-token stamp and ITL within {MATCH_MS} ms p99): {c:.0} tokens/s")
+        }
+        None => println!("ingest capacity: no step stayed within {MATCH_MS} ms p99"),
+    }
+    let host = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let report = json!({
+        "benchmark": "external", "cores": host, "quick": quick,
+        "overhead": overhead_rows, "ingest": ingest_rows, "ingest_capacity_tokens_per_s": capacity,
+    });
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-overhead.json");
+    match std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap_or_default()) {
+        Ok(()) => println!("written: {}", out.display()),
+        Err(e) => eprintln!("cannot write {}: {e}", out.display()),
+    }
+}
