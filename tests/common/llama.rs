@@ -5,10 +5,19 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+/// One real server at a time per test binary. Tests of one binary run in parallel, and on a 2-core
+/// machine two servers plus their clients leave the client waiting for a core while tokens queue
+/// in its socket: it then stamps a burst, and the decode rate it measures exceeds what the memory
+/// bandwidth allows (seen as decode_fraction 1.96). Timing tests must not share the CPU.
+static ONE_SERVER: Mutex<()> = Mutex::new(());
 
 pub struct LlamaServer {
     pub url: String,
     state_dir: tempfile::TempDir,
+    /// Held until the server is stopped (fields drop after `Drop::drop`).
+    _turn: MutexGuard<'static, ()>,
 }
 
 fn script() -> PathBuf {
@@ -55,6 +64,8 @@ impl LlamaServer {
         if !available(test) {
             return None;
         }
+        // A test that panicked while holding the lock stopped its server when it unwound.
+        let turn = ONE_SERVER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let state_dir = tempfile::tempdir().unwrap();
         let mut cmd = Command::new("bash");
         cmd.arg(script()).arg("start").arg("--state-dir").arg(state_dir.path());
@@ -69,7 +80,7 @@ impl LlamaServer {
         );
         let url = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or("").trim().to_string();
         assert!(url.starts_with("http://"), "{test}: no URL from the start script: {url:?}");
-        Some(LlamaServer { url, state_dir })
+        Some(LlamaServer { url, state_dir, _turn: turn })
     }
 }
 
