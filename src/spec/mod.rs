@@ -6,7 +6,8 @@
 //! and `Deserialize` (scenario files may write `contexts = "1k..4k"` or `contexts = [1024, "4k"]`),
 //! and `Serialize`s back to the text it was parsed from. Bounds are checked here, before any value
 //! can size an allocation or a `Duration`: `--runs 4e9` or `--request-timeout 1e30` is an error
-//! that names its limit, never a panic or a runaway.
+//! that names its limit, never a panic or a runaway. The named choices (api, thermal policy,
+//! stagger delay) are in `choice.rs`, the one error type in `error.rs`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,48 +20,6 @@ use serde::{Deserialize, Serialize, Serializer};
 pub const MAX_CONTEXT_TOKENS: u32 = 16 * 1024 * 1024;
 /// Longest duration any flag accepts (one week).
 pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
-
-/// Why a value was refused. Each message says what was expected (clap and the scenario reader put
-/// the flag or key in front of it).
-#[derive(Debug, thiserror::Error)]
-pub enum SpecError {
-    #[error("{0:?} is not a token count (examples: 512, 4k, 32768)")]
-    NotTokens(String),
-    #[error("a context of 0 tokens cannot be measured")]
-    ZeroContext,
-    #[error("{text:?} is too large (at most {max} tokens)")]
-    TooManyTokens { text: String, max: u32 },
-    #[error("empty context list (try 1024..32768 or 1k,4k,32k)")]
-    EmptyContexts,
-    #[error("range {range} runs backwards ({lo} > {hi})")]
-    Backwards { range: String, lo: u32, hi: u32 },
-    #[error(
-        "range {range} doubles {steps} and never lands on {hi}; \
-         give an end that is the start doubled, or list the sizes with commas"
-    )]
-    NeverLands { range: String, steps: String, hi: u32 },
-    #[error("context {value} is listed twice in {spec:?}")]
-    ContextTwice { value: u32, spec: String },
-    #[error("{0:?} is not a whole number")]
-    NotWhole(String),
-    #[error("must be at least 1")]
-    Zero,
-    #[error("{value} is more than the limit of {max}")]
-    OverLimit { value: u64, max: u32 },
-    #[error("{text:?} is not a duration ({source}; examples: 2s, 1500ms, 4m)")]
-    BadDuration { text: String, source: humantime::DurationError },
-    #[error("{0:?} is not a duration (examples: 2s, 1500ms, 4m)")]
-    NotDuration(String),
-    #[error("{text:?} is longer than the limit of {limit}")]
-    TooLong { text: String, limit: String },
-    #[error("{0} is listed twice")]
-    ListedTwice(String),
-    #[error("unknown {what} {value:?} (allowed: {allowed})")]
-    Unknown { what: &'static str, value: String, allowed: &'static str },
-    #[error("{0:?}: a share of user A's duration must be above 0% and below 100% (e.g. 50%)")]
-    BadShare(String),
-}
-
 /// `4096`, `4k`, `4K` -> 4096 tokens. Zero is refused: a context must hold at least the question.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Tokens(pub u32);
@@ -320,103 +279,11 @@ impl<T: fmt::Display> Serialize for List<T> {
     }
 }
 
-/// The API dialect: OpenAI chat completions or Anthropic messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Api {
-    Openai,
-    Anthropic,
-}
+mod choice;
+mod error;
 
-impl FromStr for Api {
-    type Err = SpecError;
-    fn from_str(s: &str) -> Result<Api, SpecError> {
-        match s.trim() {
-            "openai" => Ok(Api::Openai),
-            "anthropic" => Ok(Api::Anthropic),
-            other => {
-                Err(SpecError::Unknown { what: "api", value: other.into(), allowed: "openai, anthropic" })
-            }
-        }
-    }
-}
-
-impl fmt::Display for Api {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Api::Openai => "openai",
-            Api::Anthropic => "anthropic",
-        })
-    }
-}
-
-/// `--thermal`: `probe`, `fixed:30s` or `off`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum ThermalChoice {
-    Probe,
-    Fixed(Span),
-    Off,
-}
-
-impl FromStr for ThermalChoice {
-    type Err = SpecError;
-    fn from_str(s: &str) -> Result<ThermalChoice, SpecError> {
-        match s.trim() {
-            "probe" => Ok(ThermalChoice::Probe),
-            "off" => Ok(ThermalChoice::Off),
-            other => match other.strip_prefix("fixed:") {
-                Some(rest) => Ok(ThermalChoice::Fixed(rest.parse()?)),
-                None => Err(SpecError::Unknown {
-                    what: "thermal policy",
-                    value: other.into(),
-                    allowed: "probe, fixed:30s, off",
-                }),
-            },
-        }
-    }
-}
-
-impl fmt::Display for ThermalChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ThermalChoice::Probe => f.write_str("probe"),
-            ThermalChoice::Fixed(span) => write!(f, "fixed:{span}"),
-            ThermalChoice::Off => f.write_str("off"),
-        }
-    }
-}
-
-/// `--stagger-delay`: a fixed delay (`2s`) or a share of user A's own duration (`50%`), measured
-/// by a calibration request, so "B arrives while A runs" holds on a laptop and on an H200 alike.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum StaggerDelay {
-    Fixed(Span),
-    /// Fraction (0 < f < 1) of A's end-to-end time.
-    ShareOfA(f64),
-}
-
-impl FromStr for StaggerDelay {
-    type Err = SpecError;
-    fn from_str(s: &str) -> Result<StaggerDelay, SpecError> {
-        let s = s.trim();
-        let Some(percent) = s.strip_suffix('%') else { return Ok(StaggerDelay::Fixed(s.parse()?)) };
-        match percent.trim().parse::<f64>() {
-            Ok(p) if p > 0.0 && p < 100.0 => Ok(StaggerDelay::ShareOfA(p / 100.0)),
-            _ => Err(SpecError::BadShare(s.into())),
-        }
-    }
-}
-
-impl fmt::Display for StaggerDelay {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StaggerDelay::Fixed(span) => write!(f, "{span}"),
-            StaggerDelay::ShareOfA(share) => write!(f, "{}%", share * 100.0),
-        }
-    }
-}
-
-text_value!(ThermalChoice, StaggerDelay);
+pub use choice::{Api, StaggerDelay, ThermalChoice};
+pub use error::SpecError;
 
 #[cfg(test)]
 mod tests {
@@ -479,18 +346,6 @@ mod tests {
         }
         assert!("soon".parse::<Span>().unwrap_err().to_string().contains("not a duration"));
         assert!("8days".parse::<Span>().unwrap_err().to_string().contains("limit"));
-    }
-
-    #[test]
-    fn policies_and_delays_parse_and_print_back() {
-        for text in ["probe", "off", "fixed:30s"] {
-            assert_eq!(text.parse::<ThermalChoice>().unwrap().to_string(), text);
-        }
-        assert!("cold".parse::<ThermalChoice>().unwrap_err().to_string().contains("probe, fixed:30s, off"));
-        assert_eq!("50%".parse::<StaggerDelay>().unwrap(), StaggerDelay::ShareOfA(0.5));
-        assert_eq!("2s".parse::<StaggerDelay>().unwrap().to_string(), "2s");
-        assert!("150%".parse::<StaggerDelay>().is_err());
-        assert!("1e25".parse::<StaggerDelay>().is_err());
     }
 
     #[test]
