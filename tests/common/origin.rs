@@ -1,6 +1,7 @@
 //! Where the origin benchmark's real published result files are, for tests that read them.
 //!
-//! They are test data kept beside the repository, not in it: the directory named by
+//! They are test data kept beside the repository, not in it (docs/design.md, "Reference data", says
+//! what they are and what the tests pin on them): the directory named by
 //! `TTFT_BENCH_ORIGIN_DIR`, else `shared/data/origin-results` next to the checkout (or next to its
 //! parent, for a worktree). Absent, a test skips with a message on stderr; with
 //! `TTFT_BENCH_REQUIRE_ORIGIN=1` (where the data is provisioned) it fails instead.
@@ -12,7 +13,8 @@ fn dirs() -> Vec<PathBuf> {
         return vec![PathBuf::from(dir)];
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // A checkout beside shared/ (the main tree), or a worktree one level deeper.
+    // Not in the repository (docs/design.md, "Reference data", says what these files are): looked
+    // for beside the checkout, or one level higher for a worktree; TTFT_BENCH_ORIGIN_DIR overrides.
     vec![root.join("../shared/data/origin-results"), root.join("../../shared/data/origin-results")]
 }
 
