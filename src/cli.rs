@@ -258,6 +258,13 @@ pub struct MeasureArgs {
     /// Seed of the prompt text generator (same seed, same prose; nonces stay unique) [default: 20260208].
     #[arg(long, help_heading = "Matrix")]
     pub seed: Option<u64>,
+    /// One session serves cold, warm and hot of each (context, mode, run), in turn: turn 1 is
+    /// measured cold, then evicted and reloaded for warm, then extended for hot, so the prompt is
+    /// prefilled once instead of three times. Every state is still proven by the server's cache
+    /// evidence; records share a `lifecycle_id`. Batches keep one session per request. Off by
+    /// default: the plain matrix measures each state on a fresh session.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", help_heading = "Matrix")]
+    pub reuse_primes: Option<bool>,
 
     /// Also run the staggered pair (user B arrives while user A runs, and the sequential twin).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", help_heading = "Staggered pair")]

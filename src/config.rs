@@ -109,6 +109,9 @@ pub struct SweepConfig {
     /// The slice of the matrix this run measures (`--shard`); absent when it measures all of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<crate::shard::Shard>,
+    /// `--reuse-primes`: one session lifecycle measures cold, warm and hot of a (context, mode, run).
+    #[serde(default)]
+    pub reuse_primes: bool,
 }
 
 impl SweepConfig {
@@ -122,6 +125,7 @@ impl SweepConfig {
             runs: self.runs,
             concurrent_max_context: self.concurrent_max_context,
             staggered: self.staggered.as_ref().map(|s| (s.context_tokens, s.runs)),
+            reuse_primes: self.reuse_primes,
         }
     }
 }
@@ -268,6 +272,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         thermal,
         physics: plan.physics.clone(),
         shard: None,
+        reuse_primes: matrix.reuse_primes,
     })
 }
 
@@ -324,6 +329,7 @@ pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, 
         runs: plan.runs.map_or(DEFAULT_RUNS, |c| c.0),
         concurrent_max_context: plan.concurrent_max_context.map(|t| t.0),
         staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),
+        reuse_primes: plan.reuse_primes == Some(true),
     };
     let cells = matrix.cell_count();
     if cells > MAX_CELLS {

@@ -149,9 +149,29 @@ fn cooldown_s(policy: &ThermalPolicy, rates: &Rates) -> f64 {
     }
 }
 
+/// Seconds a cell costs less when it continues a session lifecycle (`--reuse-primes`): warm
+/// skips its priming request, hot its turn 1.
+fn reused_s(cell: &CellKey, config: &SweepConfig, rates: &Rates) -> f64 {
+    match cell.cache_state {
+        CacheState::Cold => 0.0,
+        CacheState::Warm | CacheState::Hot => {
+            rates.request_s(f64::from(cell.context_tokens), config.output_tokens)
+        }
+    }
+}
+
 /// Every cell's expected seconds, in plan order, and the total.
 pub fn estimate(cells: &[CellKey], config: &SweepConfig, rates: &Rates) -> (Vec<f64>, f64) {
-    let costs: Vec<f64> = cells.iter().map(|c| cell_s(c, config, rates)).collect();
+    let costs: Vec<f64> = cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let reused = config.reuse_primes
+                && i > 0
+                && cells.get(i - 1).is_some_and(|p| crate::plan::continues_lifecycle(p, c));
+            cell_s(c, config, rates) - if reused { reused_s(c, config, rates) } else { 0.0 }
+        })
+        .collect();
     let total = costs.iter().sum();
     (costs, total)
 }
@@ -215,5 +235,32 @@ mod tests {
         config.thermal = ThermalPolicy::Probe { tolerance: 0.2, min_cooldown_s: 10.0, max_cooldown_s: 240.0 };
         let cooled = cell_s(&cell(1024, CacheState::Cold), &config, &r);
         assert!((cooled - cold_1k - 10.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_reused_session_saves_warm_its_priming_and_hot_its_turn_1() {
+        let mut config = crate::config::resolve(&{
+            use clap::Parser;
+            let argv = ["bench", "sweep", "--server", "http://x", "--thermal", "off", "--reuse-primes"];
+            match crate::cli::Cli::parse_from(argv).command {
+                crate::cli::Command::Sweep(a) => *a,
+                _ => unreachable!(),
+            }
+        })
+        .unwrap();
+        assert!(config.reuse_primes);
+        config.contexts = vec![32768];
+        config.cache_states = vec![CacheState::Cold, CacheState::Warm, CacheState::Hot];
+        config.runs = 1;
+        let r = rates();
+        let cells = config.matrix().cells("m");
+        let (costs, reused) = estimate(&cells, &config, &r);
+        let turn_1 = r.request_s(32768.0, config.output_tokens);
+        let plain: Vec<f64> = cells.iter().map(|c| cell_s(c, &config, &r)).collect();
+        assert_eq!(costs[0], plain[0], "cold is turn 1 itself");
+        assert!((plain[1] - costs[1] - turn_1).abs() < 1e-9 && (plain[2] - costs[2] - turn_1).abs() < 1e-9);
+        config.reuse_primes = false;
+        let (_, fresh) = estimate(&config.matrix().cells("m"), &config, &r);
+        assert!((fresh - reused - 2.0 * turn_1).abs() < 1e-9, "two prefills of 32K fewer");
     }
 }

@@ -3,6 +3,10 @@
 //! Order (outermost first): batch size, context, cache state, mode, run; then the staggered pairs.
 //! Runs are innermost so the repetitions of a cell are taken under the same conditions, and
 //! contexts ascend so a server that falls over at long context has already given the short ones.
+//!
+//! With `--reuse-primes` the single-request cells of one (context, mode, run) are adjacent, cache
+//! state innermost (cold, warm, hot): one session lifecycle measures them in turn
+//! (src/runner/lifecycle.rs), so its turn 1 is prefilled once instead of once per state.
 
 use crate::record::{CacheState, CellKey, Mode, Scenario};
 
@@ -18,6 +22,8 @@ pub struct Matrix {
     pub concurrent_max_context: Option<u32>,
     /// (context, runs) of the staggered pair, when enabled.
     pub staggered: Option<(u32, u32)>,
+    /// `--reuse-primes`: batch-1 cells ordered as session lifecycles (cache state innermost).
+    pub reuse_primes: bool,
 }
 
 impl Matrix {
@@ -45,19 +51,29 @@ impl Matrix {
                 if batch_size > 1 && self.concurrent_max_context.is_some_and(|max| context_tokens > max) {
                     continue;
                 }
+                let cell = |cache_state, mode, run| CellKey {
+                    model: model.to_string(),
+                    scenario: Scenario::of(cache_state, batch_size),
+                    cache_state,
+                    mode,
+                    context_tokens,
+                    batch_size,
+                    run,
+                };
+                if self.reuse_primes && batch_size == 1 {
+                    for &mode in &self.modes {
+                        for run in 1..=self.runs {
+                            let mut states = self.cache_states.clone();
+                            states.sort();
+                            cells.extend(states.into_iter().map(|state| cell(state, mode, run)));
+                        }
+                    }
+                    continue;
+                }
                 for &cache_state in &self.cache_states {
                     for &mode in &self.modes {
                         for run in 1..=self.runs {
-                            let scenario = Scenario::of(cache_state, batch_size);
-                            cells.push(CellKey {
-                                model: model.to_string(),
-                                scenario,
-                                cache_state,
-                                mode,
-                                context_tokens,
-                                batch_size,
-                                run,
-                            });
+                            cells.push(cell(cache_state, mode, run));
                         }
                     }
                 }
@@ -82,6 +98,24 @@ impl Matrix {
     }
 }
 
+/// The session lifecycle a cell belongs to under `--reuse-primes`: its (context, mode, run), for
+/// the single-request cache-state cells; None for batches and staggered pairs.
+pub fn lifecycle_key(cell: &CellKey) -> Option<(u32, Mode, u32)> {
+    matches!(cell.scenario, Scenario::Cold | Scenario::Warm | Scenario::Hot).then_some((
+        cell.context_tokens,
+        cell.mode,
+        cell.run,
+    ))
+}
+
+/// `b` continues the lifecycle `a` is in (same lifecycle, a later cache state).
+pub fn continues_lifecycle(a: &CellKey, b: &CellKey) -> bool {
+    lifecycle_key(a).is_some()
+        && lifecycle_key(a) == lifecycle_key(b)
+        && a.model == b.model
+        && a.cache_state < b.cache_state
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +129,7 @@ mod tests {
             runs: 2,
             concurrent_max_context: Some(1024),
             staggered: Some((4096, 1)),
+            reuse_primes: false,
         }
     }
 
@@ -146,6 +181,36 @@ mod tests {
     }
 
     #[test]
+    fn reuse_primes_puts_each_lifecycle_together_cold_warm_hot() {
+        let mut m = matrix();
+        m.reuse_primes = true;
+        // Given out of order: the lifecycle still runs cold, warm, hot.
+        m.cache_states = vec![CacheState::Hot, CacheState::Cold, CacheState::Warm];
+        let cells: Vec<String> = m.cells("m").iter().map(label).collect();
+        assert_eq!(
+            &cells[..7],
+            [
+                "b1 1024 cold/cold streaming r1",
+                "b1 1024 warm/warm streaming r1",
+                "b1 1024 hot/hot streaming r1",
+                "b1 1024 cold/cold streaming r2",
+                "b1 1024 warm/warm streaming r2",
+                "b1 1024 hot/hot streaming r2",
+                "b1 1024 cold/cold non-streaming r1",
+            ]
+        );
+        // Batches keep their own order (each request of a batch has its own session).
+        assert_eq!(cells[24], "b2 1024 concurrent/hot streaming r1");
+        assert_eq!(m.cell_count(), cells.len());
+        let mut plain = m.clone();
+        plain.reuse_primes = false;
+        let (mut a, mut b) = (m.cells("m"), plain.cells("m"));
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "the same cells, only ordered differently");
+    }
+
+    #[test]
     fn origin_matrix_has_198_cells_plus_6_staggered() {
         let m = Matrix {
             contexts: vec![1024, 2048, 4096, 8192, 16384, 32768],
@@ -155,6 +220,7 @@ mod tests {
             runs: 3,
             concurrent_max_context: Some(16384),
             staggered: Some((4096, 3)),
+            reuse_primes: false,
         };
         let cells = m.cells("m");
         let staggered = cells

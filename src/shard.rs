@@ -23,6 +23,8 @@ use crate::record::{CacheState, CellKey, Mode, Scenario};
 
 /// The partition rule's name, recorded in run.json: a different rule is a different partition.
 pub const RULE: &str = "points-by-nominal-cost-v1";
+/// `RULE` under `--reuse-primes`: the cache states of a point's session lifecycles are one unit.
+pub const RULE_LIFECYCLES: &str = "points-by-nominal-cost-v1+lifecycles";
 
 /// Where `--shard auto` reads N when the scheduler does not say it (a Kubernetes Indexed Job's
 /// pods are not told the Job's `completions`).
@@ -136,6 +138,9 @@ pub fn units(matrix: &Matrix) -> Vec<Unit> {
     for (i, cell) in cells.iter().enumerate() {
         let key = if is_staggered(cell) {
             (true, CacheState::Cold, Mode::Streaming, 0, 0)
+        } else if matrix.reuse_primes && crate::plan::lifecycle_key(cell).is_some() {
+            // A session lifecycle measures every cache state of its point: one shard has them all.
+            (false, CacheState::Cold, cell.mode, cell.context_tokens, cell.batch_size)
         } else {
             (false, cell.cache_state, cell.mode, cell.context_tokens, cell.batch_size)
         };
@@ -199,7 +204,7 @@ pub fn plan(matrix: &Matrix, spec: &ShardSpec) -> Result<Shard, ShardError> {
         index: spec.index,
         count: spec.count,
         origin: spec.origin.clone(),
-        rule: RULE.to_string(),
+        rule: if matrix.reuse_primes { RULE_LIFECYCLES } else { RULE }.to_string(),
         units: mine.len(),
         cells: mine.iter().map(|u| u.cells.len()).sum(),
         cost_share: if total > 0.0 { cost / total } else { 0.0 },

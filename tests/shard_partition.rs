@@ -17,6 +17,7 @@ fn paper() -> Matrix {
         runs: 3,
         concurrent_max_context: Some(16384),
         staggered: Some((4096, 3)),
+        reuse_primes: false,
     }
 }
 
@@ -50,6 +51,26 @@ fn every_cell_is_in_exactly_one_shard_in_the_unsharded_order() {
             assert_eq!(plan.cells, mine.len());
         }
         assert_eq!(seen.len(), all.len(), "{count} shards must cover all {} cells", all.len());
+    }
+}
+
+#[test]
+fn with_reuse_primes_a_lifecycles_cache_states_share_a_shard() {
+    let m = Matrix { reuse_primes: true, ..paper() };
+    for count in [2, 3, 4, 7] {
+        let mut shard_of: BTreeMap<(u32, Mode, u32), BTreeSet<u32>> = BTreeMap::new();
+        let mut total = 0;
+        for k in 1..=count {
+            let plan = shard::plan(&m, &spec(k, count)).unwrap();
+            assert_eq!(plan.rule, shard::RULE_LIFECYCLES);
+            let mine = shard::cells(&m, "m", Some(&plan));
+            total += mine.len();
+            for c in mine.iter().filter(|c| c.batch_size == 1) {
+                shard_of.entry((c.context_tokens, c.mode, c.run)).or_default().insert(k);
+            }
+        }
+        assert_eq!(total, m.cell_count());
+        assert!(shard_of.values().all(|s| s.len() == 1), "{count}: {shard_of:?}");
     }
 }
 
@@ -107,6 +128,7 @@ fn more_shards_than_units_is_refused() {
         runs: 3,
         concurrent_max_context: None,
         staggered: None,
+        reuse_primes: false,
     };
     let err = shard::plan(&m, &spec(2, 2)).unwrap_err();
     assert!(matches!(err, ShardError::TooMany { units: 1, count: 2, .. }), "{err}");

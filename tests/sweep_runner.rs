@@ -182,7 +182,7 @@ fn a_run_directory_is_locked_and_a_run_killed_before_its_first_record_resumes() 
 /// cannot slip past the resume policy unreviewed.
 fn sample(flag: &str) -> Option<&'static str> {
     Some(match flag {
-        "quiet" | "staggered" | "insecure" => "",
+        "quiet" | "staggered" | "insecure" | "reuse-primes" => "",
         // Replaced by a real PEM file: a CA the resumed run then trusts.
         "ca-cert" => "CA_PEM",
         "server" => "http://127.0.0.1:9",

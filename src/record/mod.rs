@@ -88,6 +88,11 @@ pub struct Measurement {
     pub request_index: u32,
     /// Ties the requests of one concurrent batch to their group record.
     pub group_id: Option<String>,
+    /// `--reuse-primes`: the session lifecycle this request was measured in. Records that share it
+    /// were measured in turn on one session (cold turn 1, then warm after evict and reload, then
+    /// hot turn 3), in started_at order; absent when the request had a session of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle_id: Option<String>,
     /// Wall-clock time the request was sent (RFC 3339, UTC).
     pub started_at: String,
     /// The unique prefix that keeps prefix caches from serving a cold prompt.

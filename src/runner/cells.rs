@@ -10,10 +10,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::harness_time::Part;
-use super::{Ctx, Journal, batch, measure, setup};
+use super::{Ctx, Journal, batch, lifecycle, measure, setup};
 use crate::cost::{self, Rates};
 use crate::exit::Failure;
 use crate::meta::Forecast;
+use crate::plan::lifecycle_key;
 use crate::progress::Progress;
 use crate::record::{CellKey, ErrorKind, Record, Scenario};
 use crate::store::{self, RecordWriter, TornTail};
@@ -43,6 +44,8 @@ pub struct CellLoop<'a> {
     pub eta_s: Option<f64>,
     /// The server process, when bench started it (`--server-cmd`).
     pub supervisor: Option<Supervisor>,
+    /// The session lifecycle in progress (`--reuse-primes`).
+    lifecycle: Option<lifecycle::Lifecycle>,
 }
 
 impl<'a> CellLoop<'a> {
@@ -96,6 +99,7 @@ impl<'a> CellLoop<'a> {
             failed: 0,
             eta_s,
             supervisor: None,
+            lifecycle: None,
         })
     }
 
@@ -103,14 +107,17 @@ impl<'a> CellLoop<'a> {
         let mut unanswered = 0;
         let cells = std::mem::take(&mut self.cells);
         for (i, cell) in cells.iter().enumerate() {
-            let mut records = self.one(i, cell).await?;
+            let next = cells.get(i + 1);
+            let mut records = self.one(i, cell, next).await?;
             match self.survive_crash(cell).await? {
                 Survived::NoCrash => {}
                 Survived::Restarted => {
                     // The cell the crash spoiled is measured again on the restarted server (its
                     // failed records stay on disk: merge and resume prefer the good ones).
                     unanswered = 0;
-                    records = self.one(i, cell).await?;
+                    // The restarted server has none of the lifecycle's session.
+                    self.lifecycle = None;
+                    records = self.one(i, cell, next).await?;
                     if let Survived::Gone(why) = self.survive_crash(cell).await? {
                         return Ok(Stop::ServerGone(why));
                     }
@@ -139,7 +146,12 @@ impl<'a> CellLoop<'a> {
     }
 
     /// Measures one cell and appends its records (each fsync'd) before anything else happens.
-    async fn one(&mut self, i: usize, cell: &CellKey) -> Result<Vec<Record>, Failure> {
+    async fn one(
+        &mut self,
+        i: usize,
+        cell: &CellKey,
+        next: Option<&CellKey>,
+    ) -> Result<Vec<Record>, Failure> {
         let label = format!("{cell:#}");
         let clock = &self.ctx.harness;
         let waited = std::time::Instant::now();
@@ -153,7 +165,11 @@ impl<'a> CellLoop<'a> {
             clock.add(Part::Priming, calibrating.elapsed());
         }
         thermal.before = clock.time(Part::Thermal, snapshot()).await;
-        let mut records = execute(self.ctx, cell).await;
+        let mut records = if self.ctx.config.reuse_primes && lifecycle_key(cell).is_some() {
+            lifecycle::step(self.ctx, cell, next, &mut self.lifecycle).await
+        } else {
+            execute(self.ctx, cell).await
+        };
         thermal.after = clock.time(Part::Thermal, snapshot()).await;
         for r in &mut records {
             match r {

@@ -95,57 +95,22 @@ pub async fn prepare_on(
     request_index: u32,
     session: Session,
 ) -> Result<Ready, Box<Measurement>> {
-    let nonce = ctx.nonces.next();
-    let seed = crate::prompt::text::mix(&[ctx.config.seed, cell.context_tokens as u64, request_index as u64]);
+    let Opened { session, nonce, expected_input_tokens, mut request } =
+        open(ctx, cell, request_index, session).await?;
     let fail = |error: ErrorInfo, turns: Vec<TurnSummary>| {
         let mut m = blank(ctx, cell, request_index, &nonce);
         m.turns = turns;
         m.error = Some(error);
         Box::new(m)
     };
-    if let Some(why) = unsupported(ctx, cell) {
-        return Err(fail(ErrorInfo::new(ErrorKind::Unsupported, why), vec![]));
-    }
-    let building = ctx.sizer.build(&ctx.client, cell.context_tokens, seed, nonce.clone());
-    let prompt = ctx
-        .harness
-        .time(Part::Prompt, building)
-        .await
-        .map_err(|e| fail(ErrorInfo::new(e.kind, e.to_string()), vec![]))?;
-    let mut request = ChatRequest {
-        model: ctx.model.clone(),
-        messages: vec![Message::new("user", prompt.text.clone())],
-        max_tokens: ctx.config.output_tokens,
-        stream: false,
-        ..Default::default()
-    };
-    ctx.preset
-        .bind(&mut request, &session)
-        .map_err(|e| fail(ErrorInfo::new(ErrorKind::PresetAction, e.to_string()), vec![]))?;
-    let p = &ctx.preset;
-    let action = |name: &'static str, steps| {
-        let session = &session;
-        async move {
-            let run = p.run(&ctx.client, name, steps, Some(Scope::Session), session);
-            ctx.harness.time(Part::Preset, run).await.map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
-        }
-    };
-    // Every scenario starts from nothing cached for this session.
-    action("reset", &p.reset).await.map_err(|e| fail(e, vec![]))?;
-
     let mut turns = Vec::new();
     let mut reload = false;
-    let mut expected = Some(prompt.expected_input_tokens);
+    let mut expected = Some(expected_input_tokens);
     match cell.cache_state {
         CacheState::Cold => {}
         CacheState::Warm => {
-            let primed = ctx.harness.time(Part::Priming, ctx.send(&request)).await;
-            if let Some(err) = primed.error {
-                let message = format!("warm priming request failed: {}", err.message);
-                return Err(fail(ErrorInfo::new(err.kind, message), turns));
-            }
-            action("evict", &p.evict).await.map_err(|e| fail(e, vec![]))?;
-            reload = !p.reload.is_empty();
+            prime_and_evict(ctx, &request, &session).await.map_err(|e| fail(e, vec![]))?;
+            reload = !ctx.preset.reload.is_empty();
         }
         CacheState::Hot => {
             let first = ctx.harness.time(Part::Priming, ctx.send(&request)).await;
@@ -154,16 +119,12 @@ pub async fn prepare_on(
                 let message = format!("hot turn 1 failed: {}", err.message);
                 return Err(fail(ErrorInfo::new(err.kind, message), turns));
             }
-            request.messages.push(Message::new("assistant", first.content.clone()));
-            request.messages.push(Message::new("user", FOLLOW_UP));
-            let second = ctx.harness.time(Part::Priming, ctx.send(&request)).await;
+            let second = hot_turn_2(ctx, &mut request, &first.content).await;
             turns.push(turn_summary(2, &second));
             if let Some(err) = second.error {
                 let message = format!("hot turn 2 failed: {}", err.message);
                 return Err(fail(ErrorInfo::new(err.kind, message), turns));
             }
-            request.messages.push(Message::new("assistant", TURN_3_ASSISTANT));
-            request.messages.push(Message::new("user", FOLLOW_UP));
             // Turn 3's size depends on the model's turn-1 text; the nominal check applies to turn 1.
             expected = None;
         }
@@ -173,12 +134,90 @@ pub async fn prepare_on(
         cell: cell.clone(),
         request_index,
         session,
-        nonce: prompt.nonce,
+        nonce,
         expected_input_tokens: expected,
         request,
         reload,
         turns,
     })
+}
+
+/// A session with nothing cached and its turn-1 request, built before any clock starts.
+pub struct Opened {
+    pub session: Session,
+    pub nonce: String,
+    pub expected_input_tokens: u64,
+    /// Turn 1: the sized prompt, bound to the session, not streaming.
+    pub request: ChatRequest,
+}
+
+/// Sizes the prompt, binds the request to `session` and runs the session reset: every cache
+/// state starts from nothing cached for this session.
+pub async fn open(
+    ctx: &Ctx,
+    cell: &CellKey,
+    request_index: u32,
+    session: Session,
+) -> Result<Opened, Box<Measurement>> {
+    let nonce = ctx.nonces.next();
+    let seed = crate::prompt::text::mix(&[ctx.config.seed, cell.context_tokens as u64, request_index as u64]);
+    let fail = |error: ErrorInfo| {
+        let mut m = blank(ctx, cell, request_index, &nonce);
+        m.error = Some(error);
+        Box::new(m)
+    };
+    if let Some(why) = unsupported(ctx, cell) {
+        return Err(fail(ErrorInfo::new(ErrorKind::Unsupported, why)));
+    }
+    let building = ctx.sizer.build(&ctx.client, cell.context_tokens, seed, nonce.clone());
+    let prompt = ctx
+        .harness
+        .time(Part::Prompt, building)
+        .await
+        .map_err(|e| fail(ErrorInfo::new(e.kind, e.to_string())))?;
+    let mut request = ChatRequest {
+        model: ctx.model.clone(),
+        messages: vec![Message::new("user", prompt.text.clone())],
+        max_tokens: ctx.config.output_tokens,
+        stream: false,
+        ..Default::default()
+    };
+    ctx.preset
+        .bind(&mut request, &session)
+        .map_err(|e| fail(ErrorInfo::new(ErrorKind::PresetAction, e.to_string())))?;
+    session_action(ctx, "reset", &ctx.preset.reset, &session).await.map_err(fail)?;
+    Ok(Opened { session, nonce: prompt.nonce, expected_input_tokens: prompt.expected_input_tokens, request })
+}
+
+/// One of the preset's per-session actions, its time counted as preset time.
+pub async fn session_action(
+    ctx: &Ctx,
+    name: &'static str,
+    steps: &[crate::preset::Step],
+    session: &Session,
+) -> Result<(), ErrorInfo> {
+    let run = ctx.preset.run(&ctx.client, name, steps, Some(Scope::Session), session);
+    ctx.harness.time(Part::Preset, run).await.map(|_| ()).map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
+}
+
+/// Warm's preparation: the prompt sent once unmeasured, then the session evicted (to disk).
+pub async fn prime_and_evict(ctx: &Ctx, request: &ChatRequest, session: &Session) -> Result<(), ErrorInfo> {
+    let primed = ctx.harness.time(Part::Priming, ctx.send(request)).await;
+    if let Some(err) = primed.error {
+        return Err(ErrorInfo::new(err.kind, format!("warm priming request failed: {}", err.message)));
+    }
+    session_action(ctx, "evict", &ctx.preset.evict, session).await
+}
+
+/// Hot's turn 2 (unmeasured) after turn 1 answered `turn_1_output`; leaves `request` as turn 3.
+pub async fn hot_turn_2(ctx: &Ctx, request: &mut ChatRequest, turn_1_output: &str) -> Exchange {
+    request.stream = false;
+    request.messages.push(Message::new("assistant", turn_1_output));
+    request.messages.push(Message::new("user", FOLLOW_UP));
+    let second = ctx.harness.time(Part::Priming, ctx.send(request)).await;
+    request.messages.push(Message::new("assistant", TURN_3_ASSISTANT));
+    request.messages.push(Message::new("user", FOLLOW_UP));
+    second
 }
 
 /// Runs the timed part. The request is serialized before the window opens.
@@ -232,9 +271,32 @@ pub async fn finish(
     release: Option<Instant>,
     metrics: Option<MetricsDelta>,
 ) -> Measurement {
+    finish_then(ctx, ready, fired, release, metrics, Then::Cleanup).await
+}
+
+/// What happens to a measured request's session afterwards.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Then {
+    /// The preset's cleanup: the session is forgotten.
+    Cleanup,
+    /// The session is kept for the next cache state of its lifecycle (`--reuse-primes`).
+    Keep,
+}
+
+/// `finish`, with the session cleaned up or kept.
+pub async fn finish_then(
+    ctx: &Ctx,
+    ready: Ready,
+    fired: Fired,
+    release: Option<Instant>,
+    metrics: Option<MetricsDelta>,
+    then: Then,
+) -> Measurement {
     let p = &ctx.preset;
-    let cleanup = p.run(&ctx.client, "cleanup", &p.cleanup, Some(Scope::Session), &ready.session);
-    let cleanup = ctx.harness.time(Part::Preset, cleanup).await;
+    let cleanup = match then {
+        Then::Cleanup => session_action(ctx, "cleanup", &p.cleanup, &ready.session).await,
+        Then::Keep => Ok(()),
+    };
     let stats = p.fetch_stats(&ctx.client, &ready.session).await;
     let mut m = blank(ctx, &ready.cell, ready.request_index, &ready.nonce);
     m.expected_input_tokens = ready.expected_input_tokens;
@@ -247,7 +309,7 @@ pub async fn finish(
     }
     record_exchange(&mut m, &fired, release, metrics);
     if let (None, Err(e)) = (&m.error, cleanup) {
-        m.error = Some(ErrorInfo::new(e.kind, e.to_string()));
+        m.error = Some(e);
     }
     ctx.annotate(&mut m, &fired.exchange.full_output());
     m
@@ -330,7 +392,7 @@ pub fn evidence(ex: &Exchange) -> Option<CacheEvidence> {
     })
 }
 
-fn turn_summary(turn: u32, ex: &Exchange) -> TurnSummary {
+pub fn turn_summary(turn: u32, ex: &Exchange) -> TurnSummary {
     TurnSummary {
         turn,
         ttft_ms: ex.ttft_ms,

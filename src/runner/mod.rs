@@ -13,6 +13,7 @@ mod batch;
 mod cells;
 mod forecast;
 pub mod harness_time;
+mod lifecycle;
 pub(crate) mod measure;
 pub(crate) mod open;
 pub(crate) mod setup;

@@ -62,6 +62,10 @@ pub struct Behaviour {
     /// At most this many chat requests are served at once; the rest wait, first come first
     /// served, so their TTFT grows with the queue like a saturated server's. None: no limit.
     pub max_concurrent: Option<usize>,
+    /// Preset actions (the fallback route) whose path contains the text are answered 503 once
+    /// more than the number of them have arrived: an action that works in preflight and fails
+    /// later.
+    pub refuse_after: Option<(&'static str, usize)>,
 }
 
 impl Default for Behaviour {
@@ -79,6 +83,7 @@ impl Default for Behaviour {
             no_slot_save_path: false,
             diverge_after: None,
             max_concurrent: None,
+            refuse_after: None,
         }
     }
 }

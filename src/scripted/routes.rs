@@ -61,6 +61,14 @@ pub(super) async fn anything(State(s): State<AppState>, req: axum::extract::Requ
             return response;
         }
     }
+    let refuse_after = lock(&s.behaviour).refuse_after;
+    if let Some((text, after)) = refuse_after.filter(|(text, _)| path.contains(text)) {
+        let mut slots = lock(&s.slots);
+        slots.refusable_calls += 1;
+        if slots.refusable_calls > after {
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("refused: {text} (scripted)")).into_response();
+        }
+    }
     match lock(&s.slots).admin(&method, &path) {
         Some(StatusCode::OK) | None => axum::Json(json!({"ok": true})).into_response(),
         Some(status) => (status, "no such agent").into_response(),

@@ -25,6 +25,8 @@ pub(super) struct Slots {
     pub cached_total: u64,
     /// Measured-size chat requests so far (for `Behaviour::diverge_after`).
     pub measured_requests: usize,
+    /// Preset actions matching `Behaviour::refuse_after` so far.
+    pub refusable_calls: usize,
 }
 
 fn common_prefix(a: &[String], b: &[String]) -> usize {
