@@ -17,7 +17,9 @@
 //! bodies on the cores the client shares with it, not the client. Client and server share this
 //! machine's cores, as they would in CI.
 //!
-//! Run with `just bench` (release). Prints a table and writes target/bench-overhead.json.
+//! Run with `just bench` (release). Prints a table and writes target/bench-overhead.json
+//! (BENCH_OVERHEAD_JSON elsewhere). To give the client cores of its own on a bigger machine:
+//! `BENCH_SERVER_CPUS=2-15 taskset -c 0,1 target/release/deps/external-*`.
 //! `-- --quick` for a short run. Reports numbers; never asserts them.
 
 use std::collections::HashMap;
@@ -46,7 +48,20 @@ struct Server {
 impl Server {
     fn start(dir: &Path, name: &str, first_token_ms: u64, token_us: u64) -> Server {
         let log = dir.join(format!("{name}.jsonl"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bench-scripted-server"))
+        // BENCH_SCRIPTED_SERVER: the server binary elsewhere (a copied build on another machine);
+        // BENCH_SERVER_CPUS: pin the server to these CPUs (taskset -c), so that a client pinned to
+        // other cores is measured on cores of its own.
+        let server = std::env::var_os("BENCH_SCRIPTED_SERVER")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_bench-scripted-server").into());
+        let mut command = match std::env::var("BENCH_SERVER_CPUS") {
+            Ok(cpus) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", &cpus]).arg(&server);
+                c
+            }
+            Err(_) => Command::new(&server),
+        };
+        let mut child = command
             .args(["--port", "0", "--first-token-ms", &first_token_ms.to_string()])
             .args(["--token-ms", &format!("{}", token_us as f64 / 1000.0), "--log"])
             .arg(&log)
@@ -323,7 +338,10 @@ fn main() {
         "benchmark": "external", "cores": host, "quick": quick,
         "overhead": overhead_rows, "ingest": ingest_rows, "ingest_capacity_tokens_per_s": capacity,
     });
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-overhead.json");
+    let out = std::env::var_os("BENCH_OVERHEAD_JSON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-overhead.json"),
+        PathBuf::from,
+    );
     match std::fs::write(&out, serde_json::to_string_pretty(&report).unwrap_or_default()) {
         Ok(()) => println!("written: {}", out.display()),
         Err(e) => eprintln!("cannot write {}: {e}", out.display()),
