@@ -246,10 +246,12 @@ pub async fn finish(
         return m;
     }
     record_exchange(&mut m, &fired, release, metrics);
-    if let (None, Err(e)) = (&m.error, cleanup) {
-        m.error = Some(ErrorInfo::new(e.kind, e.to_string()));
-    }
     ctx.annotate(&mut m, &fired.exchange.full_output());
+    // The measurement was over before its cleanup began: a failed cleanup is noted, never its failure.
+    if let Err(e) = cleanup {
+        let flag = crate::quality::QualityCode::CleanupFailed;
+        m.quality_flags.push(record::QualityFlag { flag, reason: e.to_string(), fails_gate: false });
+    }
     m
 }
 
