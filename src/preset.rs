@@ -58,6 +58,13 @@ pub struct Preset {
     /// evidence that does not depend on usage fields.
     #[serde(default)]
     pub metrics: Option<MetricsSpec>,
+    /// The server ends the connection after every streamed response without announcing it (no
+    /// `Connection: close`, a `Keep-Alive` header even): llama-server does. A pooled client puts
+    /// such a connection back as idle, and the request sent right after the stream (the session's
+    /// cleanup) goes out on it and is lost. Streamed requests to such a server therefore ask for
+    /// `Connection: close`, so their connection never returns to the pool (see docs/load.md).
+    #[serde(default)]
+    pub stream_closes_connection: bool,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -273,6 +273,9 @@ impl Client {
             .body(bytes);
         if req.stream {
             builder = builder.header(reqwest::header::ACCEPT, "text/event-stream");
+            if self.options.close_after_stream {
+                builder = builder.header(reqwest::header::CONNECTION, "close");
+            }
         }
         builder = self.auth(builder);
         for (k, v) in &req.headers {

@@ -64,6 +64,9 @@ pub struct ClientOptions {
     pub limits: Limits,
     /// See `KEEP_ALIVE_IDLE`.
     pub keep_alive_idle: Duration,
+    /// The server ends a connection after every streamed response without announcing it
+    /// (`Preset::stream_closes_connection`): streamed requests ask for `Connection: close`.
+    pub close_after_stream: bool,
 }
 
 impl Default for ClientOptions {
@@ -73,6 +76,7 @@ impl Default for ClientOptions {
             insecure: false,
             limits: Limits::default(),
             keep_alive_idle: KEEP_ALIVE_IDLE,
+            close_after_stream: false,
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod engine;
 pub mod plot;
 pub mod prepare;
+pub mod run;
 pub mod schedule;
 pub mod summary;
 
@@ -20,14 +21,17 @@ use clap::Args;
 pub use schedule::{LoadPlan, Mix, Rate, Rates, Slo};
 pub use summary::LoadSummary;
 
+use run::{End, LivePlan};
+
 use crate::cli::{ConnectionArgs, MAX_BATCH, MAX_OUTPUT_TOKENS, MeasureArgs, SweepArgs, ThermalArgs};
 use crate::config::Api;
 use crate::exit::{self, Failure};
+use crate::meta::RunStatus;
 use crate::progress::Progress;
-use crate::record::{CacheState, ErrorKind, Measurement, Mode, Record};
-use crate::runner::{Journal, measure, open, setup};
+use crate::record::{CacheState, Measurement, Mode, Record, Scenario};
+use crate::runner::open;
 use crate::spec::{Contexts, Count, List, Span};
-use crate::store::{self, RecordWriter};
+use crate::store;
 
 /// The summary file in the run directory.
 pub const SUMMARY_FILE: &str = "load-summary.json";
@@ -185,11 +189,6 @@ fn check(args: &LoadArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-enum End {
-    Done(Vec<Measurement>),
-    Signal,
-}
-
 /// Entry point of `bench load`.
 pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     check(args)?;
@@ -209,21 +208,27 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         slots_held: None,
         rates: schedule::plan_rates(config.seed, &rates, args.duration.secs(), &args.mix),
     };
-    journal.update(|m| m.load = Some(plan.clone()))?;
+    let live = LivePlan::new(plan, journal.clone())?;
     let progress = Arc::new(Progress::new(0, args.quiet));
-    let mut work = tokio::spawn(run(config, plan.clone(), journal.clone(), progress.clone()));
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let mut work = tokio::spawn(run::run(config, live.clone(), progress.clone(), stop_rx));
     let outcome: Result<End, Failure> = tokio::select! {
         joined = &mut work => joined.unwrap_or_else(|e| Err(Failure::internal(format!("the load stopped unexpectedly: {e}")))),
         _ = crate::runner::shutdown_signal() => {
-            work.abort();
-            let _ = tokio::time::timeout(crate::runner::ABORT_GRACE, &mut work).await;
+            // The rate under way stops and its writer appends what finished; a run still in its
+            // setup (which does not watch the stop) is aborted after the grace.
+            let _ = stop.send(true);
+            if tokio::time::timeout(crate::runner::ABORT_GRACE, &mut work).await.is_err() {
+                work.abort();
+            }
             Ok(End::Signal)
         }
     };
+    progress.finish();
     drop(opened.lock);
     let dir = journal.dir().to_path_buf();
     let empty = std::fs::metadata(dir.join(store::MEASUREMENTS_FILE)).map_or(true, |m| m.len() == 0);
-    if empty && !matches!(outcome, Ok(End::Done(_))) {
+    if empty && !matches!(outcome, Ok(End::Done)) {
         // Nothing measured, nothing kept: a typo in --server costs nothing (as in a sweep).
         let _ = std::fs::remove_dir_all(&dir);
         return match outcome {
@@ -234,141 +239,96 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             }
         };
     }
-    let records = match outcome {
-        Ok(End::Done(records)) => records,
-        Ok(End::Signal) => {
-            let _ = journal.update(|m| m.status = crate::meta::RunStatus::Interrupted);
-            eprintln!("interrupted: every finished request is in {}", dir.display());
-            return Ok(exit::code(exit::INTERRUPTED));
-        }
-        Err(failure) => {
-            let _ = journal.update(|m| m.status = crate::meta::RunStatus::Interrupted);
-            eprintln!("every finished request is in {}", dir.display());
-            return Err(failure.into());
+    let complete = matches!(outcome, Ok(End::Done));
+    let ended = journal.update(|m| {
+        m.status = if complete { RunStatus::Complete } else { RunStatus::Interrupted };
+        m.ended_at = Some(crate::meta::now_rfc3339());
+    });
+    // However the run ended, what finished is summarized: the records on disk are the truth.
+    let shown = summarize(args, &live.get(), &dir);
+    ended?;
+    let report = match shown {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("error: no summary: {e}");
+            return match outcome {
+                Err(failure) => Err(failure.into()),
+                Ok(_) => Err(e.into()),
+            };
         }
     };
-    let runs: Vec<(u32, f64)> = plan.rates.iter().map(|r| (r.run, r.rate_per_s)).collect();
-    let summary = summary::summarize(&records, &runs, &args.mix.states(), args.slo, args.slo_target);
-    let path = dir.join(SUMMARY_FILE);
-    store::write_json_atomic(&path, &summary).map_err(|e| Failure::io(e.to_string()))?;
+    let where_ = dir.display();
+    match outcome {
+        Ok(End::Done) => {
+            if !args.quiet {
+                eprintln!(
+                    "{} requests, {} failed (errors, failed quality or unconfirmed cache state); records and {SUMMARY_FILE} in {where_}",
+                    report.requests, report.failed
+                );
+            }
+            if !report.dishonest.is_empty() {
+                eprintln!(
+                    "rates not honestly offered (p99 send lag above {} ms: the client set the pace, not the server): {}",
+                    summary::HONEST_LAG_P99_MS,
+                    report.dishonest.join(", ")
+                );
+            }
+            let findings = report.failed > 0 || !report.dishonest.is_empty() || report.stopped > 0;
+            Ok(exit::code(if findings { exit::FINDINGS } else { exit::SUCCESS }))
+        }
+        Ok(End::Signal) => {
+            eprintln!(
+                "interrupted: the summary is of the {} requests that finished; they are in {where_}",
+                report.requests
+            );
+            Ok(exit::code(exit::INTERRUPTED))
+        }
+        Err(failure) => {
+            eprintln!(
+                "the summary is of the {} requests that finished before this; they are in {where_}",
+                report.requests
+            );
+            Err(failure.into())
+        }
+    }
+}
+
+/// What the end of a run tells the user, besides the table.
+struct Report {
+    requests: usize,
+    failed: usize,
+    dishonest: Vec<String>,
+    stopped: usize,
+}
+
+/// Reads the run's records back, writes the summary file and the plot, prints the table.
+fn summarize(args: &LoadArgs, plan: &LoadPlan, dir: &std::path::Path) -> Result<Report, Failure> {
+    let path = dir.join(store::MEASUREMENTS_FILE);
+    let records: Vec<Measurement> = store::read_records(&path, store::TornTail::Skip)
+        .map_err(|e| Failure::io(e.to_string()))?
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Measurement(m) if m.cell.scenario == Scenario::Load => Some(*m),
+            _ => None,
+        })
+        .collect();
+    let summary = summary::of_plan(&records, plan, &args.mix.states());
+    store::write_json_atomic(&dir.join(SUMMARY_FILE), &summary).map_err(|e| Failure::io(e.to_string()))?;
     if let Err(e) = plot::write(&dir.join(PLOT_FILE), &summary) {
         eprintln!("warning: no plot: {e}");
     }
-    journal.update(|m| {
-        m.status = crate::meta::RunStatus::Complete;
-        m.ended_at = Some(crate::meta::now_rfc3339());
-    })?;
-    crate::output::print(&summary::table(&summary))?;
+    crate::output::print(&summary::table(&summary))
+        .map_err(|e| Failure::io(format!("cannot print the summary: {e}")))?;
     let failed = records.iter().filter(|m| !Record::Measurement(Box::new((*m).clone())).is_good()).count();
-    let dishonest: Vec<String> =
-        summary.rates.iter().filter(|r| !r.honestly_offered).map(|r| format!("{}/s", r.rate_per_s)).collect();
-    if !args.quiet {
-        eprintln!(
-            "{} requests, {failed} failed (errors, failed quality or unconfirmed cache state); records and {SUMMARY_FILE} in {}",
-            records.len(),
-            dir.display()
-        );
-    }
-    if !dishonest.is_empty() {
-        eprintln!(
-            "rates not honestly offered (p99 send lag above {} ms: the client set the pace, not the server): {}",
-            summary::HONEST_LAG_P99_MS,
-            dishonest.join(", ")
-        );
-    }
-    Ok(exit::code(if failed > 0 || !dishonest.is_empty() { exit::FINDINGS } else { exit::SUCCESS }))
-}
-
-/// Everything that talks to the server: setup, then each rate in turn.
-async fn run(
-    mut config: crate::config::SweepConfig,
-    mut plan: LoadPlan,
-    journal: Journal,
-    progress: Arc<Progress>,
-) -> Result<End, Failure> {
-    let supervisor = crate::runner::start_server(&mut config, &progress).await?;
-    let ctx = Arc::new(setup::prepare(config, Some(&journal), &progress).await?);
-    crate::runner::record_server(supervisor.as_ref(), &journal)?;
-    let gate = setup::ThermalGate::start(&ctx, &progress).await;
-    journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;
-    let slots = prepare::slot_bound(&ctx.preset).then_some(ctx.slots);
-    plan.slots_held = slots;
-    journal.update(|m| m.load = Some(plan.clone()))?;
-    let mut writer = RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
-    let mut all = Vec::new();
-    for (i, rate) in plan.rates.iter().enumerate() {
-        let thermal = if i == 0 { gate.first() } else { gate.wait(&ctx, &progress).await };
-        progress.note(&format!(
-            "rate {}/s ({} of {}): {} arrivals over {} ...",
-            rate.rate_per_s,
-            i + 1,
-            plan.rates.len(),
-            rate.arrivals.len(),
-            humantime::format_duration(std::time::Duration::from_secs_f64(plan.duration_s))
-        ));
-        if let Err(e) = measure::begin_cell(&ctx).await {
-            progress.note(&format!("warning: the preset's global reset failed: {}", e.message));
-        }
-        let driver = Arc::new(prepare::Real {
-            ctx: ctx.clone(),
-            context_tokens: plan.context_tokens,
-            run: rate.run,
-            thermal: Some(thermal),
-        });
-        let engine_plan = engine::RatePlan {
-            rate_per_s: rate.rate_per_s,
-            arrivals: rate.arrivals.clone(),
-            ahead: plan.prepare_ahead as usize,
-            slots: slots.map(|s| s as usize),
-            concurrency_limit: plan.concurrency_limit.map(|c| c as usize),
-            timer: engine::Timer::Precise,
-        };
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Measurement>();
-        // Appends (one write and an fsync each) happen off the async workers, as records come.
-        let writing = tokio::task::spawn_blocking(move || {
-            let mut written = Vec::new();
-            while let Some(m) = rx.blocking_recv() {
-                let record = Record::Measurement(Box::new(m));
-                writer.append(&record).map_err(|e| Failure::io(e.to_string()))?;
-                if let Record::Measurement(m) = record {
-                    written.push(*m);
-                }
-            }
-            Ok::<_, Failure>((writer, written))
-        });
-        let clock = engine::run(driver, engine_plan, tx).await;
-        let (w, written) =
-            writing.await.map_err(|e| Failure::internal(format!("the record writer stopped: {e}")))??;
-        writer = w;
-        let _ = measure::end_cell(&ctx).await;
-        let started_at = clock.started_at;
-        journal.update(|m| {
-            if let Some(r) = m.load.as_mut().and_then(|l| l.rates.get_mut(i)) {
-                r.clock_started_at = Some(started_at);
-            }
-        })?;
-        let good = written.iter().filter(|m| m.error.is_none() && m.quality_ok).count();
-        let lag = summary::Percentiles::of(written.iter().filter_map(|m| m.send_lag_ms));
-        progress.note(&format!(
-            "rate {}/s: {good}/{} good, send lag p99 {:.3} ms",
-            rate.rate_per_s,
-            written.len(),
-            lag.p99.unwrap_or(0.0)
-        ));
-        let unanswered = |m: &Measurement| {
-            matches!(m.error.as_ref().map(|e| e.kind), Some(ErrorKind::Connect | ErrorKind::Timeout))
-        };
-        let gone = !written.is_empty() && written.iter().all(unanswered);
-        let count = written.len();
-        all.extend(written);
-        if gone {
-            // Every later rate would fail the same way, one timeout per request.
-            return Err(Failure::server(format!(
-                "the server at {} answered none of the {count} requests at {}/s: it is down or wedged",
-                ctx.config.server, rate.rate_per_s
-            )));
-        }
-    }
-    drop(supervisor);
-    Ok(End::Done(all))
+    Ok(Report {
+        requests: records.len(),
+        failed,
+        dishonest: summary
+            .rates
+            .iter()
+            .filter(|r| !r.honestly_offered)
+            .map(|r| format!("{}/s", r.rate_per_s))
+            .collect(),
+        stopped: summary.rates.iter().filter(|r| r.stopped.is_some()).count(),
+    })
 }

@@ -230,8 +230,8 @@ pub fn arrivals(seed: u64, rate: f64, duration_s: f64, mix: &Mix) -> Vec<Arrival
     out
 }
 
-/// One rate as planned: its position in `--rates` (1-based, the records' `run`), its rate and
-/// its schedule.
+/// One rate as planned: its run number (the records' `run`: its position in `--rates`, 1-based;
+/// a repeat after a server crash gets the next free number), its rate and its schedule.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RateSchedule {
     pub run: u32,
@@ -239,6 +239,14 @@ pub struct RateSchedule {
     pub arrivals: Vec<Arrival>,
     /// When the rate's clock started (RFC 3339, UTC); the arrivals' `at_ms` count from it.
     pub clock_started_at: Option<String>,
+    /// Why the rate ended before every arrival had finished (a signal, a crash of the server
+    /// bench started), and when; None when it ran to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// The run whose schedule this one repeats, from its first arrival (a server crash cut that
+    /// one short).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats_run: Option<u32>,
 }
 
 /// Everything `bench load` offers, as run.json records it (`load`): enough to re-create every
@@ -272,6 +280,8 @@ pub fn plan_rates(seed: u64, rates: &[f64], duration_s: f64, mix: &Mix) -> Vec<R
             rate_per_s: rate,
             arrivals: arrivals(seed, rate, duration_s, mix),
             clock_started_at: None,
+            stopped: None,
+            repeats_run: None,
         })
         .collect()
 }

@@ -12,12 +12,13 @@
 //! - achieved rate and output tok/s divide by the rate's wall time: from its clock's start to the
 //!   end of its last response;
 //! - the knee is the highest rate whose goodput, and that of every lower rate, is at least the
-//!   target; rates without a request of that state neither count nor break the chain;
+//!   target; rates without a request of that state, and rates stopped early (a signal, a server
+//!   crash: the requests they finished are the quick ones), neither count nor break the chain;
 //! - a rate is honestly offered when the p99 of its send lags is at most 1 ms.
 
 use serde::{Deserialize, Serialize};
 
-use super::schedule::Slo;
+use super::schedule::{LoadPlan, Slo};
 use crate::record::{CacheState, Measurement};
 use crate::stats::Samples;
 
@@ -69,6 +70,12 @@ pub struct StateSummary {
 pub struct RateSummary {
     pub run: u32,
     pub rate_per_s: f64,
+    /// Arrivals the rate's schedule held (its records number as many unless it was stopped).
+    #[serde(default)]
+    pub arrivals_scheduled: usize,
+    /// Why the rate ended early (see `RateSchedule::stopped`); None when it ran to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
     /// Requests that left (the rest failed in their preparation).
     pub sent: usize,
     pub send_lag_ms: Percentiles,
@@ -173,6 +180,8 @@ pub fn summarize(
         out.push(RateSummary {
             run,
             rate_per_s: rate,
+            arrivals_scheduled: ms.len(),
+            stopped: None,
             sent: sent.len(),
             honestly_offered: lag.p99.is_none_or(|p| p <= HONEST_LAG_P99_MS),
             send_lag_ms: lag,
@@ -181,17 +190,42 @@ pub fn summarize(
             states: per_state,
         });
     }
+    let knees = knees(&out, states, slo_target);
+    LoadSummary { slo, slo_target, honest_lag_p99_ms: HONEST_LAG_P99_MS, rates: out, knees }
+}
+
+fn knees(rates: &[RateSummary], states: &[CacheState], slo_target: f64) -> Vec<Knee> {
     let mut keys: Vec<Option<CacheState>> = states.iter().copied().map(Some).collect();
     keys.push(None);
-    let knees =
-        keys.into_iter().map(|state| Knee { state, rate_per_s: knee(&out, state, slo_target) }).collect();
-    LoadSummary { slo, slo_target, honest_lag_p99_ms: HONEST_LAG_P99_MS, rates: out, knees }
+    keys.into_iter().map(|state| Knee { state, rate_per_s: knee(rates, state, slo_target) }).collect()
+}
+
+/// The summary of a run as its plan (run.json `load`) says it went: every rate that began (all of
+/// them, unless a signal or a failure stopped the run), with its scheduled arrivals and, for a
+/// rate stopped early, why.
+pub fn of_plan(records: &[Measurement], plan: &LoadPlan, states: &[CacheState]) -> LoadSummary {
+    let began: Vec<_> = plan
+        .rates
+        .iter()
+        .filter(|r| {
+            r.clock_started_at.is_some() || r.stopped.is_some() || records.iter().any(|m| m.cell.run == r.run)
+        })
+        .collect();
+    let runs: Vec<(u32, f64)> = began.iter().map(|r| (r.run, r.rate_per_s)).collect();
+    let mut s = summarize(records, &runs, states, plan.slo, plan.slo_target);
+    for (summary, planned) in s.rates.iter_mut().zip(&began) {
+        summary.arrivals_scheduled = planned.arrivals.len();
+        summary.stopped = planned.stopped.clone();
+    }
+    s.knees = knees(&s.rates, states, plan.slo_target);
+    s
 }
 
 /// The highest rate whose goodput, and every lower rate's, is at least `target` (see the module).
 pub fn knee(rates: &[RateSummary], state: Option<CacheState>, target: f64) -> Option<f64> {
     let mut points: Vec<(f64, f64)> = rates
         .iter()
+        .filter(|r| r.stopped.is_none())
         .filter_map(|r| Some((r.rate_per_s, r.states.iter().find(|s| s.state == state)?.goodput?)))
         .collect();
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -209,6 +243,11 @@ pub fn label(state: Option<CacheState>) -> &'static str {
     state.map_or("all", CacheState::as_str)
 }
 
+/// "4", or "4 (stopped)" for a rate that ended early.
+fn rate_label(r: &RateSummary) -> String {
+    if r.stopped.is_some() { format!("{} (stopped)", r.rate_per_s) } else { r.rate_per_s.to_string() }
+}
+
 /// The table printed at the end of a run.
 pub fn table(s: &LoadSummary) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
@@ -220,7 +259,7 @@ pub fn table(s: &LoadSummary) -> String {
         for st in &r.states {
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                r.rate_per_s,
+                rate_label(r),
                 label(st.state),
                 st.requests,
                 f(st.ttft_ms.p50),
@@ -243,7 +282,7 @@ pub fn table(s: &LoadSummary) -> String {
     for r in &s.rates {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            r.rate_per_s,
+            rate_label(r),
             r.sent,
             us(r.send_lag_ms.p50),
             us(r.send_lag_ms.p90),
@@ -268,6 +307,16 @@ pub fn table(s: &LoadSummary) -> String {
     }
     out.pop();
     out.push('\n');
+    for r in s.rates.iter().filter(|r| r.stopped.is_some()) {
+        let finished = r.states.last().map_or(0, |all| all.requests);
+        out.push_str(&format!(
+            "Rate {}/s (run {}) stopped early, {finished} of its {} arrivals finished, left out of the knee: {}\n",
+            r.rate_per_s,
+            r.run,
+            r.arrivals_scheduled,
+            r.stopped.as_deref().unwrap_or_default()
+        ));
+    }
     out
 }
 

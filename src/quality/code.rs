@@ -29,6 +29,8 @@ pub enum QualityCode {
     CacheStateUnconfirmed,
     /// Soak: greedy output under concurrency differs from the same prompt's serial output.
     OutputMismatch,
+    /// The session's cleanup failed after the measurement ended (recorded; it does not fail it).
+    CleanupFailed,
     /// Origin import: the origin wrote 0 (or e2e) as TTFT where none was observed.
     OriginTtftNotMeasured,
     /// Origin import: the stand-in measurement of a batch the origin kept only totals of.
@@ -43,7 +45,7 @@ pub enum QualityCode {
 
 impl QualityCode {
     /// Every code this version knows (not `Other`).
-    pub const KNOWN: [QualityCode; 19] = [
+    pub const KNOWN: [QualityCode; 20] = [
         QualityCode::EmptyOutput,
         QualityCode::TooFewTokens,
         QualityCode::EarlyEos,
@@ -59,6 +61,7 @@ impl QualityCode {
         QualityCode::TtftAfterE2e,
         QualityCode::CacheStateUnconfirmed,
         QualityCode::OutputMismatch,
+        QualityCode::CleanupFailed,
         QualityCode::OriginTtftNotMeasured,
         QualityCode::OriginBatchAggregate,
         QualityCode::OriginQualityUnchecked,
@@ -82,6 +85,7 @@ impl QualityCode {
             QualityCode::TtftAfterE2e => "ttft_after_e2e",
             QualityCode::CacheStateUnconfirmed => "cache_state_unconfirmed",
             QualityCode::OutputMismatch => "output_mismatch",
+            QualityCode::CleanupFailed => "cleanup_failed",
             QualityCode::OriginTtftNotMeasured => "origin_ttft_not_measured",
             QualityCode::OriginBatchAggregate => "origin_batch_aggregate",
             QualityCode::OriginQualityUnchecked => "origin_quality_unchecked",

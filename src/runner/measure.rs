@@ -308,10 +308,12 @@ pub async fn finish_then(
         return m;
     }
     record_exchange(&mut m, &fired, release, metrics);
-    if let (None, Err(e)) = (&m.error, cleanup) {
-        m.error = Some(e);
-    }
     ctx.annotate(&mut m, &fired.exchange.full_output());
+    // The measurement was over before its cleanup began: a failed cleanup is noted, never its failure.
+    if let Err(e) = cleanup {
+        let flag = crate::quality::QualityCode::CleanupFailed;
+        m.quality_flags.push(record::QualityFlag { flag, reason: e.message, fails_gate: false });
+    }
     m
 }
 

@@ -45,8 +45,12 @@ pub async fn prepare(
         None => None,
     };
     let timeout = Duration::from_secs_f64(config.request_timeout_s);
-    let options =
-        ClientOptions { ca_cert: config.ca_cert.clone(), insecure: config.insecure, ..Default::default() };
+    let options = ClientOptions {
+        ca_cert: config.ca_cert.clone(),
+        insecure: config.insecure,
+        close_after_stream: preset.stream_closes_connection,
+        ..Default::default()
+    };
     if options.insecure {
         // Even with --quiet: turning verification off is never silent.
         eprintln!("warning: --insecure: the server's TLS certificate is not verified");

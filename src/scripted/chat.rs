@@ -71,6 +71,9 @@ struct Paced {
     due: tokio::time::Instant,
     trace: Trace,
     first_sent: Option<(FirstSent, String)>,
+    /// `Fault::CloseAfterStream`: once the last event is out, the connection turns deaf and
+    /// closes this long after.
+    close_after: Option<(net::Kills, net::Peer, Duration)>,
     _permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -78,6 +81,10 @@ fn paced(p: Paced) -> Response {
     let frames = stream::unfold(p, |mut p| async move {
         let Some(event) = p.events.next() else {
             p.trace.completed();
+            if let Some((kills, peer, after)) = p.close_after.take() {
+                let at = tokio::time::Instant::now() + after;
+                lock(&kills).insert(peer.0, net::Kill::Deaf(at));
+            }
             return None;
         };
         p.due += event.delay;
@@ -155,6 +162,7 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
         due: start,
         trace,
         first_sent: key.map(|k| (s.first_sent.clone(), k)),
+        close_after: None,
         _permit: permit,
     })
 }
@@ -287,6 +295,10 @@ pub(super) async fn chat(
         due: start,
         trace,
         first_sent: key.map(|k| (s.first_sent.clone(), k)),
+        close_after: match b.fault {
+            Fault::CloseAfterStream(ms) => Some((s.kills.clone(), peer, Duration::from_millis(ms))),
+            _ => None,
+        },
         _permit: permit,
     })
 }

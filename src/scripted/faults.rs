@@ -54,6 +54,13 @@ pub enum Fault {
     DropAfterRead,
     /// Two content chunks, then a TCP reset.
     ResetMidBody,
+    /// llama-server's way with every streamed response: the stream ends properly (its last chunk,
+    /// no `Connection: close` announced), then the server reads nothing more on that connection
+    /// and closes it. llama-server closes within tens of microseconds (cpp-httplib ends a
+    /// connection whose chunked content provider returns false, and llama-server's returns false
+    /// after its last chunk); here the connection stays open, deaf, for this many ms, so a
+    /// request a client writes onto it right after the stream is lost every time, not now and then.
+    CloseAfterStream(u64),
 }
 
 fn sse(stream: impl futures_util::Stream<Item = Bytes> + Send + 'static) -> Response {

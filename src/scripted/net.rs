@@ -1,8 +1,10 @@
 //! The scripted server's sockets: plain TCP or TLS (a test CA generated with rcgen), and
 //! connection-level faults a handler cannot produce through HTTP: dropping the connection after
-//! reading a request, or resetting it (RST) in the middle of a body.
+//! reading a request, resetting it (RST) in the middle of a body, or reading nothing more after a
+//! response and closing it a while later.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -23,6 +25,9 @@ pub enum Kill {
     Drop,
     /// Reset it (RST, SO_LINGER 0).
     Reset,
+    /// Read nothing more from it (a request written onto it stays unread) and close it at this
+    /// instant; writes still go through, so the response under way ends normally.
+    Deaf(tokio::time::Instant),
 }
 
 /// Connections marked by a handler, by peer address.
@@ -92,6 +97,8 @@ impl axum::serve::Listener for Listener {
     async fn accept(&mut self) -> (Conn, SocketAddr) {
         loop {
             let Ok((tcp, peer)) = self.tcp.accept().await else { continue };
+            // A mark left by an earlier connection from the same port is not this one's.
+            lock(&self.kills).remove(&peer);
             let _ = tcp.set_nodelay(true);
             let io = match &self.tls {
                 None => Io::Plain(tcp),
@@ -100,7 +107,7 @@ impl axum::serve::Listener for Listener {
                     Err(_) => continue,
                 },
             };
-            return (Conn { io, peer, kills: self.kills.clone() }, peer);
+            return (Conn { io, peer, kills: self.kills.clone(), deaf: None }, peer);
         }
     }
 
@@ -118,6 +125,8 @@ pub struct Conn {
     io: Io,
     peer: SocketAddr,
     kills: Kills,
+    /// The close of a `Kill::Deaf` connection, once it is due.
+    deaf: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Conn {
@@ -132,6 +141,7 @@ impl Conn {
     fn killed(&self) -> Option<io::Error> {
         let kill = lock(&self.kills).get(&self.peer).copied()?;
         match kill {
+            Kill::Deaf(_) => None,
             Kill::Drop => Some(io::Error::new(io::ErrorKind::BrokenPipe, "scripted: drop after read")),
             Kill::Reset => {
                 let _ = socket2::SockRef::from(self.tcp()).set_linger(Some(std::time::Duration::ZERO));
@@ -143,7 +153,13 @@ impl Conn {
 
 impl AsyncRead for Conn {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().io {
+        let this = self.get_mut();
+        if let Some(Kill::Deaf(at)) = lock(&this.kills).get(&this.peer).copied() {
+            let close = this.deaf.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+            // Then end of input: hyper closes the connection, with the unread request in it.
+            return close.as_mut().poll(cx).map(|()| Ok(()));
+        }
+        match &mut this.io {
             Io::Plain(t) => Pin::new(t).poll_read(cx, buf),
             Io::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
         }

@@ -107,3 +107,54 @@ fn a_rate_with_a_p99_send_lag_above_1_ms_is_not_honestly_offered() {
     );
     assert!(text.contains("cold 100/s; all 100/s"), "{text}");
 }
+
+#[test]
+fn a_rate_stopped_early_is_shown_but_left_out_of_the_knee_and_a_rate_never_begun_is_not_shown() {
+    use crate::load::schedule::{Arrival, RateSchedule};
+    let arrivals = |n: usize| vec![Arrival { at_ms: 0.0, state: CacheState::Cold }; n];
+    let rate = |run: u32, per_s: f64, n: usize, started: bool, stopped: Option<&str>| RateSchedule {
+        run,
+        rate_per_s: per_s,
+        arrivals: arrivals(n),
+        clock_started_at: started.then(|| "t".to_string()),
+        stopped: stopped.map(str::to_string),
+        repeats_run: None,
+    };
+    let plan = LoadPlan {
+        seed: 1,
+        duration_s: 1.0,
+        mix: vec![(CacheState::Cold, 1.0)],
+        context_tokens: 256,
+        slo: SLO,
+        slo_target: 0.9,
+        concurrency_limit: None,
+        prepare_ahead: 1,
+        slots_held: None,
+        rates: vec![
+            rate(1, 1.0, 2, true, None),
+            rate(2, 2.0, 4, true, Some("interrupted by a signal 0.5 s after it began")),
+            rate(3, 4.0, 8, false, None),
+        ],
+    };
+    // Every finished request met the SLO, at both rates that began.
+    let records =
+        vec![rec(1, CacheState::Cold, 0.0, 100.0, 10.0), rec(1, CacheState::Cold, 500.0, 100.0, 10.0)]
+            .into_iter()
+            .chain([rec(2, CacheState::Cold, 0.0, 100.0, 10.0)])
+            .collect::<Vec<_>>();
+    let s = of_plan(&records, &plan, &[CacheState::Cold]);
+    let shown: Vec<(u32, usize, usize, bool)> = s
+        .rates
+        .iter()
+        .map(|r| (r.run, r.arrivals_scheduled, r.states[1].requests, r.stopped.is_some()))
+        .collect();
+    assert_eq!(shown, [(1, 2, 2, false), (2, 4, 1, true)]);
+    assert_eq!(s.rates[1].states[1].goodput, Some(1.0), "of what finished");
+    assert_eq!(s.knees[0].rate_per_s, Some(1.0), "2/s met its target only with its slow requests cut off");
+    let table = table(&s);
+    assert!(table.contains("| 2 (stopped) | cold | 1 |"), "{table}");
+    assert!(
+        table.contains("Rate 2/s (run 2) stopped early, 1 of its 4 arrivals finished, left out of the knee: interrupted by a signal 0.5 s after it began"),
+        "{table}"
+    );
+}

@@ -1,0 +1,286 @@
+//! Everything `bench load` does with the server: setup, then each rate in turn, every record
+//! appended (and fsync'd) the moment its request is finished.
+//!
+//! A rate can end early, and says so in run.json (`stopped`, with when) and in the summary:
+//! - a signal: the rate under way stops at once (requests in flight are dropped; every finished
+//!   one is on disk), and no later rate starts;
+//! - a crash of the server bench started (`--server-cmd`): the rate under way stops, the crash is
+//!   recorded (run.json `server_crashes`) and, within `--max-restarts`, the server is started again
+//!   and the rate repeated from its first arrival as a new run (`repeats_run`); past the restarts,
+//!   the load stops with exit 3. A rate cut short is left out of the knee: the requests it
+//!   finished are the quick ones, the slow ones were cut off.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::schedule::{LoadPlan, RateSchedule};
+use super::{engine, prepare, summary};
+use crate::exit::Failure;
+use crate::progress::Progress;
+use crate::record::{ErrorKind, Measurement, Record};
+use crate::runner::{Journal, measure, setup};
+use crate::store::RecordWriter;
+use crate::supervise::{ServerCrash, Supervisor};
+
+/// How often a supervised server is checked while a rate runs.
+const CRASH_POLL: Duration = Duration::from_millis(100);
+
+/// How the rates ended when nothing failed.
+pub enum End {
+    /// Every rate ran (a rate a server crash cut short was repeated).
+    Done,
+    /// A signal stopped the run.
+    Signal,
+}
+
+/// The plan as the run fills it in (slots held, clock starts, stops, repeats), mirrored into
+/// run.json at every change; `bench load` reads it back for the summary however the run ended.
+#[derive(Clone)]
+pub struct LivePlan {
+    plan: Arc<Mutex<LoadPlan>>,
+    journal: Journal,
+}
+
+impl LivePlan {
+    pub fn new(plan: LoadPlan, journal: Journal) -> Result<LivePlan, Failure> {
+        let live = LivePlan { plan: Arc::new(Mutex::new(plan)), journal };
+        live.update(|_| {})?;
+        Ok(live)
+    }
+
+    pub fn update(&self, change: impl FnOnce(&mut LoadPlan)) -> Result<(), Failure> {
+        let copy = {
+            let mut plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
+            change(&mut plan);
+            plan.clone()
+        };
+        self.journal.update(|m| m.load = Some(copy))
+    }
+
+    pub fn get(&self) -> LoadPlan {
+        self.plan.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn rate(&self, i: usize) -> Option<RateSchedule> {
+        self.plan.lock().unwrap_or_else(|p| p.into_inner()).rates.get(i).cloned()
+    }
+}
+
+/// Resolves once a stop was asked for (never, when the sender is gone without asking).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Resolves with the crash when the supervised server dies (never without one).
+async fn crashed(supervisor: Option<&mut Supervisor>, in_flight: impl Fn() -> String) -> ServerCrash {
+    let Some(sup) = supervisor else { return std::future::pending().await };
+    loop {
+        if let Some(crash) = sup.check(&in_flight()) {
+            return crash;
+        }
+        tokio::time::sleep(CRASH_POLL).await;
+    }
+}
+
+enum RateEnd {
+    Done(engine::RateClock),
+    Signal,
+    Crashed(ServerCrash),
+}
+
+/// "rate 4/s (run 2)"
+fn label(rate: &RateSchedule) -> String {
+    format!("rate {}/s (run {})", rate.rate_per_s, rate.run)
+}
+
+/// Setup, then every rate of the plan (which grows when a crashed rate is repeated).
+pub async fn run(
+    mut config: crate::config::SweepConfig,
+    live: LivePlan,
+    progress: Arc<Progress>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<End, Failure> {
+    let journal = live.journal.clone();
+    let mut supervisor = crate::runner::start_server(&mut config, &progress).await?;
+    let ctx = Arc::new(setup::prepare(config, Some(&journal), &progress).await?);
+    crate::runner::record_server(supervisor.as_ref(), &journal)?;
+    let gate = setup::ThermalGate::start(&ctx, &progress).await;
+    journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;
+    let slots = prepare::slot_bound(&ctx.preset).then_some(ctx.slots);
+    live.update(|p| p.slots_held = slots)?;
+    let (prepare_ahead, concurrency_limit, context_tokens) = {
+        let p = live.get();
+        (p.prepare_ahead, p.concurrency_limit, p.context_tokens)
+    };
+    let mut writer = RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
+    let mut i = 0;
+    while let Some(rate) = live.rate(i) {
+        if *stop.borrow() {
+            return Ok(End::Signal);
+        }
+        let thermal = if i == 0 {
+            gate.first()
+        } else {
+            tokio::select! {
+                t = gate.wait(&ctx, &progress) => t,
+                _ = stopped(&mut stop) => return Ok(End::Signal),
+            }
+        };
+        // A server that died between rates is started again before the next one begins.
+        if let Some(sup) = supervisor.as_mut()
+            && let Some(crash) = sup.check(&format!("the pause before {}", label(&rate)))
+        {
+            restart(sup, crash, &journal, &progress).await?;
+        }
+        let total = live.get().rates.len();
+        progress.note(&format!(
+            "{} ({} of {total}): {} arrivals over {} ...",
+            label(&rate),
+            i + 1,
+            rate.arrivals.len(),
+            humantime::format_duration(Duration::from_secs_f64(live.get().duration_s))
+        ));
+        if let Err(e) = measure::begin_cell(&ctx).await {
+            progress.note(&format!("warning: the preset's global reset failed: {}", e.message));
+        }
+        let driver = Arc::new(prepare::Real {
+            ctx: ctx.clone(),
+            context_tokens,
+            run: rate.run,
+            thermal: Some(thermal),
+        });
+        let engine_plan = engine::RatePlan {
+            rate_per_s: rate.rate_per_s,
+            arrivals: rate.arrivals.clone(),
+            ahead: prepare_ahead as usize,
+            slots: slots.map(|s| s as usize),
+            concurrency_limit: concurrency_limit.map(|c| c as usize),
+            timer: engine::Timer::Precise,
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Measurement>();
+        let writing = tokio::task::spawn_blocking(move || append_all(writer, rx));
+        let began = Instant::now();
+        let since = || format!("{:.1} s after it began", began.elapsed().as_secs_f64());
+        let end = tokio::select! {
+            clock = engine::run(driver, engine_plan, tx) => RateEnd::Done(clock),
+            crash = crashed(supervisor.as_mut(), || format!("{}, {}", label(&rate), since())) => {
+                RateEnd::Crashed(crash)
+            }
+            _ = stopped(&mut stop) => RateEnd::Signal,
+        };
+        // A rate stopped early dropped the engine, and with it every task holding a sender: the
+        // writer ends once it has appended every record already finished.
+        let (w, written) =
+            writing.await.map_err(|e| Failure::internal(format!("the record writer stopped: {e}")))??;
+        writer = w;
+        match end {
+            RateEnd::Done(clock) => {
+                let _ = measure::end_cell(&ctx).await;
+                live.update(|p| {
+                    if let Some(r) = p.rates.get_mut(i) {
+                        r.clock_started_at = Some(clock.started_at);
+                    }
+                })?;
+                note_rate(&progress, &rate, &written);
+                if !written.is_empty() && written.iter().all(unanswered) {
+                    // Every later rate would fail the same way, one timeout per request.
+                    return Err(Failure::server(format!(
+                        "the server at {} answered none of the {} requests at {}/s: it is down or wedged",
+                        ctx.config.server,
+                        written.len(),
+                        rate.rate_per_s
+                    )));
+                }
+            }
+            RateEnd::Signal => {
+                let why = format!("interrupted by a signal {}", since());
+                live.update(|p| stop_rate(p, i, why))?;
+                return Ok(End::Signal);
+            }
+            RateEnd::Crashed(crash) => {
+                let why = crate::supervise::describe(&crash);
+                // Only a supervised server is watched, so there is one.
+                let Some(sup) = supervisor.as_mut() else { return Err(Failure::internal(why)) };
+                if let Err(gone) = restart(sup, crash, &journal, &progress).await {
+                    live.update(|p| stop_rate(p, i, why))?;
+                    return Err(Failure::server(format!("{gone}; the load stopped there")));
+                }
+                live.update(|p| {
+                    let run = p.rates.iter().map(|r| r.run).max().unwrap_or(0) + 1;
+                    stop_rate(p, i, format!("{why}; repeated as run {run}"));
+                    p.rates.push(RateSchedule {
+                        run,
+                        clock_started_at: None,
+                        stopped: None,
+                        repeats_run: Some(rate.run),
+                        ..rate.clone()
+                    });
+                })?;
+                progress.note(&format!(
+                    "{} was cut short by the crash; it runs again on the restarted server",
+                    label(&rate)
+                ));
+            }
+        }
+        i += 1;
+    }
+    drop(supervisor);
+    Ok(End::Done)
+}
+
+fn stop_rate(plan: &mut LoadPlan, i: usize, why: String) {
+    if let Some(r) = plan.rates.get_mut(i) {
+        r.stopped = Some(why);
+    }
+}
+
+/// Records the crash in run.json and starts the server again; Err when it may not (restarts
+/// used up) or does not come back.
+async fn restart(
+    sup: &mut Supervisor,
+    crash: ServerCrash,
+    journal: &Journal,
+    progress: &Progress,
+) -> Result<(), Failure> {
+    progress.note(&format!("{}; restarting it", crate::supervise::describe(&crash)));
+    let restarted = sup.restart(crash).await;
+    let crashes = sup.crashes.clone();
+    journal.update(|m| m.server_crashes = crashes)?;
+    restarted
+}
+
+/// Appends every record as it comes (one write and an fsync each, off the async workers); returns
+/// the writer and what it wrote when the channel closes.
+fn append_all(
+    mut writer: RecordWriter,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Measurement>,
+) -> Result<(RecordWriter, Vec<Measurement>), Failure> {
+    let mut written = Vec::new();
+    while let Some(m) = rx.blocking_recv() {
+        let record = Record::Measurement(Box::new(m));
+        writer.append(&record).map_err(|e| Failure::io(e.to_string()))?;
+        if let Record::Measurement(m) = record {
+            written.push(*m);
+        }
+    }
+    Ok((writer, written))
+}
+
+fn unanswered(m: &Measurement) -> bool {
+    matches!(m.error.as_ref().map(|e| e.kind), Some(ErrorKind::Connect | ErrorKind::Timeout))
+}
+
+fn note_rate(progress: &Progress, rate: &RateSchedule, written: &[Measurement]) {
+    let good = written.iter().filter(|m| m.error.is_none() && m.quality_ok).count();
+    let lag = summary::Percentiles::of(written.iter().filter_map(|m| m.send_lag_ms));
+    progress.note(&format!(
+        "{}: {good}/{} good, send lag p99 {:.3} ms",
+        label(rate),
+        written.len(),
+        lag.p99.unwrap_or(0.0)
+    ));
+}
