@@ -56,8 +56,10 @@ pub const PLOT_FILE: &str = "load-ttft-p99.svg";
     The knee: the highest rate at which goodput, and goodput at every lower rate, is at least\n\
     --slo-target.\n\n\
     Files in <out>/<run-id>/: measurements.jsonl (scenario load, run = the rate's position),\n\
-    run.json, load-summary.json, load-ttft-p99.svg. Exit codes: 0 all good; 1 failed\n\
-    measurements or a rate not honestly offered; 3 the server is gone. Method: docs/load.md.")]
+    run.json, load-summary.json, load-ttft-p99.svg. Stopped early (a signal; a --server-cmd\n\
+    server's crash: restarted, the rate run again), a load summarizes what finished and marks\n\
+    the rate it cut short. Exit codes: 0 all good; 1 failed measurements, a rate not honestly\n\
+    offered or cut short; 3 the server is gone; 130 interrupted. Method: docs/load.md.")]
 pub struct LoadArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
