@@ -98,6 +98,17 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
         replaced,
         args.output.display()
     );
+    let code = check_expectation(args, &doc, expectation);
+    crate::results::load::release(doc);
+    code
+}
+
+/// With `--expect`: the completeness table, and exit 1 when cells are missing or failed.
+fn check_expectation(
+    args: &MergeArgs,
+    doc: &Canonical,
+    expectation: Option<expect::Expectation>,
+) -> anyhow::Result<ExitCode> {
     let Some(expectation) = expectation else {
         return Ok(exit::code(exit::SUCCESS));
     };

@@ -15,10 +15,14 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const OUTPUT_SAMPLE_CHARS: usize = 500;
 
 mod cell;
+#[cfg(test)]
+mod parse_tests;
+mod wire;
 pub use cell::{CacheState, CellKey, Mode, Scenario};
 
 /// One line of `measurements.jsonl`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+// Read by `wire` (the derive would buffer every record); written and described by the derive.
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "record_type", rename_all = "snake_case")]
 pub enum Record {
     Measurement(Box<Measurement>),
@@ -68,6 +72,39 @@ impl Record {
         }
     }
 
+    /// The record without its raw samples and server payloads: token offsets, the output sample,
+    /// hot turns, server timings, stats and metrics, thermal snapshots. Every number verify's
+    /// rules and report's statistics read stays; a lean record is never written back (a reader
+    /// of 100,000 records holds a third of the memory: `results::load::Detail::Lean`).
+    pub fn lean(self) -> Record {
+        match self {
+            Record::Measurement(mut m) => {
+                m.token_offsets_ms = Vec::new();
+                m.output_sample = String::new();
+                m.turns = Vec::new();
+                m.server_timings = None;
+                m.server_stats = None;
+                m.server_metrics = None;
+                if let Some(t) = &mut m.thermal {
+                    (t.before, t.after) = (None, None);
+                }
+                Record::Measurement(m)
+            }
+            Record::Group(mut g) => {
+                g.server_metrics = None;
+                Record::Group(g)
+            }
+            Record::Staggered(mut s) => {
+                s.user_a_token_offsets_ms = Vec::new();
+                s.user_b_token_offsets_ms = Vec::new();
+                if let Some(t) = &mut s.thermal {
+                    (t.before, t.after) = (None, None);
+                }
+                Record::Staggered(s)
+            }
+        }
+    }
+
     pub fn record_type(&self) -> &'static str {
         match self {
             Record::Measurement(_) => "measurement",
@@ -78,7 +115,7 @@ impl Record {
 }
 
 /// One request as the client saw it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
 pub struct Measurement {
     pub schema_version: u32,
     pub run_id: String,
@@ -281,7 +318,7 @@ impl ErrorInfo {
 }
 
 /// The summary of one concurrent batch; its requests are Measurement records with the same group_id.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
 pub struct GroupRecord {
     pub schema_version: u32,
     pub run_id: String,
@@ -307,7 +344,7 @@ pub struct GroupRecord {
 }
 
 /// One staggered pair: user A at t0, user B later.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
 pub struct StaggeredRecord {
     pub schema_version: u32,
     pub run_id: String,

@@ -25,7 +25,8 @@ use serde::Serialize;
 use crate::exit::{self, Failure};
 use crate::output;
 use crate::record::{self, CacheState, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord};
-use crate::results::batch;
+use crate::results::load::{self, Detail, Source};
+use crate::results::{batch, combine};
 use crate::stats::{self, Ratio, Summary};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -168,6 +169,16 @@ fn cell_id(r: &Record) -> CellId {
 }
 
 impl CellId {
+    /// Whether `c` (any run) is this cell.
+    fn is(&self, c: &crate::record::CellKey) -> bool {
+        self.model == c.model
+            && self.batch_size == c.batch_size
+            && self.scenario == c.scenario
+            && self.mode == c.mode
+            && self.context_tokens == c.context_tokens
+            && self.cache_state == c.cache_state
+    }
+
     /// The report's cell (runs pooled) of a record's key.
     pub fn of(c: &crate::record::CellKey) -> CellId {
         CellId {
@@ -209,9 +220,20 @@ pub fn partial_batches(records: &[Record]) -> usize {
 pub fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
     let partial = in_partial_batches(records);
     let mut by_cell: BTreeMap<CellId, CellSamples> = BTreeMap::new();
+    // Records come sorted by cell, runs next to each other: the previous record's cell is
+    // nearly always this one's, so a cell's id is built once, not once per record.
+    let mut last: Option<CellId> = None;
     for r in records {
         let used = r.is_good() && !partial.contains(&address(r));
-        by_cell.entry(cell_id(r)).or_default().add(r, used);
+        let id = match last.take() {
+            Some(id) if id.is(r.cell()) => id,
+            _ => cell_id(r),
+        };
+        match by_cell.get_mut(&id) {
+            Some(samples) => samples.add(r, used),
+            None => by_cell.entry(id.clone()).or_default().add(r, used),
+        }
+        last = Some(id);
     }
     by_cell
 }
@@ -266,6 +288,17 @@ struct JsonReport<'a> {
 
 pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 
+/// `sources` (lean records of `inputs`) combined by merge's rules; read again in full when a slot's
+/// winner is chosen by content, which lean records do not hold all of.
+fn combined(inputs: &[PathBuf], sources: Vec<Source>) -> anyhow::Result<combine::Combined> {
+    let combined = combine::combine(sources);
+    if !combined.decided_by_content {
+        return Ok(combined);
+    }
+    load::release(combined);
+    Ok(combine::combine(load::load_all_with(inputs, Detail::Full)?))
+}
+
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     // A page for a browser is a file: refused before anything is read, so nothing half-done.
     if args.format == Format::Html && args.output.is_none() {
@@ -274,13 +307,15 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         )
         .into());
     }
-    let sources = crate::results::load::load_all(&args.inputs)?;
-    crate::results::load::require_records(&sources, args.allow_empty)?;
+    // Lean records (no raw samples) hold every number a statistic or a verify rule reads. Only
+    // a slot whose winner merge's rules pick by content needs the full records: read again then.
+    let sources = load::load_all_with(&args.inputs, Detail::Lean)?;
+    load::require_records(&sources, args.allow_empty)?;
     let context = match args.format {
         Format::Html => html::Context::gather(&args.inputs, &sources).map_err(Failure::from)?,
         _ => html::Context::default(),
     };
-    let combined = crate::results::combine::combine(sources);
+    let combined = combined(&args.inputs, sources)?;
     let mut notes = Vec::new();
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
     if set_aside > 0 {
@@ -304,6 +339,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         eprintln!("note: {n} record(s) {reason}");
     }
     let cells = cells(&combined.records);
+    load::release(combined);
     let out = match args.format {
         Format::Table => table::render(&cells, Some(table::TERMINAL_WIDTH)),
         Format::Markdown => table::render(&cells, None),
@@ -334,4 +370,46 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(exit::code(exit::SUCCESS))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// The statistics `run` computes from lean records (`Record::lean`) are those of the full ones,
+    /// whether the combination needed the full records again or not.
+    #[test]
+    fn lean_records_give_the_same_cells() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut inputs: Vec<PathBuf> = std::fs::read_dir(root.join("tests/fixtures/verify"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        inputs.sort();
+        inputs.extend(
+            ["small_first.json", "small_rerun.json"].map(|f| root.join("tests/fixtures/origin").join(f)),
+        );
+        let (mut lean_only, mut reread) = (0, 0);
+        let sets: Vec<Vec<PathBuf>> =
+            inputs.iter().map(|p| vec![p.clone()]).chain([inputs.clone()]).collect();
+        for set in sets {
+            let full = combine::combine(load::load_all_with(&set, Detail::Full).unwrap());
+            let lean = load::load_all_with(&set, Detail::Lean).unwrap();
+            if combine::combine(lean.clone()).decided_by_content {
+                reread += 1;
+            } else {
+                lean_only += 1;
+            }
+            let used = combined(&set, lean).unwrap();
+            let json = |c: &combine::Combined| serde_json::to_value(cells(&c.records)).unwrap();
+            assert_eq!(json(&used), json(&full), "{set:?}");
+        }
+        assert!(
+            lean_only > 5 && reread > 0,
+            "both ways are exercised: {lean_only} lean, {reread} read again"
+        );
+    }
 }

@@ -9,24 +9,29 @@
 
 use std::cell::OnceCell;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::batch::batches;
 use super::canonical::{Candidate, Loser, Provenance, Replacement};
 use super::load::Source;
-use crate::record::{CellKey, Record, Scenario};
+use crate::record::{CacheState, CellKey, Mode, Record, Scenario};
 
 pub struct Combined {
     /// Sorted by (record type, cell, request index).
     pub records: Vec<Record>,
     pub provenance: Provenance,
+    /// Some slot's winner was chosen by content among different candidates (tied on completeness,
+    /// passing and start time): lean records (`Record::lean`) cannot be combined exactly then,
+    /// since the content they compare lacks what they dropped.
+    pub decided_by_content: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Slot {
-    Single { record_type: &'static str, cell: CellKey, request_index: u32 },
-    Batch(CellKey),
+/// A slot, borrowed from one of its records. The variant order (singles, then batches) and the
+/// field order are the order in which slots are decided, so `provenance.replaced` lists them in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot<'a> {
+    Single { record_type: &'static str, cell: &'a CellKey, request_index: u32 },
+    Batch(&'a CellKey),
 }
 
 /// One candidate for a slot: a single record, or a whole batch from one source and run.
@@ -89,8 +94,9 @@ pub fn record_order(r: &Record) -> (&'static str, &CellKey, u32) {
     (r.record_type(), r.cell(), request_index(r))
 }
 
-fn slot_of(record: &Record) -> (Slot, &str) {
-    let cell = record.cell().clone();
+/// A record's slot, and for a batch record its group id (members of one batch share it).
+fn slot_of(record: &Record) -> (Slot<'_>, &str) {
+    let cell = record.cell();
     if cell.scenario == Scenario::Concurrent && !matches!(record, Record::Staggered(_)) {
         let group = match record {
             Record::Measurement(m) => m.group_id.as_deref().unwrap_or_default(),
@@ -138,6 +144,20 @@ fn prefer(paths: &[String], a: &Bundle, b: &Bundle) -> Ordering {
         .then_with(|| paths[a.source].cmp(&paths[b.source]))
 }
 
+/// Whether the ranked `candidates`' winner was chosen by content among candidates that differ:
+/// those that tie with it on completeness, passing and start time but hold other records. (Equal
+/// copies tie harmlessly: whichever wins, the same records are kept.)
+fn content_decides(candidates: &[Bundle]) -> bool {
+    let Some((first, rest)) = candidates.split_first() else { return false };
+    rest.iter()
+        .take_while(|c| {
+            c.gaps.is_empty() == first.gaps.is_empty()
+                && c.good == first.good
+                && instant(c.started_at()) == instant(first.started_at())
+        })
+        .any(|c| c.content() != first.content())
+}
+
 fn reason(kept: &Bundle, loser: &Bundle) -> String {
     if kept.content() == loser.content() {
         "identical copy".into()
@@ -152,48 +172,149 @@ fn reason(kept: &Bundle, loser: &Bundle) -> String {
     }
 }
 
+/// A cell as numbers, ordered as `CellKey` orders cells (its model by rank in string order):
+/// sorting 100,000 records compares these millions of times, and comparing model names was a
+/// good part of merge's and report's own time.
+type CellRank = (u32, Scenario, CacheState, Mode, u32, u32, u32);
+
+/// The models of a set of records, sorted: a model's place is its rank.
+struct Models(Vec<String>);
+
+impl Models {
+    fn of<'a>(records: impl Iterator<Item = &'a Record>) -> Models {
+        let mut names: Vec<&str> = records.map(|r| r.cell().model.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        Models(names.into_iter().map(str::to_string).collect())
+    }
+
+    fn rank(&self, c: &CellKey) -> CellRank {
+        let model = self.0.binary_search(&c.model).unwrap_or_else(|at| at) as u32;
+        (model, c.scenario, c.cache_state, c.mode, c.context_tokens, c.batch_size, c.run)
+    }
+}
+
+/// The record types in the order of their names (the order every output sorts them in).
+fn type_rank(r: &Record) -> u8 {
+    match r {
+        Record::Group(_) => 0,
+        Record::Measurement(_) => 1,
+        Record::Staggered(_) => 2,
+    }
+}
+
+/// `record_order` as numbers.
+fn order_rank(models: &Models, r: &Record) -> (u8, CellRank, u32) {
+    (type_rank(r), models.rank(r.cell()), request_index(r))
+}
+
+/// Where a record goes: its slot (singles before batches; then type, cell and request index, or
+/// the batch's cell: `Slot`'s order), then within the slot its source and, for batch records, the
+/// run and group that make one batch.
+type Place<'a> = ((bool, u8, CellRank, u32), usize, &'a str, &'a str);
+
+fn place<'a>(models: &Models, source: usize, record: &'a Record) -> Place<'a> {
+    let (slot, group) = slot_of(record);
+    let cell = models.rank(record.cell());
+    match slot {
+        Slot::Single { request_index, .. } => {
+            ((false, type_rank(record), cell, request_index), source, "", "")
+        }
+        Slot::Batch(_) => ((true, 0, cell, 0), source, record.run_id(), group),
+    }
+}
+
+/// `items` reordered by `key`, ties in their order.
+fn sorted_by<T, K: Ord>(items: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut order: Vec<(K, usize)> = items.iter().enumerate().map(|(i, t)| (key(t), i)).collect();
+    order.sort_unstable();
+    let mut items: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|(_, i)| items[i].take()).collect()
+}
+
 /// One record per slot from `sources` (consumed: records are moved, never copied).
+///
+/// The records are put in order of `place`, so each slot's candidates, and each batch's records,
+/// lie side by side; a slot with one candidate (the usual case) is kept as it is, without
+/// building and ranking bundles.
 pub fn combine(mut sources: Vec<Source>) -> Combined {
     sources.sort_by_key(|s| s.path.display().to_string());
     let paths: Vec<String> = sources.iter().map(|s| s.path.display().to_string()).collect();
-    let mut slots: BTreeMap<Slot, Vec<Bundle>> = BTreeMap::new();
+    let models = Models::of(sources.iter().flat_map(|s| &s.records));
+    let mut all: Vec<(usize, Record)> = Vec::with_capacity(sources.iter().map(|s| s.records.len()).sum());
     for (source, s) in sources.into_iter().enumerate() {
-        // Batch members from one source and run travel together; everything else is its own bundle.
-        let mut batches: BTreeMap<(Slot, String, String), Vec<Record>> = BTreeMap::new();
-        for record in s.records {
-            match slot_of(&record) {
-                (slot @ Slot::Batch(_), group) => {
-                    let key = (slot, record.run_id().to_string(), group.to_string());
-                    batches.entry(key).or_default().push(record);
-                }
-                (slot, _) => slots.entry(slot).or_default().push(Bundle::new(source, vec![record])),
-            }
-        }
-        for ((slot, _, _), records) in batches {
-            slots.entry(slot).or_default().push(Bundle::new(source, records));
-        }
+        all.extend(s.records.into_iter().map(|r| (source, r)));
     }
-    let mut records = Vec::new();
-    let mut provenance = Provenance::default();
-    for (slot, mut bundles) in slots {
-        bundles.sort_by(|a, b| prefer(&paths, a, b));
-        let mut bundles = bundles.into_iter();
-        let Some(kept) = bundles.next() else { continue };
-        let losers: Vec<Loser> =
-            bundles.map(|l| Loser { candidate: l.candidate(&paths), reason: reason(&kept, &l) }).collect();
-        *provenance.kept_by_source.entry(paths[kept.source].clone()).or_default() += kept.records.len();
-        if !losers.is_empty() {
-            provenance.replaced.push(Replacement {
-                slot: label(&slot),
-                kept: kept.candidate(&paths),
-                beat: losers.len(),
-                losers,
-            });
+    let all = sorted_by(all, |(source, r)| {
+        let ((batch, kind, cell, index), source, run_id, group) = place(&models, *source, r);
+        // Owned for the sort; the strings are empty except in batches.
+        ((batch, kind, cell, index), source, run_id.to_string(), group.to_string())
+    });
+    // Each slot: its candidates' sizes (a single record, or one batch of one source and run), and
+    // its label where there is more than one candidate.
+    let places: Vec<Place> = all.iter().map(|(source, r)| place(&models, *source, r)).collect();
+    let mut slots: Vec<(Vec<usize>, String)> = Vec::new();
+    let mut i = 0;
+    while i < all.len() {
+        let slot = places[i].0;
+        let mut sizes = Vec::new();
+        let mut j = i;
+        while j < all.len() && places[j].0 == slot {
+            let mut end = j + 1;
+            if slot.0 {
+                while end < all.len() && places[end] == places[j] {
+                    end += 1;
+                }
+            }
+            sizes.push(end - j);
+            j = end;
         }
+        let label = if sizes.len() > 1 { label(&slot_of(&all[i].1).0) } else { String::new() };
+        slots.push((sizes, label));
+        i = j;
+    }
+    drop(places);
+    let mut kept_by_source = vec![0usize; paths.len()];
+    let mut decided_by_content = false;
+    let mut provenance = Provenance::default();
+    let mut records = Vec::with_capacity(all.len());
+    let mut all = all.into_iter();
+    for (sizes, label) in slots {
+        if let [size] = sizes[..] {
+            for (source, record) in all.by_ref().take(size) {
+                kept_by_source[source] += 1;
+                records.push(record);
+            }
+            continue;
+        }
+        let mut candidates: Vec<Bundle> = sizes
+            .iter()
+            .map(|&size| {
+                let (sources, members): (Vec<usize>, Vec<Record>) = all.by_ref().take(size).unzip();
+                Bundle::new(sources.first().copied().unwrap_or_default(), members)
+            })
+            .collect();
+        candidates.sort_by(|a, b| prefer(&paths, a, b));
+        decided_by_content |= content_decides(&candidates);
+        let mut candidates = candidates.into_iter();
+        let Some(kept) = candidates.next() else { continue };
+        let losers: Vec<Loser> =
+            candidates.map(|l| Loser { candidate: l.candidate(&paths), reason: reason(&kept, &l) }).collect();
+        kept_by_source[kept.source] += kept.records.len();
+        provenance.replaced.push(Replacement {
+            slot: label,
+            kept: kept.candidate(&paths),
+            beat: losers.len(),
+            losers,
+        });
         records.extend(kept.records);
     }
-    records.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
-    Combined { records, provenance }
+    // The same path given twice is one source in the account.
+    for (path, n) in paths.into_iter().zip(kept_by_source).filter(|(_, n)| *n > 0) {
+        *provenance.kept_by_source.entry(path).or_default() += n;
+    }
+    let records = sorted_by(records, |r| order_rank(&models, r));
+    Combined { records, provenance, decided_by_content }
 }
 
 /// What keeps the batch among `records` from being whole (empty for a complete batch and for
@@ -205,5 +326,119 @@ fn partial_batch_gaps(records: &[Record]) -> Vec<String> {
         [one] if one.is_complete() => Vec::new(),
         [one] => one.gaps(),
         _ => vec![format!("{} batches in one slot", found.len())],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Measurement, SCHEMA_VERSION};
+    use crate::results::load::SourceKind;
+    use std::collections::BTreeMap;
+
+    fn record(started_at: &str, ttft: f64, offsets: Vec<f64>) -> Record {
+        let mut m = Measurement {
+            schema_version: SCHEMA_VERSION,
+            run_id: "r".into(),
+            started_at: started_at.into(),
+            ttft_ms: Some(ttft),
+            token_offsets_ms: offsets,
+            quality_ok: true,
+            ..Default::default()
+        };
+        m.cell.model = "m".into();
+        Record::Measurement(Box::new(m))
+    }
+
+    fn source(path: &str, records: Vec<Record>) -> Source {
+        Source { path: path.into(), kind: SourceKind::Jsonl, run_meta: vec![], records }
+    }
+
+    fn combined(a: Record, b: Record, lean: bool) -> Combined {
+        let lean = |r: Record| if lean { r.lean() } else { r };
+        combine(vec![source("b", vec![lean(b)]), source("a", vec![lean(a)])])
+    }
+
+    #[test]
+    fn a_winner_picked_by_content_among_different_records_is_reported() {
+        let t = "2026-02-05T21:30:00.000Z";
+        // Newer wins: not content.
+        let c = combined(record(t, 1.0, vec![]), record("2026-02-05T21:31:00.000Z", 2.0, vec![]), false);
+        assert!(!c.decided_by_content);
+        assert_eq!(c.provenance.replaced.len(), 1);
+        // Identical copies: content ties, but whichever wins is the same record.
+        assert!(!combined(record(t, 1.0, vec![1.0]), record(t, 1.0, vec![1.0]), false).decided_by_content);
+        // Same start, other numbers: content decides.
+        let c = combined(record(t, 1.0, vec![]), record(t, 2.0, vec![]), true);
+        assert!(c.decided_by_content);
+        assert_eq!(c.records.len(), 1);
+        // Only the raw offsets differ: the full records are decided by content; the lean ones
+        // are equal, so any winner gives the same statistics.
+        assert!(combined(record(t, 1.0, vec![1.0]), record(t, 1.0, vec![2.0]), false).decided_by_content);
+        assert!(!combined(record(t, 1.0, vec![1.0]), record(t, 1.0, vec![2.0]), true).decided_by_content);
+    }
+
+    #[test]
+    fn ranks_order_as_the_records_do() {
+        let mut rng = crate::stats::Rng::new(3);
+        let records: Vec<Record> = (0..300)
+            .map(|i| {
+                let mut r = record("t", 1.0, vec![]);
+                if let Record::Measurement(m) = &mut r {
+                    m.cell.model = ["b", "a", "ab", "B", ""][rng.below(5)].into();
+                    m.cell.scenario = [Scenario::Cold, Scenario::Warm, Scenario::Concurrent][rng.below(3)];
+                    m.cell.context_tokens = [1024, 512][rng.below(2)];
+                    m.cell.run = rng.below(3) as u32;
+                    m.request_index = i % 3;
+                }
+                match i % 3 {
+                    0 => r,
+                    1 => Record::Group(Box::new(crate::record::GroupRecord {
+                        cell: r.cell().clone(),
+                        ..Default::default()
+                    })),
+                    _ => Record::Staggered(Box::new(crate::record::StaggeredRecord {
+                        cell: r.cell().clone(),
+                        ..Default::default()
+                    })),
+                }
+            })
+            .collect();
+        let models = Models::of(records.iter());
+        for a in &records {
+            for b in &records {
+                assert_eq!(
+                    order_rank(&models, a).cmp(&order_rank(&models, b)),
+                    record_order(a).cmp(&record_order(b))
+                );
+            }
+        }
+        let mut by_key = records.clone();
+        by_key.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
+        assert_eq!(sorted_by(records, |r| order_rank(&models, r)), by_key, "the same order, ties kept");
+    }
+
+    #[test]
+    fn records_are_moved_in_slot_order_and_counted_by_source() {
+        let t = "2026-02-05T21:30:00.000Z";
+        let mut late = record(t, 3.0, vec![]);
+        if let Record::Measurement(m) = &mut late {
+            m.cell.context_tokens = 2048;
+        }
+        let c = combine(vec![
+            source("b", vec![late, record(t, 1.0, vec![])]),
+            source("a", vec![record("2026-02-05T21:29:00.000Z", 2.0, vec![])]),
+        ]);
+        let ttfts: Vec<Option<f64>> = c
+            .records
+            .iter()
+            .map(|r| match r {
+                Record::Measurement(m) => m.ttft_ms,
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ttfts, [Some(1.0), Some(3.0)]);
+        assert_eq!(c.provenance.kept_by_source, BTreeMap::from([("b".to_string(), 2)]));
+        assert_eq!(c.provenance.replaced[0].losers[0].candidate.source, "a");
     }
 }

@@ -13,10 +13,10 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::canonical::CANONICAL_KIND;
-use super::load::SourceKind;
-use super::origin;
+use super::load::{Detail, SourceKind};
 use super::run_meta::SourceMeta;
 use super::scan::ObjectScanner;
+use super::{origin, parts};
 use crate::record::{Record, SCHEMA_VERSION};
 use crate::store::{InputError, LineError, json_message, parse_record, shown};
 
@@ -30,12 +30,21 @@ struct Captured {
     line: usize,
 }
 
-/// Reads a document that starts with `{`; `run_id` names the run of an origin file's records.
+/// A document read: its kind, the metadata of its runs, its records.
+pub type Read = (SourceKind, Vec<SourceMeta>, Vec<Record>);
+
+/// Reads a document that starts with `{`; `run_id` names the run of an origin file's records,
+/// `detail` what each record keeps. `parallel`: a canonical file's records are parsed by several
+/// threads (`parts::canonical_records`); None then means "read it again without": a record did not
+/// parse where it was found, and only one pass names the first error as it should.
 pub fn read<R: BufRead>(
     reader: R,
     file: &str,
     run_id: &str,
-) -> Result<(SourceKind, Vec<SourceMeta>, Vec<Record>), InputError> {
+    detail: Detail,
+    parallel: bool,
+) -> Result<Option<Read>, InputError> {
+    let mut keep = detail.keep();
     let mut sc = ObjectScanner::new(reader, file);
     if !sc.begin()? {
         return Err(unrecognised(file));
@@ -52,11 +61,20 @@ pub fn read<R: BufRead>(
             let parse_now = key == "records" && kind.as_deref() == Some(CANONICAL_KIND);
             let mut raw = Vec::new();
             records.clear();
-            while let Some(line) = sc.next_element(&mut buf)? {
-                if parse_now {
-                    records.push(canonical_record(file, &buf, line)?);
-                } else {
-                    raw.push(Captured { bytes: buf.clone(), line });
+            if parse_now && parallel {
+                let Some(parsed) = parts::canonical_records(&mut sc, detail) else { return Ok(None) };
+                records = parsed;
+                arrays.insert(key, raw);
+                continue;
+            }
+            // A record that parses whole from its line is taken as it is; anything else goes the
+            // long way, so its error is the one the long way gives.
+            let mut quick = |bytes: &[u8]| if parse_now { parse_record(bytes).ok() } else { None };
+            while let Some((line, parsed)) = sc.next_element(&mut buf, &mut quick)? {
+                match parsed {
+                    Some(record) => records.push(keep(record)),
+                    None if parse_now => records.push(keep(canonical_record(file, &buf, line)?)),
+                    None => raw.push(Captured { bytes: buf.clone(), line }),
                 }
             }
             arrays.insert(key, raw);
@@ -77,15 +95,15 @@ pub fn read<R: BufRead>(
     sc.end()?;
     if kind.as_deref() == Some(CANONICAL_KIND) {
         for raw in arrays.remove("records").unwrap_or_default() {
-            records.push(canonical_record(file, &raw.bytes, raw.line)?);
+            records.push(keep(canonical_record(file, &raw.bytes, raw.line)?));
         }
         let run_meta = canonical_meta(file, &kept)?;
-        return Ok((SourceKind::Canonical, run_meta, records));
+        return Ok(Some((SourceKind::Canonical, run_meta, records)));
     }
     let is_object = |c: &Captured| c.bytes.first() == Some(&b'{');
     if kept.get("metadata").is_some_and(is_object) && arrays.contains_key("measurements") {
         let (meta, records) = origin_file(file, run_id, &kept, &arrays)?;
-        return Ok((SourceKind::Origin, vec![meta], records));
+        return Ok(Some((SourceKind::Origin, vec![meta], records.into_iter().map(keep).collect())));
     }
     Err(unrecognised(file))
 }
@@ -242,6 +260,65 @@ impl<'a> LineCounter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Measurement;
+    use crate::results::canonical::{self, Canonical, Provenance};
+
+    /// A canonical file of `n` records as merge writes it.
+    fn canonical_text(n: u32) -> String {
+        let records = (0..n)
+            .map(|i| {
+                let mut m =
+                    Measurement { schema_version: SCHEMA_VERSION, request_index: i, ..Default::default() };
+                m.token_offsets_ms = vec![f64::from(i) / 3.0; 40];
+                Record::Measurement(Box::new(m))
+            })
+            .collect();
+        let doc = Canonical {
+            schema_version: SCHEMA_VERSION,
+            kind: CANONICAL_KIND.into(),
+            sources: vec![],
+            conflicts: vec![],
+            provenance: Provenance::default(),
+            records,
+        };
+        let mut out = Vec::new();
+        canonical::write(&doc, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    const BATCH: usize = 1 << 21;
+
+    fn read_text(text: &str, parallel: bool) -> Result<Option<Read>, InputError> {
+        read(text.as_bytes(), "c.json", "c", Detail::Full, parallel)
+    }
+
+    #[test]
+    fn records_parsed_by_threads_are_those_of_one_pass_or_sent_back() {
+        let text = canonical_text(6000);
+        assert!(text.len() > 2 * BATCH, "several batches: {}", text.len());
+        let one = read_text(&text, false).unwrap().unwrap();
+        assert_eq!(one.2.len(), 6000);
+        assert_eq!(read_text(&text, true).unwrap().unwrap().2, one.2);
+        // Two records on one line: found as one, which does not parse; one pass reads it.
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines.len() / 2;
+        let joined = format!(
+            "{}\n{} {}\n{}",
+            lines[..at].join("\n"),
+            lines[at],
+            lines[at + 1],
+            lines[at + 2..].join("\n")
+        );
+        assert!(read_text(&joined, true).unwrap().is_none());
+        assert_eq!(read_text(&joined, false).unwrap().unwrap().2, one.2);
+        // A bad record: sent back, and one pass names its line.
+        let mut bad: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        bad[at + 100] = bad[at + 100].replace("\"request_index\":", "\"request_index\":\"x\",\"y\":");
+        let bad = bad.join("\n");
+        assert!(read_text(&bad, true).unwrap().is_none());
+        let e = read_text(&bad, false).unwrap_err();
+        assert_eq!(e.line, at + 101, "{e}");
+    }
 
     #[test]
     fn line_counter_counts_each_newline_once_and_restarts_when_asked_backwards() {

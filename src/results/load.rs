@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use super::document;
 use super::import::{self, Tool};
 use super::run_meta::SourceMeta;
+use super::{document, parts};
 use crate::exit::Failure;
 use crate::record::Record;
 use crate::store::{self, InputError, TornTail, json_message};
@@ -64,13 +64,44 @@ pub struct Source {
     pub records: Vec<Record>,
 }
 
+/// How much of each record a reader keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// Every field (merge writes records back).
+    Full,
+    /// `Record::lean`: what verify and report read, dropped as each record streams by, so the
+    /// raw samples of a large input are never all in memory at once.
+    Lean,
+}
+
+impl Detail {
+    pub(super) fn keep(self) -> impl FnMut(Record) -> Record {
+        move |r| match self {
+            Detail::Full => r,
+            Detail::Lean => r.lean(),
+        }
+    }
+}
+
 /// Loads every input, failing on the first bad one (its error names the file and line): exit 2.
 pub fn load_all(inputs: &[PathBuf]) -> anyhow::Result<Vec<Source>> {
+    load_all_with(inputs, Detail::Full)
+}
+
+/// `load_all`, keeping `detail` of each record.
+pub fn load_all_with(inputs: &[PathBuf], detail: Detail) -> anyhow::Result<Vec<Source>> {
     let mut sources = Vec::new();
     for path in inputs {
-        sources.push(load(path).map_err(|e| Failure::usage(e.to_string()))?);
+        sources.push(load_with(path, detail).map_err(|e| Failure::usage(e.to_string()))?);
     }
     Ok(sources)
+}
+
+/// Lets loaded records go without freeing them one by one: a verb's records live until it ends,
+/// and bench exits right after, so the hundreds of thousands of frees of a large input (a tenth
+/// of a 100,000-record run) buy nothing. The operating system takes the memory back at exit.
+pub fn release<T>(loaded: T) {
+    std::mem::forget(loaded);
 }
 
 /// Refuses inputs that hold no record (an empty run: killed before its first record, or the wrong
@@ -86,24 +117,32 @@ pub fn require_records(sources: &[Source], allow_empty: bool) -> Result<(), Fail
 }
 
 pub fn load(path: &Path) -> Result<Source, InputError> {
+    load_with(path, Detail::Full)
+}
+
+/// `load`, keeping `detail` of each record.
+pub fn load_with(path: &Path, detail: Detail) -> Result<Source, InputError> {
     if path.is_dir() {
-        return load_run_dir(path);
+        return load_run_dir(path, detail);
     }
     let name = path.display().to_string();
     let file = File::open(path).map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
-    read(BufReader::with_capacity(1 << 16, file), path)
+    // A regular file of records may be read again, in parts at once (`parts`).
+    let regular = file.metadata().is_ok_and(|m| m.is_file());
+    read(BufReader::with_capacity(1 << 16, file), path, detail, regular)
 }
 
 /// `load` of a file's bytes; `name` stands for its path (its extension counts, as in `load`).
 pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<Source, InputError> {
-    read(bytes, Path::new(name))
+    read(bytes, Path::new(name), Detail::Full, false)
 }
 
 fn is_jsonl(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "jsonl")
 }
 
-fn read(mut reader: impl BufRead, path: &Path) -> Result<Source, InputError> {
+/// `regular`: `path` is a regular file that can be opened again (not stdin or a pipe).
+fn read(mut reader: impl BufRead, path: &Path, detail: Detail, regular: bool) -> Result<Source, InputError> {
     let name = path.display().to_string();
     let source = |kind, run_meta, records| Source { path: path.to_path_buf(), kind, run_meta, records };
     // A file given by name that holds nothing is a mistake; a run directory's empty records file is
@@ -136,7 +175,15 @@ fn read(mut reader: impl BufRead, path: &Path) -> Result<Source, InputError> {
     // A `.jsonl` is records unless its first line is another tool's (AIPerf's per-request export).
     let other_tool = || import::sniff(&head[first..]).is_some();
     if is_record || (is_jsonl(path) && !other_tool()) {
-        let records = store::read_records_from(Cursor::new(head).chain(reader), &name, TornTail::Reject)?;
+        if regular {
+            return Ok(source(SourceKind::Jsonl, Vec::new(), parts::read_records(path, &name, detail)?));
+        }
+        let records = store::read_records_with(
+            Cursor::new(head).chain(reader),
+            &name,
+            TornTail::Reject,
+            &mut detail.keep(),
+        )?;
         return Ok(source(SourceKind::Jsonl, Vec::new(), records));
     }
     let run_id = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
@@ -149,10 +196,21 @@ fn read(mut reader: impl BufRead, path: &Path) -> Result<Source, InputError> {
         let imported = import::import(tool, &name, &run_id, &head, path.parent())?;
         let meta = SourceMeta::from_value(imported.meta)
             .map_err(|e| InputError::new(&name, 0, format!("imported metadata: {}", json_message(&e))))?;
-        return Ok(source(SourceKind::Imported(tool), vec![meta], imported.records));
+        let records = imported.records.into_iter().map(detail.keep()).collect();
+        return Ok(source(SourceKind::Imported(tool), vec![meta], records));
     }
     let reader = Cursor::new(head).chain(reader);
-    let (kind, run_meta, records) = document::read(reader, &name, &run_id)?;
+    let parallel = regular && parts::cores() > 1;
+    let read = match document::read(reader, &name, &run_id, detail, parallel)? {
+        Some(read) => Some(read),
+        // A record that did not parse where the threads found it: one pass names the error.
+        None => {
+            let file = File::open(path).map_err(cannot_read)?;
+            document::read(BufReader::with_capacity(1 << 16, file), &name, &run_id, detail, false)?
+        }
+    };
+    let (kind, run_meta, records) =
+        read.ok_or_else(|| InputError::new(&name, 0, "cannot read in one pass"))?;
     Ok(source(kind, run_meta, records))
 }
 
@@ -164,7 +222,7 @@ struct Sniff {
 
 /// A run directory. An empty (or blank) measurements.jsonl is a run killed before its first
 /// record: it loads with no records (callers decide whether that is acceptable).
-fn load_run_dir(path: &Path) -> Result<Source, InputError> {
+fn load_run_dir(path: &Path, detail: Detail) -> Result<Source, InputError> {
     let jsonl = path.join(store::MEASUREMENTS_FILE);
     if !jsonl.exists() {
         return Err(InputError::new(
@@ -173,7 +231,7 @@ fn load_run_dir(path: &Path) -> Result<Source, InputError> {
             format!("not a run directory: no {}", store::MEASUREMENTS_FILE),
         ));
     }
-    let records = store::read_records(&jsonl, TornTail::Reject)?;
+    let records = parts::read_records(&jsonl, &jsonl.display().to_string(), detail)?;
     let run_json = path.join(store::RUN_FILE);
     let name = run_json.display().to_string();
     let run_meta = match File::open(&run_json) {
@@ -226,6 +284,67 @@ mod tests {
                 .contains("no records in x.jsonl")
         );
         assert!(require_records(&[empty], true).is_ok());
+    }
+
+    /// Files on disk are read by several threads (`parts`); what loads, and every error, is what
+    /// one pass over the same bytes gives.
+    #[test]
+    fn a_file_read_in_parts_loads_as_its_bytes_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |i: u32| {
+            let m = crate::record::Measurement {
+                schema_version: crate::record::SCHEMA_VERSION,
+                request_index: i,
+                token_offsets_ms: vec![1.5; 1000],
+                ..Default::default()
+            };
+            serde_json::to_string(&Record::Measurement(Box::new(m))).unwrap()
+        };
+        // 20 MB: more than one part's worth.
+        let mut lines: Vec<String> = (0..1000).map(line).collect();
+        let path = dir.path().join("m.jsonl");
+        let same = |lines: &[String]| {
+            let text = lines.join("\n") + "\n";
+            std::fs::write(&path, &text).unwrap();
+            let name = path.display().to_string();
+            let (disk, bytes) = (load(&path), from_bytes(&name, text.as_bytes()));
+            match (disk, bytes) {
+                (Ok(a), Ok(b)) => assert_eq!(a.records, b.records),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => panic!("{:?} vs {:?}", a.map(|s| s.records.len()), b.map(|s| s.records.len())),
+            }
+        };
+        same(&lines);
+        lines[990] = "{\"record_type\": \"group\"}".into();
+        lines[700] = "{oops".into();
+        same(&lines);
+        lines[700] = line(700);
+        same(&lines);
+        // The same records as a canonical file.
+        lines[990] = line(990);
+        let records: Vec<Record> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let doc = crate::results::canonical::Canonical {
+            schema_version: crate::record::SCHEMA_VERSION,
+            kind: crate::results::canonical::CANONICAL_KIND.into(),
+            sources: vec![],
+            conflicts: vec![],
+            provenance: Default::default(),
+            records,
+        };
+        let mut text = Vec::new();
+        crate::results::canonical::write(&doc, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        let path = dir.path().join("c.json");
+        for text in [text.clone(), text.replacen("\"request_index\":500", "\"request_index\":-5", 1)] {
+            std::fs::write(&path, &text).unwrap();
+            let name = path.display().to_string();
+            match (load(&path), from_bytes(&name, text.as_bytes())) {
+                (Ok(a), Ok(b)) => assert_eq!((a.kind, a.records), (SourceKind::Canonical, b.records)),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                (a, b) => panic!("{:?} vs {:?}", a.map(|s| s.records.len()), b.map(|s| s.records.len())),
+            }
+        }
+        assert!(load(&path).unwrap_err().to_string().contains("invalid value: integer `-5`"));
     }
 
     #[test]

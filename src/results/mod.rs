@@ -12,5 +12,6 @@ mod document;
 pub mod import;
 pub mod load;
 pub mod origin;
+mod parts;
 pub mod run_meta;
 mod scan;

@@ -127,9 +127,20 @@ pub fn read_records(path: &Path, torn: TornTail) -> Result<Vec<Record>, InputErr
 
 /// `read_records` over any reader; `file` names it in errors.
 pub fn read_records_from(
+    reader: impl BufRead,
+    file: &str,
+    torn: TornTail,
+) -> Result<Vec<Record>, InputError> {
+    read_records_with(reader, file, torn, &mut |r| r)
+}
+
+/// `read_records_from`, each record passed through `keep` as it is read (a reader that needs less
+/// than every field drops the rest before the next record is read).
+pub fn read_records_with(
     mut reader: impl BufRead,
     file: &str,
     torn: TornTail,
+    keep: &mut dyn FnMut(Record) -> Record,
 ) -> Result<Vec<Record>, InputError> {
     let mut records = Vec::new();
     let mut line = Vec::new();
@@ -148,7 +159,7 @@ pub fn read_records_from(
             continue;
         }
         match parse_record(body) {
-            Ok(record) => records.push(record),
+            Ok(record) => records.push(keep(record)),
             Err(LineError::Json(e)) if !complete && torn == TornTail::Skip => {
                 eprintln!("warning: {file}:{number}: skipping a torn last line ({})", json_message(&e));
             }

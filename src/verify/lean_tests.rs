@@ -1,0 +1,66 @@
+//! verify reads lean records (`Record::lean`: no raw samples or server payloads): every rule must
+//! find exactly what it finds on the full records, on every fixture and flag set.
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+
+use super::*;
+use crate::results::load::{Detail, load_with};
+
+#[derive(Parser)]
+struct Verb {
+    #[command(flatten)]
+    args: VerifyArgs,
+}
+
+fn report(inputs: &[PathBuf], claimed: &[PathBuf], flags: &[&str], detail: Detail) -> serde_json::Value {
+    let argv = ["verify"]
+        .iter()
+        .chain(flags)
+        .map(|s| s.to_string())
+        .chain(inputs.iter().map(|p| p.display().to_string()));
+    let verb = Verb::try_parse_from(argv).unwrap();
+    let p = &verb.args.physics;
+    let hw = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops).unwrap();
+    let model = physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), None).unwrap();
+    let load =
+        |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| load_with(p, detail).unwrap()).collect() };
+    let (sources, claimed) = (load(inputs), load(claimed));
+    serde_json::to_value(verify_sources(&verb.args, &sources, &claimed, hw.as_ref(), model.as_ref())).unwrap()
+}
+
+#[test]
+fn lean_records_give_the_same_report() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let verify = root.join("tests/fixtures/verify");
+    let mut fixtures: Vec<PathBuf> = std::fs::read_dir(&verify)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "jsonl") || p.ends_with("origin_gemma_batch_outlier.json")
+        })
+        .collect();
+    fixtures.sort();
+    let origin = ["small_first.json", "small_rerun.json"].map(|f| root.join("tests/fixtures/origin").join(f));
+    let m4 = ["--hardware", "m4-pro", "--model-bytes", "8.03GB", "--params", "12B"];
+    let h200 =
+        ["--bandwidth-gbps", "4214", "--tflops", "770", "--model-bytes", "14.48GB", "--params", "7.24B"];
+    let mut cases: Vec<(Vec<PathBuf>, Vec<PathBuf>, Vec<&str>)> = Vec::new();
+    for f in &fixtures {
+        for flags in [&[][..], &m4[..], &h200[..]] {
+            cases.push((vec![f.clone()], vec![], flags.to_vec()));
+        }
+    }
+    cases.push((fixtures.clone(), vec![], m4.to_vec()));
+    cases.push((origin.to_vec(), vec![], vec![]));
+    cases.push((vec![origin[1].clone()], vec![origin[0].clone()], vec![]));
+    cases.push((vec![root.join("fuzz/corpus/results_document/canonical")], vec![], vec![]));
+    let mut findings = 0;
+    for (inputs, claimed, flags) in cases {
+        let full = report(&inputs, &claimed, &flags, Detail::Full);
+        assert_eq!(report(&inputs, &claimed, &flags, Detail::Lean), full, "{inputs:?} {flags:?}");
+        findings += full["findings"].as_array().map_or(0, Vec::len);
+    }
+    assert!(findings > 20, "the fixtures exercise the rules ({findings} findings)");
+}
