@@ -15,10 +15,12 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const OUTPUT_SAMPLE_CHARS: usize = 500;
 
 mod cell;
+mod lean;
 #[cfg(test)]
 mod parse_tests;
 mod wire;
 pub use cell::{CacheState, CellKey, Mode, Scenario};
+pub use lean::LeanRecord;
 
 /// One line of `measurements.jsonl`.
 // Read by `wire` (the derive would buffer every record); written and described by the derive.
@@ -75,7 +77,8 @@ impl Record {
     /// The record without its raw samples and server payloads: token offsets, the output sample,
     /// hot turns, server timings, stats and metrics, thermal snapshots. Every number verify's
     /// rules and report's statistics read stays; a lean record is never written back (a reader
-    /// of 100,000 records holds a third of the memory: `results::load::Detail::Lean`).
+    /// of 100,000 records holds a third of the memory: `results::load::Detail::Lean`). `LeanRecord`
+    /// reads a record straight into this.
     pub fn lean(self) -> Record {
         match self {
             Record::Measurement(mut m) => {

@@ -1,7 +1,9 @@
 //! The hand-read records (`wire`) against the derived reading they replace (`reference` below: the
 //! record types as they were derived before, flatten and internal tag included): the same records
 //! from the fixtures and from generated records, and the same verdict (and message) on unknown,
-//! missing, duplicated and mistyped fields and on a tag that comes late.
+//! missing, duplicated and mistyped fields and on a tag that comes late. On every line tried, the
+//! lean reading (`LeanRecord`) accepts exactly what the full one does, and reads `Record::lean` of
+//! it.
 
 use std::path::Path;
 
@@ -145,6 +147,12 @@ fn bare(e: &serde_json::Error) -> String {
 /// Both readers on one line: the same record (compared as the JSON it writes back) or both an
 /// error, with the same message when `messages` (see the mistyped fields for when they differ).
 fn agree(line: &str, messages: bool) -> Result<Value, String> {
+    let lean = serde_json::from_str::<LeanRecord>(line).map(|r| r.0);
+    match (serde_json::from_str::<Record>(line), lean) {
+        (Ok(full), Ok(lean)) => assert_eq!(full.lean(), lean, "lean reading of {line}"),
+        (Err(_), Err(_)) => {}
+        (full, lean) => panic!("{line}: full {:?} vs lean {:?}", full.map(|_| ()), lean.map(|_| ())),
+    }
     let new = serde_json::from_str::<Record>(line);
     let old = serde_json::from_str::<reference::Record>(line);
     match (new, old) {
@@ -492,6 +500,31 @@ fn unknown_duplicated_mistyped_fields_and_a_late_tag_read_as_through_the_derive(
             m.push(members[i].clone());
             assert_eq!(same(&line_of(&m)), Err(format!("duplicate field `{}`", members[i].0)));
         }
+    }
+    // The lean reading checks what it does not keep, as the full one reads it: wrong types, a
+    // number out of range, nesting past serde_json's limit, keys of any kind.
+    let (_, members) = &objects()[0];
+    let deep = "[".repeat(200) + &"]".repeat(200);
+    for (field, value, ok) in [
+        ("token_offsets_ms", "[1, \"2\"]", false),
+        ("token_offsets_ms", "[1e999]", false),
+        ("token_offsets_ms", "null", false),
+        ("token_offsets_ms", "[1, -2.5e3, 7]", true),
+        ("output_sample", "7", false),
+        ("output_sample", "\"\\ud800\"", false),
+        ("output_sample", "\"ok \\u00e9\"", true),
+        ("server_timings", "{\"a\": [1e999]}", false),
+        ("server_timings", &deep, false),
+        ("server_timings", "{\"a\": {\"b\": [null, true, \"x\", -1, 2.5]}}", true),
+        ("server_stats", "[{}, []]", true),
+    ] {
+        let line = line_of(members).replacen(
+            &format!("\"{field}\":{}", members.iter().find(|(k, _)| k == field).unwrap().1),
+            &format!("\"{field}\":{value}"),
+            1,
+        );
+        assert_ne!(line, line_of(members), "{field} replaced");
+        assert_eq!(agree(&line, true).is_ok(), ok, "{field}: {value}");
     }
     // Not an object at all: refused (the derived enum also tried an array as [tag, fields...]).
     for line in ["[]", "[\"measurement\"]", "1", "\"measurement\"", "null"] {

@@ -19,7 +19,7 @@ use std::fmt;
 
 use serde::Deserialize;
 use serde::de::value::{MapAccessDeserializer, MapDeserializer};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use super::{
@@ -29,13 +29,54 @@ use super::{
 
 const TAG: &str = "record_type";
 
+/// What a reading keeps of the raw samples and server payloads: `Full` keeps them; `lean::Lean`
+/// only checks them (what it accepts is exactly what `Full` accepts).
+pub(super) trait Depth {
+    /// Token offsets.
+    type Offsets: DeserializeOwned + Kept<Vec<f64>>;
+    /// The output sample.
+    type Text: DeserializeOwned + Kept<String>;
+    /// Server timings and stats (any JSON), read inside an `Option`.
+    type Json: DeserializeOwned;
+    fn json(value: Option<Self::Json>) -> Option<Value>;
+}
+
+/// What a field read at some `Depth` keeps.
+pub(super) trait Kept<T> {
+    fn kept(self) -> T;
+}
+
+impl Kept<Vec<f64>> for Vec<f64> {
+    fn kept(self) -> Vec<f64> {
+        self
+    }
+}
+
+impl Kept<String> for String {
+    fn kept(self) -> String {
+        self
+    }
+}
+
+/// Every field.
+pub(super) struct Full;
+
+impl Depth for Full {
+    type Offsets = Vec<f64>;
+    type Text = String;
+    type Json = Value;
+    fn json(value: Option<Value>) -> Option<Value> {
+        value
+    }
+}
+
 fn one() -> u32 {
     1
 }
 
 #[derive(Deserialize)]
-#[serde(rename = "Measurement")]
-struct MeasurementWire {
+#[serde(rename = "Measurement", bound = "")]
+struct MeasurementWire<K: Depth> {
     schema_version: u32,
     run_id: String,
     model: String,
@@ -67,7 +108,7 @@ struct MeasurementWire {
     first_event_ms: Option<f64>,
     ttft_ms: Option<f64>,
     e2e_ms: Option<f64>,
-    token_offsets_ms: Vec<f64>,
+    token_offsets_ms: K::Offsets,
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
     cached_tokens: Option<u64>,
@@ -77,13 +118,13 @@ struct MeasurementWire {
     prefill_tps: Option<f64>,
     max_tokens: u32,
     finish_reason: Option<String>,
-    output_sample: String,
+    output_sample: K::Text,
     reload_ms: Option<f64>,
     turns: Vec<TurnSummary>,
     cache_evidence: Option<CacheEvidence>,
     cache_state_confirmed: Option<bool>,
-    server_timings: Option<Value>,
-    server_stats: Option<Value>,
+    server_timings: Option<K::Json>,
+    server_stats: Option<K::Json>,
     #[serde(default)]
     server_metrics: Option<crate::metrics::MetricsDelta>,
     quality_ok: bool,
@@ -98,8 +139,8 @@ struct MeasurementWire {
     tag: Option<IgnoredAny>,
 }
 
-impl From<MeasurementWire> for Measurement {
-    fn from(w: MeasurementWire) -> Measurement {
+impl<K: Depth> From<MeasurementWire<K>> for Measurement {
+    fn from(w: MeasurementWire<K>) -> Measurement {
         Measurement {
             schema_version: w.schema_version,
             run_id: w.run_id,
@@ -126,7 +167,7 @@ impl From<MeasurementWire> for Measurement {
             first_event_ms: w.first_event_ms,
             ttft_ms: w.ttft_ms,
             e2e_ms: w.e2e_ms,
-            token_offsets_ms: w.token_offsets_ms,
+            token_offsets_ms: w.token_offsets_ms.kept(),
             input_tokens: w.input_tokens,
             output_tokens: w.output_tokens,
             cached_tokens: w.cached_tokens,
@@ -136,13 +177,13 @@ impl From<MeasurementWire> for Measurement {
             prefill_tps: w.prefill_tps,
             max_tokens: w.max_tokens,
             finish_reason: w.finish_reason,
-            output_sample: w.output_sample,
+            output_sample: w.output_sample.kept(),
             reload_ms: w.reload_ms,
             turns: w.turns,
             cache_evidence: w.cache_evidence,
             cache_state_confirmed: w.cache_state_confirmed,
-            server_timings: w.server_timings,
-            server_stats: w.server_stats,
+            server_timings: K::json(w.server_timings),
+            server_stats: K::json(w.server_stats),
             server_metrics: w.server_metrics,
             quality_ok: w.quality_ok,
             quality_flags: w.quality_flags,
@@ -217,8 +258,8 @@ impl From<GroupWire> for GroupRecord {
 }
 
 #[derive(Deserialize)]
-#[serde(rename = "StaggeredRecord")]
-struct StaggeredWire {
+#[serde(rename = "StaggeredRecord", bound = "")]
+struct StaggeredWire<K: Depth> {
     schema_version: u32,
     run_id: String,
     model: String,
@@ -244,8 +285,8 @@ struct StaggeredWire {
     total_wall_ms: Option<f64>,
     user_a_output_tokens: Option<u64>,
     user_b_output_tokens: Option<u64>,
-    user_a_token_offsets_ms: Vec<f64>,
-    user_b_token_offsets_ms: Vec<f64>,
+    user_a_token_offsets_ms: K::Offsets,
+    user_b_token_offsets_ms: K::Offsets,
     system_tps: Option<f64>,
     quality_ok: bool,
     quality_flags: Vec<QualityFlag>,
@@ -255,8 +296,8 @@ struct StaggeredWire {
     tag: Option<IgnoredAny>,
 }
 
-impl From<StaggeredWire> for StaggeredRecord {
-    fn from(w: StaggeredWire) -> StaggeredRecord {
+impl<K: Depth> From<StaggeredWire<K>> for StaggeredRecord {
+    fn from(w: StaggeredWire<K>) -> StaggeredRecord {
         StaggeredRecord {
             schema_version: w.schema_version,
             run_id: w.run_id,
@@ -282,8 +323,8 @@ impl From<StaggeredWire> for StaggeredRecord {
             total_wall_ms: w.total_wall_ms,
             user_a_output_tokens: w.user_a_output_tokens,
             user_b_output_tokens: w.user_b_output_tokens,
-            user_a_token_offsets_ms: w.user_a_token_offsets_ms,
-            user_b_token_offsets_ms: w.user_b_token_offsets_ms,
+            user_a_token_offsets_ms: w.user_a_token_offsets_ms.kept(),
+            user_b_token_offsets_ms: w.user_b_token_offsets_ms.kept(),
             system_tps: w.system_tps,
             quality_ok: w.quality_ok,
             quality_flags: w.quality_flags,
@@ -322,14 +363,14 @@ fn unit_enum<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, 
 /// of straight into that type); read as a `Record` variant, its tag was taken already, so a second
 /// one is a duplicate, as it was for the derived enum.
 macro_rules! read_as {
-    ($ty:ty, $wire:ty) => {
+    ($ty:ty, $wire:ty, $full:ty) => {
         impl<'de> Deserialize<'de> for $ty {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
-                <$wire>::deserialize(d).map(<$ty>::from)
+                <$full>::deserialize(d).map(<$ty>::from)
             }
         }
 
-        impl $wire {
+        impl<K: Depth> $wire {
             fn untagged<'de, D: Deserializer<'de>>(d: D) -> Result<Box<$ty>, D::Error> {
                 let wire = <$wire>::deserialize(d)?;
                 if wire.tag.is_some() {
@@ -341,9 +382,24 @@ macro_rules! read_as {
     };
 }
 
-read_as!(Measurement, MeasurementWire);
-read_as!(GroupRecord, GroupWire);
-read_as!(StaggeredRecord, StaggeredWire);
+read_as!(Measurement, MeasurementWire<K>, MeasurementWire<Full>);
+read_as!(StaggeredRecord, StaggeredWire<K>, StaggeredWire<Full>);
+
+impl<'de> Deserialize<'de> for GroupRecord {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<GroupRecord, D::Error> {
+        GroupWire::deserialize(d).map(GroupRecord::from)
+    }
+}
+
+impl GroupWire {
+    fn untagged<'de, D: Deserializer<'de>>(d: D) -> Result<Box<GroupRecord>, D::Error> {
+        let wire = GroupWire::deserialize(d)?;
+        if wire.tag.is_some() {
+            return Err(de::Error::duplicate_field(TAG));
+        }
+        Ok(Box::new(GroupRecord::from(wire)))
+    }
+}
 
 #[derive(Clone, Copy)]
 enum Tag {
@@ -383,25 +439,26 @@ impl<'de> DeserializeSeed<'de> for TagVisitor {
 }
 
 impl Tag {
-    /// The rest of the record (every field but the tag) as this variant.
-    fn read<'de, D: Deserializer<'de>>(self, rest: D) -> Result<Record, D::Error> {
+    /// The rest of the record (every field but the tag) as this variant, read at depth `K`.
+    fn read<'de, K: Depth, D: Deserializer<'de>>(self, rest: D) -> Result<Record, D::Error> {
         Ok(match self {
-            Tag::Measurement => Record::Measurement(MeasurementWire::untagged(rest)?),
+            Tag::Measurement => Record::Measurement(MeasurementWire::<K>::untagged(rest)?),
             Tag::Group => Record::Group(GroupWire::untagged(rest)?),
-            Tag::Staggered => Record::Staggered(StaggeredWire::untagged(rest)?),
+            Tag::Staggered => Record::Staggered(StaggeredWire::<K>::untagged(rest)?),
         })
     }
 }
 
 impl<'de> Deserialize<'de> for Record {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Record, D::Error> {
-        d.deserialize_map(RecordVisitor)
+        d.deserialize_map(RecordVisitor::<Full>(std::marker::PhantomData))
     }
 }
 
-struct RecordVisitor;
+/// A record read at depth `K`.
+pub(super) struct RecordVisitor<K>(pub(super) std::marker::PhantomData<K>);
 
-impl<'de> Visitor<'de> for RecordVisitor {
+impl<'de, K: Depth> Visitor<'de> for RecordVisitor<K> {
     type Value = Record;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -415,7 +472,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
         let first = match first {
             Key::Tag => {
                 let tag = map.next_value_seed(TagVisitor)?;
-                return tag.read(MapAccessDeserializer::new(map));
+                return tag.read::<K, _>(MapAccessDeserializer::new(map));
             }
             Key::Other(key) => key,
         };
@@ -437,7 +494,7 @@ impl<'de> Visitor<'de> for RecordVisitor {
         let tag = TagVisitor.deserialize(tag).map_err(de::Error::custom)?;
         members.retain(|(k, _)| k != TAG);
         let rest = MapDeserializer::<_, serde_json::Error>::new(members.into_iter());
-        tag.read(rest).map_err(de::Error::custom)
+        tag.read::<K, _>(rest).map_err(de::Error::custom)
     }
 }
 

@@ -117,12 +117,12 @@ pub fn write(doc: &Canonical, w: &mut dyn Write) -> io::Result<()> {
     w.write_all(if doc.records.is_empty() { b"]\n}\n" } else { b"\n  ]\n}\n" })
 }
 
-/// Records per piece serialized by one thread (a few MB of text).
-const PIECE: usize = 1024;
+/// Records per piece serialized by one thread (under a MB of text).
+const PIECE: usize = 256;
 
 /// The records, one per line after `[`: serialized in pieces by as many threads as the machine
 /// has cores (serializing was half of a 100,000-record merge), written in order as they come. Each
-/// thread keeps at most two finished pieces waiting, so the text is never all in memory.
+/// thread keeps at most one finished piece waiting, so the text is never all in memory.
 fn write_records(records: &[Record], w: &mut dyn Write) -> io::Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let threads = threads.min(records.len().div_ceil(PIECE)).max(1);
@@ -137,7 +137,7 @@ fn write_records(records: &[Record], w: &mut dyn Write) -> io::Result<()> {
     std::thread::scope(|scope| {
         let receivers: Vec<_> = (0..threads)
             .map(|t| {
-                let (send, receive) = std::sync::mpsc::sync_channel::<io::Result<Vec<u8>>>(2);
+                let (send, receive) = std::sync::mpsc::sync_channel::<io::Result<Vec<u8>>>(1);
                 scope.spawn(move || {
                     // Pieces t, t + threads, ...: the writer takes them round-robin, in order.
                     for (i, chunk) in records.chunks(PIECE).enumerate().skip(t).step_by(threads) {

@@ -18,7 +18,7 @@ use super::run_meta::SourceMeta;
 use super::scan::ObjectScanner;
 use super::{origin, parts};
 use crate::record::{Record, SCHEMA_VERSION};
-use crate::store::{InputError, LineError, json_message, parse_record, shown};
+use crate::store::{InputError, LineError, json_message, shown};
 
 /// Members kept (as text) for after the scan; every other member is only checked to be JSON.
 const KEPT: [&str; 6] =
@@ -44,7 +44,6 @@ pub fn read<R: BufRead>(
     detail: Detail,
     parallel: bool,
 ) -> Result<Option<Read>, InputError> {
-    let mut keep = detail.keep();
     let mut sc = ObjectScanner::new(reader, file);
     if !sc.begin()? {
         return Err(unrecognised(file));
@@ -69,11 +68,11 @@ pub fn read<R: BufRead>(
             }
             // A record that parses whole from its line is taken as it is; anything else goes the
             // long way, so its error is the one the long way gives.
-            let mut quick = |bytes: &[u8]| if parse_now { parse_record(bytes).ok() } else { None };
+            let mut quick = |bytes: &[u8]| if parse_now { detail.parse(bytes).ok() } else { None };
             while let Some((line, parsed)) = sc.next_element(&mut buf, &mut quick)? {
                 match parsed {
-                    Some(record) => records.push(keep(record)),
-                    None if parse_now => records.push(keep(canonical_record(file, &buf, line)?)),
+                    Some(record) => records.push(record),
+                    None if parse_now => records.push(canonical_record(file, &buf, line, detail)?),
                     None => raw.push(Captured { bytes: buf.clone(), line }),
                 }
             }
@@ -95,7 +94,7 @@ pub fn read<R: BufRead>(
     sc.end()?;
     if kind.as_deref() == Some(CANONICAL_KIND) {
         for raw in arrays.remove("records").unwrap_or_default() {
-            records.push(keep(canonical_record(file, &raw.bytes, raw.line)?));
+            records.push(canonical_record(file, &raw.bytes, raw.line, detail)?);
         }
         let run_meta = canonical_meta(file, &kept)?;
         return Ok(Some((SourceKind::Canonical, run_meta, records)));
@@ -103,7 +102,11 @@ pub fn read<R: BufRead>(
     let is_object = |c: &Captured| c.bytes.first() == Some(&b'{');
     if kept.get("metadata").is_some_and(is_object) && arrays.contains_key("measurements") {
         let (meta, records) = origin_file(file, run_id, &kept, &arrays)?;
-        return Ok(Some((SourceKind::Origin, vec![meta], records.into_iter().map(keep).collect())));
+        return Ok(Some((
+            SourceKind::Origin,
+            vec![meta],
+            records.into_iter().map(|r| detail.keep(r)).collect(),
+        )));
     }
     Err(unrecognised(file))
 }
@@ -130,8 +133,8 @@ fn json_error(file: &str, line: usize, e: &serde_json::Error) -> InputError {
 }
 
 /// One element of a canonical file's `records`.
-fn canonical_record(file: &str, bytes: &[u8], line: usize) -> Result<Record, InputError> {
-    parse_record(bytes).map_err(|e| match e {
+fn canonical_record(file: &str, bytes: &[u8], line: usize, detail: Detail) -> Result<Record, InputError> {
+    detail.parse(bytes).map_err(|e| match e {
         LineError::Json(e) => json_error(file, line, &e),
         LineError::Version(v) => {
             InputError::new(file, line, format!("record schema_version {} is not supported", shown(v)))

@@ -25,8 +25,8 @@ use super::import::{self, Tool};
 use super::run_meta::SourceMeta;
 use super::{document, parts};
 use crate::exit::Failure;
-use crate::record::Record;
-use crate::store::{self, InputError, TornTail, json_message};
+use crate::record::{LeanRecord, Record, SCHEMA_VERSION};
+use crate::store::{self, InputError, LineError, TornTail, json_message};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SourceKind {
@@ -75,10 +75,23 @@ pub enum Detail {
 }
 
 impl Detail {
-    pub(super) fn keep(self) -> impl FnMut(Record) -> Record {
-        move |r| match self {
-            Detail::Full => r,
-            Detail::Lean => r.lean(),
+    /// One record's JSON text, read to this detail; fails exactly where `store::parse_record`
+    /// fails, with its error (a lean reading that fails is done again in full for the message).
+    pub(super) fn parse(self, bytes: &[u8]) -> Result<Record, LineError> {
+        match self {
+            Detail::Full => store::parse_record(bytes),
+            Detail::Lean => match serde_json::from_slice::<LeanRecord>(bytes) {
+                Ok(LeanRecord(r)) if r.schema_version() == SCHEMA_VERSION => Ok(r),
+                _ => store::parse_record(bytes).map(Record::lean),
+            },
+        }
+    }
+
+    /// A record read otherwise (converted from another format), to this detail.
+    pub(super) fn keep(self, record: Record) -> Record {
+        match self {
+            Detail::Full => record,
+            Detail::Lean => record.lean(),
         }
     }
 }
@@ -178,12 +191,10 @@ fn read(mut reader: impl BufRead, path: &Path, detail: Detail, regular: bool) ->
         if regular {
             return Ok(source(SourceKind::Jsonl, Vec::new(), parts::read_records(path, &name, detail)?));
         }
-        let records = store::read_records_with(
-            Cursor::new(head).chain(reader),
-            &name,
-            TornTail::Reject,
-            &mut detail.keep(),
-        )?;
+        let records =
+            store::read_records_with(Cursor::new(head).chain(reader), &name, TornTail::Reject, &mut |b| {
+                detail.parse(b)
+            })?;
         return Ok(source(SourceKind::Jsonl, Vec::new(), records));
     }
     let run_id = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
@@ -196,7 +207,7 @@ fn read(mut reader: impl BufRead, path: &Path, detail: Detail, regular: bool) ->
         let imported = import::import(tool, &name, &run_id, &head, path.parent())?;
         let meta = SourceMeta::from_value(imported.meta)
             .map_err(|e| InputError::new(&name, 0, format!("imported metadata: {}", json_message(&e))))?;
-        let records = imported.records.into_iter().map(detail.keep()).collect();
+        let records = imported.records.into_iter().map(|r| detail.keep(r)).collect();
         return Ok(source(SourceKind::Imported(tool), vec![meta], records));
     }
     let reader = Cursor::new(head).chain(reader);

@@ -110,8 +110,8 @@ pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) 
                         let mut records = Vec::with_capacity(batch.ends.len());
                         let mut start = 0;
                         for &end in &batch.ends {
-                            match store::parse_record(&batch.text[start..end]) {
-                                Ok(r) => records.push(detail.keep()(r)),
+                            match detail.parse(&batch.text[start..end]) {
+                                Ok(r) => records.push(r),
                                 Err(_) => {
                                     out.push((index, None));
                                     return out;
@@ -178,7 +178,7 @@ pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) 
 }
 
 fn read_part(reader: impl BufRead, name: &str, detail: Detail) -> Result<Vec<Record>, InputError> {
-    store::read_records_with(reader, name, TornTail::Reject, &mut detail.keep())
+    store::read_records_with(reader, name, TornTail::Reject, &mut |b| detail.parse(b))
 }
 
 /// Where each part starts: 0, then just past the first newline at or after each share's offset

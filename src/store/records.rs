@@ -131,16 +131,16 @@ pub fn read_records_from(
     file: &str,
     torn: TornTail,
 ) -> Result<Vec<Record>, InputError> {
-    read_records_with(reader, file, torn, &mut |r| r)
+    read_records_with(reader, file, torn, &mut parse_record)
 }
 
-/// `read_records_from`, each record passed through `keep` as it is read (a reader that needs less
-/// than every field drops the rest before the next record is read).
+/// `read_records_from`, each line read by `parse`: `parse_record`, or a reading that keeps less of
+/// each record and fails exactly where `parse_record` fails.
 pub fn read_records_with(
     mut reader: impl BufRead,
     file: &str,
     torn: TornTail,
-    keep: &mut dyn FnMut(Record) -> Record,
+    parse: &mut dyn FnMut(&[u8]) -> Result<Record, LineError>,
 ) -> Result<Vec<Record>, InputError> {
     let mut records = Vec::new();
     let mut line = Vec::new();
@@ -158,8 +158,8 @@ pub fn read_records_with(
         if body.is_empty() {
             continue;
         }
-        match parse_record(body) {
-            Ok(record) => records.push(keep(record)),
+        match parse(body) {
+            Ok(record) => records.push(record),
             Err(LineError::Json(e)) if !complete && torn == TornTail::Skip => {
                 eprintln!("warning: {file}:{number}: skipping a torn last line ({})", json_message(&e));
             }
