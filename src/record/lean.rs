@@ -13,7 +13,8 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::Record;
-use super::wire::{Depth, Kept, RecordVisitor};
+use super::tagged::RecordVisitor;
+use super::wire::{Depth, Kept};
 
 /// `Record::lean` of the record read (`LeanRecord(record)`).
 pub struct LeanRecord(pub Record);

@@ -18,6 +18,7 @@ mod cell;
 mod lean;
 #[cfg(test)]
 mod parse_tests;
+mod tagged;
 mod wire;
 pub use cell::{CacheState, CellKey, Mode, Scenario};
 pub use lean::LeanRecord;

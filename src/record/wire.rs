@@ -6,9 +6,7 @@
 //! internally tagged enum buffers the whole object before it knows the variant. On 100,000
 //! records that buffering was most of the load time. Here each record type is read through a
 //! private twin whose fields are the record's own plus the cell key's, inline (so the derive reads
-//! them in one streaming pass), and a `Record` whose tag comes first (as bench writes it) is read
-//! straight into its variant. A record whose tag comes later is buffered as JSON values and read
-//! the same way, so what parses and what fails is what the derived code accepted.
+//! them in one streaming pass); `tagged` reads the `Record` around them.
 //!
 //! Serialization and the JSON Schema stay derived on the record types (`mod.rs`). A field added
 //! there must be added to its twin here: the conversions below name every field, so the compiler
@@ -18,16 +16,16 @@
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::value::{MapAccessDeserializer, MapDeserializer};
-use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
 use super::{
     CacheEvidence, CacheState, CellKey, ErrorInfo, GroupRecord, Measurement, Mode, PhysicsRecord,
-    QualityFlag, Record, Scenario, StaggeredRecord, ThermalRecord, TurnSummary,
+    QualityFlag, Scenario, StaggeredRecord, ThermalRecord, TurnSummary,
 };
 
-const TAG: &str = "record_type";
+pub(super) const TAG: &str = "record_type";
 
 /// What a reading keeps of the raw samples and server payloads: `Full` keeps them; `lean::Lean`
 /// only checks them (what it accepts is exactly what `Full` accepts).
@@ -76,7 +74,7 @@ fn one() -> u32 {
 
 #[derive(Deserialize)]
 #[serde(rename = "Measurement", bound = "")]
-struct MeasurementWire<K: Depth> {
+pub(super) struct MeasurementWire<K: Depth> {
     schema_version: u32,
     run_id: String,
     model: String,
@@ -197,7 +195,7 @@ impl<K: Depth> From<MeasurementWire<K>> for Measurement {
 
 #[derive(Deserialize)]
 #[serde(rename = "GroupRecord")]
-struct GroupWire {
+pub(super) struct GroupWire {
     schema_version: u32,
     run_id: String,
     model: String,
@@ -259,7 +257,7 @@ impl From<GroupWire> for GroupRecord {
 
 #[derive(Deserialize)]
 #[serde(rename = "StaggeredRecord", bound = "")]
-struct StaggeredWire<K: Depth> {
+pub(super) struct StaggeredWire<K: Depth> {
     schema_version: u32,
     run_id: String,
     model: String,
@@ -371,7 +369,7 @@ macro_rules! read_as {
         }
 
         impl<K: Depth> $wire {
-            fn untagged<'de, D: Deserializer<'de>>(d: D) -> Result<Box<$ty>, D::Error> {
+            pub(super) fn untagged<'de, D: Deserializer<'de>>(d: D) -> Result<Box<$ty>, D::Error> {
                 let wire = <$wire>::deserialize(d)?;
                 if wire.tag.is_some() {
                     return Err(de::Error::duplicate_field(TAG));
@@ -392,136 +390,11 @@ impl<'de> Deserialize<'de> for GroupRecord {
 }
 
 impl GroupWire {
-    fn untagged<'de, D: Deserializer<'de>>(d: D) -> Result<Box<GroupRecord>, D::Error> {
+    pub(super) fn untagged<'de, D: Deserializer<'de>>(d: D) -> Result<Box<GroupRecord>, D::Error> {
         let wire = GroupWire::deserialize(d)?;
         if wire.tag.is_some() {
             return Err(de::Error::duplicate_field(TAG));
         }
         Ok(Box::new(GroupRecord::from(wire)))
-    }
-}
-
-#[derive(Clone, Copy)]
-enum Tag {
-    Measurement,
-    Group,
-    Staggered,
-}
-
-const VARIANTS: &[&str] = &["measurement", "group", "staggered"];
-
-/// The tag's value, with the derived enum's messages.
-struct TagVisitor;
-
-impl Visitor<'_> for TagVisitor {
-    type Value = Tag;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("variant identifier")
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Tag, E> {
-        match v {
-            "measurement" => Ok(Tag::Measurement),
-            "group" => Ok(Tag::Group),
-            "staggered" => Ok(Tag::Staggered),
-            other => Err(E::unknown_variant(other, VARIANTS)),
-        }
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for TagVisitor {
-    type Value = Tag;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Tag, D::Error> {
-        d.deserialize_identifier(self)
-    }
-}
-
-impl Tag {
-    /// The rest of the record (every field but the tag) as this variant, read at depth `K`.
-    fn read<'de, K: Depth, D: Deserializer<'de>>(self, rest: D) -> Result<Record, D::Error> {
-        Ok(match self {
-            Tag::Measurement => Record::Measurement(MeasurementWire::<K>::untagged(rest)?),
-            Tag::Group => Record::Group(GroupWire::untagged(rest)?),
-            Tag::Staggered => Record::Staggered(StaggeredWire::<K>::untagged(rest)?),
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for Record {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Record, D::Error> {
-        d.deserialize_map(RecordVisitor::<Full>(std::marker::PhantomData))
-    }
-}
-
-/// A record read at depth `K`.
-pub(super) struct RecordVisitor<K>(pub(super) std::marker::PhantomData<K>);
-
-impl<'de, K: Depth> Visitor<'de> for RecordVisitor<K> {
-    type Value = Record;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("internally tagged enum Record")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Record, A::Error> {
-        let Some(first) = map.next_key_seed(KeySeed)? else {
-            return Err(de::Error::missing_field(TAG));
-        };
-        let first = match first {
-            Key::Tag => {
-                let tag = map.next_value_seed(TagVisitor)?;
-                return tag.read::<K, _>(MapAccessDeserializer::new(map));
-            }
-            Key::Other(key) => key,
-        };
-        // The tag comes later: buffer the members (in order, duplicates kept so that they are
-        // refused as duplicates), then read them like the streamed case.
-        let mut members: Vec<(String, Value)> = vec![(first, map.next_value()?)];
-        while let Some(key) = map.next_key_seed(KeySeed)? {
-            let key = match key {
-                Key::Tag => TAG.to_string(),
-                Key::Other(key) => key,
-            };
-            members.push((key, map.next_value()?));
-        }
-        let mut tags = members.iter().filter(|(k, _)| k == TAG);
-        let (Some((_, tag)), None) = (tags.next(), tags.next()) else {
-            let found = members.iter().any(|(k, _)| k == TAG);
-            return Err(if found { de::Error::duplicate_field(TAG) } else { de::Error::missing_field(TAG) });
-        };
-        let tag = TagVisitor.deserialize(tag).map_err(de::Error::custom)?;
-        members.retain(|(k, _)| k != TAG);
-        let rest = MapDeserializer::<_, serde_json::Error>::new(members.into_iter());
-        tag.read::<K, _>(rest).map_err(de::Error::custom)
-    }
-}
-
-/// A member's key: the tag, or any other (kept for the buffered case).
-enum Key {
-    Tag,
-    Other(String),
-}
-
-struct KeySeed;
-
-impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = Key;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl Visitor<'_> for KeySeed {
-    type Value = Key;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a field name")
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-        Ok(if v == TAG { Key::Tag } else { Key::Other(v.to_string()) })
     }
 }
