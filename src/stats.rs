@@ -17,10 +17,12 @@ use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 mod bootstrap;
+mod divisor;
 
 #[cfg(test)]
 use bootstrap::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ratio_of_medians_on};
 pub use bootstrap::{Ratio, bootstrap, ratio_of_medians};
+pub use divisor::Divisor;
 
 pub const CI_METHOD: &str = "t-interval on the mean (95%)";
 pub const RATIO_METHOD: &str = "ratio of medians, 95% percentile bootstrap (2000 resamples, seed 2026)";
@@ -191,6 +193,12 @@ impl Rng {
             return 0;
         }
         (self.next_u64() % n as u64) as usize
+    }
+
+    /// `below(n)` for a divisor prepared once: the same number, without a division.
+    #[inline]
+    pub fn below_by(&mut self, n: &Divisor) -> usize {
+        n.remainder(self.next_u64()) as usize
     }
 
     /// A number in [0, 1), with the 53 bits an f64 holds.

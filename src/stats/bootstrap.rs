@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{Rng, Samples, quantile_sorted};
+use super::{Divisor, Rng, Samples, quantile_sorted};
 
 pub(super) const BOOTSTRAP_RESAMPLES: usize = 2000;
 pub(super) const BOOTSTRAP_SEED: u64 = 2026;
@@ -95,8 +95,10 @@ fn bootstrap_median_ratio(
 fn resampled_median(v: &[f64], counts: &mut [u32], rng: &mut Rng) -> Option<f64> {
     let n = v.len();
     counts.fill(0);
+    let counts = &mut counts[..n];
+    let below_n = Divisor::new(n as u64);
     for _ in 0..n {
-        counts[rng.below(n)] += 1;
+        counts[rng.below_by(&below_n)] += 1;
     }
     let h = (n - 1) as f64 * 0.5;
     let lo = h.floor() as usize;
@@ -137,9 +139,10 @@ pub fn bootstrap(
     let mut rng = Rng::new(seed);
     let mut draws = Vec::with_capacity(resamples);
     let (mut x, mut y) = (vec![0.0; a.len()], vec![0.0; b.len()]);
+    let (below_a, below_b) = (Divisor::new(a.len() as u64), Divisor::new(b.len() as u64));
     for _ in 0..resamples {
-        x.iter_mut().for_each(|v| *v = a[rng.below(a.len())]);
-        y.iter_mut().for_each(|v| *v = b[rng.below(b.len())]);
+        x.iter_mut().for_each(|v| *v = a[rng.below_by(&below_a)]);
+        y.iter_mut().for_each(|v| *v = b[rng.below_by(&below_b)]);
         draws.extend(statistic(&mut x, &mut y));
     }
     Samples::new(draws)
