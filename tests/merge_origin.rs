@@ -89,7 +89,7 @@ fn small_origin_file_maps_onto_our_records() {
 fn rerun_replaces_the_failed_batch_and_tolerances_conflict() {
     let sources =
         load::load_all(&[fixture("origin/small_rerun.json"), fixture("origin/small_first.json")]).unwrap();
-    let doc = merge::build(sources);
+    let doc = merge::build(sources).unwrap().doc;
     let groups: Vec<_> =
         doc.records.iter().filter_map(|r| if let Record::Group(g) = r { Some(g) } else { None }).collect();
     assert_eq!(groups.len(), 1);
@@ -116,7 +116,7 @@ fn real_gemma_first_run_plus_rerun() {
     let sources = load::load_all(&[first.clone(), rerun.clone()]).unwrap();
     assert_eq!(sources[0].records.len(), 198 + 90 + 6, "198 rows (90 of them batches) + 6 staggered");
     assert_eq!(sources[1].records.len(), 14 + 14);
-    let doc = merge::build(sources);
+    let doc = merge::build(sources).unwrap().doc;
     assert_eq!(count(&doc.records, "measurement"), 198);
     assert_eq!(count(&doc.records, "staggered"), 6);
     assert_eq!(count(&doc.records, "group"), 90);
@@ -183,7 +183,7 @@ fn real_deepseek_runs_are_incomplete_without_the_unpublished_third_file() {
     else {
         return;
     };
-    let doc = merge::build(load::load_all(&[first, rerun]).unwrap());
+    let doc = merge::build(load::load_all(&[first, rerun]).unwrap()).unwrap().doc;
     let exp = expect::from_scenario(&paper_expect()).unwrap();
     let c = &expect::completeness(&exp, &doc.records)[0];
     assert_eq!((c.measured, c.missing.len(), c.staggered_measured), (163, 35, 6));

@@ -169,15 +169,15 @@ pub struct Loaded {
     pub records: Vec<crate::record::Record>,
 }
 
-fn loaded(source: Source) -> Loaded {
+fn loaded(source: Source) -> std::io::Result<Loaded> {
     let path = source.path.display().to_string();
     let kind = source.kind.as_str();
     let run_meta = source.run_meta.iter().map(|m| m.raw.clone()).collect();
-    let records = combine(vec![source]).records;
+    let records = combine(vec![source])?.records;
     let mut models: Vec<String> = records.iter().map(|r| r.cell().model.clone()).collect();
     models.sort();
     models.dedup();
-    Loaded { info: InputInfo { path, kind, records: records.len(), models }, run_meta, records }
+    Ok(Loaded { info: InputInfo { path, kind, records: records.len(), models }, run_meta, records })
 }
 
 /// Compares loaded inputs (the first is the base). Pure: no files, no clock.
@@ -262,7 +262,11 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     paths.extend(args.candidates.iter().cloned());
     let sources = load_all(&paths)?;
     crate::results::load::require_records(&sources, args.allow_empty)?;
-    let inputs: Vec<Loaded> = sources.into_iter().map(loaded).collect();
+    let inputs: Vec<Loaded> = sources
+        .into_iter()
+        .map(loaded)
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| Failure::usage(e.to_string()))?;
     let report = build(&inputs, expect.as_ref(), args.fail_on_regression);
     if !args.allow_empty
         && let Some(c) = report.candidates.iter().find(|c| c.comparison.cells.is_empty())

@@ -18,7 +18,9 @@ use crate::output;
 use crate::record::{Record, SCHEMA_VERSION};
 use crate::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
 use crate::results::combine;
-use crate::results::load::{Source, load_all, require_records};
+use crate::results::load::{Detail, Source, load_all_with, require_records};
+use crate::results::text::{InputFault, Text};
+use crate::store::WriteError;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
@@ -46,9 +48,20 @@ pub struct MergeArgs {
     pub allow_empty: bool,
 }
 
+/// A merge's document, and where its located records' texts are (`texts[i]` for
+/// `doc.records[i]`; see `results::text`).
+pub struct Merged {
+    pub doc: Canonical,
+    pub texts: Vec<Option<Text>>,
+}
+
+/// How merge reads its inputs: located where the texts can be read back (unix), whole elsewhere.
+const DETAIL: Detail = if cfg!(unix) { Detail::Located } else { Detail::Full };
+
 /// Builds the canonical document from loaded sources (pure: no clock, no input order). The
-/// sources are consumed: their records move into the document.
-pub fn build(sources: Vec<Source>) -> Canonical {
+/// sources are consumed: their records move into the document. Fails only where a located
+/// record's text is not what was read (`results::text`).
+pub fn build(sources: Vec<Source>) -> std::io::Result<Merged> {
     let mut entries: Vec<SourceEntry> = sources
         .iter()
         .map(|s| {
@@ -66,15 +79,16 @@ pub fn build(sources: Vec<Source>) -> Canonical {
     let mut ordered: Vec<&Source> = sources.iter().collect();
     ordered.sort_by_key(|s| s.path.display().to_string());
     let conflicts = settings::conflicts(&ordered);
-    let combined = combine::combine(sources);
-    Canonical {
+    let combined = combine::combine(sources)?;
+    let doc = Canonical {
         schema_version: SCHEMA_VERSION,
         kind: CANONICAL_KIND.to_string(),
         sources: entries,
         conflicts,
         provenance: combined.provenance,
         records: combined.records,
-    }
+    };
+    Ok(Merged { doc, texts: combined.texts })
 }
 
 pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
@@ -82,14 +96,14 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
         Some(path) => Some(expect::from_scenario(path).map_err(Failure::from)?),
         None => None,
     };
-    let sources = load_all(&args.inputs)?;
+    let sources = load_all_with(&args.inputs, DETAIL)?;
     require_records(&sources, args.allow_empty)?;
-    let doc = build(sources);
+    let Merged { doc, texts } = build(sources).map_err(|e| Failure::usage(e.to_string()))?;
     for conflict in &doc.conflicts {
         eprintln!("{}", settings::describe(conflict));
     }
-    crate::store::write_atomic_with(&args.output, |w| canonical::write(&doc, w))
-        .map_err(|e| Failure::io(e.to_string()))?;
+    crate::store::write_atomic_with(&args.output, |w| canonical::write_with_texts(&doc, &texts, w))
+        .map_err(write_failure)?;
     let replaced: usize = doc.provenance.replaced.iter().map(|r| r.beat).sum();
     eprintln!(
         "merged {} records from {} sources ({} duplicates set aside, see provenance) -> {}",
@@ -101,6 +115,15 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     let code = check_expectation(args, &doc, expectation);
     crate::results::load::release(doc);
     code
+}
+
+/// A failed write: the input's fault (a located record's text changed since it was read: exit 2)
+/// or the output's (exit 4).
+fn write_failure(e: WriteError) -> Failure {
+    match InputFault::of(&e.source) {
+        Some(fault) => Failure::usage(fault.to_string()),
+        None => Failure::io(e.to_string()),
+    }
 }
 
 /// With `--expect`: the completeness table, and exit 1 when cells are missing or failed.

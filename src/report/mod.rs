@@ -291,12 +291,12 @@ pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 /// `sources` (lean records of `inputs`) combined by merge's rules; read again in full when a slot's
 /// winner is chosen by content, which lean records do not hold all of.
 fn combined(inputs: &[PathBuf], sources: Vec<Source>) -> anyhow::Result<combine::Combined> {
-    let combined = combine::combine(sources);
+    let combined = combine::combine(sources)?;
     if !combined.decided_by_content {
         return Ok(combined);
     }
     load::release(combined);
-    Ok(combine::combine(load::load_all_with(inputs, Detail::Full)?))
+    Ok(combine::combine(load::load_all_with(inputs, Detail::Full)?)?)
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
@@ -396,9 +396,9 @@ mod tests {
         let sets: Vec<Vec<PathBuf>> =
             inputs.iter().map(|p| vec![p.clone()]).chain([inputs.clone()]).collect();
         for set in sets {
-            let full = combine::combine(load::load_all_with(&set, Detail::Full).unwrap());
+            let full = combine::combine(load::load_all_with(&set, Detail::Full).unwrap()).unwrap();
             let lean = load::load_all_with(&set, Detail::Lean).unwrap();
-            if combine::combine(lean.clone()).decided_by_content {
+            if combine::combine(lean.clone()).unwrap().decided_by_content {
                 reread += 1;
             } else {
                 lean_only += 1;

@@ -24,6 +24,9 @@
 //! ```
 //! - `records` are our `Record`s, sorted by (record type, model, scenario, cache state, mode,
 //!   context, batch size, run, request index) and kept whole, raw `token_offsets_ms` included.
+//!   `bench merge` copies each record's text as its input holds it (`text`: the same bytes, down
+//!   to every digit) where the input is a file of one record per line or a canonical file;
+//!   records converted from other formats are serialized.
 //! - `sources` are sorted by path; `run_meta` holds every metadata object verbatim (a canonical
 //!   input contributes the run_meta of all its own sources).
 //! - `conflicts` lists settings whose values differ between sources (also printed to stderr).
@@ -36,6 +39,7 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
+use super::text::Text;
 use crate::record::Record;
 
 pub const CANONICAL_KIND: &str = "ttft-bench-canonical";
@@ -106,6 +110,12 @@ pub struct Loser {
 
 /// Writes `doc` in the canonical layout (streamed: the records are never one string in memory).
 pub fn write(doc: &Canonical, w: &mut dyn Write) -> io::Result<()> {
+    write_with_texts(doc, &[], w)
+}
+
+/// `write`, each record whose text is in `texts` (`texts[i]` for `doc.records[i]`) copied from
+/// its input instead of serialized (see `text`).
+pub fn write_with_texts(doc: &Canonical, texts: &[Option<Text>], w: &mut dyn Write) -> io::Result<()> {
     w.write_all(b"{\n")?;
     member(w, "schema_version", &doc.schema_version)?;
     member(w, "kind", &doc.kind)?;
@@ -113,7 +123,7 @@ pub fn write(doc: &Canonical, w: &mut dyn Write) -> io::Result<()> {
     member(w, "conflicts", &doc.conflicts)?;
     member(w, "provenance", &doc.provenance)?;
     w.write_all(b"  \"records\": [")?;
-    write_records(&doc.records, w)?;
+    write_records(&doc.records, texts, w)?;
     w.write_all(if doc.records.is_empty() { b"]\n}\n" } else { b"\n  ]\n}\n" })
 }
 
@@ -123,13 +133,13 @@ const PIECE: usize = 256;
 /// The records, one per line after `[`: serialized in pieces by as many threads as the machine
 /// has cores (serializing was half of a 100,000-record merge), written in order as they come. Each
 /// thread keeps at most one finished piece waiting, so the text is never all in memory.
-fn write_records(records: &[Record], w: &mut dyn Write) -> io::Result<()> {
+fn write_records(records: &[Record], texts: &[Option<Text>], w: &mut dyn Write) -> io::Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let threads = threads.min(records.len().div_ceil(PIECE)).max(1);
     if threads == 1 {
         let mut piece = Vec::new();
         for (i, chunk) in records.chunks(PIECE).enumerate() {
-            serialize_piece(i * PIECE, chunk, &mut piece)?;
+            serialize_piece(i * PIECE, chunk, texts, &mut piece)?;
             w.write_all(&piece)?;
         }
         return Ok(());
@@ -142,7 +152,7 @@ fn write_records(records: &[Record], w: &mut dyn Write) -> io::Result<()> {
                     // Pieces t, t + threads, ...: the writer takes them round-robin, in order.
                     for (i, chunk) in records.chunks(PIECE).enumerate().skip(t).step_by(threads) {
                         let mut piece = Vec::with_capacity(chunk.len() * 3072);
-                        let done = serialize_piece(i * PIECE, chunk, &mut piece).map(|()| piece);
+                        let done = serialize_piece(i * PIECE, chunk, texts, &mut piece).map(|()| piece);
                         let failed = done.is_err();
                         if send.send(done).is_err() || failed {
                             return;
@@ -163,12 +173,21 @@ fn write_records(records: &[Record], w: &mut dyn Write) -> io::Result<()> {
     })
 }
 
-/// Records `first..` of the file, each after its separator, into `out` (cleared first).
-fn serialize_piece(first: usize, records: &[Record], out: &mut Vec<u8>) -> io::Result<()> {
+/// Records `first..` of the file, each after its separator, into `out` (cleared first): copied
+/// where `texts` holds its text, serialized otherwise.
+fn serialize_piece(
+    first: usize,
+    records: &[Record],
+    texts: &[Option<Text>],
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
     out.clear();
     for (i, record) in records.iter().enumerate() {
         out.extend_from_slice(if first + i == 0 { b"\n    " } else { b",\n    " });
-        serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?;
+        match texts.get(first + i) {
+            Some(Some(text)) => text.append_to(out)?,
+            _ => serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?,
+        }
     }
     Ok(())
 }

@@ -6,19 +6,25 @@
 //! (a sweep killed mid-append leaves members without their group record: see `batch`), then passing
 //! (quality_ok, error-free) beats failing, then the most recent `started_at`, then (only to stay
 //! deterministic) the smallest serialized content.
+//!
+//! Located records (`load::Detail::Located`) travel with their texts, and their text is their
+//! content: the records are lean, the texts are what a merge writes.
 
-use std::cell::OnceCell;
 use std::cmp::Ordering;
+use std::io;
 use std::time::SystemTime;
 
 use super::batch::batches;
 use super::canonical::{Candidate, Loser, Provenance, Replacement};
 use super::load::Source;
+use super::text::Text;
 use crate::record::{CacheState, CellKey, Mode, Record, Scenario};
 
 pub struct Combined {
     /// Sorted by (record type, cell, request index).
     pub records: Vec<Record>,
+    /// Each record's text in its input, when it was read located (`texts[i]` for `records[i]`).
+    pub texts: Vec<Option<Text>>,
     pub provenance: Provenance,
     /// Some slot's winner was chosen by content among different candidates (tied on completeness,
     /// passing and start time): lean records (`Record::lean`) cannot be combined exactly then,
@@ -34,6 +40,14 @@ enum Slot<'a> {
     Batch(&'a CellKey),
 }
 
+/// A record on its way through: where it came from, and its text when located.
+struct Entry {
+    /// Index into the sources' paths.
+    source: usize,
+    text: Option<Text>,
+    record: Record,
+}
+
 /// One candidate for a slot: a single record, or a whole batch from one source and run.
 struct Bundle {
     /// Index into the sources' paths.
@@ -41,21 +55,34 @@ struct Bundle {
     /// What a partial batch lacks ("group record missing"); empty when complete (and for singles).
     gaps: Vec<String>,
     good: bool,
-    /// Serialized records: only needed to break ties and spot identical copies, so made on demand.
-    content: OnceCell<String>,
+    /// The records' texts end to end (serialized, or as read): they break ties and tell identical
+    /// copies apart, and every loser's reason compares them.
+    content: String,
     records: Vec<Record>,
+    texts: Vec<Option<Text>>,
 }
 
 impl Bundle {
-    fn new(source: usize, mut records: Vec<Record>) -> Bundle {
-        records.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
-        Bundle {
+    fn new(mut entries: Vec<Entry>) -> io::Result<Bundle> {
+        entries.sort_by(|a, b| record_order(&a.record).cmp(&record_order(&b.record)));
+        let source = entries.first().map_or(0, |e| e.source);
+        let mut content = String::new();
+        for e in &entries {
+            match &e.text {
+                Some(text) => content += &text.read()?,
+                None => content += &serde_json::to_string(&e.record).unwrap_or_default(),
+            }
+        }
+        let (records, texts): (Vec<Record>, Vec<Option<Text>>) =
+            entries.into_iter().map(|e| (e.record, e.text)).unzip();
+        Ok(Bundle {
             source,
             gaps: partial_batch_gaps(&records),
             good: records.iter().all(Record::is_good),
-            content: OnceCell::new(),
+            content,
             records,
-        }
+            texts,
+        })
     }
 
     fn run_id(&self) -> &str {
@@ -67,9 +94,7 @@ impl Bundle {
     }
 
     fn content(&self) -> &str {
-        self.content.get_or_init(|| {
-            self.records.iter().map(|r| serde_json::to_string(r).unwrap_or_default()).collect()
-        })
+        &self.content
     }
 
     fn candidate(&self, paths: &[String]) -> Candidate {
@@ -232,27 +257,29 @@ fn sorted_by<T, K: Ord>(items: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
     order.into_iter().filter_map(|(_, i)| items[i].take()).collect()
 }
 
-/// One record per slot from `sources` (consumed: records are moved, never copied).
+/// One record per slot from `sources` (consumed: records are moved, never copied). Fails only
+/// where a located record's text cannot be read back as it was read (`Text::read`).
 ///
 /// The records are put in order of `place`, so each slot's candidates, and each batch's records,
 /// lie side by side; a slot with one candidate (the usual case) is kept as it is, without
 /// building and ranking bundles.
-pub fn combine(mut sources: Vec<Source>) -> Combined {
+pub fn combine(mut sources: Vec<Source>) -> io::Result<Combined> {
     sources.sort_by_key(|s| s.path.display().to_string());
     let paths: Vec<String> = sources.iter().map(|s| s.path.display().to_string()).collect();
     let models = Models::of(sources.iter().flat_map(|s| &s.records));
-    let mut all: Vec<(usize, Record)> = Vec::with_capacity(sources.iter().map(|s| s.records.len()).sum());
+    let mut all: Vec<Entry> = Vec::with_capacity(sources.iter().map(|s| s.records.len()).sum());
     for (source, s) in sources.into_iter().enumerate() {
-        all.extend(s.records.into_iter().map(|r| (source, r)));
+        let mut texts = s.texts.iter().flat_map(|t| t.each());
+        all.extend(s.records.into_iter().map(|record| Entry { source, text: texts.next(), record }));
     }
-    let all = sorted_by(all, |(source, r)| {
-        let ((batch, kind, cell, index), source, run_id, group) = place(&models, *source, r);
+    let all = sorted_by(all, |e| {
+        let ((batch, kind, cell, index), source, run_id, group) = place(&models, e.source, &e.record);
         // Owned for the sort; the strings are empty except in batches.
         ((batch, kind, cell, index), source, run_id.to_string(), group.to_string())
     });
     // Each slot: its candidates' sizes (a single record, or one batch of one source and run), and
     // its label where there is more than one candidate.
-    let places: Vec<Place> = all.iter().map(|(source, r)| place(&models, *source, r)).collect();
+    let places: Vec<Place> = all.iter().map(|e| place(&models, e.source, &e.record)).collect();
     let mut slots: Vec<(Vec<usize>, String)> = Vec::new();
     let mut i = 0;
     while i < all.len() {
@@ -269,7 +296,7 @@ pub fn combine(mut sources: Vec<Source>) -> Combined {
             sizes.push(end - j);
             j = end;
         }
-        let label = if sizes.len() > 1 { label(&slot_of(&all[i].1).0) } else { String::new() };
+        let label = if sizes.len() > 1 { label(&slot_of(&all[i].record).0) } else { String::new() };
         slots.push((sizes, label));
         i = j;
     }
@@ -277,44 +304,42 @@ pub fn combine(mut sources: Vec<Source>) -> Combined {
     let mut kept_by_source = vec![0usize; paths.len()];
     let mut decided_by_content = false;
     let mut provenance = Provenance::default();
-    let mut records = Vec::with_capacity(all.len());
+    let mut kept: Vec<(Record, Option<Text>)> = Vec::with_capacity(all.len());
     let mut all = all.into_iter();
     for (sizes, label) in slots {
         if let [size] = sizes[..] {
-            for (source, record) in all.by_ref().take(size) {
-                kept_by_source[source] += 1;
-                records.push(record);
+            for e in all.by_ref().take(size) {
+                kept_by_source[e.source] += 1;
+                kept.push((e.record, e.text));
             }
             continue;
         }
         let mut candidates: Vec<Bundle> = sizes
             .iter()
-            .map(|&size| {
-                let (sources, members): (Vec<usize>, Vec<Record>) = all.by_ref().take(size).unzip();
-                Bundle::new(sources.first().copied().unwrap_or_default(), members)
-            })
-            .collect();
+            .map(|&size| Bundle::new(all.by_ref().take(size).collect()))
+            .collect::<io::Result<_>>()?;
         candidates.sort_by(|a, b| prefer(&paths, a, b));
         decided_by_content |= content_decides(&candidates);
         let mut candidates = candidates.into_iter();
-        let Some(kept) = candidates.next() else { continue };
-        let losers: Vec<Loser> =
-            candidates.map(|l| Loser { candidate: l.candidate(&paths), reason: reason(&kept, &l) }).collect();
-        kept_by_source[kept.source] += kept.records.len();
+        let Some(winner) = candidates.next() else { continue };
+        let losers: Vec<Loser> = candidates
+            .map(|l| Loser { candidate: l.candidate(&paths), reason: reason(&winner, &l) })
+            .collect();
+        kept_by_source[winner.source] += winner.records.len();
         provenance.replaced.push(Replacement {
             slot: label,
-            kept: kept.candidate(&paths),
+            kept: winner.candidate(&paths),
             beat: losers.len(),
             losers,
         });
-        records.extend(kept.records);
+        kept.extend(winner.records.into_iter().zip(winner.texts));
     }
     // The same path given twice is one source in the account.
     for (path, n) in paths.into_iter().zip(kept_by_source).filter(|(_, n)| *n > 0) {
         *provenance.kept_by_source.entry(path).or_default() += n;
     }
-    let records = sorted_by(records, |r| order_rank(&models, r));
-    Combined { records, provenance, decided_by_content }
+    let (records, texts) = sorted_by(kept, |(r, _)| order_rank(&models, r)).into_iter().unzip();
+    Ok(Combined { records, texts, provenance, decided_by_content })
 }
 
 /// What keeps the batch among `records` from being whole (empty for a complete batch and for
@@ -330,115 +355,5 @@ fn partial_batch_gaps(records: &[Record]) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::record::{Measurement, SCHEMA_VERSION};
-    use crate::results::load::SourceKind;
-    use std::collections::BTreeMap;
-
-    fn record(started_at: &str, ttft: f64, offsets: Vec<f64>) -> Record {
-        let mut m = Measurement {
-            schema_version: SCHEMA_VERSION,
-            run_id: "r".into(),
-            started_at: started_at.into(),
-            ttft_ms: Some(ttft),
-            token_offsets_ms: offsets,
-            quality_ok: true,
-            ..Default::default()
-        };
-        m.cell.model = "m".into();
-        Record::Measurement(Box::new(m))
-    }
-
-    fn source(path: &str, records: Vec<Record>) -> Source {
-        Source { path: path.into(), kind: SourceKind::Jsonl, run_meta: vec![], records }
-    }
-
-    fn combined(a: Record, b: Record, lean: bool) -> Combined {
-        let lean = |r: Record| if lean { r.lean() } else { r };
-        combine(vec![source("b", vec![lean(b)]), source("a", vec![lean(a)])])
-    }
-
-    #[test]
-    fn a_winner_picked_by_content_among_different_records_is_reported() {
-        let t = "2026-02-05T21:30:00.000Z";
-        // Newer wins: not content.
-        let c = combined(record(t, 1.0, vec![]), record("2026-02-05T21:31:00.000Z", 2.0, vec![]), false);
-        assert!(!c.decided_by_content);
-        assert_eq!(c.provenance.replaced.len(), 1);
-        // Identical copies: content ties, but whichever wins is the same record.
-        assert!(!combined(record(t, 1.0, vec![1.0]), record(t, 1.0, vec![1.0]), false).decided_by_content);
-        // Same start, other numbers: content decides.
-        let c = combined(record(t, 1.0, vec![]), record(t, 2.0, vec![]), true);
-        assert!(c.decided_by_content);
-        assert_eq!(c.records.len(), 1);
-        // Only the raw offsets differ: the full records are decided by content; the lean ones
-        // are equal, so any winner gives the same statistics.
-        assert!(combined(record(t, 1.0, vec![1.0]), record(t, 1.0, vec![2.0]), false).decided_by_content);
-        assert!(!combined(record(t, 1.0, vec![1.0]), record(t, 1.0, vec![2.0]), true).decided_by_content);
-    }
-
-    #[test]
-    fn ranks_order_as_the_records_do() {
-        let mut rng = crate::stats::Rng::new(3);
-        let records: Vec<Record> = (0..300)
-            .map(|i| {
-                let mut r = record("t", 1.0, vec![]);
-                if let Record::Measurement(m) = &mut r {
-                    m.cell.model = ["b", "a", "ab", "B", ""][rng.below(5)].into();
-                    m.cell.scenario = [Scenario::Cold, Scenario::Warm, Scenario::Concurrent][rng.below(3)];
-                    m.cell.context_tokens = [1024, 512][rng.below(2)];
-                    m.cell.run = rng.below(3) as u32;
-                    m.request_index = i % 3;
-                }
-                match i % 3 {
-                    0 => r,
-                    1 => Record::Group(Box::new(crate::record::GroupRecord {
-                        cell: r.cell().clone(),
-                        ..Default::default()
-                    })),
-                    _ => Record::Staggered(Box::new(crate::record::StaggeredRecord {
-                        cell: r.cell().clone(),
-                        ..Default::default()
-                    })),
-                }
-            })
-            .collect();
-        let models = Models::of(records.iter());
-        for a in &records {
-            for b in &records {
-                assert_eq!(
-                    order_rank(&models, a).cmp(&order_rank(&models, b)),
-                    record_order(a).cmp(&record_order(b))
-                );
-            }
-        }
-        let mut by_key = records.clone();
-        by_key.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
-        assert_eq!(sorted_by(records, |r| order_rank(&models, r)), by_key, "the same order, ties kept");
-    }
-
-    #[test]
-    fn records_are_moved_in_slot_order_and_counted_by_source() {
-        let t = "2026-02-05T21:30:00.000Z";
-        let mut late = record(t, 3.0, vec![]);
-        if let Record::Measurement(m) = &mut late {
-            m.cell.context_tokens = 2048;
-        }
-        let c = combine(vec![
-            source("b", vec![late, record(t, 1.0, vec![])]),
-            source("a", vec![record("2026-02-05T21:29:00.000Z", 2.0, vec![])]),
-        ]);
-        let ttfts: Vec<Option<f64>> = c
-            .records
-            .iter()
-            .map(|r| match r {
-                Record::Measurement(m) => m.ttft_ms,
-                _ => None,
-            })
-            .collect();
-        assert_eq!(ttfts, [Some(1.0), Some(3.0)]);
-        assert_eq!(c.provenance.kept_by_source, BTreeMap::from([("b".to_string(), 2)]));
-        assert_eq!(c.provenance.replaced[0].losers[0].candidate.source, "a");
-    }
-}
+#[path = "combine_tests.rs"]
+mod tests;

@@ -14,9 +14,10 @@ use serde_json::value::RawValue;
 
 use super::canonical::CANONICAL_KIND;
 use super::load::{Detail, SourceKind};
+use super::origin;
+use super::parts::{self, Parsed};
 use super::run_meta::SourceMeta;
 use super::scan::ObjectScanner;
-use super::{origin, parts};
 use crate::record::{Record, SCHEMA_VERSION};
 use crate::store::{InputError, LineError, json_message, shown};
 
@@ -30,8 +31,9 @@ struct Captured {
     line: usize,
 }
 
-/// A document read: its kind, the metadata of its runs, its records.
-pub type Read = (SourceKind, Vec<SourceMeta>, Vec<Record>);
+/// A document read: its kind, the metadata of its runs, its records (located only where the
+/// threads read them: `parts::canonical_records`).
+pub type Read = (SourceKind, Vec<SourceMeta>, Parsed);
 
 /// Reads a document that starts with `{`; `run_id` names the run of an origin file's records,
 /// `detail` what each record keeps. `parallel`: a canonical file's records are parsed by several
@@ -51,7 +53,10 @@ pub fn read<R: BufRead>(
     let mut kind: Option<String> = None;
     let mut kept: BTreeMap<String, Captured> = BTreeMap::new();
     let mut arrays: BTreeMap<String, Vec<Captured>> = BTreeMap::new();
+    // Only the threads locate records; one pass reads them whole (`Detail::Located`).
+    let whole = detail.unlocated();
     let mut records = Vec::new();
+    let mut spans = Vec::new();
     let mut buf = Vec::new();
     while let Some(key) = sc.next_key()? {
         let streamed = matches!(key.as_str(), "records" | "measurements" | "staggered");
@@ -60,19 +65,20 @@ pub fn read<R: BufRead>(
             let parse_now = key == "records" && kind.as_deref() == Some(CANONICAL_KIND);
             let mut raw = Vec::new();
             records.clear();
+            spans.clear();
             if parse_now && parallel {
                 let Some(parsed) = parts::canonical_records(&mut sc, detail) else { return Ok(None) };
-                records = parsed;
+                (records, spans) = (parsed.records, parsed.spans);
                 arrays.insert(key, raw);
                 continue;
             }
             // A record that parses whole from its line is taken as it is; anything else goes the
             // long way, so its error is the one the long way gives.
-            let mut quick = |bytes: &[u8]| if parse_now { detail.parse(bytes).ok() } else { None };
+            let mut quick = |bytes: &[u8]| if parse_now { whole.parse(bytes).ok() } else { None };
             while let Some((line, parsed)) = sc.next_element(&mut buf, &mut quick)? {
                 match parsed {
                     Some(record) => records.push(record),
-                    None if parse_now => records.push(canonical_record(file, &buf, line, detail)?),
+                    None if parse_now => records.push(canonical_record(file, &buf, line, whole)?),
                     None => raw.push(Captured { bytes: buf.clone(), line }),
                 }
             }
@@ -94,10 +100,10 @@ pub fn read<R: BufRead>(
     sc.end()?;
     if kind.as_deref() == Some(CANONICAL_KIND) {
         for raw in arrays.remove("records").unwrap_or_default() {
-            records.push(canonical_record(file, &raw.bytes, raw.line, detail)?);
+            records.push(canonical_record(file, &raw.bytes, raw.line, whole)?);
         }
         let run_meta = canonical_meta(file, &kept)?;
-        return Ok(Some((SourceKind::Canonical, run_meta, records)));
+        return Ok(Some((SourceKind::Canonical, run_meta, Parsed { records, spans })));
     }
     let is_object = |c: &Captured| c.bytes.first() == Some(&b'{');
     if kept.get("metadata").is_some_and(is_object) && arrays.contains_key("measurements") {
@@ -105,7 +111,7 @@ pub fn read<R: BufRead>(
         return Ok(Some((
             SourceKind::Origin,
             vec![meta],
-            records.into_iter().map(|r| detail.keep(r)).collect(),
+            Parsed::whole(records.into_iter().map(|r| detail.keep(r)).collect()),
         )));
     }
     Err(unrecognised(file))
@@ -300,8 +306,8 @@ mod tests {
         let text = canonical_text(6000);
         assert!(text.len() > 2 * BATCH, "several batches: {}", text.len());
         let one = read_text(&text, false).unwrap().unwrap();
-        assert_eq!(one.2.len(), 6000);
-        assert_eq!(read_text(&text, true).unwrap().unwrap().2, one.2);
+        assert_eq!(one.2.records.len(), 6000);
+        assert_eq!(read_text(&text, true).unwrap().unwrap().2.records, one.2.records);
         // Two records on one line: found as one, which does not parse; one pass reads it.
         let lines: Vec<&str> = text.lines().collect();
         let at = lines.len() / 2;
@@ -313,7 +319,7 @@ mod tests {
             lines[at + 2..].join("\n")
         );
         assert!(read_text(&joined, true).unwrap().is_none());
-        assert_eq!(read_text(&joined, false).unwrap().unwrap().2, one.2);
+        assert_eq!(read_text(&joined, false).unwrap().unwrap().2.records, one.2.records);
         // A bad record: sent back, and one pass names its line.
         let mut bad: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
         bad[at + 100] = bad[at + 100].replace("\"request_index\":", "\"request_index\":\"x\",\"y\":");
@@ -321,6 +327,38 @@ mod tests {
         assert!(read_text(&bad, true).unwrap().is_none());
         let e = read_text(&bad, false).unwrap_err();
         assert_eq!(e.line, at + 101, "{e}");
+    }
+
+    #[test]
+    fn located_records_are_found_where_their_line_is_even_across_the_read_buffer() {
+        let text = canonical_text(300);
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("\"record_type\""))
+            .map(|l| l.trim().trim_end_matches(','))
+            .collect();
+        // A buffer shorter than a record: every element is copied, none taken from its line.
+        for capacity in [64, 1000, 1 << 16] {
+            let reader = std::io::BufReader::with_capacity(capacity, text.as_bytes());
+            let (_, _, parsed) = read(reader, "c.json", "c", Detail::Located, true).unwrap().unwrap();
+            assert_eq!(parsed.spans.len(), 300, "capacity {capacity}");
+            let found: Vec<&str> =
+                parsed.spans.iter().map(|s| &text[s.offset as usize..s.offset as usize + s.len]).collect();
+            assert_eq!(found, lines, "capacity {capacity}");
+            assert!(
+                parsed
+                    .records
+                    .iter()
+                    .all(|r| matches!(r, Record::Measurement(m) if m.token_offsets_ms.is_empty()))
+            );
+        }
+        // Records over several lines are not located: the document is read again, whole.
+        let pretty = text.replacen("{\"record_type\"", "{\n      \"record_type\"", 1);
+        assert!(read(pretty.as_bytes(), "c.json", "c", Detail::Located, true).unwrap().is_none());
+        let (_, _, whole) = read(pretty.as_bytes(), "c.json", "c", Detail::Located, false).unwrap().unwrap();
+        assert!(whole.spans.is_empty());
+        assert_eq!(whole.records.len(), 300);
+        assert!(matches!(&whole.records[0], Record::Measurement(m) if m.token_offsets_ms.len() == 40));
     }
 
     #[test]

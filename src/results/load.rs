@@ -22,7 +22,9 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::import::{self, Tool};
+use super::parts::Parsed;
 use super::run_meta::SourceMeta;
+use super::text::{TextFile, Texts};
 use super::{document, parts};
 use crate::exit::Failure;
 use crate::record::{LeanRecord, Record, SCHEMA_VERSION};
@@ -62,6 +64,34 @@ pub struct Source {
     /// quality_summary}`.
     pub run_meta: Vec<SourceMeta>,
     pub records: Vec<Record>,
+    /// Where each record's text lies in the file, when read `Detail::Located` (and the records are
+    /// lean); None when the records are whole.
+    pub texts: Option<Texts>,
+}
+
+impl Source {
+    /// A source of whole records (converted, or made by hand).
+    pub fn whole(path: PathBuf, kind: SourceKind, run_meta: Vec<SourceMeta>, records: Vec<Record>) -> Source {
+        Source { path, kind, run_meta, records, texts: None }
+    }
+
+    /// A source of records read from the file at `path`: located ones keep the file open.
+    fn read(
+        path: &Path,
+        kind: SourceKind,
+        run_meta: Vec<SourceMeta>,
+        parsed: Parsed,
+    ) -> Result<Source, InputError> {
+        let name = path.display().to_string();
+        let texts = if parsed.spans.is_empty() {
+            None
+        } else {
+            let file = TextFile::open(path, &name)
+                .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
+            Some(Texts { file, spans: parsed.spans })
+        };
+        Ok(Source { path: path.to_path_buf(), kind, run_meta, records: parsed.records, texts })
+    }
 }
 
 /// How much of each record a reader keeps.
@@ -72,6 +102,10 @@ pub enum Detail {
     /// `Record::lean`: what verify and report read, dropped as each record streams by, so the
     /// raw samples of a large input are never all in memory at once.
     Lean,
+    /// Lean, and where each record's text lies in its file (`text`): what merge reads, to copy
+    /// the texts into its output. Records that cannot be located (not read from a regular file
+    /// in parts, or not one line each) are read `Full`.
+    Located,
 }
 
 impl Detail {
@@ -80,7 +114,7 @@ impl Detail {
     pub(super) fn parse(self, bytes: &[u8]) -> Result<Record, LineError> {
         match self {
             Detail::Full => store::parse_record(bytes),
-            Detail::Lean => match serde_json::from_slice::<LeanRecord>(bytes) {
+            Detail::Lean | Detail::Located => match serde_json::from_slice::<LeanRecord>(bytes) {
                 Ok(LeanRecord(r)) if r.schema_version() == SCHEMA_VERSION => Ok(r),
                 _ => store::parse_record(bytes).map(Record::lean),
             },
@@ -90,9 +124,19 @@ impl Detail {
     /// A record read otherwise (converted from another format), to this detail.
     pub(super) fn keep(self, record: Record) -> Record {
         match self {
-            Detail::Full => record,
+            Detail::Full | Detail::Located => record,
             Detail::Lean => record.lean(),
         }
+    }
+
+    /// Whether records read this way are located.
+    pub(super) fn locates(self) -> bool {
+        self == Detail::Located
+    }
+
+    /// What a reading that cannot locate its records keeps: `Located` ones are read whole.
+    pub(super) fn unlocated(self) -> Detail {
+        if self.locates() { Detail::Full } else { self }
     }
 }
 
@@ -157,7 +201,7 @@ fn is_jsonl(path: &Path) -> bool {
 /// `regular`: `path` is a regular file that can be opened again (not stdin or a pipe).
 fn read(mut reader: impl BufRead, path: &Path, detail: Detail, regular: bool) -> Result<Source, InputError> {
     let name = path.display().to_string();
-    let source = |kind, run_meta, records| Source { path: path.to_path_buf(), kind, run_meta, records };
+    let source = |kind, run_meta, records| Source::whole(path.to_path_buf(), kind, run_meta, records);
     // A file given by name that holds nothing is a mistake; a run directory's empty records file is
     // a run killed before its first record (`load_run_dir`).
     let at_end =
@@ -189,11 +233,17 @@ fn read(mut reader: impl BufRead, path: &Path, detail: Detail, regular: bool) ->
     let other_tool = || import::sniff(&head[first..]).is_some();
     if is_record || (is_jsonl(path) && !other_tool()) {
         if regular {
-            return Ok(source(SourceKind::Jsonl, Vec::new(), parts::read_records(path, &name, detail)?));
+            return Source::read(
+                path,
+                SourceKind::Jsonl,
+                Vec::new(),
+                parts::read_records(path, &name, detail)?,
+            );
         }
+        let whole = detail.unlocated();
         let records =
             store::read_records_with(Cursor::new(head).chain(reader), &name, TornTail::Reject, &mut |b| {
-                detail.parse(b)
+                whole.parse(b)
             })?;
         return Ok(source(SourceKind::Jsonl, Vec::new(), records));
     }
@@ -220,9 +270,12 @@ fn read(mut reader: impl BufRead, path: &Path, detail: Detail, regular: bool) ->
             document::read(BufReader::with_capacity(1 << 16, file), &name, &run_id, detail, false)?
         }
     };
-    let (kind, run_meta, records) =
+    let (kind, run_meta, parsed) =
         read.ok_or_else(|| InputError::new(&name, 0, "cannot read in one pass"))?;
-    Ok(source(kind, run_meta, records))
+    if regular {
+        return Source::read(path, kind, run_meta, parsed);
+    }
+    Ok(source(kind, run_meta, parsed.records))
 }
 
 /// Just enough of a line to tell a record.
@@ -242,7 +295,7 @@ fn load_run_dir(path: &Path, detail: Detail) -> Result<Source, InputError> {
             format!("not a run directory: no {}", store::MEASUREMENTS_FILE),
         ));
     }
-    let records = parts::read_records(&jsonl, &jsonl.display().to_string(), detail)?;
+    let parsed = parts::read_records(&jsonl, &jsonl.display().to_string(), detail)?;
     let run_json = path.join(store::RUN_FILE);
     let name = run_json.display().to_string();
     let run_meta = match File::open(&run_json) {
@@ -255,7 +308,9 @@ fn load_run_dir(path: &Path, detail: Detail) -> Result<Source, InputError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(InputError::new(&name, 0, format!("cannot read: {e}"))),
     };
-    Ok(Source { path: path.to_path_buf(), kind: SourceKind::RunDir, run_meta, records })
+    let mut source = Source::read(&jsonl, SourceKind::RunDir, run_meta, parsed)?;
+    source.path = path.to_path_buf();
+    Ok(source)
 }
 
 /// run.json, typed: a renamed or mistyped field is an error naming its line.

@@ -15,3 +15,4 @@ pub mod origin;
 mod parts;
 pub mod run_meta;
 mod scan;
+pub mod text;

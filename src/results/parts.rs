@@ -17,8 +17,29 @@ use std::path::Path;
 
 use super::load::Detail;
 use super::scan::ObjectScanner;
+use super::text::Span;
 use crate::record::Record;
 use crate::store::{self, InputError, TornTail};
+
+/// Records read, and where each one's text lies in its file when they were read `Located`
+/// (`spans[i]` for `records[i]`; empty otherwise).
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub records: Vec<Record>,
+    pub spans: Vec<Span>,
+}
+
+impl Parsed {
+    /// Records read whole, not located.
+    pub fn whole(records: Vec<Record>) -> Parsed {
+        Parsed { records, spans: Vec::new() }
+    }
+
+    fn extend(&mut self, part: Parsed) {
+        self.records.extend(part.records);
+        self.spans.extend(part.spans);
+    }
+}
 
 /// Below this size one thread reads the file (starting threads would cost more than they save).
 const MIN_PART_BYTES: u64 = 8 << 20;
@@ -26,7 +47,7 @@ const MAX_PARTS: usize = 8;
 const BUFFER: usize = 1 << 16;
 
 /// Every record of the records file at `path` (`name` in errors), in as many parts as pay off.
-pub fn read_records(path: &Path, name: &str, detail: Detail) -> Result<Vec<Record>, InputError> {
+pub fn read_records(path: &Path, name: &str, detail: Detail) -> Result<Parsed, InputError> {
     let len = std::fs::metadata(path).map_err(|e| cannot(name, e))?.len();
     read_records_in(path, name, detail, (len / MIN_PART_BYTES).clamp(1, cores().min(MAX_PARTS) as u64))
 }
@@ -41,16 +62,16 @@ fn cannot(name: &str, e: std::io::Error) -> InputError {
 }
 
 /// `read_records` in (at most) `parts` parts.
-fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Result<Vec<Record>, InputError> {
+fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Result<Parsed, InputError> {
     let cannot = |_, e| cannot(name, e);
     let len = std::fs::metadata(path).map_err(|e| cannot(0, e))?.len();
     let starts = cuts(path, len, parts).map_err(|e| cannot(0, e))?;
     if starts.len() == 1 {
         let file = File::open(path).map_err(|e| cannot(0, e))?;
-        return read_part(BufReader::with_capacity(BUFFER, file), name, detail);
+        return read_part(BufReader::with_capacity(BUFFER, file), name, detail, 0);
     }
     let ends: Vec<u64> = starts.iter().skip(1).copied().chain([len]).collect();
-    let results: Vec<Result<Vec<Record>, InputError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<Parsed, InputError>> = std::thread::scope(|scope| {
         let running: Vec<_> = starts
             .iter()
             .zip(&ends)
@@ -58,7 +79,7 @@ fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Resul
                 scope.spawn(move || {
                     let mut file = File::open(path).map_err(|e| cannot(0, e))?;
                     file.seek(SeekFrom::Start(start)).map_err(|e| cannot(0, e))?;
-                    read_part(BufReader::with_capacity(BUFFER, file.take(end - start)), name, detail)
+                    read_part(BufReader::with_capacity(BUFFER, file.take(end - start)), name, detail, start)
                 })
             })
             .collect();
@@ -67,7 +88,7 @@ fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Resul
             .map(|t| t.join().unwrap_or_else(|_| Err(InputError::new(name, 0, "a reading thread failed"))))
             .collect()
     });
-    let mut records = Vec::with_capacity(results.iter().map(|r| r.as_ref().map_or(0, Vec::len)).sum());
+    let mut records = Parsed::default();
     for (result, &start) in results.into_iter().zip(&starts) {
         match result {
             Ok(part) => records.extend(part),
@@ -86,11 +107,13 @@ fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Resul
 /// Bytes of element text handed to a parsing thread at once.
 const BATCH_BYTES: usize = 1 << 21;
 
-/// Elements found but not parsed: their text end to end, and where each ends.
+/// Elements found but not parsed: their text end to end, where each ends, and where each starts
+/// in the file.
 #[derive(Default)]
 struct Batch {
     text: Vec<u8>,
     ends: Vec<usize>,
+    offsets: Vec<u64>,
 }
 
 /// The rest of a canonical file's records array (begun by `sc.array_begin`), parsed by other
@@ -98,9 +121,11 @@ struct Batch {
 /// which takes a line to its last `}` on trust: a parse that fails tells it was not one element).
 /// None when any element did not parse, or the array did not scan: the caller reads the document
 /// again in one pass, which names the first error. Worth it where `cores()` is 2 or more.
-pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) -> Option<Vec<Record>> {
+/// `Located`: an element not taken on the quick path (not one line) sends the document back too,
+/// to be read whole.
+pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) -> Option<Parsed> {
     let threads = cores().clamp(1, MAX_PARTS);
-    let parsed: Vec<(usize, Option<Vec<Record>>)> = std::thread::scope(|scope| {
+    let parsed: Vec<(usize, Option<Parsed>)> = std::thread::scope(|scope| {
         let (senders, workers): (Vec<_>, Vec<_>) = (0..threads)
             .map(|_| {
                 let (send, receive) = std::sync::mpsc::sync_channel::<(usize, Batch)>(2);
@@ -108,18 +133,23 @@ pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) 
                     let mut out = Vec::new();
                     for (index, batch) in receive {
                         let mut records = Vec::with_capacity(batch.ends.len());
+                        let mut spans = Vec::new();
                         let mut start = 0;
-                        for &end in &batch.ends {
-                            match detail.parse(&batch.text[start..end]) {
+                        for (&end, &offset) in batch.ends.iter().zip(&batch.offsets) {
+                            let text = &batch.text[start..end];
+                            match detail.parse(text) {
                                 Ok(r) => records.push(r),
                                 Err(_) => {
                                     out.push((index, None));
                                     return out;
                                 }
                             }
+                            if detail.locates() {
+                                spans.push(Span::of(offset, text));
+                            }
                             start = end;
                         }
-                        out.push((index, Some(records)));
+                        out.push((index, Some(Parsed { records, spans })));
                     }
                     out
                 });
@@ -131,15 +161,26 @@ pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) 
         let mut buf = Vec::new();
         let mut scanned = true;
         loop {
+            let begun = batch.text.len();
             let mut found = |bytes: &[u8]| {
                 batch.text.extend_from_slice(bytes);
                 Some(())
             };
             match sc.next_element(&mut buf, &mut found) {
-                Ok(Some((_, taken))) => {
-                    if taken.is_none() {
-                        batch.text.extend_from_slice(&buf);
-                    }
+                Ok(Some((_, Some(())))) => {
+                    // Taken from its line: the text just consumed.
+                    batch.offsets.push(sc.offset() - (batch.text.len() - begun) as u64);
+                    batch.ends.push(batch.text.len());
+                }
+                // Copied (its line ran past the read buffer, or it is not one line): the text
+                // just consumed too. A located record must be one line (`text`).
+                Ok(Some((_, None))) if detail.locates() && buf.contains(&b'\n') => {
+                    scanned = false;
+                    break;
+                }
+                Ok(Some((_, None))) => {
+                    batch.text.extend_from_slice(&buf);
+                    batch.offsets.push(sc.offset() - buf.len() as u64);
                     batch.ends.push(batch.text.len());
                 }
                 Ok(None) => break,
@@ -161,7 +202,7 @@ pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) 
             scanned = senders[sent % threads].send((sent, batch)).is_ok();
         }
         drop(senders);
-        let mut parsed: Vec<(usize, Option<Vec<Record>>)> =
+        let mut parsed: Vec<(usize, Option<Parsed>)> =
             workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|_| vec![(0, None)])).collect();
         if !scanned {
             parsed.push((0, None));
@@ -170,15 +211,24 @@ pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) 
     });
     let mut parsed = parsed;
     parsed.sort_by_key(|(index, _)| *index);
-    let mut records = Vec::new();
+    let mut records = Parsed::default();
     for (_, part) in parsed {
         records.extend(part?);
     }
     Some(records)
 }
 
-fn read_part(reader: impl BufRead, name: &str, detail: Detail) -> Result<Vec<Record>, InputError> {
-    store::read_records_with(reader, name, TornTail::Reject, &mut |b| detail.parse(b))
+/// One part's records; `start` is where the part begins in its file.
+fn read_part(reader: impl BufRead, name: &str, detail: Detail, start: u64) -> Result<Parsed, InputError> {
+    let mut spans = Vec::new();
+    let records = store::read_records_at(reader, name, TornTail::Reject, start, &mut |text, at| {
+        let record = detail.parse(text)?;
+        if detail.locates() {
+            spans.push(Span::of(at, text));
+        }
+        Ok(record)
+    })?;
+    Ok(Parsed { records, spans })
 }
 
 /// Where each part starts: 0, then just past the first newline at or after each share's offset
@@ -247,6 +297,26 @@ mod tests {
     }
 
     #[test]
+    fn located_parts_find_each_line_where_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.jsonl");
+        let mut text: Vec<String> = (0..120).map(line).collect();
+        text[7] = format!("   {}  ", text[7]);
+        text.insert(30, String::new());
+        let bytes = text.join("\n") + "\n";
+        std::fs::write(&path, &bytes).unwrap();
+        for parts in [1, 3] {
+            let parsed = read_records_in(&path, "m", Detail::Located, parts).unwrap();
+            assert_eq!((parsed.records.len(), parsed.spans.len()), (120, 120));
+            let found: Vec<&str> =
+                parsed.spans.iter().map(|s| &bytes[s.offset as usize..s.offset as usize + s.len]).collect();
+            let want: Vec<&str> = text.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
+            assert_eq!(found, want, "{parts} parts");
+        }
+        assert!(read_records_in(&path, "m", Detail::Lean, 3).unwrap().spans.is_empty());
+    }
+
+    #[test]
     fn parts_give_the_records_and_the_first_error_of_one_pass() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.jsonl");
@@ -254,7 +324,8 @@ mod tests {
         text.insert(50, String::new());
         std::fs::write(&path, text.join("\n") + "\n").unwrap();
         let len = std::fs::metadata(&path).unwrap().len();
-        let one = read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full).unwrap();
+        let one =
+            read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0).unwrap().records;
         assert_eq!(one.len(), 200);
         for parts in [2, 3, 7] {
             let starts = cuts(&path, len, parts).unwrap();
@@ -264,7 +335,8 @@ mod tests {
                 let end = starts.get(i + 1).copied().unwrap_or(len);
                 let mut file = File::open(&path).unwrap();
                 file.seek(SeekFrom::Start(start)).unwrap();
-                got.extend(read_part(BufReader::new(file.take(end - start)), "m", Detail::Full).unwrap());
+                let part = read_part(BufReader::new(file.take(end - start)), "m", Detail::Full, start);
+                got.extend(part.unwrap().records);
             }
             assert_eq!(got, one, "{parts} parts");
         }
@@ -272,7 +344,7 @@ mod tests {
         text[150] = "{\"record_type\": \"measurement\"}".into();
         text[180] = "not json".into();
         std::fs::write(&path, text.join("\n") + "\n").unwrap();
-        let whole = read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full).unwrap_err();
+        let whole = read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0).unwrap_err();
         assert_eq!(whole.line, 151);
         // 20 KB: below the size that pays for threads, so the parts are forced here.
         let parts = read_records_in(&path, "m", Detail::Full, 4).unwrap_err();

@@ -16,6 +16,8 @@ pub struct ObjectScanner<R> {
     file: String,
     /// 1-based line of the next byte.
     line: usize,
+    /// Bytes consumed so far: the offset of the next byte in the input.
+    offset: u64,
     /// Inside an array being read element by element: whether an element was read yet.
     array_started: Option<bool>,
     /// A member was read already (so the next one follows a comma).
@@ -26,11 +28,28 @@ const TRUNCATED: &str = "not valid JSON (truncated?): the file ends inside a val
 
 impl<R: BufRead> ObjectScanner<R> {
     pub fn new(reader: R, file: &str) -> ObjectScanner<R> {
-        ObjectScanner { reader, file: file.to_string(), line: 1, array_started: None, after_member: false }
+        ObjectScanner {
+            reader,
+            file: file.to_string(),
+            line: 1,
+            offset: 0,
+            array_started: None,
+            after_member: false,
+        }
     }
 
     fn error(&self, line: usize, message: impl Into<String>) -> InputError {
         InputError::new(&self.file, line, message)
+    }
+
+    /// The offset in the input of the next byte (of the byte after an element just read).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.reader.consume(n);
+        self.offset += n as u64;
     }
 
     fn peek(&mut self) -> Result<Option<u8>, InputError> {
@@ -48,7 +67,7 @@ impl<R: BufRead> ObjectScanner<R> {
             if b == b'\n' {
                 self.line += 1;
             }
-            self.reader.consume(1);
+            self.consume(1);
         }
     }
 
@@ -66,7 +85,7 @@ impl<R: BufRead> ObjectScanner<R> {
             let n = buf.iter().take_while(|b| b.is_ascii_whitespace()).count();
             let newlines = buf[..n].iter().filter(|&&b| b == b'\n').count();
             let next = buf.get(n).copied();
-            self.reader.consume(n);
+            self.consume(n);
             self.line += newlines;
             if next.is_some() {
                 return Ok(next);
@@ -171,7 +190,7 @@ impl<R: BufRead> ObjectScanner<R> {
         };
         if let Some((len, t)) = answer {
             // The accepted text holds no newline: the line count stands.
-            self.reader.consume(len);
+            self.consume(len);
             return Ok(Some((line, Some(t))));
         }
         self.value(out).map(|line| Some((line, None)))
@@ -261,7 +280,7 @@ impl<R: BufRead> ObjectScanner<R> {
             }
             out.extend_from_slice(&buf[..i]);
             self.line += buf[..i].iter().filter(|&&b| b == b'\n').count();
-            self.reader.consume(i);
+            self.consume(i);
             if done {
                 return Ok(());
             }

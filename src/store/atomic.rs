@@ -56,9 +56,9 @@ pub fn write_atomic_with(
     sweep_stale_temps(dir, &name);
     let tmp = TempFile(dir.join(format!("{}{}", temp_prefix(&name), std::process::id())));
     let file = File::create(&tmp.0).map_err(|e| WriteError::new(path, "create a temp file beside", e))?;
-    let mut out = BufWriter::new(file);
+    let mut out = BufWriter::new(WriteBehind::new(file));
     fill(&mut out).map_err(|e| WriteError::new(path, "write", e))?;
-    let file = out.into_inner().map_err(|e| WriteError::new(path, "write", e.into_error()))?;
+    let file = out.into_inner().map_err(|e| WriteError::new(path, "write", e.into_error()))?.file;
     file.sync_all().map_err(|e| WriteError::new(path, "sync", e))?;
     drop(file);
     std::fs::rename(&tmp.0, path).map_err(|e| WriteError::new(path, "replace", e))?;
@@ -68,6 +68,55 @@ pub fn write_atomic_with(
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// A file whose written bytes are handed to the disk as they accumulate (every `WRITE_BEHIND`
+/// bytes, without waiting), so the closing fsync finds little left to do: a 280 MB merge output
+/// spent a third of a second in its fsync when all of its writeback started there. The fsync still
+/// decides durability; this only starts the same work earlier.
+struct WriteBehind {
+    file: File,
+    /// Bytes written, and the offset up to which writeback was started.
+    written: u64,
+    started: u64,
+}
+
+const WRITE_BEHIND: u64 = 8 << 20;
+
+impl WriteBehind {
+    fn new(file: File) -> WriteBehind {
+        WriteBehind { file, written: 0, started: 0 }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn start_writeback(&mut self) {
+        use std::os::fd::AsRawFd;
+        let (offset, len) = (self.started as libc::off64_t, (self.written - self.started) as libc::off64_t);
+        // SAFETY: a plain syscall on a descriptor this struct owns; no memory is passed. A failure
+        // only means the fsync does the work, so it is ignored.
+        unsafe { libc::sync_file_range(self.file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
+        self.started = self.written;
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn start_writeback(&mut self) {
+        self.started = self.written;
+    }
+}
+
+impl Write for WriteBehind {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.started >= WRITE_BEHIND {
+            self.start_writeback();
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
 }
 
 fn temp_prefix(name: &str) -> String {

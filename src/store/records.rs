@@ -137,14 +137,30 @@ pub fn read_records_from(
 /// `read_records_from`, each line read by `parse`: `parse_record`, or a reading that keeps less of
 /// each record and fails exactly where `parse_record` fails.
 pub fn read_records_with(
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     file: &str,
     torn: TornTail,
     parse: &mut dyn FnMut(&[u8]) -> Result<Record, LineError>,
 ) -> Result<Vec<Record>, InputError> {
+    read_records_at(reader, file, torn, 0, &mut |text, _| parse(text))
+}
+
+/// Reads one record's text found at an offset of its file.
+pub type ParseAt<'a> = dyn FnMut(&[u8], u64) -> Result<Record, LineError> + 'a;
+
+/// `read_records_with`, `parse` also given where each record's text starts: `start` is the
+/// reader's offset in its file.
+pub fn read_records_at(
+    mut reader: impl BufRead,
+    file: &str,
+    torn: TornTail,
+    start: u64,
+    parse: &mut ParseAt,
+) -> Result<Vec<Record>, InputError> {
     let mut records = Vec::new();
     let mut line = Vec::new();
     let mut number = 0;
+    let mut line_start = start;
     loop {
         line.clear();
         let read = reader.read_until(b'\n', &mut line);
@@ -153,12 +169,15 @@ pub fn read_records_with(
             return Ok(records);
         }
         number += 1;
+        let at = line_start;
+        line_start += n as u64;
         let complete = line.ends_with(b"\n");
         let body = line.trim_ascii();
         if body.is_empty() {
             continue;
         }
-        match parse(body) {
+        let leading = line.len() - line.trim_ascii_start().len();
+        match parse(body, at + leading as u64) {
             Ok(record) => records.push(record),
             Err(LineError::Json(e)) if !complete && torn == TornTail::Skip => {
                 eprintln!("warning: {file}:{number}: skipping a torn last line ({})", json_message(&e));
