@@ -87,6 +87,17 @@ fn merge_writes_every_record_as_its_input_holds_it() {
     // verify reads what merge wrote.
     let verified = Command::cargo_bin("bench").unwrap().arg("verify").arg(&again).output().unwrap();
     assert_eq!(verified.status.code(), Some(0), "{}", String::from_utf8_lossy(&verified.stdout));
+
+    // Merged into one of its own inputs (the usual way to add a run to a results file): the texts
+    // are read from the file as it was, before the new one replaces it.
+    let later = "2026-02-05T21:31:00.000Z";
+    let (more, more_lines) =
+        run_dir(dir.path(), "more", &[record(512, 1, later, vec![9.0]), record(256, 1, later, vec![8.0])]);
+    let done = bench_merge(&[&again, &more], &again);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let mut with_more = [more_lines, want].concat();
+    with_more.sort_by_key(|l| serde_json::from_str::<Record>(l).unwrap().cell().context_tokens);
+    assert_eq!(record_lines(&again), with_more);
 }
 
 #[test]
