@@ -46,7 +46,8 @@ struct Args {
     /// A fault on every measured-size request (max_tokens >= 20): none, status:CODE[:TEXT],
     /// error-in-stream, truncate, hang, keep-alive, huge-line:BYTES, endless-stream, endless-body,
     /// huge-error-body, html200, invalid-utf8, hang-after-headers, echo-headers,
-    /// slow-drip:BYTES:MS, drop-after-read, reset-mid-body.
+    /// slow-drip:BYTES:MS, drop-after-read, reset-mid-body, close-after-stream:MS (llama-server's
+    /// way: a finished stream's connection reads nothing more and closes MS later).
     #[arg(long, default_value = "none", value_parser = parse_fault)]
     fault: Fault,
     /// Ignore max_tokens and always produce this many tokens.
@@ -113,6 +114,7 @@ fn parse_fault(text: &str) -> Result<Fault, FaultError> {
         }
         "drop-after-read" => Fault::DropAfterRead,
         "reset-mid-body" => Fault::ResetMidBody,
+        "close-after-stream" => Fault::CloseAfterStream(number("milliseconds")?),
         other => return Err(FaultError::Unknown(other.to_string())),
     })
 }
@@ -203,6 +205,8 @@ mod tests {
         assert_eq!(parse_fault("slow-drip:7:3").ok(), Some(Fault::SlowDrip { bytes: 7, every_ms: 3 }));
         assert!(matches!(parse_fault("status:999"), Err(FaultError::Status(999))));
         assert!(matches!(parse_fault("huge-line"), Err(FaultError::Missing("bytes"))));
+        assert_eq!(parse_fault("close-after-stream:40").ok(), Some(Fault::CloseAfterStream(40)));
+        assert!(matches!(parse_fault("close-after-stream"), Err(FaultError::Missing("milliseconds"))));
         assert!(matches!(parse_fault("melt"), Err(FaultError::Unknown(_))));
     }
 
