@@ -27,6 +27,8 @@ use crate::store::WriteError;
     bench merge results/run-a results/run-b/measurements.jsonl -o results/paper.json\n  \
     bench merge first.json rerun.json -o results/gemma.json --expect scenarios/paper.toml\n\n\
     Inputs: run directories, .jsonl record files, canonical files, origin benchmark JSON.\n\
+    Records read from files keep their text byte for byte (copied, not printed again); an input\n\
+    changed in place while the merge runs is refused (exit 2).\n\
     Exit codes: 0 merged (and complete); 1 incomplete against --expect; 2 bad input (nothing written);\n\
     4 the output could not be written.")]
 pub struct MergeArgs {
