@@ -212,6 +212,16 @@ mod tests {
     }
 
     #[test]
+    fn a_write_larger_than_the_write_behind_step_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.json");
+        // 2.5 steps, written in pieces that straddle the step boundaries.
+        let bytes: Vec<u8> = (0..(WRITE_BEHIND * 5 / 2) as usize).map(|i| (i % 251) as u8).collect();
+        write_atomic_with(&path, |w| bytes.chunks(1_000_003).try_for_each(|c| w.write_all(c))).unwrap();
+        assert!(std::fs::read(&path).unwrap() == bytes, "every byte, in order");
+    }
+
+    #[test]
     fn temp_files_of_dead_writers_are_swept() {
         if !cfg!(target_os = "linux") {
             return;
