@@ -20,7 +20,9 @@
 //! Run with `just bench` (release). Prints a table and writes target/bench-overhead.json
 //! (BENCH_OVERHEAD_JSON elsewhere). To give the client cores of its own on a bigger machine:
 //! `BENCH_SERVER_CPUS=2-15 taskset -c 0,1 target/release/deps/external-*`.
-//! `-- --quick` for a short run. Reports numbers; never asserts them.
+//! `-- --quick` for a short run. `BENCH_CLIENT_RUNTIME=current` runs the client on tokio's
+//! single-threaded runtime instead of the multi-threaded one bench uses. Reports numbers; never
+//! asserts them.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -273,7 +275,13 @@ fn ms(v: &Value) -> String {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let dir = tempfile::tempdir().expect("temp dir");
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    // BENCH_CLIENT_RUNTIME=current: the client on one thread (no wakeups between workers), to see
+    // what the multi-threaded runtime's parking and waking costs the receive path.
+    let rt = match std::env::var("BENCH_CLIENT_RUNTIME").as_deref() {
+        Ok("current") => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        _ => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
+    }
+    .expect("runtime");
     let plan: &[(usize, usize)] =
         if quick { &[(1, 50), (64, 2), (256, 1)] } else { &[(1, 300), (64, 10), (256, 4)] };
     println!("bench's measuring client vs bench-scripted-server (another process), errors in ms");
