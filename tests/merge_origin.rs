@@ -106,13 +106,11 @@ fn rerun_replaces_the_failed_batch_and_tolerances_conflict() {
 
 #[test]
 fn real_gemma_first_run_plus_rerun() {
-    let (Some(first), Some(rerun), Some(published)) = (
+    let (first, rerun, published) = (
         real("colm_full_gemma_20260208_152120.json"),
         real("colm_full_gemma_20260209_154125.json"),
         real("colm_full_gemma_merged.json"),
-    ) else {
-        return;
-    };
+    );
     let sources = load::load_all(&[first.clone(), rerun.clone()]).unwrap();
     assert_eq!(sources[0].records.len(), 198 + 90 + 6, "198 rows (90 of them batches) + 6 staggered");
     assert_eq!(sources[1].records.len(), 14 + 14);
@@ -178,11 +176,8 @@ fn real_gemma_first_run_plus_rerun() {
 
 #[test]
 fn real_deepseek_runs_are_incomplete_without_the_unpublished_third_file() {
-    let (Some(first), Some(rerun)) =
-        (real("colm_full_deepseek_20260208_152120.json"), real("colm_full_deepseek_20260209_155053.json"))
-    else {
-        return;
-    };
+    let (first, rerun) =
+        (real("colm_full_deepseek_20260208_152120.json"), real("colm_full_deepseek_20260209_155053.json"));
     let doc = merge::build(load::load_all(&[first, rerun]).unwrap()).unwrap().doc;
     let exp = expect::from_scenario(&paper_expect()).unwrap();
     let c = &expect::completeness(&exp, &doc.records)[0];

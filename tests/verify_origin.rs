@@ -1,10 +1,5 @@
-//! `bench verify` on the origin benchmark's published result files: the real files where they are
-//! present (`TTFT_BENCH_ORIGIN_DIR`, default: a `shared/data/origin-results` directory beside the
-//! checkout; the files are too large, and not ours, to copy into the repository), and a small
-//! committed extract (three rows, numbers verbatim) that reproduces the same case.
-//!
-//! Without the real files these tests skip with a message on stderr; with
-//! `TTFT_BENCH_REQUIRE_ORIGIN=1` (as CI sets where the files are mounted) a missing directory fails.
+//! `bench verify` on the origin benchmark's published result files (tests/fixtures/origin-results/),
+//! and a small committed extract (three rows, numbers verbatim) that reproduces the same case.
 
 use std::path::{Path, PathBuf};
 
@@ -14,8 +9,8 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 /// The directory of the origin's result files, or None (with a message) when it is absent.
-fn origin_dir() -> Option<PathBuf> {
-    common::origin::dir_with("colm_full_gemma_merged.json")
+fn origin_dir() -> PathBuf {
+    common::origin::dir()
 }
 
 fn verify_json(inputs: &[&Path]) -> (i32, Value) {
@@ -71,7 +66,7 @@ fn the_gemma_batch_outlier_is_found_in_the_committed_extract() {
 
 #[test]
 fn the_gemma_batch_outlier_is_found_in_the_published_file() {
-    let Some(dir) = origin_dir() else { return };
+    let dir = origin_dir();
     let merged = dir.join("colm_full_gemma_merged.json");
     let (_, report) = verify_json(&[&merged]);
     let found: Vec<Value> = batch_outliers(&report).into_iter().filter(is_the_gemma_batch).collect();
@@ -91,7 +86,7 @@ fn the_gemma_batch_outlier_is_found_in_the_published_file() {
 #[test]
 fn the_origin_files_batched_staggered_pairs_did_overlap() {
     // On the origin's M4 Pro, user A ran 8-36 s: B, sent at ~2 s, always overlapped it.
-    let Some(dir) = origin_dir() else { return };
+    let dir = origin_dir();
     let paths: Vec<PathBuf> = ["colm_full_gemma_merged.json", "colm_full_deepseek_merged.json"]
         .iter()
         .map(|f| dir.join(f))

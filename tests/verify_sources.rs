@@ -1,6 +1,6 @@
 //! `bench verify PUBLISHED --sources RAW...`: the provenance audit. Small synthetic cases (one per
 //! finding kind, built from the hand-made origin fixtures) and the origin's real merged files,
-//! where they are present (`TTFT_BENCH_ORIGIN_DIR`, see tests/common/origin.rs).
+//! (tests/fixtures/origin-results/).
 
 use std::path::{Path, PathBuf};
 
@@ -177,19 +177,17 @@ fn an_unreadable_source_is_bad_input() {
     assert!(stderr.contains("--sources") && stderr.contains("/nonexistent/raw.json"), "{stderr}");
 }
 
-fn origin(name: &str) -> Option<PathBuf> {
+fn origin(name: &str) -> PathBuf {
     common::origin::real(name)
 }
 
 #[test]
 fn the_origin_deepseek_merged_file_holds_35_batches_from_no_source() {
-    let (Some(merged), Some(first), Some(rerun)) = (
+    let (merged, first, rerun) = (
         origin("colm_full_deepseek_merged.json"),
         origin("colm_full_deepseek_20260208_152120.json"),
         origin("colm_full_deepseek_20260209_155053.json"),
-    ) else {
-        return;
-    };
+    );
     let (code, report) = audit(&merged, &[&first, &rerun]);
     assert_eq!(code, 1);
     let none = findings(&report, "provenance_no_source");
@@ -207,13 +205,11 @@ fn the_origin_deepseek_merged_file_holds_35_batches_from_no_source() {
 
 #[test]
 fn the_origin_gemma_merged_file_holds_a_warm_batch_found_in_neither_input() {
-    let (Some(merged), Some(first), Some(rerun)) = (
+    let (merged, first, rerun) = (
         origin("colm_full_gemma_merged.json"),
         origin("colm_full_gemma_20260208_152120.json"),
         origin("colm_full_gemma_20260209_154125.json"),
-    ) else {
-        return;
-    };
+    );
     let (code, report) = audit(&merged, &[&first, &rerun]);
     assert_eq!(code, 1);
     let none = findings(&report, "provenance_no_source");
