@@ -241,10 +241,7 @@ mod tests {
     fn ratio_by_resampling(numerator: &[f64], denominator: &[f64]) -> Ratio {
         let num = Samples::new(numerator.iter().copied());
         let den = Samples::new(denominator.iter().copied());
-        let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
-            (Some(x), Some(y)) if y > 0.0 => Some(x / y).filter(|r| r.is_finite()),
-            _ => None,
-        };
+        let ratio = bootstrap::ratio;
         let point = ratio(num.median(), den.median());
         if point.is_none() || num.len() < 2 || den.len() < 2 {
             return Ratio { ratio: point, ..Default::default() };

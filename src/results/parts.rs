@@ -36,6 +36,11 @@ impl Parsed {
     }
 
     fn extend(&mut self, part: Parsed) {
+        if self.records.is_empty() {
+            // The first part: taken as it is, not copied.
+            *self = part;
+            return;
+        }
         self.records.extend(part.records);
         self.spans.extend(part.spans);
     }

@@ -27,14 +27,18 @@ pub fn ratio_of_medians(numerator: &[f64], denominator: &[f64]) -> Ratio {
     ratio_of_medians_on(numerator, denominator, threads)
 }
 
+/// x / y where both are known, y is positive and the quotient finite.
+pub(super) fn ratio(x: Option<f64>, y: Option<f64>) -> Option<f64> {
+    match (x, y) {
+        (Some(x), Some(y)) if y > 0.0 => Some(x / y).filter(|r| r.is_finite()),
+        _ => None,
+    }
+}
+
 /// `ratio_of_medians`, its bootstrap shared among `threads` (the same numbers for any count).
 pub(super) fn ratio_of_medians_on(numerator: &[f64], denominator: &[f64], threads: usize) -> Ratio {
     let num = Samples::new(numerator.iter().copied());
     let den = Samples::new(denominator.iter().copied());
-    let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
-        (Some(x), Some(y)) if y > 0.0 => Some(x / y).filter(|r| r.is_finite()),
-        _ => None,
-    };
     let point = ratio(num.median(), den.median());
     if point.is_none() || num.len() < 2 || den.len() < 2 {
         return Ratio { ratio: point, ..Default::default() };
