@@ -20,9 +20,7 @@
 //! Run with `just bench` (release). Prints a table and writes target/bench-overhead.json
 //! (BENCH_OVERHEAD_JSON elsewhere). To give the client cores of its own on a bigger machine:
 //! `BENCH_SERVER_CPUS=2-15 taskset -c 0,1 target/release/deps/external-*`.
-//! `-- --quick` for a short run. `BENCH_CLIENT_RUNTIME=current` runs the client on tokio's
-//! single-threaded runtime instead of the multi-threaded one bench uses. Reports numbers; never
-//! asserts them.
+//! `-- --quick` for a short run. Reports numbers; never asserts them.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -132,12 +130,23 @@ struct Errors {
     ttft_ms: Vec<f64>,
     arrival_ms: Vec<f64>,
     itl_ms: Vec<f64>,
+    /// ITL errors over 1 ms: (pair index in its stream, server ns of the pair's second chunk).
+    itl_over: Vec<(usize, u64)>,
     /// Requests the client or the server did not complete, or whose token counts differ.
     unmatched: usize,
 }
 
 impl Errors {
-    fn add(&mut self, clock: &Clock, origin_ns: u64, ex: &Exchange, server: Option<&RequestTiming>) {
+    /// `sent`: when the caller handed the request to `Client::send`; the client's TTFT counts from
+    /// there, as a sweep's does (the hand-off to a lane is the client's time).
+    fn add(
+        &mut self,
+        clock: &Clock,
+        origin_ns: u64,
+        sent: Instant,
+        ex: &Exchange,
+        server: Option<&RequestTiming>,
+    ) {
         let (Some(t), Some(start), Some(ttft)) = (server, ex.start, ex.ttft_ms) else {
             self.unmatched += 1;
             return;
@@ -148,22 +157,35 @@ impl Errors {
         }
         let Some(first) = t.first_content_ns else { return };
         let server_ttft_ms = (first - t.body_read_ns) as f64 / 1e6;
-        self.ttft_ms.push(ttft - server_ttft_ms);
         let arrived = start + Duration::from_secs_f64(ttft / 1000.0);
+        self.ttft_ms.push(arrived.saturating_duration_since(sent).as_secs_f64() * 1000.0 - server_ttft_ms);
         self.arrival_ms.push((clock.offset_ns(arrived, origin_ns) - first as i64) as f64 / 1e6);
-        for (c, s) in ex.token_offsets_ms.windows(2).zip(t.chunk_ns.windows(2)) {
+        for (i, (c, s)) in ex.token_offsets_ms.windows(2).zip(t.chunk_ns.windows(2)).enumerate() {
             let server_gap = (s[1] - s[0]) as f64 / 1e6;
-            self.itl_ms.push(((c[1] - c[0]) - server_gap).abs());
+            let error = ((c[1] - c[0]) - server_gap).abs();
+            self.itl_ms.push(error);
+            if error > MATCH_MS {
+                self.itl_over.push((i, s[1]));
+            }
         }
     }
 
     fn summary(&self) -> Value {
         let p = |v: &[f64], q| (percentile(v, q) * 1000.0).round() / 1000.0;
+        // Where the ITL errors over 1 ms sit: a few 5 ms windows of server time (stalls), or
+        // spread out (load); and how many fall on each stream's first 4 tokens (start-up).
+        let mut windows: HashMap<u64, usize> = HashMap::new();
+        for (_, at) in &self.itl_over {
+            *windows.entry(at / 5_000_000).or_default() += 1;
+        }
         json!({
             "n": self.ttft_ms.len(), "unmatched": self.unmatched,
             "ttft_error_p50_ms": p(&self.ttft_ms, 0.5), "ttft_error_p99_ms": p(&self.ttft_ms, 0.99),
             "arrival_lag_p50_ms": p(&self.arrival_ms, 0.5), "arrival_lag_p99_ms": p(&self.arrival_ms, 0.99),
             "itl_error_p50_ms": p(&self.itl_ms, 0.5), "itl_error_p99_ms": p(&self.itl_ms, 0.99),
+            "itl_pairs": self.itl_ms.len(), "itl_over_1ms": self.itl_over.len(),
+            "itl_over_1ms_in_first_4": self.itl_over.iter().filter(|(i, _)| *i < 4).count(),
+            "itl_over_1ms_windows_5ms": windows.len(),
         })
     }
 }
@@ -187,7 +209,7 @@ fn rounds(
     concurrency: usize,
     rounds: usize,
     max_tokens: u32,
-) -> (Vec<(String, Exchange)>, f64) {
+) -> (Vec<(String, Instant, Exchange)>, f64) {
     let one = |max_tokens| {
         let batch: Vec<(String, _)> = (0..concurrency)
             .map(|_| {
@@ -197,7 +219,7 @@ fn rounds(
             })
             .collect();
         rt.block_on(join_all(
-            batch.into_iter().map(|(nonce, p)| async move { (nonce, client.send(p).await) }),
+            batch.into_iter().map(|(nonce, p)| async move { (nonce, Instant::now(), client.send(p).await) }),
         ))
     };
     one(4);
@@ -223,8 +245,8 @@ fn overhead(rt: &tokio::runtime::Runtime, dir: &Path, concurrency: usize, n_roun
     let (origin, log) = server.timings(exchanges.len() + concurrency);
     let clock = Clock::now();
     let mut errors = Errors::default();
-    for (nonce, ex) in &exchanges {
-        errors.add(&clock, origin, ex, log.get(nonce));
+    for (nonce, sent, ex) in &exchanges {
+        errors.add(&clock, origin, *sent, ex, log.get(nonce));
     }
     let mut row = errors.summary();
     row["concurrency"] = json!(concurrency);
@@ -245,14 +267,14 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     let clock = Clock::now();
     let mut errors = Errors::default();
     let (mut first, mut last, mut chunks) = (u64::MAX, 0u64, 0usize);
-    for (nonce, ex) in &exchanges {
+    for (nonce, sent, ex) in &exchanges {
         let t = log.get(nonce);
         if let Some(t) = t {
             first = first.min(t.chunk_ns.first().copied().unwrap_or(u64::MAX));
             last = last.max(t.chunk_ns.last().copied().unwrap_or(0));
             chunks += t.chunk_ns.len();
         }
-        errors.add(&clock, origin, ex, t);
+        errors.add(&clock, origin, *sent, ex, t);
     }
     let seconds = last.saturating_sub(first) as f64 / 1e9;
     let mut row = errors.summary();
@@ -275,13 +297,7 @@ fn ms(v: &Value) -> String {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let dir = tempfile::tempdir().expect("temp dir");
-    // BENCH_CLIENT_RUNTIME=current: the client on one thread (no wakeups between workers), to see
-    // what the multi-threaded runtime's parking and waking costs the receive path.
-    let rt = match std::env::var("BENCH_CLIENT_RUNTIME").as_deref() {
-        Ok("current") => tokio::runtime::Builder::new_current_thread().enable_all().build(),
-        _ => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
-    }
-    .expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let plan: &[(usize, usize)] =
         if quick { &[(1, 50), (64, 2), (256, 1)] } else { &[(1, 300), (64, 10), (256, 4)] };
     println!("bench's measuring client vs bench-scripted-server (another process), errors in ms");
@@ -309,8 +325,16 @@ fn main() {
         "\ningest: 256 streams x 256 tokens at once; within = arrival lag and ITL error p99 <= {MATCH_MS} ms"
     );
     println!(
-        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8}",
-        "interval", "nominal t/s", "achieved t/s", "ttft p99", "lag p99", "itl p99", "unmatched", "within"
+        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13}",
+        "interval",
+        "nominal t/s",
+        "achieved t/s",
+        "ttft p99",
+        "lag p99",
+        "itl p99",
+        "unmatched",
+        "within",
+        "itl>1ms n/win"
     );
     let steps: &[u64] =
         if quick { &[4000, 1000, 250] } else { &[32000, 16000, 8000, 4000, 2000, 1000, 500, 250] };
@@ -319,7 +343,7 @@ fn main() {
     for &us in steps {
         let row = ingest_step(&rt, dir.path(), us);
         println!(
-            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8}",
+            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13}",
             us,
             row["nominal_tokens_per_s"],
             row["achieved_tokens_per_s"],
@@ -327,7 +351,8 @@ fn main() {
             ms(&row["arrival_lag_p99_ms"]),
             ms(&row["itl_error_p99_ms"]),
             row["unmatched"],
-            row["within_1ms_p99"]
+            row["within_1ms_p99"],
+            format!("{}/{}", row["itl_over_1ms"], row["itl_over_1ms_windows_5ms"])
         );
         if row["within_1ms_p99"] == json!(true) {
             let achieved = row["achieved_tokens_per_s"].as_f64().unwrap_or(0.0);

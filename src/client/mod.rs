@@ -10,6 +10,7 @@
 
 mod anthropic;
 pub(crate) mod body;
+mod lanes;
 mod openai;
 mod options;
 pub mod sse;
@@ -197,7 +198,10 @@ pub fn connect_failure(e: &reqwest::Error) -> String {
 }
 
 pub struct Client {
+    /// For calls outside a measurement (presets, metrics, /tokenize), on the caller's runtime.
     http: reqwest::Client,
+    /// Where chat requests run (`send`): see lanes.rs.
+    lanes: lanes::Lanes,
     base: String,
     api: Api,
     api_key: Option<String>,
@@ -229,7 +233,16 @@ impl Client {
             crate::secrets::register(key);
         }
         let http = options::http_client(&options)?;
-        Ok(Client { http, base: base.trim_end_matches('/').to_string(), api, api_key, timeout, options })
+        let lanes = lanes::Lanes::start(&options)?;
+        Ok(Client {
+            http,
+            lanes,
+            base: base.trim_end_matches('/').to_string(),
+            api,
+            api_key,
+            timeout,
+            options,
+        })
     }
 
     pub fn base(&self) -> &str {
@@ -297,46 +310,57 @@ impl Client {
         }
     }
 
-    /// Sends a prepared request and measures it. Never fails: errors land in `Exchange::error`.
+    /// Sends a prepared request and measures it, on one of the client's lanes (lanes.rs). Never
+    /// fails: errors land in `Exchange::error`.
     pub async fn send(&self, prepared: Prepared) -> Exchange {
-        let mut ex = Exchange { started_at: crate::meta::now_rfc3339(), ..Default::default() };
-        let sent = send_at_most_twice(&self.http, prepared.request, self.timeout).await;
-        let window = sent.window;
-        ex.attempts = sent.attempts;
-        ex.start = Some(window.start);
-        let response = match sent.result {
-            Err(()) => {
-                let within = humantime::format_duration(self.timeout);
-                ex.fail(ErrorKind::Timeout, format!("no response headers within {within}"));
-                return ex;
-            }
-            Ok(Err(e)) if e.is_connect() => {
-                ex.fail(ErrorKind::Connect, connect_failure(&e));
-                return ex;
-            }
-            Ok(Err(e)) => {
-                ex.fail(ErrorKind::Transport, send_failure(&e));
-                return ex;
-            }
-            Ok(Ok(r)) => r,
-        };
-        ex.first_byte_ms = Some(ms_since(window.start));
-        let status = response.status();
-        ex.http_status = Some(status.as_u16());
-        if !status.is_success() {
-            let prefix =
-                body::read_prefix(response, self.limits().max_error_read_bytes, window.deadline).await;
-            ex.e2e_ms = Some(ms_since(window.start));
-            ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {}", quote(&prefix)));
+        self.lanes.send(prepared, self.api, self.options.limits, self.timeout).await
+    }
+}
+
+/// One timed exchange on `http`: sent (at most twice), its answer read and stamped.
+async fn exchange(
+    http: &reqwest::Client,
+    api: Api,
+    limits: &Limits,
+    timeout: Duration,
+    prepared: Prepared,
+) -> Exchange {
+    let mut ex = Exchange { started_at: crate::meta::now_rfc3339(), ..Default::default() };
+    let sent = send_at_most_twice(http, prepared.request, timeout).await;
+    let window = sent.window;
+    ex.attempts = sent.attempts;
+    ex.start = Some(window.start);
+    let response = match sent.result {
+        Err(()) => {
+            let within = humantime::format_duration(timeout);
+            ex.fail(ErrorKind::Timeout, format!("no response headers within {within}"));
             return ex;
         }
-        if prepared.stream {
-            body::read_stream(self.api, self.limits(), response, window, &mut ex).await;
-        } else {
-            body::read_whole(self.api, self.limits(), response, window, &mut ex).await;
+        Ok(Err(e)) if e.is_connect() => {
+            ex.fail(ErrorKind::Connect, connect_failure(&e));
+            return ex;
         }
-        ex
+        Ok(Err(e)) => {
+            ex.fail(ErrorKind::Transport, send_failure(&e));
+            return ex;
+        }
+        Ok(Ok(r)) => r,
+    };
+    ex.first_byte_ms = Some(ms_since(window.start));
+    let status = response.status();
+    ex.http_status = Some(status.as_u16());
+    if !status.is_success() {
+        let prefix = body::read_prefix(response, limits.max_error_read_bytes, window.deadline).await;
+        ex.e2e_ms = Some(ms_since(window.start));
+        ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {}", quote(&prefix)));
+        return ex;
     }
+    if prepared.stream {
+        body::read_stream(api, limits, response, window, &mut ex).await;
+    } else {
+        body::read_whole(api, limits, response, window, &mut ex).await;
+    }
+    ex
 }
 
 /// A request that went out but got no response headers back.

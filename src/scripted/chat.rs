@@ -15,7 +15,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::routes::record;
+use super::routes::{record, record_from};
 use super::trace::{Trace, nonce_of};
 use super::{AppState, Behaviour, Fault, FirstSent, TEMPLATE_TOKENS, faults, lock, net};
 
@@ -175,7 +175,7 @@ pub(super) async fn chat(
 ) -> Response {
     let read_at = Instant::now();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    record(&s, "POST", "/v1/chat/completions", &headers, &body);
+    record_from(&s, Some(peer.0), "POST", "/v1/chat/completions", &headers, &body);
     let b = lock(&s.behaviour).clone();
     // Faults (and other quirks) hit only measured-size requests, so prompt calibration (max_tokens 1) and the
     // warm-up (8) get through and the sweep reaches its measurements. A server without a tokenizer and

@@ -105,6 +105,8 @@ pub struct Logged {
     pub headers: HashMap<String, String>,
     pub body: Value,
     pub at: std::time::Instant,
+    /// The client's end of the connection (chat requests): tells connections apart.
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 /// The scripted server could not start.

@@ -12,6 +12,18 @@ use serde_json::{Value, json};
 use super::{AppState, Fault, Logged, faults, lock, net};
 
 pub(super) fn record(state: &AppState, method: &str, path: &str, headers: &HeaderMap, body: &Value) {
+    record_from(state, None, method, path, headers, body)
+}
+
+/// `record`, with the connection it came on.
+pub(super) fn record_from(
+    state: &AppState,
+    peer: Option<std::net::SocketAddr>,
+    method: &str,
+    path: &str,
+    headers: &HeaderMap,
+    body: &Value,
+) {
     let Some(log) = &state.log else { return };
     let headers =
         headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
@@ -21,6 +33,7 @@ pub(super) fn record(state: &AppState, method: &str, path: &str, headers: &Heade
         headers,
         body: body.clone(),
         at: std::time::Instant::now(),
+        peer,
     });
 }
 
