@@ -15,7 +15,9 @@
 //! (arrival lag) and its ITL stay within 1 ms of the server's log at p99. The TTFT error is
 //! printed too, but at 256 simultaneous requests it mostly measures the server dispatching 256
 //! bodies on the cores the client shares with it, not the client. Client and server share this
-//! machine's cores, as they would in CI.
+//! machine's cores, as they would in CI. Each ingest step also says where its ITL errors over 1 ms
+//! fall (how many 5 ms windows of server time) and in how many of those windows a watch thread of
+//! the client process saw itself stalled (a 200 us sleep over 1 ms late).
 //!
 //! Run with `just bench` (release). Prints a table and writes target/bench-overhead.json
 //! (BENCH_OVERHEAD_JSON elsewhere). To give the client cores of its own on a bigger machine:
@@ -37,6 +39,9 @@ use ttft_bench::scripted::{Clock, RequestTiming, TraceLine};
 
 /// The goal of the ingest capacity: both errors within this at p99.
 const MATCH_MS: f64 = 1.0;
+
+/// Windows of server time in which large ITL errors are counted together.
+const WINDOW_NS: u64 = 5_000_000;
 
 /// bench-scripted-server, started for one measurement and stopped (SIGTERM) when dropped.
 struct Server {
@@ -115,6 +120,47 @@ fn cpu_ms() -> f64 {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// A thread of the client process that sleeps 200 us at a time and notes every wake more than
+/// 1 ms late (when, and how late): the process, or the cores it runs on, stalled then. It tells
+/// a stall of the client's side from one of the server's when ITL errors pile up in a few windows.
+struct Watch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: std::thread::JoinHandle<Vec<(Instant, Duration)>>,
+}
+
+impl Watch {
+    fn start() -> Watch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut stalls = Vec::new();
+            let nap = Duration::from_micros(200);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let before = Instant::now();
+                std::thread::sleep(nap);
+                let late = before.elapsed().saturating_sub(nap);
+                if late > Duration::from_millis(1) {
+                    stalls.push((Instant::now(), late));
+                }
+            }
+            stalls
+        });
+        Watch { stop, handle }
+    }
+
+    fn stop(self) -> Vec<(Instant, Duration)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle.join().unwrap_or_default()
+    }
+}
+
+/// Context switches forced on this process so far (another thread or process took its core).
+fn involuntary_switches() -> i64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_nivcsw
+}
+
 fn percentile(values: &[f64], p: f64) -> f64 {
     if values.is_empty() {
         return f64::NAN;
@@ -170,14 +216,19 @@ impl Errors {
         }
     }
 
-    fn summary(&self) -> Value {
-        let p = |v: &[f64], q| (percentile(v, q) * 1000.0).round() / 1000.0;
-        // Where the ITL errors over 1 ms sit: a few 5 ms windows of server time (stalls), or
-        // spread out (load); and how many fall on each stream's first 4 tokens (start-up).
+    /// Where the ITL errors over 1 ms sit, by 5 ms window of server time: in a few windows (a
+    /// stall) or spread out (load).
+    fn over_windows(&self) -> HashMap<u64, usize> {
         let mut windows: HashMap<u64, usize> = HashMap::new();
         for (_, at) in &self.itl_over {
-            *windows.entry(at / 5_000_000).or_default() += 1;
+            *windows.entry(at / WINDOW_NS).or_default() += 1;
         }
+        windows
+    }
+
+    fn summary(&self) -> Value {
+        let p = |v: &[f64], q| (percentile(v, q) * 1000.0).round() / 1000.0;
+        let windows = self.over_windows();
         json!({
             "n": self.ttft_ms.len(), "unmatched": self.unmatched,
             "ttft_error_p50_ms": p(&self.ttft_ms, 0.5), "ttft_error_p99_ms": p(&self.ttft_ms, 0.99),
@@ -262,7 +313,9 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     let server = Server::start(dir, &format!("ingest-{token_us}us"), 20, token_us);
     let client = client(&server.url);
     let nonces = Nonces::new();
+    let (watch, switched) = (Watch::start(), involuntary_switches());
     let (exchanges, cpu) = rounds(rt, &client, &nonces, streams, 1, tokens);
+    let (stalls, switched) = (watch.stop(), involuntary_switches() - switched);
     let (origin, log) = server.timings(exchanges.len() + streams);
     let clock = Clock::now();
     let mut errors = Errors::default();
@@ -283,6 +336,20 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     row["nominal_tokens_per_s"] = json!(nominal.round());
     row["achieved_tokens_per_s"] = json!((chunks as f64 / seconds.max(1e-9)).round());
     row["client_cpu_ms"] = json!(cpu.round());
+    // Which error windows the client process was seen stalled in (within a window either side).
+    let stalled: std::collections::HashSet<u64> = stalls
+        .iter()
+        .flat_map(|&(woke, late)| {
+            let ns = |at: Instant| clock.offset_ns(at, origin).max(0) as u64 / WINDOW_NS;
+            ns(woke - late).saturating_sub(1)..=ns(woke) + 1
+        })
+        .collect();
+    let windows = errors.over_windows();
+    row["client_stalls_over_1ms"] = json!(stalls.len());
+    row["client_stall_max_ms"] = json!(stalls.iter().map(|s| s.1.as_secs_f64() * 1000.0).fold(0.0, f64::max));
+    row["itl_over_1ms_windows_with_client_stall"] =
+        json!(windows.keys().filter(|w| stalled.contains(w)).count());
+    row["client_involuntary_switches"] = json!(switched);
     let p99 = |k: &str| row[k].as_f64().unwrap_or(f64::INFINITY);
     let matched =
         errors.unmatched == 0 && p99("arrival_lag_p99_ms") <= MATCH_MS && p99("itl_error_p99_ms") <= MATCH_MS;
@@ -343,7 +410,7 @@ fn main() {
     for &us in steps {
         let row = ingest_step(&rt, dir.path(), us);
         println!(
-            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13}",
+            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9}",
             us,
             row["nominal_tokens_per_s"],
             row["achieved_tokens_per_s"],
@@ -352,7 +419,8 @@ fn main() {
             ms(&row["itl_error_p99_ms"]),
             row["unmatched"],
             row["within_1ms_p99"],
-            format!("{}/{}", row["itl_over_1ms"], row["itl_over_1ms_windows_5ms"])
+            format!("{}/{}", row["itl_over_1ms"], row["itl_over_1ms_windows_5ms"]),
+            format!("{}/{}", row["itl_over_1ms_windows_with_client_stall"], row["client_stalls_over_1ms"])
         );
         if row["within_1ms_p99"] == json!(true) {
             let achieved = row["achieved_tokens_per_s"].as_f64().unwrap_or(0.0);
