@@ -113,9 +113,14 @@ impl Drop for Server {
     }
 }
 
-fn cpu_ms() -> f64 {
+fn usage() -> libc::rusage {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage
+}
+
+fn cpu_ms() -> f64 {
+    let usage = usage();
     let tv = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
@@ -156,9 +161,7 @@ impl Watch {
 
 /// Context switches forced on this process so far (another thread or process took its core).
 fn involuntary_switches() -> i64 {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    usage.ru_nivcsw
+    usage().ru_nivcsw
 }
 
 fn percentile(values: &[f64], p: f64) -> f64 {
@@ -392,7 +395,7 @@ fn main() {
         "\ningest: 256 streams x 256 tokens at once; within = arrival lag and ITL error p99 <= {MATCH_MS} ms"
     );
     println!(
-        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13}",
+        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9}",
         "interval",
         "nominal t/s",
         "achieved t/s",
@@ -401,7 +404,8 @@ fn main() {
         "itl p99",
         "unmatched",
         "within",
-        "itl>1ms n/win"
+        "itl>1ms n/win",
+        "stalled"
     );
     let steps: &[u64] =
         if quick { &[4000, 1000, 250] } else { &[32000, 16000, 8000, 4000, 2000, 1000, 500, 250] };

@@ -5,15 +5,14 @@
 //! and every body chunk is handed through a channel to the task awaiting the stream, often on
 //! another thread (the sweep itself runs in `block_on` on the main thread), so each token costs a
 //! cross-thread wakeup. Measured against `bench-scripted-server` on two dedicated cores
-//! (docs/client-lanes.md): half the client CPU per request, and at 256 streams the first-token
+//! (docs/client-lanes.md): 1.5-2.5x less client CPU per request, and at 256 streams the first-token
 //! stamp's p99 lag and the ITL error's p99 under 1 ms where the shared runtime had 1-6 ms. On a
 //! lane, the socket, the SSE decoding and the arrival stamps all happen on one thread, and lanes
 //! read their sockets in parallel, each with its own epoll.
 //!
 //! A request goes to the lane with the fewest requests in flight, the lowest-numbered on a tie.
 //! So requests sent one after another all go to lane 0 and reuse its keep-alive connection, as
-//! with a single pool, and a batch released together spreads evenly. Lanes start on first use;
-//! a sweep that never overlaps requests starts one.
+//! with a single pool, and a batch released together spreads evenly.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,7 +21,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::options::{ClientOptions, http_client};
-use super::{Exchange, Limits, Prepared};
+use super::{Exchange, Prepared};
 use crate::config::Api;
 use crate::exit::Failure;
 use crate::record::ErrorKind;
@@ -31,13 +30,18 @@ use crate::record::ErrorKind;
 /// the same host, and eight already read 256 streams with room to spare (docs/client-lanes.md).
 const MAX_LANES: usize = 8;
 
-/// What a lane needs to run one exchange; the request was prepared on the caller's side.
+/// One exchange for a lane: the request, prepared on the caller's side, and where to answer.
 struct Job {
     prepared: Prepared,
-    api: Api,
-    limits: Limits,
-    timeout: Duration,
     reply: oneshot::Sender<Exchange>,
+}
+
+/// What every exchange of a client is run with.
+#[derive(Clone)]
+struct Settings {
+    options: ClientOptions,
+    api: Api,
+    timeout: Duration,
 }
 
 pub(super) struct Lanes {
@@ -50,22 +54,19 @@ impl Lanes {
     /// One lane per core, at most `MAX_LANES`, all started (and their pools built) before this
     /// returns: a lane that started inside a measured window would put its start-up (about 30 ms,
     /// mostly the TLS roots loaded by its HTTP client) into that request's TTFT.
-    pub(super) fn start(options: &ClientOptions) -> Result<Lanes, Failure> {
+    pub(super) fn start(options: &ClientOptions, api: Api, timeout: Duration) -> Result<Lanes, Failure> {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_LANES);
-        Lanes::start_n(options, n)
-    }
-
-    pub(super) fn start_n(options: &ClientOptions, n: usize) -> Result<Lanes, Failure> {
-        let in_flight: Vec<_> = (0..n.max(1)).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+        let settings = Settings { options: options.clone(), api, timeout };
+        let in_flight: Vec<_> = (0..n).map(|_| Arc::new(AtomicUsize::new(0))).collect();
         let mut jobs = Vec::new();
         let mut ready = Vec::new();
         for (i, count) in in_flight.iter().enumerate() {
             let (send, queue) = mpsc::unbounded_channel();
             let (started, is_ready) = std::sync::mpsc::channel();
-            let (options, count) = (options.clone(), count.clone());
+            let (settings, count) = (settings.clone(), count.clone());
             std::thread::Builder::new()
                 .name(format!("bench-lane-{i}"))
-                .spawn(move || run_lane(options, queue, count, started))
+                .spawn(move || run_lane(settings, queue, count, started))
                 .map_err(|e| Failure::internal(format!("cannot start client lane {i}: {e}")))?;
             jobs.push(send);
             ready.push(is_ready);
@@ -82,17 +83,11 @@ impl Lanes {
 
     /// Runs the exchange on a lane and waits for it. Dropping the returned future abandons the
     /// request: the lane stops reading it and drops its connection.
-    pub(super) async fn send(
-        &self,
-        prepared: Prepared,
-        api: Api,
-        limits: Limits,
-        timeout: Duration,
-    ) -> Exchange {
+    pub(super) async fn send(&self, prepared: Prepared) -> Exchange {
         let (reply, answer) = oneshot::channel();
         let i = least_busy(&self.in_flight);
         self.in_flight[i].fetch_add(1, Ordering::SeqCst);
-        if self.jobs[i].send(Job { prepared, api, limits, timeout, reply }).is_err() {
+        if self.jobs[i].send(Job { prepared, reply }).is_err() {
             self.in_flight[i].fetch_sub(1, Ordering::SeqCst);
             return failed("the client lane has stopped".into());
         }
@@ -108,7 +103,7 @@ fn least_busy(in_flight: &[Arc<AtomicUsize>]) -> usize {
 
 /// A lane's thread: its runtime and pool, then every job it is sent, until the client is dropped.
 fn run_lane(
-    options: ClientOptions,
+    settings: Settings,
     queue: mpsc::UnboundedReceiver<Job>,
     in_flight: Arc<AtomicUsize>,
     started: std::sync::mpsc::Sender<Result<(), Failure>>,
@@ -121,7 +116,7 @@ fn run_lane(
         }
     };
     // The lane's own pool: its connections are driven by this thread alone.
-    let http = match http_client(&options) {
+    let http = match http_client(&settings.options) {
         Ok(http) => http,
         Err(e) => {
             let _ = started.send(Err(e));
@@ -129,15 +124,21 @@ fn run_lane(
         }
     };
     let _ = started.send(Ok(()));
-    runtime.block_on(serve(queue, http, in_flight));
+    runtime.block_on(serve(queue, http, settings, in_flight));
 }
 
 /// A lane's loop: every job becomes a task on this thread.
-async fn serve(mut queue: mpsc::UnboundedReceiver<Job>, http: reqwest::Client, in_flight: Arc<AtomicUsize>) {
+async fn serve(
+    mut queue: mpsc::UnboundedReceiver<Job>,
+    http: reqwest::Client,
+    settings: Settings,
+    in_flight: Arc<AtomicUsize>,
+) {
+    let (api, limits, timeout) = (settings.api, settings.options.limits, settings.timeout);
     while let Some(mut job) = queue.recv().await {
         let (http, in_flight) = (http.clone(), in_flight.clone());
         tokio::spawn(async move {
-            let run = super::exchange(&http, job.api, &job.limits, job.timeout, job.prepared);
+            let run = super::exchange(&http, api, &limits, timeout, job.prepared);
             let answer = tokio::select! {
                 ex = run => Some(ex),
                 () = job.reply.closed() => None,

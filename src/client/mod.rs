@@ -233,7 +233,7 @@ impl Client {
             crate::secrets::register(key);
         }
         let http = options::http_client(&options)?;
-        let lanes = lanes::Lanes::start(&options)?;
+        let lanes = lanes::Lanes::start(&options, api, timeout)?;
         Ok(Client {
             http,
             lanes,
@@ -313,7 +313,7 @@ impl Client {
     /// Sends a prepared request and measures it, on one of the client's lanes (lanes.rs). Never
     /// fails: errors land in `Exchange::error`.
     pub async fn send(&self, prepared: Prepared) -> Exchange {
-        self.lanes.send(prepared, self.api, self.options.limits, self.timeout).await
+        self.lanes.send(prepared).await
     }
 }
 
