@@ -154,6 +154,7 @@ fn client_cores() -> Vec<usize> {
     (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
 }
 
+/// Pins the calling thread to `core`. A watcher that cannot be pinned still watches, unpinned.
 fn pin_to(core: usize) {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     unsafe {

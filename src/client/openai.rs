@@ -57,6 +57,11 @@ pub(super) fn on_event(data: &str, at_ms: f64, ex: &mut Exchange) -> EventOutcom
         }
         return EventOutcome::Continue;
     }
+    on_event_as_value(data, at_ms, ex)
+}
+
+/// Any event, read into a `Value`: the path for everything `token_chunk` does not take.
+fn on_event_as_value(data: &str, at_ms: f64, ex: &mut Exchange) -> EventOutcome {
     let chunk: Value = match serde_json::from_str(data) {
         Ok(v) => v,
         Err(e) => {
@@ -284,22 +289,6 @@ mod tests {
         on_event(fast[2], 3.0, &mut ex);
         assert_eq!((ex.reasoning.as_str(), ex.content.as_str()), ("hm", "a\"b\u{e9}c"));
         assert_eq!(ex.finish_reason.as_deref(), Some("stop"));
-    }
-
-    /// `on_event` as it was before token chunks were read in place.
-    fn on_event_as_value(data: &str, at_ms: f64, ex: &mut Exchange) {
-        let chunk: Value = serde_json::from_str(data).unwrap();
-        for choice in chunk["choices"].as_array().into_iter().flatten() {
-            for key in ["reasoning_content", "reasoning", "content"] {
-                if let Some(text) = choice["delta"].get(key).and_then(Value::as_str) {
-                    ex.on_text(at_ms, text, key != "content");
-                }
-            }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                ex.finish_reason = Some(reason.to_string());
-            }
-        }
-        take_usage(&chunk, ex);
     }
 
     #[test]
