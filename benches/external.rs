@@ -123,9 +123,20 @@ impl Drop for Server {
 }
 
 fn usage() -> libc::rusage {
+    usage_of(libc::RUSAGE_SELF)
+}
+
+fn usage_of(who: libc::c_int) -> libc::rusage {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    unsafe { libc::getrusage(who, &mut usage) };
     usage
+}
+
+/// CPU time of this process, or with RUSAGE_THREAD of the calling thread.
+fn cpu_ms_of(who: libc::c_int) -> f64 {
+    let usage = usage_of(who);
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 fn cpu_ms() -> f64 {
@@ -134,15 +145,19 @@ fn cpu_ms() -> f64 {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// One thread per core the client may run on, each pinned to its core, sleeping 200 us at a time
+/// One thread per core the client may run on, each pinned to its core, sleeping 1 ms at a time
 /// and noting every wake more than 1 ms late (when, and how late): that core was taken from the
 /// client then (by the VM's host, an interrupt, another process) or was busy for that long. Where
 /// ITL errors pile up in a few windows, this tells a stall of the client's cores from the rest.
 /// (One unpinned watcher saw only the core it happened to be on.)
 struct Watch {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    handles: Vec<std::thread::JoinHandle<Vec<(Instant, Duration)>>>,
+    /// Each watcher's stalls and its own CPU time (ms), which the client's figures leave out.
+    handles: Vec<std::thread::JoinHandle<(Stalls, f64)>>,
 }
+
+/// When a watcher woke late, and how late.
+type Stalls = Vec<(Instant, Duration)>;
 
 /// The cores this process may run on (its affinity mask: `taskset`).
 fn client_cores() -> Vec<usize> {
@@ -173,7 +188,9 @@ impl Watch {
                 std::thread::spawn(move || {
                     pin_to(core);
                     let mut stalls = Vec::new();
-                    let nap = Duration::from_micros(200);
+                    // 1 ms, not less: each wake costs the core it watches (200 us naps took
+                    // about 8% of a core on the GPU host's VM, in the client's CPU figure).
+                    let nap = Duration::from_millis(1);
                     while !flag.load(std::sync::atomic::Ordering::Relaxed) {
                         let before = Instant::now();
                         std::thread::sleep(nap);
@@ -182,17 +199,22 @@ impl Watch {
                             stalls.push((Instant::now(), late));
                         }
                     }
-                    stalls
+                    (stalls, cpu_ms_of(libc::RUSAGE_THREAD))
                 })
             })
             .collect();
         Watch { stop, handles }
     }
 
-    /// Every core's stalls together.
-    fn stop(self) -> Vec<(Instant, Duration)> {
+    /// Every core's stalls together, and the watchers' CPU time (ms).
+    fn stop(self) -> (Stalls, f64) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        let (mut stalls, mut cpu) = (Vec::new(), 0.0);
+        for (found, spent) in self.handles.into_iter().filter_map(|h| h.join().ok()) {
+            stalls.extend(found);
+            cpu += spent;
+        }
+        (stalls, cpu)
     }
 }
 
@@ -218,6 +240,8 @@ struct Errors {
     itl_ms: Vec<f64>,
     /// ITL errors over 1 ms: (pair index in its stream, server ns of the pair's second chunk).
     itl_over: Vec<(usize, u64)>,
+    /// Of those, pairs the client read together (one stamp for both): it read them late.
+    itl_over_same_read: usize,
     /// Requests the client or the server did not complete, or whose token counts differ.
     unmatched: usize,
 }
@@ -252,6 +276,7 @@ impl Errors {
             self.itl_ms.push(error);
             if error > MATCH_MS {
                 self.itl_over.push((i, s[1]));
+                self.itl_over_same_read += usize::from(c[1] == c[0]);
             }
         }
     }
@@ -275,6 +300,7 @@ impl Errors {
             "arrival_lag_p50_ms": p(&self.arrival_ms, 0.5), "arrival_lag_p99_ms": p(&self.arrival_ms, 0.99),
             "itl_error_p50_ms": p(&self.itl_ms, 0.5), "itl_error_p99_ms": p(&self.itl_ms, 0.99),
             "itl_pairs": self.itl_ms.len(), "itl_over_1ms": self.itl_over.len(),
+            "itl_over_1ms_read_together": self.itl_over_same_read,
             "itl_over_1ms_in_first_4": self.itl_over.iter().filter(|(i, _)| *i < 4).count(),
             "itl_over_1ms_windows_5ms": windows.len(),
         })
@@ -357,8 +383,10 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     let client = client(&server.url);
     let nonces = Nonces::new();
     let (watch, switched) = (Watch::start(&client_cores()), involuntary_switches());
+    let stamped = ttft_bench::client::arrival_stamp_counts();
     let (exchanges, cpu) = rounds(rt, &client, &nonces, streams, n_rounds, tokens);
-    let (stalls, switched) = (watch.stop(), involuntary_switches() - switched);
+    let ((stalls, watch_cpu_ms), switched) = (watch.stop(), involuntary_switches() - switched);
+    let (kernel, fallback) = ttft_bench::client::arrival_stamp_counts();
     let (origin, log) = server.timings(exchanges.len() + streams);
     let clock = Clock::now();
     let mut errors = Errors::default();
@@ -393,7 +421,8 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     ]);
     row["nominal_tokens_per_s"] = json!(nominal.round());
     row["achieved_tokens_per_s"] = json!((chunks as f64 / seconds.max(1e-9)).round());
-    row["client_cpu_ms"] = json!(cpu.round());
+    row["client_cpu_ms"] = json!((cpu - watch_cpu_ms).max(0.0).round());
+    row["watchers_cpu_ms"] = json!(watch_cpu_ms.round());
     // Which error windows the client process was seen stalled in (within a window either side).
     let stalled: std::collections::HashSet<u64> = stalls
         .iter()
@@ -408,6 +437,9 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     row["itl_over_1ms_windows_with_client_stall"] =
         json!(windows.keys().filter(|w| stalled.contains(w)).count());
     row["client_involuntary_switches"] = json!(switched);
+    // Reads stamped with the kernel's arrival time, and reads stamped when they returned.
+    row["reads_kernel_stamped"] = json!(kernel - stamped.0);
+    row["reads_stamped_on_return"] = json!(fallback - stamped.1);
     let p99 = |k: &str| row[k].as_f64().unwrap_or(f64::INFINITY);
     let matched =
         errors.unmatched == 0 && p99("arrival_lag_p99_ms") <= MATCH_MS && p99("itl_error_p99_ms") <= MATCH_MS;
@@ -425,7 +457,14 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let plan: &[(usize, usize)] =
         if quick { &[(1, 50), (64, 2), (256, 1)] } else { &[(1, 300), (64, 10), (256, 4)] };
-    println!("bench's measuring client vs bench-scripted-server (another process), errors in ms");
+    // The client's path for plain HTTP (src/client/direct.rs); reqwest's when asked, to compare.
+    let transport = match std::env::var("TTFT_BENCH_TRANSPORT") {
+        Ok(v) if v == "reqwest" => "reqwest",
+        _ => "direct",
+    };
+    println!(
+        "bench's measuring client ({transport} path) vs bench-scripted-server (another process), errors in ms"
+    );
     println!(
         "{:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
         "conc", "n", "ttft p50", "ttft p99", "lag p50", "lag p99", "itl p50", "itl p99", "cpu ms/1000"
@@ -451,7 +490,7 @@ fn main() {
         INGEST_STEP.as_secs()
     );
     println!(
-        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9}",
+        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10}",
         "interval",
         "nominal t/s",
         "achieved t/s",
@@ -461,7 +500,8 @@ fn main() {
         "unmatched",
         "within",
         "itl>1ms n/win",
-        "stalled"
+        "stalled",
+        "unstamped"
     );
     let steps: &[u64] =
         if quick { &[4000, 1000, 250] } else { &[32000, 16000, 8000, 4000, 2000, 1000, 700, 500, 350, 250] };
@@ -470,7 +510,7 @@ fn main() {
     for &us in steps {
         let row = ingest_step(&rt, dir.path(), us);
         println!(
-            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9}",
+            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10}",
             us,
             row["nominal_tokens_per_s"],
             row["achieved_tokens_per_s"],
@@ -480,7 +520,8 @@ fn main() {
             row["unmatched"],
             row["within_1ms_p99"],
             format!("{}/{}", row["itl_over_1ms"], row["itl_over_1ms_windows_5ms"]),
-            format!("{}/{}", row["itl_over_1ms_windows_with_client_stall"], row["client_stalls_over_1ms"])
+            format!("{}/{}", row["itl_over_1ms_windows_with_client_stall"], row["client_stalls_over_1ms"]),
+            row["reads_stamped_on_return"]
         );
         if row["within_1ms_p99"] == json!(true) {
             let achieved = row["achieved_tokens_per_s"].as_f64().unwrap_or(0.0);
@@ -496,7 +537,7 @@ fn main() {
     }
     let host = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     let report = json!({
-        "benchmark": "external", "cores": host, "quick": quick,
+        "benchmark": "external", "cores": host, "quick": quick, "transport": transport,
         "overhead": overhead_rows, "ingest": ingest_rows, "ingest_capacity_tokens_per_s": capacity,
     });
     let out = std::env::var_os("BENCH_OVERHEAD_JSON").map_or_else(

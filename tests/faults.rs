@@ -26,7 +26,23 @@ fn block_on<F: Future>(f: F) -> F::Output {
     rt.block_on(async { tokio::time::timeout(HANG, f).await.expect("hung: the client did not give up") })
 }
 
+thread_local! {
+    /// Whether the clients of the running test use the direct path (`on_both_paths`).
+    static DIRECT: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Runs `test` once on each of the client's two paths: the direct one (plain HTTP's default) and
+/// reqwest's (HTTPS, proxies). A fault must read the same on both.
+fn on_both_paths(test: impl Fn()) {
+    for direct in [true, false] {
+        DIRECT.set(direct);
+        eprintln!("on the {} path", if direct { "direct" } else { "reqwest" });
+        test();
+    }
+}
+
 fn client_with(url: &str, timeout: Duration, options: ClientOptions) -> Client {
+    let options = ClientOptions { direct: DIRECT.get(), ..options };
     Client::new(url, Api::Openai, None, timeout, options).unwrap()
 }
 
@@ -69,140 +85,171 @@ fn error_of(ex: &Exchange) -> (ErrorKind, String) {
 
 #[test]
 fn an_unterminated_huge_sse_line_fails_at_the_line_cap() {
-    let server = faulty(Fault::HugeLine(150 << 20));
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(60)), true));
-    assert_eq!(
-        error_of(&ex),
-        (ErrorKind::Protocol, "an SSE line exceeds the 1 MiB cap (no line end within 1048576 bytes)".into())
-    );
+    on_both_paths(|| {
+        let server = faulty(Fault::HugeLine(150 << 20));
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(60)), true));
+        assert_eq!(
+            error_of(&ex),
+            (
+                ErrorKind::Protocol,
+                "an SSE line exceeds the 1 MiB cap (no line end within 1048576 bytes)".into()
+            )
+        );
+    });
 }
 
 #[test]
 fn an_endless_stream_fails_at_the_stream_cap() {
-    let server =
-        Scripted::start(Behaviour { token_ms: 0, fault: Fault::EndlessStream, ..Default::default() });
-    let ex = block_on(chat(&client_with(&server.url, Duration::from_secs(60), small_limits()), true));
-    assert_eq!(error_of(&ex), (ErrorKind::Protocol, "the stream exceeds the 1 MiB cap".into()));
-    assert!(ex.ttft_ms.is_some(), "what arrived before the cap is kept");
+    on_both_paths(|| {
+        let server =
+            Scripted::start(Behaviour { token_ms: 0, fault: Fault::EndlessStream, ..Default::default() });
+        let ex = block_on(chat(&client_with(&server.url, Duration::from_secs(60), small_limits()), true));
+        assert_eq!(error_of(&ex), (ErrorKind::Protocol, "the stream exceeds the 1 MiB cap".into()));
+        assert!(ex.ttft_ms.is_some(), "what arrived before the cap is kept");
+    });
 }
 
 #[test]
 fn a_firehose_stream_does_not_outlive_the_request_timeout() {
-    // Data always ready: the deadline is checked between chunks, not only when the socket idles.
-    let server =
-        Scripted::start(Behaviour { token_ms: 0, fault: Fault::EndlessStream, ..Default::default() });
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(1)), true));
-    assert_eq!(error_of(&ex), (ErrorKind::Timeout, "stream not finished within 1s".into()));
+    on_both_paths(|| {
+        // Data always ready: the deadline is checked between chunks, not only when the socket idles.
+        let server =
+            Scripted::start(Behaviour { token_ms: 0, fault: Fault::EndlessStream, ..Default::default() });
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(1)), true));
+        assert_eq!(error_of(&ex), (ErrorKind::Timeout, "stream not finished within 1s".into()));
+    });
 }
 
 #[test]
 fn an_html_page_instead_of_a_stream_says_so() {
-    let server = faulty(Fault::Html200);
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(30)), true));
-    let (kind, message) = error_of(&ex);
-    assert_eq!(kind, ErrorKind::Protocol);
-    assert_eq!(
-        message,
-        "the server answered 200 with content-type text/html; charset=utf-8 instead of text/event-stream: \
-         <!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login</body></html>"
-    );
+    on_both_paths(|| {
+        let server = faulty(Fault::Html200);
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(30)), true));
+        let (kind, message) = error_of(&ex);
+        assert_eq!(kind, ErrorKind::Protocol);
+        assert_eq!(
+            message,
+            "the server answered 200 with content-type text/html; charset=utf-8 instead of text/event-stream: \
+             <!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login</body></html>"
+        );
+    });
 }
 
 #[test]
 fn invalid_utf8_is_a_protocol_error_naming_the_byte() {
-    let server = faulty(Fault::InvalidUtf8);
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(30)), true));
-    let first =
-        format!("data: {}\n\n", serde_json::json!({"choices": [{"index": 0, "delta": {"content": "w0"}}]}));
-    let at = first.len() + r#"data: {"choices":[{"index":0,"delta":{"content":"a"#.len();
-    assert_eq!(error_of(&ex), (ErrorKind::Protocol, format!("invalid UTF-8 at byte {at} of the stream")));
-    assert!(ex.ttft_ms.is_some(), "the token before the bad byte is kept");
+    on_both_paths(|| {
+        let server = faulty(Fault::InvalidUtf8);
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(30)), true));
+        let first = format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [{"index": 0, "delta": {"content": "w0"}}]})
+        );
+        let at = first.len() + r#"data: {"choices":[{"index":0,"delta":{"content":"a"#.len();
+        assert_eq!(error_of(&ex), (ErrorKind::Protocol, format!("invalid UTF-8 at byte {at} of the stream")));
+        assert!(ex.ttft_ms.is_some(), "the token before the bad byte is kept");
+    });
 }
 
 #[test]
 fn a_reset_mid_body_says_reset_not_decoding() {
-    let server = faulty(Fault::ResetMidBody);
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(30)), true));
-    let (kind, message) = error_of(&ex);
-    assert_eq!(kind, ErrorKind::StreamTruncated);
-    assert!(
-        message.starts_with("connection reset by the server while reading the body (after "),
-        "{message}"
-    );
-    assert_eq!(ex.content, "w0 w1", "tokens before the reset are kept");
+    on_both_paths(|| {
+        let server = faulty(Fault::ResetMidBody);
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(30)), true));
+        let (kind, message) = error_of(&ex);
+        assert_eq!(kind, ErrorKind::StreamTruncated);
+        assert!(
+            message.starts_with("connection reset by the server while reading the body (after "),
+            "{message}"
+        );
+        assert_eq!(ex.content, "w0 w1", "tokens before the reset are kept");
+    });
 }
 
 #[test]
 fn a_hang_after_headers_ends_at_the_timeout() {
-    let server = faulty(Fault::HangAfterHeaders);
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(1)), true));
-    assert_eq!(error_of(&ex), (ErrorKind::Timeout, "stream not finished within 1s".into()));
-    assert!(ex.first_byte_ms.is_some());
+    on_both_paths(|| {
+        let server = faulty(Fault::HangAfterHeaders);
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(1)), true));
+        assert_eq!(error_of(&ex), (ErrorKind::Timeout, "stream not finished within 1s".into()));
+        assert!(ex.first_byte_ms.is_some());
+    });
 }
 
 #[test]
 fn a_slow_drip_under_the_timeout_is_measured_whole() {
-    let server = faulty(Fault::SlowDrip { bytes: 5, every_ms: 1 });
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(60)), true));
-    assert!(ex.error.is_none(), "{:?}", ex.error);
-    assert_eq!(ex.usage.output_tokens, Some(32));
-    assert_eq!(ex.delta_count, 32);
+    on_both_paths(|| {
+        let server = faulty(Fault::SlowDrip { bytes: 5, every_ms: 1 });
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(60)), true));
+        assert!(ex.error.is_none(), "{:?}", ex.error);
+        assert_eq!(ex.usage.output_tokens, Some(32));
+        assert_eq!(ex.delta_count, 32);
+    });
 }
 
 #[test]
 fn a_slow_drip_over_the_timeout_ends_at_the_timeout() {
-    let server = faulty(Fault::SlowDrip { bytes: 5, every_ms: 100 });
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(1)), true));
-    assert_eq!(error_of(&ex), (ErrorKind::Timeout, "stream not finished within 1s".into()));
+    on_both_paths(|| {
+        let server = faulty(Fault::SlowDrip { bytes: 5, every_ms: 100 });
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(1)), true));
+        assert_eq!(error_of(&ex), (ErrorKind::Timeout, "stream not finished within 1s".into()));
+    });
 }
 
 // ---- whole bodies and error bodies ----
 
 #[test]
 fn an_endless_whole_body_fails_at_the_body_cap() {
-    let server = faulty(Fault::EndlessBody);
-    let ex = block_on(chat(&client_with(&server.url, Duration::from_secs(60), small_limits()), false));
-    assert_eq!(error_of(&ex), (ErrorKind::Protocol, "the response body exceeds the 1 MiB cap".into()));
+    on_both_paths(|| {
+        let server = faulty(Fault::EndlessBody);
+        let ex = block_on(chat(&client_with(&server.url, Duration::from_secs(60), small_limits()), false));
+        assert_eq!(error_of(&ex), (ErrorKind::Protocol, "the response body exceeds the 1 MiB cap".into()));
+    });
 }
 
 #[test]
 fn a_huge_error_body_keeps_a_bounded_prefix() {
-    let server = faulty(Fault::HugeErrorBody);
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(60)), true));
-    let (kind, message) = error_of(&ex);
-    assert_eq!(kind, ErrorKind::HttpStatus);
-    assert!(message.starts_with("HTTP 500 Internal Server Error: overloaded overloaded"), "{message}");
-    assert_eq!(message.chars().count(), "HTTP 500 Internal Server Error: ".len() + 2000);
-    assert_eq!(ex.error.unwrap().http_status, Some(500));
+    on_both_paths(|| {
+        let server = faulty(Fault::HugeErrorBody);
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(60)), true));
+        let (kind, message) = error_of(&ex);
+        assert_eq!(kind, ErrorKind::HttpStatus);
+        assert!(message.starts_with("HTTP 500 Internal Server Error: overloaded overloaded"), "{message}");
+        assert_eq!(message.chars().count(), "HTTP 500 Internal Server Error: ".len() + 2000);
+        assert_eq!(ex.error.unwrap().http_status, Some(500));
+    });
 }
 
 // ---- what is (not) sent again ----
 
 #[test]
 fn a_request_read_then_dropped_is_recorded_not_resent() {
-    let server = faulty(Fault::DropAfterRead);
-    let ex = block_on(chat(&client(&server.url, Duration::from_secs(30)), true));
-    assert_eq!(
-        error_of(&ex),
-        (
-            ErrorKind::Transport,
-            "the server closed the connection after the request was sent, before answering (not re-sent: \
-             the server may have read and processed it)"
-                .into()
-        )
-    );
-    assert_eq!(ex.attempts, 1);
-    assert_eq!(server.measured_requests(), 1, "nothing was sent again");
+    on_both_paths(|| {
+        let server = faulty(Fault::DropAfterRead);
+        let ex = block_on(chat(&client(&server.url, Duration::from_secs(30)), true));
+        assert_eq!(
+            error_of(&ex),
+            (
+                ErrorKind::Transport,
+                "the server closed the connection after the request was sent, before answering (not re-sent: \
+                 the server may have read and processed it)"
+                    .into()
+            )
+        );
+        assert_eq!(ex.attempts, 1);
+        assert_eq!(server.measured_requests(), 1, "nothing was sent again");
+    });
 }
 
 #[test]
 fn a_refused_connect_is_tried_twice_and_says_so() {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(); // now closed
-    let ex = block_on(chat(&client(&format!("http://127.0.0.1:{port}"), Duration::from_secs(5)), true));
-    let (kind, message) = error_of(&ex);
-    assert_eq!(kind, ErrorKind::Connect);
-    assert!(message.starts_with("cannot connect: "), "{message}");
-    assert_eq!(ex.attempts, 2, "a request that never left may be sent again, and the record counts it");
+    on_both_paths(|| {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(); // now closed
+        let ex = block_on(chat(&client(&format!("http://127.0.0.1:{port}"), Duration::from_secs(5)), true));
+        let (kind, message) = error_of(&ex);
+        assert_eq!(kind, ErrorKind::Connect);
+        assert!(message.starts_with("cannot connect: "), "{message}");
+        assert_eq!(ex.attempts, 2, "a request that never left may be sent again, and the record counts it");
+    });
 }
 
 /// A raw HTTP/1.1 server: `handle(stream, connection index)` per connection, each on a thread.
@@ -262,49 +309,57 @@ fn answer(s: &mut TcpStream, extra_header: &str) {
 /// and then the failure is recorded, not hidden by a silent re-send.
 #[test]
 fn idle_connections_are_dropped_before_the_server_closes_them() {
-    let (url, connections) = raw_server(|mut s, _| {
-        let mut idle_since = None::<std::time::Instant>;
-        while read_request(&mut s) {
-            if idle_since.is_some_and(|t| t.elapsed() > Duration::from_millis(600)) {
-                return; // the close crossed the request
+    on_both_paths(|| {
+        let (url, connections) = raw_server(|mut s, _| {
+            let mut idle_since = None::<std::time::Instant>;
+            while read_request(&mut s) {
+                if idle_since.is_some_and(|t| t.elapsed() > Duration::from_millis(600)) {
+                    return; // the close crossed the request
+                }
+                answer(&mut s, "");
+                idle_since = Some(std::time::Instant::now());
             }
-            answer(&mut s, "");
-            idle_since = Some(std::time::Instant::now());
-        }
-    });
-    let twice = |keep_alive_idle: Duration| {
-        let options = ClientOptions { keep_alive_idle, ..ClientOptions::default() };
-        let client = client_with(&url, Duration::from_secs(10), options);
-        block_on(async {
-            let first = chat(&client, false).await;
-            tokio::time::sleep(Duration::from_millis(1000)).await;
-            (first, chat(&client, false).await)
-        })
-    };
-    let (first, second) = twice(Duration::from_millis(300));
-    assert!(first.error.is_none() && second.error.is_none(), "{:?} {:?}", first.error, second.error);
-    assert_eq!((first.attempts, second.attempts), (1, 1));
-    assert_eq!(connections.load(Ordering::SeqCst), 2, "the second request went out on a fresh connection");
+        });
+        let twice = |keep_alive_idle: Duration| {
+            let options = ClientOptions { keep_alive_idle, ..ClientOptions::default() };
+            let client = client_with(&url, Duration::from_secs(10), options);
+            block_on(async {
+                let first = chat(&client, false).await;
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                (first, chat(&client, false).await)
+            })
+        };
+        let (first, second) = twice(Duration::from_millis(300));
+        assert!(first.error.is_none() && second.error.is_none(), "{:?} {:?}", first.error, second.error);
+        assert_eq!((first.attempts, second.attempts), (1, 1));
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            2,
+            "the second request went out on a fresh connection"
+        );
 
-    let (first, second) = twice(Duration::from_secs(90));
-    assert!(first.error.is_none());
-    assert_eq!(error_of(&second).0, ErrorKind::Transport, "the race is real with a long pool idle");
-    assert_eq!(second.attempts, 1);
+        let (first, second) = twice(Duration::from_secs(90));
+        assert!(first.error.is_none());
+        assert_eq!(error_of(&second).0, ErrorKind::Transport, "the race is real with a long pool idle");
+        assert_eq!(second.attempts, 1);
+    });
 }
 
 #[test]
 fn connection_close_is_honoured() {
-    let (url, connections) = raw_server(|mut s, _| {
-        if read_request(&mut s) {
-            answer(&mut s, "connection: close\r\n");
-        }
-        // cpp-httplib sends this with its 100th response and with every error status, then closes.
+    on_both_paths(|| {
+        let (url, connections) = raw_server(|mut s, _| {
+            if read_request(&mut s) {
+                answer(&mut s, "connection: close\r\n");
+            }
+            // cpp-httplib sends this with its 100th response and with every error status, then closes.
+        });
+        let client = client(&url, Duration::from_secs(10));
+        let (a, b) = block_on(async { (chat(&client, false).await, chat(&client, false).await) });
+        assert!(a.error.is_none() && b.error.is_none(), "{:?} {:?}", a.error, b.error);
+        assert_eq!((a.attempts, b.attempts), (1, 1));
+        assert_eq!(connections.load(Ordering::SeqCst), 2);
     });
-    let client = client(&url, Duration::from_secs(10));
-    let (a, b) = block_on(async { (chat(&client, false).await, chat(&client, false).await) });
-    assert!(a.error.is_none() && b.error.is_none(), "{:?} {:?}", a.error, b.error);
-    assert_eq!((a.attempts, b.attempts), (1, 1));
-    assert_eq!(connections.load(Ordering::SeqCst), 2);
 }
 
 // ---- small JSON calls (server.rs) ----

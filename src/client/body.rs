@@ -5,8 +5,6 @@
 //! the task yields now and then so a signal handler beside it gets its turn even when the socket
 //! always has data ready.
 
-use futures_util::StreamExt;
-
 use super::sse;
 use super::stream::StreamState;
 use super::{Api, Exchange, Limits, Window, anthropic, ms_since, openai};
@@ -28,34 +26,87 @@ pub enum BodyError {
     Broken(String),
 }
 
+/// A response body as it is read: its pieces in order, each with the instant it arrived, in ms
+/// since the request's window opened. Two sources: reqwest (`Fetched`, stamped when a piece is
+/// handed over) and the direct path (direct.rs, stamped with the kernel's arrival time).
+pub(crate) trait Body {
+    fn content_type(&self) -> Option<String>;
+    /// The next piece, `None` at the body's end, `Err(why)` when it broke (why in words, with
+    /// the bytes read so far).
+    async fn next(&mut self) -> Option<Result<(&[u8], f64), String>>;
+}
+
+/// A body read through reqwest.
+pub(crate) struct Fetched {
+    response: reqwest::Response,
+    piece: bytes::Bytes,
+    start: std::time::Instant,
+    read: u64,
+}
+
+impl Fetched {
+    pub fn new(response: reqwest::Response, start: std::time::Instant) -> Fetched {
+        Fetched { response, piece: bytes::Bytes::new(), start, read: 0 }
+    }
+}
+
+impl Body for Fetched {
+    fn content_type(&self) -> Option<String> {
+        let ct = self.response.headers().get(reqwest::header::CONTENT_TYPE)?;
+        Some(String::from_utf8_lossy(ct.as_bytes()).to_string())
+    }
+
+    async fn next(&mut self) -> Option<Result<(&[u8], f64), String>> {
+        let next = self.response.chunk().await;
+        // Stamped before anything looks at the bytes.
+        let at_ms = ms_since(self.start);
+        match next {
+            Ok(None) => None,
+            Err(e) => Some(Err(broken_body(&e, self.read))),
+            Ok(Some(piece)) => {
+                self.read += piece.len() as u64;
+                self.piece = piece;
+                Some(Ok((&self.piece, at_ms)))
+            }
+        }
+    }
+}
+
 /// Reads a whole body of at most `cap` bytes before `deadline`.
 pub async fn read_capped(
     response: reqwest::Response,
     cap: usize,
     deadline: tokio::time::Instant,
 ) -> Result<Vec<u8>, BodyError> {
+    read_capped_from(&mut Fetched::new(response, std::time::Instant::now()), cap, deadline).await
+}
+
+pub(crate) async fn read_capped_from(
+    source: &mut impl Body,
+    cap: usize,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<u8>, BodyError> {
     let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
     let mut since_yield = 0;
     loop {
         if tokio::time::Instant::now() >= deadline {
             return Err(BodyError::Timeout);
         }
-        match tokio::time::timeout_at(deadline, stream.next()).await {
+        match tokio::time::timeout_at(deadline, source.next()).await {
             Err(_) => return Err(BodyError::Timeout),
             Ok(None) => return Ok(body),
-            Ok(Some(Err(e))) => return Err(BodyError::Broken(broken_body(&e, body.len() as u64))),
-            Ok(Some(Ok(chunk))) => {
+            Ok(Some(Err(why))) => return Err(BodyError::Broken(why)),
+            Ok(Some(Ok((chunk, _)))) => {
                 if body.len() + chunk.len() > cap {
                     return Err(BodyError::TooLarge { cap });
                 }
-                body.extend_from_slice(&chunk);
+                body.extend_from_slice(chunk);
                 since_yield += chunk.len();
-                if since_yield >= YIELD_EVERY_BYTES {
-                    since_yield = 0;
-                    tokio::task::yield_now().await;
-                }
             }
+        }
+        if since_yield >= YIELD_EVERY_BYTES {
+            since_yield = 0;
+            tokio::task::yield_now().await;
         }
     }
 }
@@ -63,11 +114,18 @@ pub async fn read_capped(
 /// The first `cap` bytes of a body, or whatever arrived before it broke or the deadline passed.
 /// Reading stops at the cap: the rest of an endless error body is never read.
 pub async fn read_prefix(response: reqwest::Response, cap: usize, deadline: tokio::time::Instant) -> Vec<u8> {
+    read_prefix_from(&mut Fetched::new(response, std::time::Instant::now()), cap, deadline).await
+}
+
+pub(crate) async fn read_prefix_from(
+    source: &mut impl Body,
+    cap: usize,
+    deadline: tokio::time::Instant,
+) -> Vec<u8> {
     let mut body = Vec::new();
-    let mut stream = response.bytes_stream();
     while body.len() < cap && tokio::time::Instant::now() < deadline {
-        match tokio::time::timeout_at(deadline, stream.next()).await {
-            Ok(Some(Ok(chunk))) => {
+        match tokio::time::timeout_at(deadline, source.next()).await {
+            Ok(Some(Ok((chunk, _)))) => {
                 let take = chunk.len().min(cap - body.len());
                 body.extend_from_slice(&chunk[..take]);
             }
@@ -100,18 +158,9 @@ pub fn causes<'a>(e: &'a (dyn std::error::Error + 'static)) -> Vec<&'a (dyn std:
 /// What a failed body read means, in words that point the right way (reqwest says "error
 /// decoding response body" for a reset connection).
 pub fn broken_body(e: &reqwest::Error, read: u64) -> String {
-    use std::io::ErrorKind as Io;
     for cause in causes(e) {
-        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            match io.kind() {
-                Io::ConnectionReset => {
-                    return format!(
-                        "connection reset by the server while reading the body (after {read} bytes)"
-                    );
-                }
-                Io::UnexpectedEof | Io::ConnectionAborted | Io::BrokenPipe => return closed_early(read),
-                _ => {}
-            }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>().filter(|io| ended(io)) {
+            return broken_io(io, read);
         }
         if cause.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
             return closed_early(read);
@@ -120,29 +169,41 @@ pub fn broken_body(e: &reqwest::Error, read: u64) -> String {
     format!("the body could not be read (after {read} bytes): {}", super::error_chain(e))
 }
 
-fn closed_early(read: u64) -> String {
+/// The connection was reset or closed under the reader.
+fn ended(io: &std::io::Error) -> bool {
+    use std::io::ErrorKind as Io;
+    matches!(io.kind(), Io::ConnectionReset | Io::UnexpectedEof | Io::ConnectionAborted | Io::BrokenPipe)
+}
+
+/// What a failed read of a socket means, after `read` bytes of the body.
+pub(crate) fn broken_io(io: &std::io::Error, read: u64) -> String {
+    match io.kind() {
+        std::io::ErrorKind::ConnectionReset => {
+            format!("connection reset by the server while reading the body (after {read} bytes)")
+        }
+        _ if ended(io) => closed_early(read),
+        _ => format!("the body could not be read (after {read} bytes): {io}"),
+    }
+}
+
+pub(crate) fn closed_early(read: u64) -> String {
     format!("the server closed the connection before the body was complete (after {read} bytes)")
 }
 
-/// Reads an SSE response into `ex`. Arrival is stamped when a chunk arrives, before any parsing;
-/// an event's arrival is that of the chunk that completed it.
-pub async fn read_stream(
+/// Reads an SSE response into `ex`. An event's arrival is that of the piece that completed it.
+pub(crate) async fn read_stream(
     api: Api,
     limits: &Limits,
-    response: reqwest::Response,
+    source: &mut impl Body,
     window: Window,
     ex: &mut Exchange,
 ) {
     let Window { start, deadline, timeout } = window;
-    let content_type = response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).to_string());
     // A missing content type is tolerated (the body decides); a different one is not a stream.
     if let Some(ct) =
-        content_type.filter(|ct| !ct.trim().to_ascii_lowercase().starts_with("text/event-stream"))
+        source.content_type().filter(|ct| !ct.trim().to_ascii_lowercase().starts_with("text/event-stream"))
     {
-        let prefix = read_prefix(response, limits.max_error_read_bytes, deadline).await;
+        let prefix = read_prefix_from(source, limits.max_error_read_bytes, deadline).await;
         ex.e2e_ms = Some(ms_since(start));
         let status = ex.http_status.unwrap_or(200);
         ex.fail(
@@ -154,37 +215,32 @@ pub async fn read_stream(
         );
         return;
     }
-    let mut chunks = response.bytes_stream();
     let mut state = StreamState::new(api, limits);
     let mut since_yield = 0;
     let mut last_ms = None;
+    let too_late = || format!("stream not finished within {}", humantime::format_duration(timeout));
     loop {
         if tokio::time::Instant::now() >= deadline {
-            let within = humantime::format_duration(timeout);
-            ex.fail(ErrorKind::Timeout, format!("stream not finished within {within}"));
+            ex.fail(ErrorKind::Timeout, too_late());
             break;
         }
-        let next = tokio::time::timeout_at(deadline, chunks.next()).await;
-        // Stamped before anything looks at the bytes.
-        let at_ms = ms_since(start);
-        let chunk = match next {
+        let (chunk, at_ms) = match tokio::time::timeout_at(deadline, source.next()).await {
             Err(_) => {
-                let within = humantime::format_duration(timeout);
-                ex.fail(ErrorKind::Timeout, format!("stream not finished within {within}"));
+                ex.fail(ErrorKind::Timeout, too_late());
                 break;
             }
             Ok(None) => break,
-            Ok(Some(Err(e))) => {
-                ex.fail(ErrorKind::StreamTruncated, broken_body(&e, state.bytes()));
+            Ok(Some(Err(why))) => {
+                ex.fail(ErrorKind::StreamTruncated, why);
                 break;
             }
-            Ok(Some(Ok(chunk))) => chunk,
+            Ok(Some(Ok(piece))) => piece,
         };
         last_ms = Some(at_ms);
-        if !state.on_chunk(&chunk, at_ms, ex) {
+        since_yield += chunk.len();
+        if !state.on_chunk(chunk, at_ms, ex) {
             break;
         }
-        since_yield += chunk.len();
         if since_yield >= YIELD_EVERY_BYTES {
             since_yield = 0;
             tokio::task::yield_now().await;
@@ -196,15 +252,15 @@ pub async fn read_stream(
 }
 
 /// Reads a whole JSON response into `ex`.
-pub async fn read_whole(
+pub(crate) async fn read_whole(
     api: Api,
     limits: &Limits,
-    response: reqwest::Response,
+    source: &mut impl Body,
     window: Window,
     ex: &mut Exchange,
 ) {
     let Window { start, deadline, timeout } = window;
-    let body = match read_capped(response, limits.max_body_bytes, deadline).await {
+    let body = match read_capped_from(source, limits.max_body_bytes, deadline).await {
         Ok(b) => b,
         Err(BodyError::Timeout) => {
             ex.fail(

@@ -135,10 +135,21 @@ async fn serve(
     in_flight: Arc<AtomicUsize>,
 ) {
     let (api, limits, timeout) = (settings.api, settings.options.limits, settings.timeout);
+    #[cfg(unix)]
+    let pool = Arc::new(super::direct::Pool::new(settings.options.keep_alive_idle));
     while let Some(mut job) = queue.recv().await {
         let (http, in_flight) = (http.clone(), in_flight.clone());
+        #[cfg(unix)]
+        let pool = pool.clone();
         tokio::spawn(async move {
-            let run = super::exchange(&http, api, &limits, timeout, job.prepared);
+            let run = async {
+                #[cfg(unix)]
+                if let Some(wire) = &job.prepared.wire {
+                    let stream = job.prepared.stream;
+                    return super::direct::exchange(&pool, api, &limits, timeout, wire, stream).await;
+                }
+                super::exchange(&http, api, &limits, timeout, job.prepared).await
+            };
             let answer = tokio::select! {
                 ex = run => Some(ex),
                 () = job.reply.closed() => None,

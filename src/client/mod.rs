@@ -10,9 +10,14 @@
 
 mod anthropic;
 pub(crate) mod body;
+#[cfg(unix)]
+mod direct;
+mod h1;
 mod lanes;
 mod openai;
 mod options;
+#[cfg(unix)]
+mod socket;
 pub mod sse;
 mod stream;
 
@@ -27,6 +32,15 @@ use crate::record::{ErrorInfo, ErrorKind};
 pub use body::{causes, quote};
 pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits, default_http};
 pub use stream::replay_stream;
+
+/// Reads of the direct path so far in this process: (stamped by the kernel on arrival, stamped
+/// when the read returned). See socket.rs.
+pub fn arrival_stamp_counts() -> (u64, u64) {
+    #[cfg(unix)]
+    return socket::stamp_counts();
+    #[cfg(not(unix))]
+    (0, 0)
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Message {
@@ -213,6 +227,8 @@ pub struct Client {
 pub struct Prepared {
     request: reqwest::Request,
     stream: bool,
+    /// The same request as bytes, when it can go out on the direct path (lanes.rs).
+    wire: Option<h1::Wire>,
 }
 
 /// Preflight calls (is the server there at all?) wait at most this long, or the request timeout
@@ -294,7 +310,9 @@ impl Client {
         for (k, v) in &req.headers {
             builder = builder.header(k.as_str(), v.as_str());
         }
-        Ok(Prepared { request: builder.build()?, stream: req.stream })
+        let request = builder.build()?;
+        let wire = if cfg!(unix) && self.options.direct { h1::wire(&request) } else { None };
+        Ok(Prepared { request, stream: req.stream, wire })
     }
 
     /// Adds credentials. The key lives only in memory and in this header.
@@ -355,13 +373,18 @@ async fn exchange(
         ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {}", quote(&prefix)));
         return ex;
     }
+    let mut source = body::Fetched::new(response, window.start);
     if prepared.stream {
-        body::read_stream(api, limits, response, window, &mut ex).await;
+        body::read_stream(api, limits, &mut source, window, &mut ex).await;
     } else {
-        body::read_whole(api, limits, response, window, &mut ex).await;
+        body::read_whole(api, limits, &mut source, window, &mut ex).await;
     }
     ex
 }
+
+/// A request written to a connection that the server then closed without answering.
+const DROPPED_AFTER_SEND: &str = "the server closed the connection after the request was sent, before answering \
+     (not re-sent: the server may have read and processed it)";
 
 /// A request that went out but got no response headers back.
 pub fn send_failure(e: &reqwest::Error) -> String {
@@ -372,9 +395,7 @@ pub fn send_failure(e: &reqwest::Error) -> String {
             })
     });
     if dropped {
-        "the server closed the connection after the request was sent, before answering (not re-sent: \
-         the server may have read and processed it)"
-            .to_string()
+        DROPPED_AFTER_SEND.to_string()
     } else {
         format!("sending the request failed: {}", error_chain(e))
     }

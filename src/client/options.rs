@@ -67,6 +67,10 @@ pub struct ClientOptions {
     /// The server ends a connection after every streamed response without announcing it
     /// (`Preset::stream_closes_connection`): streamed requests ask for `Connection: close`.
     pub close_after_stream: bool,
+    /// Plain-HTTP chat requests go out on the direct path (direct.rs: the kernel's arrival stamps,
+    /// less CPU per token) rather than through reqwest. On unless the environment says
+    /// `TTFT_BENCH_TRANSPORT=reqwest`, which exists to compare the two (docs/client-lanes.md).
+    pub direct: bool,
 }
 
 impl Default for ClientOptions {
@@ -77,6 +81,7 @@ impl Default for ClientOptions {
             limits: Limits::default(),
             keep_alive_idle: KEEP_ALIVE_IDLE,
             close_after_stream: false,
+            direct: std::env::var("TTFT_BENCH_TRANSPORT").map_or(true, |v| v != "reqwest"),
         }
     }
 }

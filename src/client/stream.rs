@@ -26,11 +26,6 @@ impl StreamState {
         }
     }
 
-    /// Bytes received so far.
-    pub fn bytes(&self) -> u64 {
-        self.total
-    }
-
     /// One chunk that arrived at `at_ms`. Returns false once the stream is over: its end marker
     /// arrived, or an error is recorded in `ex`. Work is proportional to the chunk.
     ///

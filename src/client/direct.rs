@@ -1,0 +1,389 @@
+//! The direct path: a lane writes plain-HTTP chat requests on its own sockets and reads the
+//! answers itself, without reqwest. HTTPS and proxied requests keep going through reqwest.
+//!
+//! Why, measured in docs/client-lanes.md:
+//! - Arrival times come from the kernel (socket.rs): a lane delayed by a busy or preempted core
+//!   still stamps each token when it arrived, not when the lane got to it.
+//! - One task reads the socket and hands the payload, in place, to the stream's parser. Through
+//!   hyper each body chunk goes from the connection's task to the reader's through a channel, in
+//!   its own allocation, which with the chunked decoding was most of a lane's CPU per token
+//!   besides the kernel's.
+//!
+//! The rules are the reqwest path's: the window opens before the connection is taken or made, a
+//! request is sent a second time only when its connection could not be made, and failures carry
+//! the same kinds and messages (tests/faults.rs runs both paths).
+
+use std::os::fd::AsRawFd;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+
+use super::body::{self, Body};
+use super::h1::{self, Head, Unframe, Wire};
+use super::{Api, DROPPED_AFTER_SEND, Exchange, Limits, Window, ms_since, socket};
+use crate::record::ErrorKind;
+
+/// Read buffer of a connection: the response head must fit in it.
+const BUFFER_BYTES: usize = 64 << 10;
+
+/// After the stream's end marker, how long the rest of the body (the last chunk's framing) may
+/// take to come before the connection is given up instead of kept for the next request.
+const END_WAIT: Duration = Duration::from_millis(100);
+
+/// At most this much is read after the end marker to reach the body's end.
+const END_BYTES: u64 = 64 << 10;
+
+/// A lane's idle keep-alive connections.
+pub(super) struct Pool {
+    idle: Mutex<Vec<(Conn, Instant)>>,
+    keep_alive_idle: Duration,
+    _stamps_on: socket::StampsOn,
+}
+
+pub(super) struct Conn {
+    stream: TcpStream,
+    authority: String,
+    buf: Box<[u8]>,
+}
+
+impl Pool {
+    pub fn new(keep_alive_idle: Duration) -> Pool {
+        Pool { idle: Mutex::new(Vec::new()), keep_alive_idle, _stamps_on: socket::StampsOn::new() }
+    }
+
+    /// The most recently used connection to `authority` that is still fresh and open.
+    fn take(&self, authority: &str) -> Option<Conn> {
+        let mut idle = self.idle.lock().ok()?;
+        idle.retain(|(_, since)| since.elapsed() < self.keep_alive_idle);
+        while let Some((conn, _)) = idle.pop() {
+            if conn.authority == authority && socket::idle_and_open(conn.stream.as_raw_fd()) {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn put(&self, conn: Conn) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push((conn, Instant::now()));
+        }
+    }
+}
+
+impl Conn {
+    async fn connect(authority: &str) -> Result<Conn, String> {
+        let addrs = tokio::net::lookup_host(authority)
+            .await
+            .map_err(|e| format!("cannot resolve {authority}: {e}"))?;
+        let mut last = format!("{authority} has no address");
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(stream) => {
+                    // Small writes go out at once; stamps where the kernel gives them.
+                    let _ = stream.set_nodelay(true);
+                    socket::enable_arrival_stamps(stream.as_raw_fd());
+                    let buf = vec![0; BUFFER_BYTES].into_boxed_slice();
+                    return Ok(Conn { stream, authority: authority.to_string(), buf });
+                }
+                Err(e) => last = format!("tcp connect to {addr}: {e}"),
+            }
+        }
+        Err(last)
+    }
+
+    /// Reads into the buffer from `at`: the byte count and when the last byte arrived (ms since
+    /// `start`; the kernel's stamp, or the read's own when there is none).
+    async fn recv(&mut self, at: usize, start: Instant) -> std::io::Result<(usize, f64)> {
+        let Conn { stream, buf, .. } = self;
+        loop {
+            stream.readable().await?;
+            let fd = stream.as_raw_fd();
+            match stream.try_io(Interest::READABLE, || socket::recv(fd, &mut buf[at..])) {
+                Ok((n, age)) => {
+                    let read_ms = ms_since(start);
+                    return Ok((n, age.map_or(read_ms, |age| read_ms - age.as_secs_f64() * 1000.0)));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// One timed exchange on the direct path. Never fails: errors land in `Exchange::error`.
+pub(super) async fn exchange(
+    pool: &Pool,
+    api: Api,
+    limits: &Limits,
+    timeout: Duration,
+    wire: &Wire,
+    stream: bool,
+) -> Exchange {
+    let mut ex = Exchange { started_at: crate::meta::now_rfc3339(), ..Default::default() };
+    let Some((mut conn, window)) = open(pool, wire, timeout, &mut ex).await else { return ex };
+    let Some((head, used, filled)) = send(&mut conn, wire, window, &mut ex).await else { return ex };
+    let status = head.status;
+    ex.http_status = Some(status);
+    let first_ms = ex.first_byte_ms.unwrap_or(0.0);
+    let mut body = Raw::new(&mut conn, &head, used..filled, first_ms, window.start);
+    if !(200..300).contains(&status) {
+        let prefix = body::read_prefix_from(&mut body, limits.max_error_read_bytes, window.deadline).await;
+        ex.e2e_ms = Some(ms_since(window.start));
+        let status = reqwest::StatusCode::from_u16(status).map_or(status.to_string(), |s| s.to_string());
+        ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {}", body::quote(&prefix)));
+        return ex;
+    }
+    if stream {
+        body::read_stream(api, limits, &mut body, window, &mut ex).await;
+    } else {
+        body::read_whole(api, limits, &mut body, window, &mut ex).await;
+    }
+    let reusable = head.keep_alive && !wire.close && ex.error.is_none() && body.read_to_end().await;
+    if reusable {
+        pool.put(conn);
+    }
+    ex
+}
+
+/// A connection for the request, and its window: a pooled one, or a new one, made at most twice.
+async fn open(pool: &Pool, wire: &Wire, timeout: Duration, ex: &mut Exchange) -> Option<(Conn, Window)> {
+    loop {
+        ex.attempts += 1;
+        let window = Window::open(timeout);
+        ex.start = Some(window.start);
+        if let Some(conn) = pool.take(&wire.authority) {
+            return Some((conn, window));
+        }
+        match tokio::time::timeout_at(window.deadline, Conn::connect(&wire.authority)).await {
+            Ok(Ok(conn)) => return Some((conn, window)),
+            // Nothing reached the server: it may be sent again, once.
+            Ok(Err(_)) if ex.attempts < 2 => {}
+            Ok(Err(why)) => ex.fail(ErrorKind::Connect, format!("cannot connect: {why}")),
+            Err(_) => ex.fail(ErrorKind::Timeout, no_head(timeout)),
+        }
+        if ex.error.is_some() {
+            return None;
+        }
+    }
+}
+
+fn no_head(timeout: Duration) -> String {
+    format!("no response headers within {}", humantime::format_duration(timeout))
+}
+
+/// Writes the request and reads the response head (skipping interim 1xx heads): the head, its
+/// length, and how many bytes the buffer holds. Sets `first_byte_ms` to the head's arrival.
+async fn send(
+    conn: &mut Conn,
+    wire: &Wire,
+    window: Window,
+    ex: &mut Exchange,
+) -> Option<(Head, usize, usize)> {
+    let Window { start, deadline, timeout } = window;
+    match tokio::time::timeout_at(deadline, conn.stream.write_all(&wire.bytes)).await {
+        Err(_) => ex.fail(ErrorKind::Timeout, no_head(timeout)),
+        Ok(Err(e)) if dropped(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
+        Ok(Err(e)) => ex.fail(ErrorKind::Transport, format!("sending the request failed: {e}")),
+        Ok(Ok(())) => {}
+    }
+    let mut filled = 0;
+    while ex.error.is_none() {
+        match h1::parse_head(&conn.buf[..filled]) {
+            Err(why) => ex.fail(ErrorKind::Transport, why),
+            Ok(Some((head, used))) if (100..200).contains(&head.status) => {
+                conn.buf.copy_within(used..filled, 0);
+                filled -= used;
+                continue;
+            }
+            Ok(Some((head, used))) => return Some((head, used, filled)),
+            Ok(None) if filled == conn.buf.len() => {
+                ex.fail(
+                    ErrorKind::Transport,
+                    format!("the response head exceeds {} KiB", BUFFER_BYTES >> 10),
+                );
+            }
+            Ok(None) => match tokio::time::timeout_at(deadline, conn.recv(filled, start)).await {
+                Err(_) => ex.fail(ErrorKind::Timeout, no_head(timeout)),
+                Ok(Err(e)) if dropped(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
+                Ok(Err(e)) => ex.fail(ErrorKind::Transport, format!("reading the response failed: {e}")),
+                Ok(Ok((0, _))) if filled == 0 => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
+                Ok(Ok((0, _))) => {
+                    ex.fail(ErrorKind::Transport, "the server closed the connection inside the response head")
+                }
+                Ok(Ok((n, at_ms))) => {
+                    filled += n;
+                    ex.first_byte_ms = Some(at_ms.max(0.0));
+                }
+            },
+        }
+    }
+    None
+}
+
+/// The connection ended under the request: closed or reset by the server.
+fn dropped(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as Io;
+    matches!(e.kind(), Io::ConnectionReset | Io::UnexpectedEof | Io::BrokenPipe | Io::ConnectionAborted)
+}
+
+/// A body read off a direct connection, its framing taken off in place.
+struct Raw<'c> {
+    conn: &'c mut Conn,
+    unframe: Unframe,
+    content_type: Option<String>,
+    /// Bytes of the buffer not yet unframed.
+    pos: usize,
+    len: usize,
+    /// When the buffer's bytes arrived; never earlier than an earlier read's.
+    at_ms: f64,
+    start: Instant,
+    /// Payload bytes handed out.
+    read: u64,
+}
+
+impl<'c> Raw<'c> {
+    fn new(
+        conn: &'c mut Conn,
+        head: &Head,
+        held: std::ops::Range<usize>,
+        at_ms: f64,
+        start: Instant,
+    ) -> Raw<'c> {
+        let (content_type, unframe) = (head.content_type.clone(), Unframe::new(head.framing));
+        Raw { conn, unframe, content_type, pos: held.start, len: held.end, at_ms, start, read: 0 }
+    }
+
+    /// Reads on to the body's end, briefly and boundedly, after the stream's end marker: true when
+    /// it ended cleanly with nothing after it, so the connection can carry the next request.
+    async fn read_to_end(&mut self) -> bool {
+        let by = tokio::time::Instant::now() + END_WAIT;
+        let mut extra = 0;
+        while !self.unframe.is_done() && extra <= END_BYTES {
+            match tokio::time::timeout_at(by, self.next()).await {
+                Ok(Some(Ok((piece, _)))) => extra += piece.len() as u64,
+                Ok(None) => break,
+                _ => return false,
+            }
+        }
+        self.unframe.is_done() && self.pos == self.len
+    }
+}
+
+impl Body for Raw<'_> {
+    fn content_type(&self) -> Option<String> {
+        self.content_type.clone()
+    }
+
+    async fn next(&mut self) -> Option<Result<(&[u8], f64), String>> {
+        let piece = loop {
+            if self.unframe.is_done() {
+                return None;
+            }
+            if self.pos < self.len {
+                let at = self.pos;
+                let step = match self.unframe.step(&self.conn.buf[at..self.len]) {
+                    Ok(step) => step,
+                    Err(why) => return Some(Err(why)),
+                };
+                self.pos += step.used;
+                match step.data {
+                    Some(data) => break at + data.start..at + data.end,
+                    None => continue,
+                }
+            }
+            match self.conn.recv(0, self.start).await {
+                Ok((0, _)) if self.unframe.ends_at_close() => return None,
+                Ok((0, _)) => return Some(Err(body::closed_early(self.read))),
+                Ok((n, at_ms)) => {
+                    (self.pos, self.len) = (0, n);
+                    self.at_ms = at_ms.max(self.at_ms);
+                }
+                Err(e) => return Some(Err(body::broken_io(&e, self.read))),
+            }
+        };
+        self.read += piece.len() as u64;
+        Some(Ok((&self.conn.buf[piece], self.at_ms)))
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, mpsc};
+
+    fn chunk(data: &str) -> String {
+        let event = format!("data: {data}\n\n");
+        format!("{:x}\r\n{event}\r\n", event.len())
+    }
+
+    /// The lane's thread is blocked when the second token arrives and reads it 300 ms later: the
+    /// token still carries the instant it arrived. (Stamped at the read, it was 300 ms late.)
+    #[test]
+    fn a_token_arriving_while_the_lane_is_blocked_keeps_its_arrival_time() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let authority = listener.local_addr().unwrap().to_string();
+        let (first_sent, go) = (Arc::new(AtomicBool::new(false)), mpsc::channel::<()>());
+        let (written_tx, written) = mpsc::channel::<(Instant, Instant)>();
+        let sent = first_sent.clone();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = s.read(&mut request).unwrap();
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+            s.write_all(format!("{head}{}", chunk(r#"{"choices":[{"delta":{"content":"A"}}]}"#)).as_bytes())
+                .unwrap();
+            sent.store(true, Ordering::SeqCst);
+            go.1.recv().unwrap();
+            let before = Instant::now();
+            let rest = format!(
+                "{}{}0\r\n\r\n",
+                chunk(r#"{"choices":[{"delta":{"content":"B"}}]}"#),
+                chunk("[DONE]")
+            );
+            s.write_all(rest.as_bytes()).unwrap();
+            written_tx.send((before, Instant::now())).unwrap();
+            std::thread::sleep(Duration::from_secs(2));
+        });
+        let go = go.0;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let ex = rt.block_on(async move {
+            let blocker = tokio::spawn(async move {
+                while !first_sent.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await; // the first token is read
+                go.send(()).unwrap();
+                let times = written.recv().unwrap(); // blocks the lane's only thread
+                std::thread::sleep(Duration::from_millis(300));
+                times
+            });
+            let wire = Wire {
+                authority,
+                bytes: b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n".to_vec(),
+                close: false,
+            };
+            let pool = Pool::new(Duration::from_secs(2));
+            let ex =
+                exchange(&pool, Api::Openai, &Limits::default(), Duration::from_secs(30), &wire, true).await;
+            (ex, blocker.await.unwrap())
+        });
+        let (ex, (before, after)) = ex;
+        assert!(ex.error.is_none(), "{:?}", ex.error);
+        assert_eq!(ex.content, "AB");
+        let start = ex.start.unwrap();
+        let ms = |t: Instant| t.duration_since(start).as_secs_f64() * 1000.0;
+        let second = ex.token_offsets_ms[1];
+        // Between the start and the end of the server's write, give or take clock rounding.
+        assert!(
+            second >= ms(before) - 1.0 && second <= ms(after) + 1.0,
+            "{second} not in {}..{}",
+            ms(before),
+            ms(after)
+        );
+    }
+}

@@ -1,0 +1,376 @@
+//! HTTP/1.1 on the wire, for the client's direct path (direct.rs): a request's bytes, a response's
+//! head, and its body's framing. Pure functions over bytes: no socket, no clock, so every case is
+//! a unit test.
+
+use std::ops::Range;
+
+/// A request ready to be written as it is: head and body in one buffer.
+#[derive(Clone, Debug)]
+pub struct Wire {
+    /// `host:port`, as `tokio::net::lookup_host` takes it (an IPv6 host keeps its brackets).
+    pub authority: String,
+    pub bytes: Vec<u8>,
+    /// The request asks the server to close the connection after answering.
+    pub close: bool,
+}
+
+/// Proxy variables reqwest honours. With any of them set, requests go through reqwest, which
+/// knows how to reach a proxy; the direct path only talks to the server itself.
+const PROXY_VARS: [&str; 4] = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"];
+
+/// The bytes of `request`, when it can go out on the direct path: plain `http://`, no proxy, a
+/// body already in memory. `None` sends it through reqwest (HTTPS, proxies).
+pub fn wire(request: &reqwest::Request) -> Option<Wire> {
+    let url = request.url();
+    let proxied = PROXY_VARS.iter().any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
+    if url.scheme() != "http" || proxied {
+        return None;
+    }
+    let host = url.host_str()?;
+    let body = match request.body() {
+        Some(body) => body.as_bytes()?,
+        None => &[],
+    };
+    let mut target = url.path().to_string();
+    if let Some(query) = url.query() {
+        target.push('?');
+        target.push_str(query);
+    }
+    // The Host header names the port only when the URL did, as hyper writes it.
+    let host_header = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    };
+    let mut head = format!("{} {target} HTTP/1.1\r\nhost: {host_header}\r\n", request.method());
+    let mut bytes = Vec::with_capacity(head.len() + 512 + body.len());
+    let headers = request.headers();
+    let mut close = false;
+    for (name, value) in headers {
+        if name == reqwest::header::HOST || name == reqwest::header::CONTENT_LENGTH {
+            continue;
+        }
+        if name == reqwest::header::CONNECTION {
+            close |= value.to_str().is_ok_and(|v| has_token(v, "close"));
+        }
+        head.push_str(name.as_str());
+        head.push_str(": ");
+        bytes.extend_from_slice(head.as_bytes());
+        head.clear();
+        bytes.extend_from_slice(value.as_bytes());
+        bytes.extend_from_slice(b"\r\n");
+    }
+    // reqwest sends `accept: */*` when the request names none.
+    if !headers.contains_key(reqwest::header::ACCEPT) {
+        head.push_str("accept: */*\r\n");
+    }
+    head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    bytes.extend_from_slice(head.as_bytes());
+    bytes.extend_from_slice(body);
+    let port = url.port_or_known_default()?;
+    Some(Wire { authority: format!("{host}:{port}"), bytes, close })
+}
+
+/// Whether a comma-separated header value holds `token` (case-insensitive).
+fn has_token(value: &str, token: &str) -> bool {
+    value.split(',').any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+/// The most headers a response may carry; hyper's own limit is 100.
+const MAX_HEADERS: usize = 100;
+
+/// A response head, as far as the client needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Head {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub framing: Framing,
+    /// The connection may carry another request after this response.
+    pub keep_alive: bool,
+}
+
+/// How the body's end is known (RFC 9112 section 6.3).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Framing {
+    Length(u64),
+    Chunked,
+    /// Until the server closes the connection.
+    ToClose,
+}
+
+/// Parses a response head from the start of `buf`: `Ok(None)` while it is incomplete, else the
+/// head and its length in bytes.
+pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    let used = match response.parse(buf) {
+        Ok(httparse::Status::Complete(used)) => used,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(format!("the response is not HTTP/1.1 ({e}): {}", super::quote(buf))),
+    };
+    let status = response.code.unwrap_or(0);
+    let mut keep_alive = response.version == Some(1);
+    let (mut content_type, mut length, mut chunked, mut encoded) = (None, None, false, false);
+    for h in response.headers.iter() {
+        let value = String::from_utf8_lossy(h.value);
+        if h.name.eq_ignore_ascii_case("content-type") {
+            content_type = Some(value.to_string());
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            if has_token(&value, "close") {
+                keep_alive = false;
+            } else if has_token(&value, "keep-alive") {
+                keep_alive = true;
+            }
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            encoded = true;
+            chunked =
+                value.rsplit(',').next().is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let n = value.trim().parse::<u64>().map_err(|_| format!("bad content-length: {value}"))?;
+            if length.is_some_and(|m| m != n) {
+                return Err(format!("two different content-length headers: {} and {n}", length.unwrap_or(0)));
+            }
+            length = Some(n);
+        }
+    }
+    let framing = if status == 204 || status == 304 || (100..200).contains(&status) {
+        Framing::Length(0)
+    } else if chunked {
+        Framing::Chunked
+    } else if encoded {
+        Framing::ToClose
+    } else {
+        length.map_or(Framing::ToClose, Framing::Length)
+    };
+    if framing == Framing::ToClose {
+        keep_alive = false;
+    }
+    Ok(Some((Head { status, content_type, framing, keep_alive }, used)))
+}
+
+/// The longest chunk-size line or trailer line accepted.
+const MAX_FRAMING_LINE: usize = 4096;
+
+/// Takes a body's framing off the bytes as they come, handing out the payload in place.
+#[derive(Debug)]
+pub struct Unframe {
+    state: State,
+    /// A chunk-size or trailer line cut by the end of a read.
+    line: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum State {
+    /// Payload bytes left (a fixed length, or the current chunk).
+    Data {
+        left: u64,
+        chunked: bool,
+    },
+    ToClose,
+    Size,
+    /// The CRLF after a chunk's payload.
+    ChunkEnd,
+    Trailers,
+    Done,
+}
+
+/// What one step of `Unframe::step` did with its input.
+#[derive(Debug, PartialEq)]
+pub struct Step {
+    /// Input bytes used up.
+    pub used: usize,
+    /// Payload among them (a range of the input).
+    pub data: Option<Range<usize>>,
+}
+
+impl Unframe {
+    pub fn new(framing: Framing) -> Unframe {
+        let state = match framing {
+            Framing::Length(0) => State::Done,
+            Framing::Length(left) => State::Data { left, chunked: false },
+            Framing::Chunked => State::Size,
+            Framing::ToClose => State::ToClose,
+        };
+        Unframe { state, line: Vec::new() }
+    }
+
+    /// The whole body has been read.
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    /// The body ends when the server closes the connection.
+    pub fn ends_at_close(&self) -> bool {
+        self.state == State::ToClose
+    }
+
+    /// Uses bytes from the start of `input` until it has payload to hand out, reaches the end of
+    /// the body, or runs out of input. Call again with the rest.
+    pub fn step(&mut self, input: &[u8]) -> Result<Step, String> {
+        let mut used = 0;
+        while used < input.len() {
+            let rest = &input[used..];
+            match self.state {
+                State::Done => break,
+                State::ToClose => {
+                    return Ok(Step { used: input.len(), data: Some(used..input.len()) });
+                }
+                State::Data { left, chunked } => {
+                    let take = rest.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                    let left = left - take as u64;
+                    self.state = match (left, chunked) {
+                        (0, true) => State::ChunkEnd,
+                        (0, false) => State::Done,
+                        _ => State::Data { left, chunked },
+                    };
+                    return Ok(Step { used: used + take, data: Some(used..used + take) });
+                }
+                State::Size | State::ChunkEnd | State::Trailers => {
+                    let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+                        self.keep(rest)?;
+                        used = input.len();
+                        break;
+                    };
+                    self.keep(&rest[..end])?;
+                    used += end + 1;
+                    let line = std::mem::take(&mut self.line);
+                    self.on_line(line.strip_suffix(b"\r").unwrap_or(&line))?;
+                }
+            }
+        }
+        Ok(Step { used, data: None })
+    }
+
+    fn keep(&mut self, part: &[u8]) -> Result<(), String> {
+        if self.line.len() + part.len() > MAX_FRAMING_LINE {
+            return Err(format!("a chunked-encoding line exceeds {MAX_FRAMING_LINE} bytes"));
+        }
+        self.line.extend_from_slice(part);
+        Ok(())
+    }
+
+    /// A whole framing line (without its line end).
+    fn on_line(&mut self, line: &[u8]) -> Result<(), String> {
+        self.state = match self.state {
+            State::Size => {
+                let text = String::from_utf8_lossy(line);
+                let digits = text.split(';').next().unwrap_or("").trim();
+                let size = u64::from_str_radix(digits, 16)
+                    .map_err(|_| format!("bad chunk size line: {}", super::quote(line)))?;
+                if size == 0 { State::Trailers } else { State::Data { left: size, chunked: true } }
+            }
+            State::ChunkEnd if line.is_empty() => State::Size,
+            State::ChunkEnd => return Err(format!("a chunk runs past its size: {}", super::quote(line))),
+            State::Trailers if line.is_empty() => State::Done,
+            other => other,
+        };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The payload of `body` unframed, fed in pieces of `cut` bytes; and whether it ended.
+    fn unframe(framing: Framing, body: &[u8], cut: usize) -> Result<(Vec<u8>, bool), String> {
+        let mut u = Unframe::new(framing);
+        let mut out = Vec::new();
+        for piece in body.chunks(cut) {
+            let mut at = 0;
+            while at < piece.len() && !u.is_done() {
+                let step = u.step(&piece[at..])?;
+                if let Some(r) = step.data {
+                    out.extend_from_slice(&piece[at + r.start..at + r.end]);
+                }
+                at += step.used;
+            }
+        }
+        Ok((out, u.is_done()))
+    }
+
+    #[test]
+    fn chunked_bodies_unframe_the_same_however_they_are_cut() {
+        let body = b"5;ext=1\r\nhello\r\n1\r\n \r\nC\r\nworld, again\r\n0\r\nx-trailer: 1\r\n\r\n";
+        for cut in [1, 2, 3, 7, body.len()] {
+            assert_eq!(
+                unframe(Framing::Chunked, body, cut),
+                Ok((b"hello world, again".to_vec(), true)),
+                "{cut}"
+            );
+        }
+        // Bare LF line ends, as some servers write them.
+        assert_eq!(unframe(Framing::Chunked, b"2\nab\n0\n\n", 1), Ok((b"ab".to_vec(), true)));
+        // Not yet ended: the last chunk has not come.
+        assert_eq!(unframe(Framing::Chunked, b"2\r\nab\r\n", 4), Ok((b"ab".to_vec(), false)));
+    }
+
+    #[test]
+    fn broken_chunked_framing_is_an_error_that_says_what() {
+        let err = unframe(Framing::Chunked, b"zz\r\n", 64).unwrap_err();
+        assert!(err.starts_with("bad chunk size line: zz"), "{err}");
+        let err = unframe(Framing::Chunked, b"2\r\nabc\r\n", 64).unwrap_err();
+        assert!(err.starts_with("a chunk runs past its size: c"), "{err}");
+        let err = unframe(Framing::Chunked, &[b'1'; 5000], 64).unwrap_err();
+        assert_eq!(err, "a chunked-encoding line exceeds 4096 bytes");
+    }
+
+    #[test]
+    fn length_and_close_framing() {
+        assert_eq!(unframe(Framing::Length(3), b"abc", 1), Ok((b"abc".to_vec(), true)));
+        assert_eq!(unframe(Framing::Length(0), b"", 1), Ok((vec![], true)));
+        assert_eq!(unframe(Framing::ToClose, b"abc", 2), Ok((b"abc".to_vec(), false)));
+    }
+
+    #[test]
+    fn heads_say_framing_and_reuse() {
+        let parse = |text: &str| parse_head(text.as_bytes()).unwrap().unwrap().0;
+        let head =
+            parse("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+        assert_eq!(head.content_type.as_deref(), Some("text/event-stream"));
+        assert_eq!((head.status, head.framing, head.keep_alive), (200, Framing::Chunked, true));
+        let head =
+            parse("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\nConnection: close\r\n\r\n");
+        assert_eq!((head.status, head.framing, head.keep_alive), (500, Framing::Length(4), false));
+        let head = parse("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n");
+        assert!(!head.keep_alive, "HTTP/1.0 closes unless it says keep-alive");
+        let head = parse("HTTP/1.1 200 OK\r\n\r\n");
+        assert_eq!((head.framing, head.keep_alive), (Framing::ToClose, false));
+        let head = parse("HTTP/1.1 204 No Content\r\n\r\n");
+        assert_eq!(head.framing, Framing::Length(0));
+        assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le"), Ok(None));
+        let err =
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n").unwrap_err();
+        assert!(err.contains("two different content-length"), "{err}");
+        assert!(
+            parse_head(b"SSH-2.0-OpenSSH\r\n\r\n").unwrap_err().starts_with("the response is not HTTP/1.1")
+        );
+    }
+
+    #[test]
+    fn a_request_is_written_as_hyper_would_and_only_plain_http_goes_direct() {
+        let http = crate::client::default_http().unwrap();
+        let request = http
+            .post("http://127.0.0.1:8080/v1/chat/completions?x=1")
+            .header("accept", "text/event-stream")
+            .header("connection", "close")
+            .body("{}")
+            .build()
+            .unwrap();
+        let written = wire(&request).unwrap();
+        assert_eq!(written.authority, "127.0.0.1:8080");
+        assert!(written.close);
+        assert_eq!(
+            String::from_utf8(written.bytes).unwrap(),
+            "POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\naccept: text/event-stream\r\n\
+             connection: close\r\ncontent-length: 2\r\n\r\n{}"
+        );
+        let plain = wire_of(&http, "http://[::1]/x");
+        assert_eq!(plain.authority, "[::1]:80");
+        assert!(String::from_utf8(plain.bytes).unwrap().contains("host: [::1]\r\naccept: */*\r\n"));
+        assert!(wire(&http.post("https://example.com/x").body("{}").build().unwrap()).is_none());
+    }
+
+    fn wire_of(http: &reqwest::Client, url: &str) -> Wire {
+        wire(&http.post(url).body("{}").build().unwrap()).unwrap()
+    }
+}
