@@ -170,7 +170,7 @@ pub fn broken_body(e: &reqwest::Error, read: u64) -> String {
 }
 
 /// The connection was reset or closed under the reader.
-fn ended(io: &std::io::Error) -> bool {
+pub(crate) fn ended(io: &std::io::Error) -> bool {
     use std::io::ErrorKind as Io;
     matches!(io.kind(), Io::ConnectionReset | Io::UnexpectedEof | Io::ConnectionAborted | Io::BrokenPipe)
 }
@@ -190,14 +190,34 @@ pub(crate) fn closed_early(read: u64) -> String {
     format!("the server closed the connection before the body was complete (after {read} bytes)")
 }
 
-/// Reads an SSE response into `ex`. An event's arrival is that of the piece that completed it.
-pub(crate) async fn read_stream(
+/// Reads the answer to a request whose response head said `status`: an error status becomes an
+/// error quoting the start of the body; a success is read as a stream or as one JSON body. Both
+/// transports (mod.rs, direct.rs) end here.
+pub(crate) async fn read_answer(
     api: Api,
     limits: &Limits,
+    status: u16,
+    stream: bool,
     source: &mut impl Body,
     window: Window,
     ex: &mut Exchange,
 ) {
+    ex.http_status = Some(status);
+    if !(200..300).contains(&status) {
+        let prefix = read_prefix_from(source, limits.max_error_read_bytes, window.deadline).await;
+        ex.e2e_ms = Some(ms_since(window.start));
+        // "500 Internal Server Error": the code with its standard reason phrase.
+        let status = reqwest::StatusCode::from_u16(status).map_or(status.to_string(), |s| s.to_string());
+        ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {}", quote(&prefix)));
+    } else if stream {
+        read_stream(api, limits, source, window, ex).await;
+    } else {
+        read_whole(api, limits, source, window, ex).await;
+    }
+}
+
+/// Reads an SSE response into `ex`. An event's arrival is that of the piece that completed it.
+async fn read_stream(api: Api, limits: &Limits, source: &mut impl Body, window: Window, ex: &mut Exchange) {
     let Window { start, deadline, timeout } = window;
     // A missing content type is tolerated (the body decides); a different one is not a stream.
     if let Some(ct) =
@@ -252,13 +272,7 @@ pub(crate) async fn read_stream(
 }
 
 /// Reads a whole JSON response into `ex`.
-pub(crate) async fn read_whole(
-    api: Api,
-    limits: &Limits,
-    source: &mut impl Body,
-    window: Window,
-    ex: &mut Exchange,
-) {
+async fn read_whole(api: Api, limits: &Limits, source: &mut impl Body, window: Window, ex: &mut Exchange) {
     let Window { start, deadline, timeout } = window;
     let body = match read_capped_from(source, limits.max_body_bytes, deadline).await {
         Ok(b) => b,

@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 
 use super::body::{self, Body};
 use super::h1::{self, Head, Unframe, Wire};
-use super::{Api, DROPPED_AFTER_SEND, Exchange, Limits, Window, ms_since, socket};
+use super::{Api, DROPPED_AFTER_SEND, Exchange, Limits, Window, ms_since, no_response_headers, socket};
 use crate::record::ErrorKind;
 
 /// Read buffer of a connection: the response head must fit in it.
@@ -124,22 +124,9 @@ pub(super) async fn exchange(
     let mut ex = Exchange { started_at: crate::meta::now_rfc3339(), ..Default::default() };
     let Some((mut conn, window)) = open(pool, wire, timeout, &mut ex).await else { return ex };
     let Some((head, used, filled)) = send(&mut conn, wire, window, &mut ex).await else { return ex };
-    let status = head.status;
-    ex.http_status = Some(status);
     let first_ms = ex.first_byte_ms.unwrap_or(0.0);
     let mut body = Raw::new(&mut conn, &head, used..filled, first_ms, window.start);
-    if !(200..300).contains(&status) {
-        let prefix = body::read_prefix_from(&mut body, limits.max_error_read_bytes, window.deadline).await;
-        ex.e2e_ms = Some(ms_since(window.start));
-        let status = reqwest::StatusCode::from_u16(status).map_or(status.to_string(), |s| s.to_string());
-        ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {}", body::quote(&prefix)));
-        return ex;
-    }
-    if stream {
-        body::read_stream(api, limits, &mut body, window, &mut ex).await;
-    } else {
-        body::read_whole(api, limits, &mut body, window, &mut ex).await;
-    }
+    body::read_answer(api, limits, head.status, stream, &mut body, window, &mut ex).await;
     let reusable = head.keep_alive && !wire.close && ex.error.is_none() && body.read_to_end().await;
     if reusable {
         pool.put(conn);
@@ -161,16 +148,12 @@ async fn open(pool: &Pool, wire: &Wire, timeout: Duration, ex: &mut Exchange) ->
             // Nothing reached the server: it may be sent again, once.
             Ok(Err(_)) if ex.attempts < 2 => {}
             Ok(Err(why)) => ex.fail(ErrorKind::Connect, format!("cannot connect: {why}")),
-            Err(_) => ex.fail(ErrorKind::Timeout, no_head(timeout)),
+            Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
         }
         if ex.error.is_some() {
             return None;
         }
     }
-}
-
-fn no_head(timeout: Duration) -> String {
-    format!("no response headers within {}", humantime::format_duration(timeout))
 }
 
 /// Writes the request and reads the response head (skipping interim 1xx heads): the head, its
@@ -183,8 +166,8 @@ async fn send(
 ) -> Option<(Head, usize, usize)> {
     let Window { start, deadline, timeout } = window;
     match tokio::time::timeout_at(deadline, conn.stream.write_all(&wire.bytes)).await {
-        Err(_) => ex.fail(ErrorKind::Timeout, no_head(timeout)),
-        Ok(Err(e)) if dropped(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
+        Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
+        Ok(Err(e)) if body::ended(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
         Ok(Err(e)) => ex.fail(ErrorKind::Transport, format!("sending the request failed: {e}")),
         Ok(Ok(())) => {}
     }
@@ -205,8 +188,8 @@ async fn send(
                 );
             }
             Ok(None) => match tokio::time::timeout_at(deadline, conn.recv(filled, start)).await {
-                Err(_) => ex.fail(ErrorKind::Timeout, no_head(timeout)),
-                Ok(Err(e)) if dropped(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
+                Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
+                Ok(Err(e)) if body::ended(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
                 Ok(Err(e)) => ex.fail(ErrorKind::Transport, format!("reading the response failed: {e}")),
                 Ok(Ok((0, _))) if filled == 0 => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
                 Ok(Ok((0, _))) => {
@@ -220,12 +203,6 @@ async fn send(
         }
     }
     None
-}
-
-/// The connection ended under the request: closed or reset by the server.
-fn dropped(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind as Io;
-    matches!(e.kind(), Io::ConnectionReset | Io::UnexpectedEof | Io::BrokenPipe | Io::ConnectionAborted)
 }
 
 /// A body read off a direct connection, its framing taken off in place.

@@ -41,8 +41,9 @@ pub fn wire(request: &reqwest::Request) -> Option<Wire> {
         Some(port) => format!("{host}:{port}"),
         None => host.to_string(),
     };
-    let mut head = format!("{} {target} HTTP/1.1\r\nhost: {host_header}\r\n", request.method());
+    let head = format!("{} {target} HTTP/1.1\r\nhost: {host_header}\r\n", request.method());
     let mut bytes = Vec::with_capacity(head.len() + 512 + body.len());
+    bytes.extend_from_slice(head.as_bytes());
     let headers = request.headers();
     let mut close = false;
     for (name, value) in headers {
@@ -52,19 +53,15 @@ pub fn wire(request: &reqwest::Request) -> Option<Wire> {
         if name == reqwest::header::CONNECTION {
             close |= value.to_str().is_ok_and(|v| has_token(v, "close"));
         }
-        head.push_str(name.as_str());
-        head.push_str(": ");
-        bytes.extend_from_slice(head.as_bytes());
-        head.clear();
-        bytes.extend_from_slice(value.as_bytes());
-        bytes.extend_from_slice(b"\r\n");
+        for part in [name.as_str().as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
+            bytes.extend_from_slice(part);
+        }
     }
     // reqwest sends `accept: */*` when the request names none.
     if !headers.contains_key(reqwest::header::ACCEPT) {
-        head.push_str("accept: */*\r\n");
+        bytes.extend_from_slice(b"accept: */*\r\n");
     }
-    head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
-    bytes.extend_from_slice(head.as_bytes());
+    bytes.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
     bytes.extend_from_slice(body);
     let port = url.port_or_known_default()?;
     Some(Wire { authority: format!("{host}:{port}"), bytes, close })

@@ -350,8 +350,7 @@ async fn exchange(
     ex.start = Some(window.start);
     let response = match sent.result {
         Err(()) => {
-            let within = humantime::format_duration(timeout);
-            ex.fail(ErrorKind::Timeout, format!("no response headers within {within}"));
+            ex.fail(ErrorKind::Timeout, no_response_headers(timeout));
             return ex;
         }
         Ok(Err(e)) if e.is_connect() => {
@@ -365,21 +364,15 @@ async fn exchange(
         Ok(Ok(r)) => r,
     };
     ex.first_byte_ms = Some(ms_since(window.start));
-    let status = response.status();
-    ex.http_status = Some(status.as_u16());
-    if !status.is_success() {
-        let prefix = body::read_prefix(response, limits.max_error_read_bytes, window.deadline).await;
-        ex.e2e_ms = Some(ms_since(window.start));
-        ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {}", quote(&prefix)));
-        return ex;
-    }
+    let status = response.status().as_u16();
     let mut source = body::Fetched::new(response, window.start);
-    if prepared.stream {
-        body::read_stream(api, limits, &mut source, window, &mut ex).await;
-    } else {
-        body::read_whole(api, limits, &mut source, window, &mut ex).await;
-    }
+    body::read_answer(api, limits, status, prepared.stream, &mut source, window, &mut ex).await;
     ex
+}
+
+/// A request that got no response head before its deadline.
+fn no_response_headers(timeout: Duration) -> String {
+    format!("no response headers within {}", humantime::format_duration(timeout))
 }
 
 /// A request written to a connection that the server then closed without answering.
