@@ -383,10 +383,10 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     let client = client(&server.url);
     let nonces = Nonces::new();
     let (watch, switched) = (Watch::start(&client_cores()), involuntary_switches());
-    let stamped = ttft_bench::client::arrival_stamp_counts();
+    let before = ttft_bench::client::read_counts();
     let (exchanges, cpu) = rounds(rt, &client, &nonces, streams, n_rounds, tokens);
     let ((stalls, watch_cpu_ms), switched) = (watch.stop(), involuntary_switches() - switched);
-    let (kernel, fallback) = ttft_bench::client::arrival_stamp_counts();
+    let after = ttft_bench::client::read_counts();
     let (origin, log) = server.timings(exchanges.len() + streams);
     let clock = Clock::now();
     let mut errors = Errors::default();
@@ -438,8 +438,10 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
         json!(windows.keys().filter(|w| stalled.contains(w)).count());
     row["client_involuntary_switches"] = json!(switched);
     // Reads stamped with the kernel's arrival time, and reads stamped when they returned.
-    row["reads_kernel_stamped"] = json!(kernel - stamped.0);
-    row["reads_stamped_on_return"] = json!(fallback - stamped.1);
+    row["reads_kernel_stamped"] = json!(after.kernel_stamped - before.kernel_stamped);
+    row["reads_stamped_on_return"] = json!(after.stamped_on_return - before.stamped_on_return);
+    // Peeks of lanes behind: each one lets the events it saw be read one at a time.
+    row["peeks_while_behind"] = json!(after.peeks_while_behind - before.peeks_while_behind);
     let p99 = |k: &str| row[k].as_f64().unwrap_or(f64::INFINITY);
     let matched =
         errors.unmatched == 0 && p99("arrival_lag_p99_ms") <= MATCH_MS && p99("itl_error_p99_ms") <= MATCH_MS;
@@ -490,7 +492,7 @@ fn main() {
         INGEST_STEP.as_secs()
     );
     println!(
-        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10}",
+        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9}",
         "interval",
         "nominal t/s",
         "achieved t/s",
@@ -501,7 +503,8 @@ fn main() {
         "within",
         "itl>1ms n/win",
         "stalled",
-        "unstamped"
+        "unstamped",
+        "peeks"
     );
     let steps: &[u64] =
         if quick { &[4000, 1000, 250] } else { &[32000, 16000, 8000, 4000, 2000, 1000, 700, 500, 350, 250] };
@@ -510,7 +513,7 @@ fn main() {
     for &us in steps {
         let row = ingest_step(&rt, dir.path(), us);
         println!(
-            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10}",
+            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9}",
             us,
             row["nominal_tokens_per_s"],
             row["achieved_tokens_per_s"],
@@ -521,7 +524,8 @@ fn main() {
             row["within_1ms_p99"],
             format!("{}/{}", row["itl_over_1ms"], row["itl_over_1ms_windows_5ms"]),
             format!("{}/{}", row["itl_over_1ms_windows_with_client_stall"], row["client_stalls_over_1ms"]),
-            row["reads_stamped_on_return"]
+            row["reads_stamped_on_return"],
+            row["peeks_while_behind"]
         );
         if row["within_1ms_p99"] == json!(true) {
             let achieved = row["achieved_tokens_per_s"].as_f64().unwrap_or(0.0);

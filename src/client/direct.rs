@@ -35,6 +35,19 @@ const END_WAIT: Duration = Duration::from_millis(100);
 /// At most this much is read after the end marker to reach the body's end.
 const END_BYTES: u64 = 64 << 10;
 
+/// A read whose last byte arrived longer ago than this means its lane is behind the arrivals.
+const BEHIND: Duration = Duration::from_micros(250);
+
+thread_local! {
+    /// The lane (a lane is one thread) is behind: its last read came late after its bytes, so its
+    /// sockets may each hold several events, and reading them in one go would give all of them
+    /// the last one's stamp. Until a read comes promptly again, a read first peeks at what the
+    /// socket holds and then takes it one event at a time, each with its own arrival stamp.
+    /// Measured in docs/client-lanes.md: one stall of a lane's core used to merge a token pair
+    /// on every stream of the lane; now on the first stream read after it.
+    static LANE_BEHIND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// A lane's idle keep-alive connections.
 pub(super) struct Pool {
     idle: Mutex<Vec<(Conn, Instant)>>,
@@ -46,6 +59,8 @@ pub(super) struct Conn {
     stream: TcpStream,
     authority: String,
     buf: Box<[u8]>,
+    /// Lengths of the events a peek saw queued and not yet read, the next one last.
+    queued: Vec<usize>,
 }
 
 impl Pool {
@@ -85,7 +100,7 @@ impl Conn {
                     let _ = stream.set_nodelay(true);
                     socket::enable_arrival_stamps(stream.as_raw_fd());
                     let buf = vec![0; BUFFER_BYTES].into_boxed_slice();
-                    return Ok(Conn { stream, authority: authority.to_string(), buf });
+                    return Ok(Conn { stream, authority: authority.to_string(), buf, queued: Vec::new() });
                 }
                 Err(e) => last = format!("tcp connect to {addr}: {e}"),
             }
@@ -94,14 +109,34 @@ impl Conn {
     }
 
     /// Reads into the buffer from `at`: the byte count and when the last byte arrived (ms since
-    /// `start`; the kernel's stamp, or the read's own when there is none).
+    /// `start`; the kernel's stamp, or the read's own when there is none). Behind, one event.
     async fn recv(&mut self, at: usize, start: Instant) -> std::io::Result<(usize, f64)> {
-        let Conn { stream, buf, .. } = self;
+        let Conn { stream, buf, queued, .. } = self;
         loop {
             stream.readable().await?;
             let fd = stream.as_raw_fd();
-            match stream.try_io(Interest::READABLE, || socket::recv(fd, &mut buf[at..])) {
+            let room = &mut buf[at..];
+            // The first read of what the socket holds says how far behind the lane is; the
+            // events a peek saw queued after it say nothing more (the last may be fresh while
+            // other sockets still hold old ones), so they leave the flag as it is.
+            let first = queued.is_empty();
+            let read = stream.try_io(Interest::READABLE, || {
+                if first && LANE_BEHIND.get() {
+                    let held = socket::peek(fd, room)?;
+                    event_lengths(&room[..held], queued);
+                }
+                let want = queued.pop().map_or(room.len(), |len| len.min(room.len()));
+                let (n, age) = socket::recv(fd, &mut room[..want])?;
+                if n < want {
+                    queued.clear(); // not what the peek saw: take the rest as it comes
+                }
+                Ok((n, age))
+            });
+            match read {
                 Ok((n, age)) => {
+                    if first {
+                        LANE_BEHIND.set(age.is_some_and(|age| age > BEHIND));
+                    }
                     let read_ms = ms_since(start);
                     return Ok((n, age.map_or(read_ms, |age| read_ms - age.as_secs_f64() * 1000.0)));
                 }
@@ -110,6 +145,26 @@ impl Conn {
             }
         }
     }
+}
+
+/// Splits what a socket holds into the events it begins with, each ending after a blank line
+/// ("\n\n" or "\r\n\r\n"; a response head ends so too), and the rest: their lengths into
+/// `queued`, the first one last. Framing between events (a chunk's size line) goes with the event
+/// after it, so each piece's last byte is its event's last.
+fn event_lengths(held: &[u8], queued: &mut Vec<usize>) {
+    queued.clear();
+    let mut from = 0;
+    for i in memchr::memchr_iter(b'\n', held) {
+        let blank = (i >= 1 && held[i - 1] == b'\n') || (i >= 3 && &held[i - 3..i] == b"\r\n\r");
+        if blank {
+            queued.push(i + 1 - from);
+            from = i + 1;
+        }
+    }
+    if from < held.len() {
+        queued.push(held.len() - from);
+    }
+    queued.reverse();
 }
 
 /// One timed exchange on the direct path. Never fails: errors land in `Exchange::error`.
@@ -289,55 +344,72 @@ impl Body for Raw<'_> {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, mpsc};
+    use std::sync::mpsc;
 
     fn chunk(data: &str) -> String {
         let event = format!("data: {data}\n\n");
         format!("{:x}\r\n{event}\r\n", event.len())
     }
 
-    /// The lane's thread is blocked when the second token arrives and reads it 300 ms later: the
-    /// token still carries the instant it arrived. (Stamped at the read, it was 300 ms late.)
-    #[test]
-    fn a_token_arriving_while_the_lane_is_blocked_keeps_its_arrival_time() {
+    fn token(text: &str) -> String {
+        chunk(&format!(r#"{{"choices":[{{"delta":{{"content":"{text}"}}}}]}}"#))
+    }
+
+    /// When each write of a token began and ended.
+    type Spans = Vec<(Instant, Instant)>;
+
+    /// Streams `phases` of (token, ms to wait after it) to one request. The first phase goes out
+    /// at once; each later one only once the lane's own thread is blocked, which it stays for
+    /// `hold` after the phase is written. Returns the exchange and each later phase's write spans.
+    fn stream_to_a_blocked_lane(
+        phases: Vec<Vec<(&'static str, u64)>>,
+        hold: Duration,
+    ) -> (Exchange, Vec<Spans>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let authority = listener.local_addr().unwrap().to_string();
-        let (first_sent, go) = (Arc::new(AtomicBool::new(false)), mpsc::channel::<()>());
-        let (written_tx, written) = mpsc::channel::<(Instant, Instant)>();
-        let sent = first_sent.clone();
+        let (go_tx, go) = mpsc::channel::<()>();
+        let (written_tx, written) = mpsc::channel::<Spans>();
+        let later = phases.len() - 1;
         std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
+            s.set_nodelay(true).unwrap(); // one token, one packet, as servers send them
             let mut request = [0u8; 4096];
             let _ = s.read(&mut request).unwrap();
-            let head =
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-            s.write_all(format!("{head}{}", chunk(r#"{"choices":[{"delta":{"content":"A"}}]}"#)).as_bytes())
-                .unwrap();
-            sent.store(true, Ordering::SeqCst);
-            go.1.recv().unwrap();
-            let before = Instant::now();
-            let rest = format!(
-                "{}{}0\r\n\r\n",
-                chunk(r#"{"choices":[{"delta":{"content":"B"}}]}"#),
-                chunk("[DONE]")
-            );
-            s.write_all(rest.as_bytes()).unwrap();
-            written_tx.send((before, Instant::now())).unwrap();
+            s.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+            )
+            .unwrap();
+            for (i, phase) in phases.into_iter().enumerate() {
+                if i > 0 {
+                    go.recv().unwrap();
+                }
+                let mut spans = Spans::new();
+                for (text, wait_ms) in phase {
+                    let before = Instant::now();
+                    s.write_all(token(text).as_bytes()).unwrap();
+                    spans.push((before, Instant::now()));
+                    std::thread::sleep(Duration::from_millis(wait_ms));
+                }
+                if i == later {
+                    s.write_all(format!("{}0\r\n\r\n", chunk("[DONE]")).as_bytes()).unwrap();
+                }
+                if i > 0 {
+                    written_tx.send(spans).unwrap();
+                }
+            }
             std::thread::sleep(Duration::from_secs(2));
         });
-        let go = go.0;
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let ex = rt.block_on(async move {
+        rt.block_on(async move {
             let blocker = tokio::spawn(async move {
-                while !first_sent.load(Ordering::SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
+                let mut all = Vec::new();
+                for _ in 0..later {
+                    tokio::time::sleep(Duration::from_millis(100)).await; // what came is read
+                    go_tx.send(()).unwrap();
+                    all.push(written.recv().unwrap()); // blocks the lane's only thread
+                    std::thread::sleep(hold);
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await; // the first token is read
-                go.send(()).unwrap();
-                let times = written.recv().unwrap(); // blocks the lane's only thread
-                std::thread::sleep(Duration::from_millis(300));
-                times
+                all
             });
             let wire = Wire {
                 authority,
@@ -348,19 +420,63 @@ mod tests {
             let ex =
                 exchange(&pool, Api::Openai, &Limits::default(), Duration::from_secs(30), &wire, true).await;
             (ex, blocker.await.unwrap())
-        });
-        let (ex, (before, after)) = ex;
-        assert!(ex.error.is_none(), "{:?}", ex.error);
-        assert_eq!(ex.content, "AB");
+        })
+    }
+
+    /// Asserts token `index` of `ex` was stamped within `span` (give or take clock rounding).
+    fn assert_arrived_within(ex: &Exchange, index: usize, (before, after): (Instant, Instant)) {
         let start = ex.start.unwrap();
         let ms = |t: Instant| t.duration_since(start).as_secs_f64() * 1000.0;
-        let second = ex.token_offsets_ms[1];
-        // Between the start and the end of the server's write, give or take clock rounding.
+        let at = ex.token_offsets_ms[index];
         assert!(
-            second >= ms(before) - 1.0 && second <= ms(after) + 1.0,
-            "{second} not in {}..{}",
+            at >= ms(before) - 1.0 && at <= ms(after) + 1.0,
+            "token {index} at {at} ms, written {}..{} ms",
             ms(before),
             ms(after)
         );
+    }
+
+    /// The lane's thread is blocked when the second token arrives and reads it 300 ms later: the
+    /// token still carries the instant it arrived. (Stamped at the read, it was 300 ms late.)
+    #[test]
+    fn a_token_arriving_while_the_lane_is_blocked_keeps_its_arrival_time() {
+        let (ex, spans) =
+            stream_to_a_blocked_lane(vec![vec![("A", 0)], vec![("B", 0)]], Duration::from_millis(300));
+        assert!(ex.error.is_none(), "{:?}", ex.error);
+        assert_eq!(ex.content, "AB");
+        assert_arrived_within(&ex, 1, spans[0][0]);
+    }
+
+    /// Two tokens arrive 20 ms apart while a lane that is already behind is blocked: each keeps
+    /// its own arrival, because a lane behind takes its sockets' events one at a time. (Read in
+    /// one go, the first carried the second's stamp, 20 ms late.) The first phase's 20 tokens,
+    /// read as they come, use up the connection's first quick acknowledgements, as any stream
+    /// past its start has: while those last the kernel merges queued packets, stamps and all.
+    #[test]
+    fn tokens_queued_while_a_lane_is_behind_keep_their_own_arrival_times() {
+        let start: Vec<_> = (0..20).map(|_| (".", 2)).collect();
+        let phases = vec![start, vec![("B", 0)], vec![("C", 20), ("D", 0)]];
+        let (ex, spans) = stream_to_a_blocked_lane(phases, Duration::from_millis(60));
+        assert!(ex.error.is_none(), "{:?}", ex.error);
+        assert_eq!(ex.content, format!("{}BCD", ".".repeat(20)));
+        assert_arrived_within(&ex, 21, spans[1][0]);
+        assert_arrived_within(&ex, 22, spans[1][1]);
+    }
+
+    #[test]
+    fn a_peek_splits_into_events_with_the_framing_before_each_going_with_it() {
+        let mut queued = Vec::new();
+        let held = format!("HTTP/1.1 200 OK\r\nx: y\r\n\r\n{}{}da", token("a"), token("b"));
+        event_lengths(held.as_bytes(), &mut queued);
+        let mut pieces = Vec::new();
+        let mut from = 0;
+        while let Some(len) = queued.pop() {
+            pieces.push(&held[from..from + len]);
+            from += len;
+        }
+        assert_eq!(from, held.len());
+        assert_eq!(pieces.len(), 4, "{pieces:?}");
+        assert!(pieces[0].ends_with("\r\n\r\n") && pieces[1].ends_with("}]}\n\n"));
+        assert!(pieces[2].starts_with("\r\n") && pieces[2].ends_with("\n\n") && pieces[3] == "\r\nda");
     }
 }

@@ -33,13 +33,24 @@ pub use body::{causes, quote};
 pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits, default_http};
 pub use stream::replay_stream;
 
-/// Reads of the direct path so far in this process: (stamped by the kernel on arrival, stamped
-/// when the read returned). See socket.rs.
-pub fn arrival_stamp_counts() -> (u64, u64) {
+/// The direct path's reads so far in this process.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReadCounts {
+    /// Stamped with the kernel's arrival time.
+    pub kernel_stamped: u64,
+    /// Stamped when the read returned (no kernel stamp).
+    pub stamped_on_return: u64,
+    /// Peeks at a socket's queue by a lane behind, to read its events one at a time.
+    pub peeks_while_behind: u64,
+}
+
+/// Reads of the direct path so far in this process: how they were stamped, and how often a lane
+/// behind peeked to read events one at a time. See socket.rs.
+pub fn read_counts() -> ReadCounts {
     #[cfg(unix)]
-    return socket::stamp_counts();
+    return socket::read_counts();
     #[cfg(not(unix))]
-    (0, 0)
+    ReadCounts::default()
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -5,20 +5,23 @@
 //! busy or preempted core can be milliseconds after the bytes came in (docs/client-lanes.md
 //! measured 1-5 ms stalls of every core of a VM, about one a second). With `SO_TIMESTAMPNS` the
 //! kernel stamps each packet as it takes it in, and a read returns the stamp of the last packet
-//! it covers. A token read late still gets the instant it arrived, as long as the next token had
-//! not arrived too (then both carry the later one: never worse than stamping the read itself).
+//! it covers. A token read late still gets the instant it arrived, as long as the read stops at
+//! its end: a lane that is behind reads queued events one at a time (`peek`, then exact reads;
+//! direct.rs). Packets the kernel has merged in the queue keep only the later stamp, which is
+//! never worse than stamping the read itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Reads of the process that carried the kernel's arrival stamp, and reads that did not (stamped
-/// when the read returned): `just bench` reports them, so a figure never rests on the fallback
-/// unawares.
-static STAMPED: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+/// Reads of the process that carried the kernel's arrival stamp, reads that did not (stamped
+/// when the read returned), and peeks of a lane behind: `just bench` reports them, so a figure
+/// never rests on the fallback unawares, and the cost of catching up is seen.
+static COUNTS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 
-/// (reads stamped by the kernel, reads stamped on return) so far in this process.
-pub fn stamp_counts() -> (u64, u64) {
-    (STAMPED[0].load(Ordering::Relaxed), STAMPED[1].load(Ordering::Relaxed))
+/// What the direct path's reads have been so far in this process.
+pub fn read_counts() -> super::ReadCounts {
+    let count = |i: usize| COUNTS[i].load(Ordering::Relaxed);
+    super::ReadCounts { kernel_stamped: count(0), stamped_on_return: count(1), peeks_while_behind: count(2) }
 }
 
 /// Keeps the kernel's packet stamping switched on while it lives. Linux turns stamping on for the
@@ -70,7 +73,7 @@ pub fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<(usize, O
         return Err(std::io::Error::last_os_error());
     }
     let age = arrival_age(&msg);
-    STAMPED[usize::from(age.is_none())].fetch_add(1, Ordering::Relaxed);
+    COUNTS[usize::from(age.is_none())].fetch_add(1, Ordering::Relaxed);
     Ok((n as usize, age))
 }
 
@@ -81,7 +84,7 @@ pub fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<(usize, O
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    STAMPED[1].fetch_add(1, Ordering::Relaxed);
+    COUNTS[1].fetch_add(1, Ordering::Relaxed);
     Ok((n as usize, None))
 }
 
@@ -106,6 +109,18 @@ fn arrival_age(msg: &libc::msghdr) -> Option<Duration> {
         }
     }
     None
+}
+
+/// Copies what the connection holds into `buf` without taking it, to see where its events end.
+pub fn peek(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
+    // SAFETY: buf is live for its length.
+    let n =
+        unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    COUNTS[2].fetch_add(1, Ordering::Relaxed);
+    Ok(n as usize)
 }
 
 /// An idle keep-alive connection is still usable: the server has not closed it, and has sent
