@@ -23,7 +23,7 @@ for thermal in "${policies[@]}"; do
     for mode in fresh reuse; do
         flags=(--scenario "$ROOT/scenarios/paper.toml" --contexts "${CONTEXTS:-32768}" --staggered false "${gate[@]}")
         [[ -n ${RUNS:-} ]] && flags+=(--runs "$RUNS")
-        [[ $mode == reuse ]] && flags+=(--reuse-primes)
+        if [[ $mode == reuse ]]; then flags+=(--reuse-primes); else flags+=(--reuse-primes=false); fi
         start=$(date +%s.%N)
         # shellcheck disable=SC2086 # EXTRA is a list of flags
         "$bench" sweep --server "$url" "${flags[@]}" ${EXTRA:-} --run-id "$thermal-$mode" --out "$out" --quiet \

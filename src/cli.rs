@@ -261,8 +261,9 @@ pub struct MeasureArgs {
     /// One session serves cold, warm and hot of each (context, mode, run), in turn: turn 1 is
     /// measured cold, then evicted and reloaded for warm, then extended for hot, so the prompt is
     /// prefilled once instead of three times. Every state is still proven by the server's cache
-    /// evidence; records share a `lifecycle_id`. Batches keep one session per request. Off by
-    /// default: the plain matrix measures each state on a fresh session.
+    /// evidence; records share a `lifecycle_id`. Batches keep one session per request. On by
+    /// default (the same numbers as fresh sessions on the real servers measured:
+    /// docs/reuse-primes.md); `--reuse-primes false` measures each state on a fresh session.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", help_heading = "Matrix")]
     pub reuse_primes: Option<bool>,
 

@@ -329,7 +329,7 @@ pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, 
         runs: plan.runs.map_or(DEFAULT_RUNS, |c| c.0),
         concurrent_max_context: plan.concurrent_max_context.map(|t| t.0),
         staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),
-        reuse_primes: plan.reuse_primes == Some(true),
+        reuse_primes: plan.reuse_primes != Some(false),
     };
     let cells = matrix.cell_count();
     if cells > MAX_CELLS {

@@ -32,8 +32,9 @@ fn sweep(url: &str, out: &Path, preset: &str, states: &str, reuse: bool) -> std:
         "--cache-states",
         states,
     ];
-    if reuse {
-        args.push("--reuse-primes");
+    // On by default: the reused run says nothing, the fresh one turns it off.
+    if !reuse {
+        args.push("--reuse-primes=false");
     }
     assert_cmd::Command::cargo_bin("bench")
         .unwrap()

@@ -20,8 +20,9 @@ fn sweep(url: &str, out: &Path, reuse: bool) -> PathBuf {
     args.extend(["--preset", "llama.cpp", "--contexts", "512,2048", "--cache-states", "cold,warm,hot"]);
     args.extend(["--modes", "streaming,non-streaming", "--runs", "2", "--output-tokens", "16"]);
     args.extend(["--thermal", "off", "--bandwidth-gbps", "32", "--tflops", "0.17"]);
-    if reuse {
-        args.push("--reuse-primes");
+    // On by default: the reused run says nothing, the fresh one turns it off.
+    if !reuse {
+        args.push("--reuse-primes=false");
     }
     let out = bench(&args);
     assert_eq!(out.status.code(), Some(0), "reuse {reuse}: {}", stderr(&out));

@@ -41,7 +41,11 @@ fn chats(log: &[Logged]) -> Vec<&Logged> {
 fn llama_cpp_cold_warm_hot_sequences_and_evidence() {
     let server = Scripted::start(Behaviour { first_token_ms: 200, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
-    let out = sweep(&server.url, dir.path(), &["--preset", "llama.cpp", "--cache-states", "cold,warm,hot"]);
+    let out = sweep(
+        &server.url,
+        dir.path(),
+        &["--preset", "llama.cpp", "--cache-states", "cold,warm,hot", "--reuse-primes=false"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let erase = "POST /slots/0?action=erase";
     let expected = [
@@ -268,6 +272,7 @@ fn agent_memory_preset_sends_its_headers_and_keeps_the_admin_key_secret() {
             "agent-memory",
             "--cache-states",
             "cold,warm",
+            "--reuse-primes=false",
         ])
         .output()
         .unwrap();
