@@ -6,6 +6,9 @@
 //! (`ttft_bench::client`), exactly as a sweep uses it. Per request:
 //! - TTFT error = client TTFT - server TTFT (first chunk written - body read): what the client's
 //!   send path and receive path add together, the figure the Python anchors are quoted in;
+//! - client-added TTFT = send (caller's hand-off to the request's last byte in the kernel, which
+//!   on loopback puts it in the server's socket) + arrival lag: the client's part of TTFT error,
+//!   the rest being the server's time from its socket holding the request to its clock start;
 //! - arrival lag = client's first-token stamp - server's write of that chunk (receive side only);
 //! - ITL error = |client gap - server gap| for every pair of consecutive tokens.
 //!
@@ -19,7 +22,7 @@
 //! bodies on the cores the client shares with it, not the client. Client and server share this
 //! machine's cores, as they would in CI. Each ingest step also says where its ITL errors over 1 ms
 //! fall (how many 5 ms windows of server time) and in how many of those windows one of the
-//! client's cores stalled (a watch thread pinned to each: a 200 us sleep over 1 ms late).
+//! client's cores stalled (a watch thread pinned to each: a 1 ms sleep over 1 ms late).
 //!
 //! Run with `just bench` (release). Prints a table and writes target/bench-overhead.json
 //! (BENCH_OVERHEAD_JSON elsewhere). To give the client cores of its own on a bigger machine:
@@ -236,6 +239,11 @@ fn percentile(values: &[f64], p: f64) -> f64 {
 #[derive(Default)]
 struct Errors {
     ttft_ms: Vec<f64>,
+    /// From the caller's hand-off to the request's last byte in the kernel (direct path).
+    send_ms: Vec<f64>,
+    /// What the client adds to a TTFT: its send plus the first token's arrival lag. The rest of
+    /// the TTFT error is the server's, from its socket holding the request to its own clock start.
+    added_ms: Vec<f64>,
     arrival_ms: Vec<f64>,
     itl_ms: Vec<f64>,
     /// ITL errors over 1 ms: (pair index in its stream, server ns of the pair's second chunk).
@@ -269,7 +277,16 @@ impl Errors {
         let server_ttft_ms = (first - t.body_read_ns) as f64 / 1e6;
         let arrived = start + Duration::from_secs_f64(ttft / 1000.0);
         self.ttft_ms.push(arrived.saturating_duration_since(sent).as_secs_f64() * 1000.0 - server_ttft_ms);
-        self.arrival_ms.push((clock.offset_ns(arrived, origin_ns) - first as i64) as f64 / 1e6);
+        let lag_ms = (clock.offset_ns(arrived, origin_ns) - first as i64) as f64 / 1e6;
+        self.arrival_ms.push(lag_ms);
+        if let Some(written) = ex.request_written_ms {
+            let send_ms = (start + Duration::from_secs_f64(written / 1000.0))
+                .saturating_duration_since(sent)
+                .as_secs_f64()
+                * 1000.0;
+            self.send_ms.push(send_ms);
+            self.added_ms.push(send_ms + lag_ms);
+        }
         for (i, (c, s)) in ex.token_offsets_ms.windows(2).zip(t.chunk_ns.windows(2)).enumerate() {
             let server_gap = (s[1] - s[0]) as f64 / 1e6;
             let error = ((c[1] - c[0]) - server_gap).abs();
@@ -297,6 +314,8 @@ impl Errors {
         json!({
             "n": self.ttft_ms.len(), "unmatched": self.unmatched,
             "ttft_error_p50_ms": p(&self.ttft_ms, 0.5), "ttft_error_p99_ms": p(&self.ttft_ms, 0.99),
+            "client_send_p50_ms": p(&self.send_ms, 0.5), "client_send_p99_ms": p(&self.send_ms, 0.99),
+            "client_added_ttft_p50_ms": p(&self.added_ms, 0.5), "client_added_ttft_p99_ms": p(&self.added_ms, 0.99),
             "arrival_lag_p50_ms": p(&self.arrival_ms, 0.5), "arrival_lag_p99_ms": p(&self.arrival_ms, 0.99),
             "itl_error_p50_ms": p(&self.itl_ms, 0.5), "itl_error_p99_ms": p(&self.itl_ms, 0.99),
             "itl_pairs": self.itl_ms.len(), "itl_over_1ms": self.itl_over.len(),
@@ -468,17 +487,29 @@ fn main() {
         "bench's measuring client ({transport} path) vs bench-scripted-server (another process), errors in ms"
     );
     println!(
-        "{:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
-        "conc", "n", "ttft p50", "ttft p99", "lag p50", "lag p99", "itl p50", "itl p99", "cpu ms/1000"
+        "{:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
+        "conc",
+        "n",
+        "ttft p50",
+        "ttft p99",
+        "added p50",
+        "added p99",
+        "lag p50",
+        "lag p99",
+        "itl p50",
+        "itl p99",
+        "cpu ms/1000"
     );
     let mut overhead_rows = Vec::new();
     for &(c, r) in plan {
         let row = overhead(&rt, dir.path(), c, r);
         println!(
-            "{c:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
+            "{c:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
             row["n"],
             ms(&row["ttft_error_p50_ms"]),
             ms(&row["ttft_error_p99_ms"]),
+            ms(&row["client_added_ttft_p50_ms"]),
+            ms(&row["client_added_ttft_p99_ms"]),
             ms(&row["arrival_lag_p50_ms"]),
             ms(&row["arrival_lag_p99_ms"]),
             ms(&row["itl_error_p50_ms"]),

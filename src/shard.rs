@@ -67,10 +67,10 @@ pub enum ShardError {
     #[error("--shard auto: {0}")]
     Environment(String),
     #[error(
-        "{origin}: the matrix has {units} units to share out (a context, cache state, mode and batch size \
-         with all its runs; the staggered pairs together), fewer than {count} shards: use at most {units}"
+        "{origin}: the matrix has {units} units to share out ({unit} with all its runs; the staggered \
+         pairs together), fewer than {count} shards: use at most {units}"
     )]
-    TooMany { origin: String, units: usize, count: u32 },
+    TooMany { origin: String, units: usize, count: u32, unit: &'static str },
 }
 
 impl From<ShardError> for Failure {
@@ -193,6 +193,11 @@ pub fn plan(matrix: &Matrix, spec: &ShardSpec) -> Result<Shard, ShardError> {
             origin: spec.origin.clone(),
             units: units.len(),
             count: spec.count,
+            unit: if matrix.reuse_primes {
+                "a context, mode and batch size; at batch 1 with all its cache states, one session each run"
+            } else {
+                "a context, cache state, mode and batch size"
+            },
         });
     }
     let assigned = assign(&units, spec.count);

@@ -37,6 +37,8 @@ fn four_shards_on_the_real_server_merge_to_complete() {
             .args(["sweep", "--shard", "auto", "--server", &server.url, "--quiet", "--run-id", "job"])
             .args(["--scenario", scenario.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
             .args(["--bandwidth-gbps", "32", "--tflops", "0.17"])
+            // Fresh sessions: each cache state its own unit, so the matrix fills 4 shards.
+            .args(["--reuse-primes=false"])
             .output()
             .unwrap();
         assert!(out.status.success(), "shard {}: {}", index + 1, stderr(&out));

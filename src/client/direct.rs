@@ -224,7 +224,7 @@ async fn send(
         Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
         Ok(Err(e)) if body::ended(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
         Ok(Err(e)) => ex.fail(ErrorKind::Transport, format!("sending the request failed: {e}")),
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => ex.request_written_ms = Some(ms_since(start)),
     }
     let mut filled = 0;
     while ex.error.is_none() {

@@ -91,6 +91,9 @@ pub struct Exchange {
     pub started_at: String,
     /// The instant the request was handed to the socket (all offsets count from here).
     pub start: Option<Instant>,
+    /// When the request's last byte went to the kernel, ms after `start` (direct path only): the
+    /// client's own part of the time to first token before the server has the request.
+    pub request_written_ms: Option<f64>,
     pub first_byte_ms: Option<f64>,
     pub first_event_ms: Option<f64>,
     pub ttft_ms: Option<f64>,
