@@ -56,6 +56,37 @@ pub struct RunMeta {
     /// Where the cell loop's wall time went (of the last session, when resumed).
     #[serde(default)]
     pub harness_time: Option<HarnessTime>,
+    /// How the cell loop's reads were stamped (of the last session, when resumed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_stamps: Option<ArrivalStamps>,
+}
+
+/// Where a sweep's arrival times came from, so a figure never rests on the fallback unawares
+/// (docs/client-lanes.md). `direct`: plain HTTP read by bench's own HTTP/1.1 path, each read
+/// carrying the kernel's arrival stamp where the kernel gives one. `reqwest`: HTTPS, a proxy, or
+/// `TTFT_BENCH_TRANSPORT=reqwest`; each read stamped when it returned.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArrivalStamps {
+    pub transport: String,
+    /// Direct-path reads stamped by the kernel, and those without a stamp (stamped on return).
+    pub reads_kernel_stamped: u64,
+    pub reads_stamped_on_return: u64,
+    /// Peeks of a lane behind, to read queued events one at a time.
+    pub peeks_while_behind: u64,
+}
+
+impl ArrivalStamps {
+    /// What the direct path's read counters say happened between `before` and `after`.
+    pub fn between(before: crate::client::ReadCounts, after: crate::client::ReadCounts) -> ArrivalStamps {
+        let kernel = after.kernel_stamped - before.kernel_stamped;
+        let on_return = after.stamped_on_return - before.stamped_on_return;
+        ArrivalStamps {
+            transport: if kernel + on_return > 0 { "direct" } else { "reqwest" }.to_string(),
+            reads_kernel_stamped: kernel,
+            reads_stamped_on_return: on_return,
+            peeks_while_behind: after.peeks_while_behind - before.peeks_while_behind,
+        }
+    }
 }
 
 /// The cell loop's wall time, split into the server's work (measured windows, priming requests)

@@ -112,6 +112,7 @@ fn what_a_sweep_writes_reads_back_through_the_typed_view() {
         forecast: None,
         server_crashes: vec![],
         harness_time: None,
+        arrival_stamps: None,
         soak: None,
         load: None,
     };

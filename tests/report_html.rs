@@ -126,6 +126,7 @@ fn run_json(tolerance: &str) -> Value {
         soak: None,
         load: None,
         harness_time: None,
+        arrival_stamps: None,
     };
     let mut raw = serde_json::to_value(&meta).unwrap();
     raw["shard"] = json!({"index": 2, "count": 4});

@@ -1,6 +1,6 @@
 //! Every sweep says how much of its wall time was the harness's own (prompt building, preset
 //! calls, metrics, fsync, thermal), prints it at the end and keeps it in run.json. Only the
-//! consistency of the parts is asserted, never a speed.
+//! consistency of the parts is asserted, never a speed. It also says how its reads were stamped.
 
 mod common;
 
@@ -38,4 +38,15 @@ fn a_sweep_reports_its_harness_time_and_the_parts_add_up_within_its_wall_time() 
         s("prompt_s") + s("preset_s") + s("metrics_s") + s("write_s") + s("thermal_s") + s("other_s");
     assert!((s("harness_s") - harness).abs() < 1e-9, "{t}");
     assert!((s("harness_fraction") - harness / s("wall_s")).abs() < 1e-9, "{t}");
+    // Plain HTTP goes the direct path, and run.json says how its reads were stamped.
+    let stamps = &meta["arrival_stamps"];
+    assert_eq!(stamps["transport"], "direct", "{stamps}");
+    let count =
+        |k: &str| stamps[k].as_u64().unwrap_or_else(|| panic!("arrival_stamps.{k} missing: {stamps}"));
+    let reads = count("reads_kernel_stamped") + count("reads_stamped_on_return");
+    assert!(reads > 0, "{stamps}");
+    if cfg!(target_os = "linux") {
+        assert_eq!(count("reads_stamped_on_return"), 0, "Linux stamps every read: {stamps}");
+    }
+    count("peeks_while_behind");
 }

@@ -238,11 +238,15 @@ async fn work(
     let rates = setup::calibrate_rates(&ctx, gate.probe_s()).await;
     let mut cells = cells::CellLoop::new(&ctx, gate, &journal, &progress, done, rates)?;
     cells.supervisor = supervisor;
-    let started = std::time::Instant::now();
+    let (started, reads) = (std::time::Instant::now(), crate::client::read_counts());
     let stop = cells.run().await?;
     let took = started.elapsed();
     let harness = ctx.harness.summary(took);
-    journal.update(|m| m.harness_time = Some(harness.clone()))?;
+    let stamps = crate::meta::ArrivalStamps::between(reads, crate::client::read_counts());
+    journal.update(|m| {
+        m.harness_time = Some(harness.clone());
+        m.arrival_stamps = Some(stamps);
+    })?;
     let took_s = took.as_secs_f64();
     Ok(Outcome::Done {
         stop,

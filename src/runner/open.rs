@@ -74,6 +74,7 @@ fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Fa
         forecast: None,
         server_crashes: Vec::new(),
         harness_time: None,
+        arrival_stamps: None,
         soak: None,
         load: None,
     };
