@@ -56,7 +56,8 @@ pub struct RunMeta {
     /// Where the cell loop's wall time went (of the last session, when resumed).
     #[serde(default)]
     pub harness_time: Option<HarnessTime>,
-    /// How the cell loop's reads were stamped (of the last session, when resumed).
+    /// How the run's reads were stamped (a sweep's cell loop, of its last session when resumed;
+    /// a soak's or a load's whole run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrival_stamps: Option<ArrivalStamps>,
 }

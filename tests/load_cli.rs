@@ -43,6 +43,7 @@ fn a_load_run_records_every_arrival_with_its_schedule_and_proven_cache_state() {
     let meta = json(&run.join("run.json"));
     let plan = &meta["load"];
     assert_eq!(plan["seed"], 20260208, "{plan}");
+    assert_eq!(meta["arrival_stamps"]["transport"], "direct", "{}", meta["arrival_stamps"]);
     assert_eq!(plan["slots_held"], 2, "llama.cpp pins sessions to its 2 slots");
     let scheduled: Vec<&Value> =
         plan["rates"].as_array().unwrap().iter().flat_map(|r| r["arrivals"].as_array().unwrap()).collect();

@@ -45,6 +45,14 @@ fn a_soak_that_stays_correct_passes_every_request() {
     let summary = &run_json(&run)["soak"];
     assert_eq!((summary["requests"].as_u64(), summary["passed"].as_u64()), (Some(12), Some(12)));
     assert!(summary["speedup"].as_f64().is_some() && summary["efficiency"].as_f64().is_some(), "{summary}");
+    let stamps = &run_json(&run)["arrival_stamps"];
+    assert_eq!(stamps["transport"], "direct", "plain HTTP reads are the direct path's: {stamps}");
+    assert!(
+        stamps["reads_kernel_stamped"].as_u64().unwrap_or(0)
+            + stamps["reads_stamped_on_return"].as_u64().unwrap_or(0)
+            > 0,
+        "{stamps}"
+    );
     // Greedy: every request asked for temperature 0.
     assert!(server.log().iter().filter(|l| l.body["max_tokens"] == 24).all(|l| l.body["temperature"] == 0));
 }

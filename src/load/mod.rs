@@ -212,6 +212,7 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     };
     let live = LivePlan::new(plan, journal.clone())?;
     let progress = Arc::new(Progress::new(0, args.quiet));
+    let reads = crate::client::read_counts();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut work = tokio::spawn(run::run(config, live.clone(), progress.clone(), stop_rx));
     let outcome: Result<End, Failure> = tokio::select! {
@@ -245,6 +246,7 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     let ended = journal.update(|m| {
         m.status = if complete { RunStatus::Complete } else { RunStatus::Interrupted };
         m.ended_at = Some(crate::meta::now_rfc3339());
+        m.arrival_stamps = Some(crate::meta::ArrivalStamps::between(reads, crate::client::read_counts()));
     });
     // However the run ended, what finished is summarized: the records on disk are the truth.
     let shown = summarize(args, &live.get(), &dir);

@@ -60,6 +60,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
     journal.update(|m| m.soak = Some(summary.clone()))?;
     let progress = Arc::new(Progress::new(0, args.quiet));
     let limit = args.duration.map(|d| d.0);
+    let reads = crate::client::read_counts();
     let mut work = tokio::spawn(run(opened.config, summary, limit, journal.clone(), progress.clone()));
     let outcome: Result<SoakEnd, Failure> = tokio::select! {
         joined = &mut work => joined.unwrap_or_else(|e| Err(Failure::internal(format!("the soak stopped unexpectedly: {e}")))),
@@ -96,6 +97,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
     journal.update(|m| {
         m.status = status;
         m.ended_at = Some(crate::meta::now_rfc3339());
+        m.arrival_stamps = Some(crate::meta::ArrivalStamps::between(reads, crate::client::read_counts()));
         if let Some(s) = &summary {
             m.soak = Some(s.clone());
         }
