@@ -405,7 +405,7 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     let before = ttft_bench::client::read_counts();
     let (exchanges, cpu) = rounds(rt, &client, &nonces, streams, n_rounds, tokens);
     let ((stalls, watch_cpu_ms), switched) = (watch.stop(), involuntary_switches() - switched);
-    let after = ttft_bench::client::read_counts();
+    let reads = ttft_bench::client::read_counts().since(before);
     let (origin, log) = server.timings(exchanges.len() + streams);
     let clock = Clock::now();
     let mut errors = Errors::default();
@@ -457,10 +457,10 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
         json!(windows.keys().filter(|w| stalled.contains(w)).count());
     row["client_involuntary_switches"] = json!(switched);
     // Reads stamped with the kernel's arrival time, and reads stamped when they returned.
-    row["reads_kernel_stamped"] = json!(after.kernel_stamped - before.kernel_stamped);
-    row["reads_stamped_on_return"] = json!(after.stamped_on_return - before.stamped_on_return);
+    row["reads_kernel_stamped"] = json!(reads.kernel_stamped);
+    row["reads_stamped_on_return"] = json!(reads.stamped_on_return);
     // Peeks of lanes behind: each one lets the events it saw be read one at a time.
-    row["peeks_while_behind"] = json!(after.peeks_while_behind - before.peeks_while_behind);
+    row["peeks_while_behind"] = json!(reads.peeks_while_behind);
     let p99 = |k: &str| row[k].as_f64().unwrap_or(f64::INFINITY);
     let matched =
         errors.unmatched == 0 && p99("arrival_lag_p99_ms") <= MATCH_MS && p99("itl_error_p99_ms") <= MATCH_MS;

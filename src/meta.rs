@@ -62,7 +62,7 @@ pub struct RunMeta {
     pub arrival_stamps: Option<ArrivalStamps>,
 }
 
-/// Where a sweep's arrival times came from, so a figure never rests on the fallback unawares
+/// Where a run's arrival times came from, so a figure never rests on the fallback unawares
 /// (docs/client-lanes.md). `direct`: plain HTTP read by bench's own HTTP/1.1 path, each read
 /// carrying the kernel's arrival stamp where the kernel gives one. `reqwest`: HTTPS, a proxy, or
 /// `TTFT_BENCH_TRANSPORT=reqwest`; each read stamped when it returned.
@@ -77,15 +77,15 @@ pub struct ArrivalStamps {
 }
 
 impl ArrivalStamps {
-    /// What the direct path's read counters say happened between `before` and `after`.
-    pub fn between(before: crate::client::ReadCounts, after: crate::client::ReadCounts) -> ArrivalStamps {
-        let kernel = after.kernel_stamped - before.kernel_stamped;
-        let on_return = after.stamped_on_return - before.stamped_on_return;
+    /// What the direct path's read counters say happened since they read `before`.
+    pub fn since(before: crate::client::ReadCounts) -> ArrivalStamps {
+        let reads = crate::client::read_counts().since(before);
+        let direct = reads.kernel_stamped + reads.stamped_on_return > 0;
         ArrivalStamps {
-            transport: if kernel + on_return > 0 { "direct" } else { "reqwest" }.to_string(),
-            reads_kernel_stamped: kernel,
-            reads_stamped_on_return: on_return,
-            peeks_while_behind: after.peeks_while_behind - before.peeks_while_behind,
+            transport: if direct { "direct" } else { "reqwest" }.to_string(),
+            reads_kernel_stamped: reads.kernel_stamped,
+            reads_stamped_on_return: reads.stamped_on_return,
+            peeks_while_behind: reads.peeks_while_behind,
         }
     }
 }

@@ -194,7 +194,7 @@ pub fn plan(matrix: &Matrix, spec: &ShardSpec) -> Result<Shard, ShardError> {
             units: units.len(),
             count: spec.count,
             unit: if matrix.reuse_primes {
-                "a context, mode and batch size; at batch 1 with all its cache states, one session each run"
+                "a context, mode and batch size, at batch 1 with all its cache states,"
             } else {
                 "a context, cache state, mode and batch size"
             },

@@ -3,7 +3,8 @@
 //!
 //! Why, measured in docs/client-lanes.md:
 //! - Arrival times come from the kernel (socket.rs): a lane delayed by a busy or preempted core
-//!   still stamps each token when it arrived, not when the lane got to it.
+//!   still stamps each token when it arrived, not when the lane got to it; a lane behind reads
+//!   one event at a time so each keeps its own stamp (catch_up.rs).
 //! - One task reads the socket and hands the payload, in place, to the stream's parser. Through
 //!   hyper each body chunk goes from the connection's task to the reader's through a channel, in
 //!   its own allocation, which with the chunked decoding was most of a lane's CPU per token
@@ -22,7 +23,9 @@ use tokio::net::TcpStream;
 
 use super::body::{self, Body};
 use super::h1::{self, Head, Unframe, Wire};
-use super::{Api, DROPPED_AFTER_SEND, Exchange, Limits, Window, ms_since, no_response_headers, socket};
+use super::{
+    Api, DROPPED_AFTER_SEND, Exchange, Limits, Window, catch_up, ms_since, no_response_headers, socket,
+};
 use crate::record::ErrorKind;
 
 /// Read buffer of a connection: the response head must fit in it.
@@ -35,19 +38,6 @@ const END_WAIT: Duration = Duration::from_millis(100);
 /// At most this much is read after the end marker to reach the body's end.
 const END_BYTES: u64 = 64 << 10;
 
-/// A read whose last byte arrived longer ago than this means its lane is behind the arrivals.
-const BEHIND: Duration = Duration::from_micros(250);
-
-thread_local! {
-    /// The lane (a lane is one thread) is behind: its last read came late after its bytes, so its
-    /// sockets may each hold several events, and reading them in one go would give all of them
-    /// the last one's stamp. Until a read comes promptly again, a read first peeks at what the
-    /// socket holds and then takes it one event at a time, each with its own arrival stamp.
-    /// Measured in docs/client-lanes.md: one stall of a lane's core used to merge a token pair
-    /// on every stream of the lane; now on the first stream read after it.
-    static LANE_BEHIND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 /// A lane's idle keep-alive connections.
 pub(super) struct Pool {
     idle: Mutex<Vec<(Conn, Instant)>>,
@@ -59,8 +49,7 @@ pub(super) struct Conn {
     stream: TcpStream,
     authority: String,
     buf: Box<[u8]>,
-    /// Lengths of the events a peek saw queued and not yet read, the next one last.
-    queued: Vec<usize>,
+    reads: catch_up::EventReads,
 }
 
 impl Pool {
@@ -100,7 +89,12 @@ impl Conn {
                     let _ = stream.set_nodelay(true);
                     socket::enable_arrival_stamps(stream.as_raw_fd());
                     let buf = vec![0; BUFFER_BYTES].into_boxed_slice();
-                    return Ok(Conn { stream, authority: authority.to_string(), buf, queued: Vec::new() });
+                    return Ok(Conn {
+                        stream,
+                        authority: authority.to_string(),
+                        buf,
+                        reads: Default::default(),
+                    });
                 }
                 Err(e) => last = format!("tcp connect to {addr}: {e}"),
             }
@@ -111,32 +105,12 @@ impl Conn {
     /// Reads into the buffer from `at`: the byte count and when the last byte arrived (ms since
     /// `start`; the kernel's stamp, or the read's own when there is none). Behind, one event.
     async fn recv(&mut self, at: usize, start: Instant) -> std::io::Result<(usize, f64)> {
-        let Conn { stream, buf, queued, .. } = self;
+        let Conn { stream, buf, reads, .. } = self;
         loop {
             stream.readable().await?;
             let fd = stream.as_raw_fd();
-            let room = &mut buf[at..];
-            // The first read of what the socket holds says how far behind the lane is; the
-            // events a peek saw queued after it say nothing more (the last may be fresh while
-            // other sockets still hold old ones), so they leave the flag as it is.
-            let first = queued.is_empty();
-            let read = stream.try_io(Interest::READABLE, || {
-                if first && LANE_BEHIND.get() {
-                    let held = socket::peek(fd, room)?;
-                    event_lengths(&room[..held], queued);
-                }
-                let want = queued.pop().map_or(room.len(), |len| len.min(room.len()));
-                let (n, age) = socket::recv(fd, &mut room[..want])?;
-                if n < want {
-                    queued.clear(); // not what the peek saw: take the rest as it comes
-                }
-                Ok((n, age))
-            });
-            match read {
+            match stream.try_io(Interest::READABLE, || reads.read(fd, &mut buf[at..])) {
                 Ok((n, age)) => {
-                    if first {
-                        LANE_BEHIND.set(age.is_some_and(|age| age > BEHIND));
-                    }
                     let read_ms = ms_since(start);
                     return Ok((n, age.map_or(read_ms, |age| read_ms - age.as_secs_f64() * 1000.0)));
                 }
@@ -145,26 +119,6 @@ impl Conn {
             }
         }
     }
-}
-
-/// Splits what a socket holds into the events it begins with, each ending after a blank line
-/// ("\n\n" or "\r\n\r\n"; a response head ends so too), and the rest: their lengths into
-/// `queued`, the first one last. Framing between events (a chunk's size line) goes with the event
-/// after it, so each piece's last byte is its event's last.
-fn event_lengths(held: &[u8], queued: &mut Vec<usize>) {
-    queued.clear();
-    let mut from = 0;
-    for i in memchr::memchr_iter(b'\n', held) {
-        let blank = (i >= 1 && held[i - 1] == b'\n') || (i >= 3 && &held[i - 3..i] == b"\r\n\r");
-        if blank {
-            queued.push(i + 1 - from);
-            from = i + 1;
-        }
-    }
-    if from < held.len() {
-        queued.push(held.len() - from);
-    }
-    queued.reverse();
 }
 
 /// One timed exchange on the direct path. Never fails: errors land in `Exchange::error`.
@@ -461,22 +415,5 @@ mod tests {
         assert_eq!(ex.content, format!("{}BCD", ".".repeat(20)));
         assert_arrived_within(&ex, 21, spans[1][0]);
         assert_arrived_within(&ex, 22, spans[1][1]);
-    }
-
-    #[test]
-    fn a_peek_splits_into_events_with_the_framing_before_each_going_with_it() {
-        let mut queued = Vec::new();
-        let held = format!("HTTP/1.1 200 OK\r\nx: y\r\n\r\n{}{}da", token("a"), token("b"));
-        event_lengths(held.as_bytes(), &mut queued);
-        let mut pieces = Vec::new();
-        let mut from = 0;
-        while let Some(len) = queued.pop() {
-            pieces.push(&held[from..from + len]);
-            from += len;
-        }
-        assert_eq!(from, held.len());
-        assert_eq!(pieces.len(), 4, "{pieces:?}");
-        assert!(pieces[0].ends_with("\r\n\r\n") && pieces[1].ends_with("}]}\n\n"));
-        assert!(pieces[2].starts_with("\r\n") && pieces[2].ends_with("\n\n") && pieces[3] == "\r\nda");
     }
 }

@@ -11,6 +11,8 @@
 mod anthropic;
 pub(crate) mod body;
 #[cfg(unix)]
+mod catch_up;
+#[cfg(unix)]
 mod direct;
 mod h1;
 mod lanes;
@@ -42,6 +44,17 @@ pub struct ReadCounts {
     pub stamped_on_return: u64,
     /// Peeks at a socket's queue by a lane behind, to read its events one at a time.
     pub peeks_while_behind: u64,
+}
+
+impl ReadCounts {
+    /// The reads between `before` and these counts.
+    pub fn since(self, before: ReadCounts) -> ReadCounts {
+        ReadCounts {
+            kernel_stamped: self.kernel_stamped.saturating_sub(before.kernel_stamped),
+            stamped_on_return: self.stamped_on_return.saturating_sub(before.stamped_on_return),
+            peeks_while_behind: self.peeks_while_behind.saturating_sub(before.peeks_while_behind),
+        }
+    }
 }
 
 /// Reads of the direct path so far in this process: how they were stamped, and how often a lane

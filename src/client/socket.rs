@@ -7,7 +7,7 @@
 //! kernel stamps each packet as it takes it in, and a read returns the stamp of the last packet
 //! it covers. A token read late still gets the instant it arrived, as long as the read stops at
 //! its end: a lane that is behind reads queued events one at a time (`peek`, then exact reads;
-//! direct.rs). Packets the kernel has merged in the queue keep only the later stamp, which is
+//! catch_up.rs). Packets the kernel has merged in the queue keep only the later stamp, which is
 //! never worse than stamping the read itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};

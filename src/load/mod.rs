@@ -246,7 +246,7 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     let ended = journal.update(|m| {
         m.status = if complete { RunStatus::Complete } else { RunStatus::Interrupted };
         m.ended_at = Some(crate::meta::now_rfc3339());
-        m.arrival_stamps = Some(crate::meta::ArrivalStamps::between(reads, crate::client::read_counts()));
+        m.arrival_stamps = Some(crate::meta::ArrivalStamps::since(reads));
     });
     // However the run ended, what finished is summarized: the records on disk are the truth.
     let shown = summarize(args, &live.get(), &dir);

@@ -242,7 +242,7 @@ async fn work(
     let stop = cells.run().await?;
     let took = started.elapsed();
     let harness = ctx.harness.summary(took);
-    let stamps = crate::meta::ArrivalStamps::between(reads, crate::client::read_counts());
+    let stamps = crate::meta::ArrivalStamps::since(reads);
     journal.update(|m| {
         m.harness_time = Some(harness.clone());
         m.arrival_stamps = Some(stamps);

@@ -97,7 +97,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
     journal.update(|m| {
         m.status = status;
         m.ended_at = Some(crate::meta::now_rfc3339());
-        m.arrival_stamps = Some(crate::meta::ArrivalStamps::between(reads, crate::client::read_counts()));
+        m.arrival_stamps = Some(crate::meta::ArrivalStamps::since(reads));
         if let Some(s) = &summary {
             m.soak = Some(s.clone());
         }
