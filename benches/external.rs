@@ -5,10 +5,14 @@
 //! process on the host; `Instant` reads it too). The client here is bench's measuring client
 //! (`ttft_bench::client`), exactly as a sweep uses it. Per request:
 //! - TTFT error = client TTFT - server TTFT (first chunk written - body read): what the client's
-//!   send path and receive path add together, the figure the Python anchors are quoted in;
-//! - client-added TTFT = send (caller's hand-off to the request's last byte in the kernel, which
-//!   on loopback puts it in the server's socket) + arrival lag: the client's part of TTFT error,
-//!   the rest being the server's time from its socket holding the request to its clock start;
+//!   send path and receive path add together, the figure the Python anchors are quoted in. The
+//!   client's TTFT counts from the exchange's start on its lane, as a sweep's record does;
+//! - queue = caller's hand-off to that start: the wait for the lane and for the requests handed
+//!   to it just before to be written. A record holds it as `send_lag_ms`, beside TTFT;
+//! - client-added TTFT = send (the exchange's start to the request's last byte in the kernel,
+//!   which on loopback puts it in the server's socket) + arrival lag: the client's part of TTFT
+//!   error, the rest being the server's time from its socket holding the request to its clock
+//!   start;
 //! - arrival lag = client's first-token stamp - server's write of that chunk (receive side only);
 //! - ITL error = |client gap - server gap| for every pair of consecutive tokens.
 //!
@@ -115,6 +119,20 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+impl Server {
+    /// The server process's CPU time so far (user + system, /proc; 10 ms ticks): what it costs to
+    /// produce the tokens, beside what the client spends to read them.
+    fn cpu_ms(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // After the command name's closing parenthesis: state is field 3; utime, stime 14 and 15.
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
+        let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        (ticks(11) + ticks(12)) * 1000.0 / per_s
     }
 }
 
@@ -239,7 +257,10 @@ fn percentile(values: &[f64], p: f64) -> f64 {
 #[derive(Default)]
 struct Errors {
     ttft_ms: Vec<f64>,
-    /// From the caller's hand-off to the request's last byte in the kernel (direct path).
+    /// From the caller's hand-off to its lane taking the request up: the client's queue, which a
+    /// record counts as send lag, not TTFT (src/runner/fired.rs).
+    queue_ms: Vec<f64>,
+    /// From the exchange's start on its lane to the request's last byte in the kernel (direct path).
     send_ms: Vec<f64>,
     /// What the client adds to a TTFT: its send plus the first token's arrival lag. The rest of
     /// the TTFT error is the server's, from its socket holding the request to its own clock start.
@@ -255,8 +276,9 @@ struct Errors {
 }
 
 impl Errors {
-    /// `sent`: when the caller handed the request to `Client::send`; the client's TTFT counts from
-    /// there, as a sweep's does (the hand-off to a lane is the client's time).
+    /// `sent`: when the caller handed the request to `Client::send`. The client's TTFT counts from
+    /// the exchange's own start on its lane, as a sweep's record does; the wait before it is the
+    /// queue (the record's send lag).
     fn add(
         &mut self,
         clock: &Clock,
@@ -276,14 +298,11 @@ impl Errors {
         let Some(first) = t.first_content_ns else { return };
         let server_ttft_ms = (first - t.body_read_ns) as f64 / 1e6;
         let arrived = start + Duration::from_secs_f64(ttft / 1000.0);
-        self.ttft_ms.push(arrived.saturating_duration_since(sent).as_secs_f64() * 1000.0 - server_ttft_ms);
+        self.ttft_ms.push(ttft - server_ttft_ms);
+        self.queue_ms.push(start.saturating_duration_since(sent).as_secs_f64() * 1000.0);
         let lag_ms = (clock.offset_ns(arrived, origin_ns) - first as i64) as f64 / 1e6;
         self.arrival_ms.push(lag_ms);
-        if let Some(written) = ex.request_written_ms {
-            let send_ms = (start + Duration::from_secs_f64(written / 1000.0))
-                .saturating_duration_since(sent)
-                .as_secs_f64()
-                * 1000.0;
+        if let Some(send_ms) = ex.request_written_ms {
             self.send_ms.push(send_ms);
             self.added_ms.push(send_ms + lag_ms);
         }
@@ -314,6 +333,7 @@ impl Errors {
         json!({
             "n": self.ttft_ms.len(), "unmatched": self.unmatched,
             "ttft_error_p50_ms": p(&self.ttft_ms, 0.5), "ttft_error_p99_ms": p(&self.ttft_ms, 0.99),
+            "client_queue_p50_ms": p(&self.queue_ms, 0.5), "client_queue_p99_ms": p(&self.queue_ms, 0.99),
             "client_send_p50_ms": p(&self.send_ms, 0.5), "client_send_p99_ms": p(&self.send_ms, 0.99),
             "client_added_ttft_p50_ms": p(&self.added_ms, 0.5), "client_added_ttft_p99_ms": p(&self.added_ms, 0.99),
             "arrival_lag_p50_ms": p(&self.arrival_ms, 0.5), "arrival_lag_p99_ms": p(&self.arrival_ms, 0.99),
@@ -402,8 +422,9 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     let client = client(&server.url);
     let nonces = Nonces::new();
     let (watch, switched) = (Watch::start(&client_cores()), involuntary_switches());
-    let before = ttft_bench::client::read_counts();
+    let (before, server_cpu) = (ttft_bench::client::read_counts(), server.cpu_ms());
     let (exchanges, cpu) = rounds(rt, &client, &nonces, streams, n_rounds, tokens);
+    let server_cpu = server.cpu_ms() - server_cpu;
     let ((stalls, watch_cpu_ms), switched) = (watch.stop(), involuntary_switches() - switched);
     let reads = ttft_bench::client::read_counts().since(before);
     let (origin, log) = server.timings(exchanges.len() + streams);
@@ -442,6 +463,11 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     row["achieved_tokens_per_s"] = json!((chunks as f64 / seconds.max(1e-9)).round());
     row["client_cpu_ms"] = json!((cpu - watch_cpu_ms).max(0.0).round());
     row["watchers_cpu_ms"] = json!(watch_cpu_ms.round());
+    // Per token streamed: where client and server share cores, their sum bounds the rate.
+    let per_token = |ms: f64| json!((ms * 1000.0 / chunks.max(1) as f64 * 100.0).round() / 100.0);
+    row["client_cpu_us_per_token"] = per_token((cpu - watch_cpu_ms).max(0.0));
+    row["server_cpu_ms"] = json!(server_cpu.round());
+    row["server_cpu_us_per_token"] = per_token(server_cpu);
     // Which error windows the client process was seen stalled in (within a window either side).
     let stalled: std::collections::HashSet<u64> = stalls
         .iter()
@@ -487,11 +513,13 @@ fn main() {
         "bench's measuring client ({transport} path) vs bench-scripted-server (another process), errors in ms"
     );
     println!(
-        "{:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
+        "{:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
         "conc",
         "n",
         "ttft p50",
         "ttft p99",
+        "queue p50",
+        "queue p99",
         "added p50",
         "added p99",
         "lag p50",
@@ -504,10 +532,12 @@ fn main() {
     for &(c, r) in plan {
         let row = overhead(&rt, dir.path(), c, r);
         println!(
-            "{c:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
+            "{c:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>13}",
             row["n"],
             ms(&row["ttft_error_p50_ms"]),
             ms(&row["ttft_error_p99_ms"]),
+            ms(&row["client_queue_p50_ms"]),
+            ms(&row["client_queue_p99_ms"]),
             ms(&row["client_added_ttft_p50_ms"]),
             ms(&row["client_added_ttft_p99_ms"]),
             ms(&row["arrival_lag_p50_ms"]),
@@ -523,7 +553,7 @@ fn main() {
         INGEST_STEP.as_secs()
     );
     println!(
-        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9}",
+        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9} {:>13}",
         "interval",
         "nominal t/s",
         "achieved t/s",
@@ -535,7 +565,8 @@ fn main() {
         "itl>1ms n/win",
         "stalled",
         "unstamped",
-        "peeks"
+        "peeks",
+        "us/tok c+s"
     );
     let steps: &[u64] =
         if quick { &[4000, 1000, 250] } else { &[32000, 16000, 8000, 4000, 2000, 1000, 700, 500, 350, 250] };
@@ -544,7 +575,7 @@ fn main() {
     for &us in steps {
         let row = ingest_step(&rt, dir.path(), us);
         println!(
-            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9}",
+            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9} {:>13}",
             us,
             row["nominal_tokens_per_s"],
             row["achieved_tokens_per_s"],
@@ -556,7 +587,8 @@ fn main() {
             format!("{}/{}", row["itl_over_1ms"], row["itl_over_1ms_windows_5ms"]),
             format!("{}/{}", row["itl_over_1ms_windows_with_client_stall"], row["client_stalls_over_1ms"]),
             row["reads_stamped_on_return"],
-            row["peeks_while_behind"]
+            row["peeks_while_behind"],
+            format!("{}+{}", row["client_cpu_us_per_token"], row["server_cpu_us_per_token"])
         );
         if row["within_1ms_p99"] == json!(true) {
             let achieved = row["achieved_tokens_per_s"].as_f64().unwrap_or(0.0);

@@ -51,7 +51,7 @@ pub trait Driver: Send + Sync + 'static {
 
     /// Sends the measured request once `at` completes (anything that can be done before, such as
     /// serializing it, is done before); returns when its response ended, with the instant its
-    /// timed window opened (the actual send).
+    /// timed window opened, moved on by any wait in the client's own queue (the actual send).
     fn fire(
         &self,
         ready: &Self::Ready,

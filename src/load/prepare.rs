@@ -55,7 +55,7 @@ impl Driver for Real {
         at: impl std::future::Future<Output = ()> + Send,
     ) -> (Instant, Fired) {
         let fired = measure::fire_at(&self.ctx, ready, at).await;
-        (fired.window_start, fired)
+        (fired.sent_at(), fired)
     }
 
     async fn finish(&self, ready: Ready, fired: Fired, due: Instant) -> Measurement {

@@ -139,7 +139,9 @@ pub struct Measurement {
     /// The unique prefix that keeps prefix caches from serving a cold prompt.
     pub nonce: String,
     /// Time from the planned release of the request to the moment it was handed to the socket
-    /// (client-side queueing; near zero unless the harness is the bottleneck).
+    /// (client-side queueing, a lane's earlier writes in a batch included; near zero unless the
+    /// harness is the bottleneck). Not part of `ttft_ms`, which counts from the send; their sum
+    /// counts from the release.
     pub send_lag_ms: Option<f64>,
     /// `bench load`: the offered arrival rate (requests/s) this request was scheduled at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,8 +149,9 @@ pub struct Measurement {
     /// `bench load`: the request's Poisson arrival instant, ms after its rate's clock started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_send_ms: Option<f64>,
-    /// `bench load`: when it was actually handed to the socket (its timed window opened), ms after
-    /// the same origin; `send_lag_ms` = actual - scheduled.
+    /// `bench load`: when it was actually handed to the socket (its timed window opened, any wait
+    /// in the client's own queue after that added), ms after the same origin; `send_lag_ms` =
+    /// actual - scheduled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actual_send_ms: Option<f64>,
     /// `bench load`: how long past its arrival instant the request's preparation (priming,

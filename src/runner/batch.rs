@@ -54,7 +54,7 @@ pub async fn concurrent(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
 }
 
 /// Fires `n` requests at one instant (all were built before it); returns that instant and each
-/// request's result, in order. Each one's send lag (window start - release) says how late it left.
+/// request's result, in order. Each one's send lag (`Fired::send_lag_ms`) says how late it left.
 pub async fn release_together<F, Fut>(n: usize, fire: F) -> (Instant, Vec<Fired>)
 where
     F: Fn(usize) -> Fut,
@@ -151,7 +151,8 @@ where
         let a = fire(0).await;
         (a, fire(1).await)
     };
-    let arrival_ms = b.window_start.saturating_duration_since(a.window_start).as_secs_f64() * 1000.0;
+    // From A's window to B's, each as its record counts it (the client's queueing left out).
+    let arrival_ms = b.sent_at().saturating_duration_since(a.sent_at()).as_secs_f64() * 1000.0;
     (a, b, arrival_ms)
 }
 

@@ -19,6 +19,7 @@ use crate::record::{
 };
 
 use super::Ctx;
+pub use super::fired::Fired;
 use super::harness_time::Part;
 
 /// The follow-up of a hot conversation (the origin benchmark's text).
@@ -37,16 +38,6 @@ pub struct Ready {
     /// Warm with an explicit reload: run the preset's reload steps inside the timed window.
     pub reload: bool,
     pub turns: Vec<TurnSummary>,
-}
-
-/// Result of `fire`: the exchange with offsets measured from the start of the timed window.
-pub struct Fired {
-    pub exchange: Exchange,
-    /// When the timed window opened (reload start for warm, send for the rest).
-    pub window_start: Instant,
-    pub reload_ms: Option<f64>,
-    /// A reload failure: the request was not sent.
-    pub error: Option<ErrorInfo>,
 }
 
 /// Why a cell cannot be measured at all, before any session: its record says so.
@@ -232,12 +223,7 @@ pub async fn fire_at(ctx: &Ctx, ready: &Ready, at: impl std::future::Future<Outp
         Ok(p) => p,
         Err(e) => {
             let error = ErrorInfo::new(ErrorKind::Protocol, format!("cannot build request: {e}"));
-            return Fired {
-                exchange: Exchange::default(),
-                window_start: Instant::now(),
-                reload_ms: None,
-                error: Some(error),
-            };
+            return Fired::unsent(Instant::now(), error);
         }
     };
     at.await;
@@ -248,18 +234,13 @@ pub async fn fire_at(ctx: &Ctx, ready: &Ready, at: impl std::future::Future<Outp
         match p.run(&ctx.client, "reload", &p.reload, Some(Scope::Session), &ready.session).await {
             Ok(took) => reload_ms = Some(took.as_secs_f64() * 1000.0),
             Err(e) => {
-                let error = ErrorInfo::new(e.kind, e.to_string());
-                return Fired {
-                    exchange: Exchange::default(),
-                    window_start,
-                    reload_ms: None,
-                    error: Some(error),
-                };
+                return Fired::unsent(window_start, ErrorInfo::new(e.kind, e.to_string()));
             }
         }
     }
+    let handed_off = Instant::now();
     let exchange = ctx.client.send(prepared).await;
-    Fired { exchange, window_start, reload_ms, error: None }
+    Fired { exchange, window_start, handed_off, reload_ms, error: None }
 }
 
 /// Cleans the session up and builds the record. `release` is when the request was due (batches);
@@ -318,19 +299,18 @@ pub async fn finish_then(
 }
 
 /// The exchange's numbers, with offsets counted from the opening of the timed window (so a warm
-/// reload is inside TTFT).
-fn record_exchange(
+/// reload is inside TTFT), less the client's own queueing, which is send lag (`Fired`).
+pub(super) fn record_exchange(
     m: &mut Measurement,
     fired: &Fired,
     release: Option<Instant>,
     metrics: Option<MetricsDelta>,
 ) {
     let ex = &fired.exchange;
-    let window = fired.window_start.into_std();
-    let shift = ex.start.map_or(0.0, |s| s.saturating_duration_since(window).as_secs_f64() * 1000.0);
+    let shift = fired.offset_ms();
     let add = |v: Option<f64>| v.map(|x| x + shift);
     m.started_at = ex.started_at.clone();
-    m.send_lag_ms = release.map(|r| fired.window_start.saturating_duration_since(r).as_secs_f64() * 1000.0);
+    m.send_lag_ms = release.map(|r| fired.send_lag_ms(r));
     m.first_byte_ms = add(ex.first_byte_ms);
     m.first_event_ms = add(ex.first_event_ms);
     m.ttft_ms = add(ex.ttft_ms);

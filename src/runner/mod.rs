@@ -11,6 +11,7 @@
 
 mod batch;
 mod cells;
+mod fired;
 mod forecast;
 pub mod harness_time;
 mod lifecycle;
