@@ -49,6 +49,7 @@ impl StreamState {
                 self.done = true;
                 return false;
             }
+            self.decoder.recycle(event);
         }
         if let Err(e) = fed {
             ex.fail(ErrorKind::Protocol, e.to_string());
