@@ -1,0 +1,64 @@
+//! A failed request in words, and whether it may be sent again. The words are the record's and
+//! the user's only view of what went wrong, so each says what failed and, where there is one,
+//! what to do about it; none may claim more than is known (a request written and then dropped
+//! may have been processed).
+
+use std::time::Duration;
+
+use super::causes;
+
+/// The request never left this machine: the connection itself could not be made.
+pub(super) fn never_sent(e: &reqwest::Error) -> bool {
+    e.is_connect() && tls_problem(e).is_none()
+}
+
+/// The TLS error inside `e`, when a handshake failed (unknown issuer, expired, wrong name, ...).
+pub fn tls_problem(e: &reqwest::Error) -> Option<String> {
+    causes(e).into_iter().find_map(|c| c.downcast_ref::<rustls::Error>()).map(|t| t.to_string())
+}
+
+/// A connect failure in words: what failed and, for TLS, what to do about it.
+pub fn connect_failure(e: &reqwest::Error) -> String {
+    match tls_problem(e) {
+        Some(tls) => format!(
+            "TLS handshake failed: {tls} (a private CA? pass --ca-cert FILE with its PEM certificate, or set SSL_CERT_FILE)"
+        ),
+        None => format!("cannot connect: {}", error_chain(e)),
+    }
+}
+
+/// A request that got no response head before its deadline.
+pub(super) fn no_response_headers(timeout: Duration) -> String {
+    format!("no response headers within {}", humantime::format_duration(timeout))
+}
+
+/// A request written to a connection that the server then closed without answering.
+pub(super) const DROPPED_AFTER_SEND: &str = "the server closed the connection after the request was sent, before answering \
+     (not re-sent: the server may have read and processed it)";
+
+/// A request that went out but got no response headers back.
+pub fn send_failure(e: &reqwest::Error) -> String {
+    let dropped = causes(e).into_iter().any(|c| {
+        c.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message)
+            || c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+                matches!(io.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof)
+            })
+    });
+    if dropped {
+        DROPPED_AFTER_SEND.to_string()
+    } else {
+        format!("sending the request failed: {}", error_chain(e))
+    }
+}
+
+/// reqwest's top-level message hides the cause ("error sending request"); keep the whole chain.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
