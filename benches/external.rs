@@ -487,6 +487,8 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     row["reads_stamped_on_return"] = json!(reads.stamped_on_return);
     // Peeks of lanes behind: each one lets the events it saw be read one at a time.
     row["peeks_while_behind"] = json!(reads.peeks_while_behind);
+    // Reads that found the socket empty: a syscall that bought nothing.
+    row["reads_found_empty"] = json!(reads.found_empty);
     let p99 = |k: &str| row[k].as_f64().unwrap_or(f64::INFINITY);
     let matched =
         errors.unmatched == 0 && p99("arrival_lag_p99_ms") <= MATCH_MS && p99("itl_error_p99_ms") <= MATCH_MS;

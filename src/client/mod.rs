@@ -47,6 +47,8 @@ pub struct ReadCounts {
     pub stamped_on_return: u64,
     /// Peeks at a socket's queue by a lane behind, to read its events one at a time.
     pub peeks_while_behind: u64,
+    /// Reads that found nothing to read (the socket was reported readable, and was not).
+    pub found_empty: u64,
 }
 
 impl ReadCounts {
@@ -56,6 +58,7 @@ impl ReadCounts {
             kernel_stamped: self.kernel_stamped.saturating_sub(before.kernel_stamped),
             stamped_on_return: self.stamped_on_return.saturating_sub(before.stamped_on_return),
             peeks_while_behind: self.peeks_while_behind.saturating_sub(before.peeks_while_behind),
+            found_empty: self.found_empty.saturating_sub(before.found_empty),
         }
     }
 }

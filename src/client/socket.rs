@@ -14,14 +14,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Reads of the process that carried the kernel's arrival stamp, reads that did not (stamped
-/// when the read returned), and peeks of a lane behind: `just bench` reports them, so a figure
-/// never rests on the fallback unawares, and the cost of catching up is seen.
-static COUNTS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+/// when the read returned), peeks of a lane behind, and reads that found nothing: `just bench`
+/// reports them, so a figure never rests on the fallback unawares, and the cost of catching up
+/// and of empty reads is seen.
+static COUNTS: [AtomicU64; 4] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 
 /// What the direct path's reads have been so far in this process.
 pub fn read_counts() -> super::ReadCounts {
     let count = |i: usize| COUNTS[i].load(Ordering::Relaxed);
-    super::ReadCounts { kernel_stamped: count(0), stamped_on_return: count(1), peeks_while_behind: count(2) }
+    super::ReadCounts {
+        kernel_stamped: count(0),
+        stamped_on_return: count(1),
+        peeks_while_behind: count(2),
+        found_empty: count(3),
+    }
 }
 
 /// Keeps the kernel's packet stamping switched on while it lives. Linux turns stamping on for the
@@ -70,7 +76,7 @@ pub fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<(usize, O
     // SAFETY: msg points at live buffers of the sizes it states.
     let n = unsafe { libc::recvmsg(fd, &raw mut msg, libc::MSG_DONTWAIT) };
     if n < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(counted_error());
     }
     let age = arrival_age(&msg);
     COUNTS[usize::from(age.is_none())].fetch_add(1, Ordering::Relaxed);
@@ -82,10 +88,19 @@ pub fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<(usize, O
     // SAFETY: buf is live for its length.
     let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
     if n < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(counted_error());
     }
     COUNTS[1].fetch_add(1, Ordering::Relaxed);
     Ok((n as usize, None))
+}
+
+/// The error of a failed read, a read that found nothing counted as such.
+fn counted_error() -> std::io::Error {
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        COUNTS[3].fetch_add(1, Ordering::Relaxed);
+    }
+    e
 }
 
 /// How long before now the stamp in `msg` was taken. The stamp is wall-clock time (the kernel
