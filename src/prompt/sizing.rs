@@ -151,9 +151,11 @@ impl Sizer {
                     return Err(SizingError::prompt(too_small(nominal, overhead + empty)));
                 }
                 let start = self.found.lock().ok().and_then(|f| f.get(&(seed, nominal)).copied());
-                let words =
+                // The search's own count of the words it settles on is the prompt's: counting a
+                // 32K prompt again cost ~0.35 s with an 8B model's tokenizer (docs/reuse-primes.md).
+                let (words, tokens) =
                     search(start.unwrap_or(((target - empty) as f64 / 1.3) as usize), target, count).await?;
-                let actual = count(words).await? + overhead;
+                let actual = tokens + overhead;
                 let miss = (actual - nominal as i64).unsigned_abs();
                 if miss > tolerance {
                     return Err(SizingError::prompt(format!(
@@ -182,10 +184,10 @@ fn too_small(nominal: u32, fixed: i64) -> String {
     )
 }
 
-/// Finds the word count whose token count is closest to `target` (ties: the shorter one).
-/// Token count grows monotonically with words (prefixes are stable), so a secant step followed by
-/// a walk of single words converges in a few calls.
-async fn search<F, Fut, E>(start: usize, target: i64, count: F) -> Result<usize, E>
+/// Finds the word count whose token count is closest to `target` (ties: the shorter one), and
+/// that count. Token count grows monotonically with words (prefixes are stable), so a secant step
+/// followed by a walk of single words converges in a few calls.
+async fn search<F, Fut, E>(start: usize, target: i64, count: F) -> Result<(usize, i64), E>
 where
     F: Fn(usize) -> Fut,
     Fut: std::future::Future<Output = Result<i64, E>>,
@@ -194,7 +196,7 @@ where
     let mut tokens = count(words).await?;
     for _ in 0..6 {
         if tokens == target {
-            return Ok(words);
+            return Ok((words, tokens));
         }
         let rate = (tokens as f64 / words as f64).max(0.1);
         let step = ((target - tokens) as f64 / rate).round() as i64;
@@ -206,7 +208,7 @@ where
     }
     // Walk one word at a time to the crossing point.
     let dir: i64 = if tokens < target { 1 } else { -1 };
-    let mut best = (words, (tokens - target).abs());
+    let mut best = (words, (tokens - target).abs(), tokens);
     for _ in 0..64 {
         if (dir > 0 && tokens >= target) || (dir < 0 && tokens <= target) || (dir < 0 && words == 0) {
             break;
@@ -215,10 +217,10 @@ where
         tokens = count(words).await?;
         let miss = (tokens - target).abs();
         if miss < best.1 || (miss == best.1 && words < best.0) {
-            best = (words, miss);
+            best = (words, miss, tokens);
         }
     }
-    Ok(best.0)
+    Ok((best.0, best.2))
 }
 
 /// Token count of `text` by the server's tokenizer. Accepts llama.cpp (`{"tokens": [...]}`) and
@@ -278,13 +280,14 @@ mod tests {
     async fn search_finds_the_closest_word_count() {
         for target in [10i64, 700, 1021, 4093, 32000] {
             let calls = Cell::new(0);
-            let words = search(target as usize / 2, target, |w| {
+            let (words, tokens) = search(target as usize / 2, target, |w| {
                 calls.set(calls.get() + 1);
                 async move { Ok::<i64, ()>(fake(w)) }
             })
             .await
             .unwrap();
             assert!((fake(words) - target).abs() <= 1, "target {target}: {words} words -> {}", fake(words));
+            assert_eq!(tokens, fake(words), "the count returned is the words' own");
             assert!(calls.get() <= 20, "target {target}: {} calls", calls.get());
         }
     }
