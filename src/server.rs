@@ -117,8 +117,11 @@ pub async fn call_within(
     let status = response.status();
     let limits = client.limits();
     if !status.is_success() {
+        let location = client::location_of(&response);
         let prefix = client::body::read_prefix(response, limits.max_error_read_bytes, deadline).await;
-        return Err(CallError::Status { call, code: status.as_u16(), body: redact(quote(&prefix)) });
+        let body =
+            client::not_followed(status.as_u16(), location.as_deref()).unwrap_or_else(|| quote(&prefix));
+        return Err(CallError::Status { call, code: status.as_u16(), body: redact(body) });
     }
     let bytes = match client::body::read_capped(response, limits.max_call_bytes, deadline).await {
         Ok(b) => b,

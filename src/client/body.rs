@@ -31,6 +31,8 @@ pub enum BodyError {
 /// handed over) and the direct path (direct.rs, stamped with the kernel's arrival time).
 pub(crate) trait Body {
     fn content_type(&self) -> Option<String>;
+    /// The response's Location header (redirects).
+    fn location(&self) -> Option<String>;
     /// The next piece, `None` at the body's end, `Err(why)` when it broke (why in words, with
     /// the bytes read so far).
     async fn next(&mut self) -> Option<Result<(&[u8], f64), String>>;
@@ -54,6 +56,10 @@ impl Body for Fetched {
     fn content_type(&self) -> Option<String> {
         let ct = self.response.headers().get(reqwest::header::CONTENT_TYPE)?;
         Some(String::from_utf8_lossy(ct.as_bytes()).to_string())
+    }
+
+    fn location(&self) -> Option<String> {
+        super::failure::location_of(&self.response)
     }
 
     async fn next(&mut self) -> Option<Result<(&[u8], f64), String>> {
@@ -207,8 +213,12 @@ pub(crate) async fn read_answer(
         let prefix = read_prefix_from(source, limits.max_error_read_bytes, window.deadline).await;
         ex.e2e_ms = Some(ms_since(window.start));
         // "500 Internal Server Error": the code with its standard reason phrase.
-        let status = reqwest::StatusCode::from_u16(status).map_or(status.to_string(), |s| s.to_string());
-        ex.fail(ErrorKind::HttpStatus, format!("HTTP {status}: {}", quote(&prefix)));
+        let said = reqwest::StatusCode::from_u16(status).map_or(status.to_string(), |s| s.to_string());
+        let why = match super::failure::not_followed(status, source.location().as_deref()) {
+            Some(redirect) => redirect,
+            None => quote(&prefix),
+        };
+        ex.fail(ErrorKind::HttpStatus, format!("HTTP {said}: {why}"));
     } else if stream {
         read_stream(api, limits, source, window, ex).await;
     } else {

@@ -219,6 +219,7 @@ struct Raw<'c> {
     conn: &'c mut Conn,
     unframe: Unframe,
     content_type: Option<String>,
+    location: Option<String>,
     /// Bytes of the buffer not yet unframed.
     pos: usize,
     len: usize,
@@ -237,8 +238,9 @@ impl<'c> Raw<'c> {
         at_ms: f64,
         start: Instant,
     ) -> Raw<'c> {
-        let (content_type, unframe) = (head.content_type.clone(), Unframe::new(head.framing));
-        Raw { conn, unframe, content_type, pos: held.start, len: held.end, at_ms, start, read: 0 }
+        let (content_type, location) = (head.content_type.clone(), head.location.clone());
+        let unframe = Unframe::new(head.framing);
+        Raw { conn, unframe, content_type, location, pos: held.start, len: held.end, at_ms, start, read: 0 }
     }
 
     /// Reads on to the body's end, briefly and boundedly, after the stream's end marker: true when
@@ -260,6 +262,10 @@ impl<'c> Raw<'c> {
 impl Body for Raw<'_> {
     fn content_type(&self) -> Option<String> {
         self.content_type.clone()
+    }
+
+    fn location(&self) -> Option<String> {
+        self.location.clone()
     }
 
     async fn next(&mut self) -> Option<Result<(&[u8], f64), String>> {

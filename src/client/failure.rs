@@ -62,3 +62,26 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// A redirect, said as such: `Some` for a 3xx status. bench never follows one (the client is built
+/// with `redirect::Policy::none`): inside a measured request the second request would be timed
+/// as the first one's TTFT, and 301/302/303 would turn the POST into a GET. The user is told
+/// where it leads instead, so that --server can name it.
+pub(crate) fn not_followed(status: u16, location: Option<&str>) -> Option<String> {
+    if !(300..400).contains(&status) {
+        return None;
+    }
+    let to = location.map_or("nowhere named (no Location header)".to_string(), |l| {
+        crate::secrets::redact(&crate::secrets::redact_url(l))
+    });
+    Some(format!(
+        "a redirect to {to}, not followed (a second request would be timed as this one); \
+         point --server at the address it leads to"
+    ))
+}
+
+/// The Location header of a response, when it has one.
+pub(crate) fn location_of(response: &reqwest::Response) -> Option<String> {
+    let value = response.headers().get(reqwest::header::LOCATION)?;
+    Some(String::from_utf8_lossy(value.as_bytes()).trim().to_string())
+}

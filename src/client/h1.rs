@@ -80,6 +80,8 @@ const MAX_HEADERS: usize = 100;
 pub struct Head {
     pub status: u16,
     pub content_type: Option<String>,
+    /// Where a redirect points (never followed: failure.rs).
+    pub location: Option<String>,
     pub framing: Framing,
     /// The connection may carry another request after this response.
     pub keep_alive: bool,
@@ -107,10 +109,13 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
     let status = response.code.unwrap_or(0);
     let mut keep_alive = response.version == Some(1);
     let (mut content_type, mut length, mut chunked, mut encoded) = (None, None, false, false);
+    let mut location = None;
     for h in response.headers.iter() {
         let value = String::from_utf8_lossy(h.value);
         if h.name.eq_ignore_ascii_case("content-type") {
             content_type = Some(value.to_string());
+        } else if h.name.eq_ignore_ascii_case("location") {
+            location = Some(value.trim().to_string());
         } else if h.name.eq_ignore_ascii_case("connection") {
             if has_token(&value, "close") {
                 keep_alive = false;
@@ -141,7 +146,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
     if framing == Framing::ToClose {
         keep_alive = false;
     }
-    Ok(Some((Head { status, content_type, framing, keep_alive }, used)))
+    Ok(Some((Head { status, content_type, location, framing, keep_alive }, used)))
 }
 
 /// The longest chunk-size line or trailer line accepted.

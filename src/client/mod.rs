@@ -35,6 +35,7 @@ use crate::record::{ErrorInfo, ErrorKind};
 pub use body::{causes, quote};
 use failure::{DROPPED_AFTER_SEND, never_sent, no_response_headers};
 pub use failure::{connect_failure, error_chain, send_failure, tls_problem};
+pub(crate) use failure::{location_of, not_followed};
 pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits, default_http};
 pub use stream::replay_stream;
 

@@ -106,7 +106,9 @@ pub(super) fn http_client(options: &ClientOptions) -> Result<reqwest::Client, Fa
         // Keep-alive pool (a measurement must not pay a connect it need not), no global timeout
         // (ours is per request).
         .pool_idle_timeout(options.keep_alive_idle)
-        .tcp_nodelay(true);
+        .tcp_nodelay(true)
+        // Never followed: a redirect is reported with where it leads (failure.rs).
+        .redirect(reqwest::redirect::Policy::none());
     if let Some(path) = &options.ca_cert {
         let pem = std::fs::read(path)
             .map_err(|e| Failure::usage(format!("--ca-cert {}: cannot read: {e}", path.display())))?;

@@ -129,10 +129,14 @@ pub async fn preflight(
     preset: &Preset,
 ) -> Result<ServerFacts, Failure> {
     let models = server::preflight_get(client, "/v1/models").await.map_err(|e| {
-        Failure::server(format!(
-            "cannot reach the server at {}: {e}\n(is it running? `just server` starts a local llama-server)",
-            config.server
-        ))
+        Failure::server(match e.status() {
+            // It answered: a hint about starting a server would mislead.
+            Some(_) => format!("the server at {} refused the preflight: {e}", config.server),
+            None => format!(
+                "cannot reach the server at {}: {e}\n(is it running? `just server` starts a local llama-server)",
+                config.server
+            ),
+        })
     })?;
     let model = match &config.model {
         Some(m) => m.clone(),
