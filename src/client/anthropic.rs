@@ -4,6 +4,9 @@
 //! cache, so our `input_tokens` (all prompt tokens) is the sum of the three and `cached_tokens` is
 //! `cache_read_input_tokens`. Output tokens arrive in `message_delta.usage`.
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ChatRequest, EventOutcome, Exchange, count, error_message};
@@ -33,6 +36,49 @@ pub(super) fn body(req: &ChatRequest) -> Value {
 }
 
 pub(super) fn on_event(event: &str, data: &str, at_ms: f64, ex: &mut Exchange) -> EventOutcome {
+    if let Some(delta) = text_delta(event, data) {
+        for (text, reasoning) in [(delta.text, false), (delta.thinking, true)] {
+            if let Some(text) = text {
+                ex.on_text(at_ms, &text, reasoning);
+            }
+        }
+        return EventOutcome::Continue;
+    }
+    on_event_as_value(event, data, at_ms, ex)
+}
+
+/// A `content_block_delta`, the event every token comes in, read in place: its texts borrowed
+/// from the event (copied only when they hold escapes), every other field skipped, as the OpenAI
+/// token chunks are (openai.rs). Anything else, or anything unexpected in one (a field of another
+/// type, a duplicated key, an `error` anywhere), gives None and is read as a `Value`, with the
+/// same result.
+fn text_delta<'a>(event: &str, data: &'a str) -> Option<DeltaTexts<'a>> {
+    if data.contains("\"error\"") {
+        return None;
+    }
+    let parsed: DeltaEvent<'a> = serde_json::from_str(data).ok()?;
+    // Servers put the type in the SSE `event:` line, the JSON `type`, or both; the JSON wins.
+    (parsed.kind.as_deref().unwrap_or(event) == "content_block_delta").then_some(parsed.delta?)
+}
+
+#[derive(Deserialize)]
+struct DeltaEvent<'a> {
+    #[serde(borrow, rename = "type", default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    delta: Option<DeltaTexts<'a>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaTexts<'a> {
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+}
+
+/// Any event, read into a `Value`: the path for everything `text_delta` does not take.
+fn on_event_as_value(event: &str, data: &str, at_ms: f64, ex: &mut Exchange) -> EventOutcome {
     let value: Value = match serde_json::from_str(data.trim()) {
         Ok(v) => v,
         Err(e) => {
@@ -148,6 +194,58 @@ mod tests {
         assert_eq!(ex.usage.cached_tokens, Some(1000));
         assert_eq!(ex.usage.output_tokens, Some(64));
         assert_eq!(ex.finish_reason.as_deref(), Some("max_tokens"));
+    }
+
+    /// Token deltas skip the `Value`; every other shape falls back to it and reads the same.
+    #[test]
+    fn text_deltas_are_read_in_place_with_the_same_result() {
+        let fast = [
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+            ),
+            ("content_block_delta", r#"{"delta":{"type":"thinking_delta","thinking":"hm \"q\" \u00e9"}}"#),
+            ("message", r#"{"type":"content_block_delta","delta":{"text":"x","thinking":null}}"#),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{"}}"#,
+            ),
+        ];
+        let slow = [
+            ("content_block_delta", r#"{"type":"content_block_delta","delta":{"text":7}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","delta":{"text":"a","text":"b"}}"#),
+            ("content_block_delta", r#"{"type":5,"delta":{"text":"c"}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","delta":"text"}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta","delta":{"text":"error"}}"#),
+            ("content_block_delta", r#"{"type":"content_block_delta"}"#),
+            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","text":"no"}}"#),
+            ("ping", r#"{"type":"ping"}"#),
+            ("content_block_delta", r#"{"type":"error","error":{"message":"Overloaded"}}"#),
+            ("content_block_delta", "{not json"),
+        ];
+        for (event, data) in fast {
+            assert!(text_delta(event, data).is_some(), "read in place: {data}");
+        }
+        for (event, data) in slow {
+            assert!(text_delta(event, data).is_none(), "read as a Value: {data}");
+        }
+        for (event, data) in fast.iter().chain(&slow) {
+            let (mut quick, mut reference) = (Exchange::default(), Exchange::default());
+            let outcomes =
+                (on_event(event, data, 3.0, &mut quick), on_event_as_value(event, data, 3.0, &mut reference));
+            assert_eq!(outcomes.0, outcomes.1, "{data}");
+            assert_eq!(
+                (&quick.content, &quick.reasoning, &quick.token_offsets_ms, &quick.finish_reason),
+                (
+                    &reference.content,
+                    &reference.reasoning,
+                    &reference.token_offsets_ms,
+                    &reference.finish_reason
+                ),
+                "{data}"
+            );
+            assert_eq!(quick.error.map(|e| e.message), reference.error.map(|e| e.message), "{data}");
+        }
     }
 
     #[test]
