@@ -234,16 +234,7 @@ mod tests {
             let outcomes =
                 (on_event(event, data, 3.0, &mut quick), on_event_as_value(event, data, 3.0, &mut reference));
             assert_eq!(outcomes.0, outcomes.1, "{data}");
-            assert_eq!(
-                (&quick.content, &quick.reasoning, &quick.token_offsets_ms, &quick.finish_reason),
-                (
-                    &reference.content,
-                    &reference.reasoning,
-                    &reference.token_offsets_ms,
-                    &reference.finish_reason
-                ),
-                "{data}"
-            );
+            super::super::stream::read_alike(&quick, &reference, data);
             assert_eq!(quick.error.map(|e| e.message), reference.error.map(|e| e.message), "{data}");
         }
     }

@@ -274,16 +274,7 @@ mod tests {
             let (mut quick, mut reference) = (Exchange::default(), Exchange::default());
             on_event(data, 3.0, &mut quick);
             on_event_as_value(data, 3.0, &mut reference);
-            assert_eq!(
-                (&quick.content, &quick.reasoning, &quick.token_offsets_ms, &quick.finish_reason),
-                (
-                    &reference.content,
-                    &reference.reasoning,
-                    &reference.token_offsets_ms,
-                    &reference.finish_reason
-                ),
-                "{data}"
-            );
+            super::super::stream::read_alike(&quick, &reference, data);
             assert_eq!(
                 (quick.usage.output_tokens, quick.error.is_some()),
                 (reference.usage.output_tokens, false)

@@ -87,3 +87,14 @@ pub fn replay_stream(api: Api, limits: &Limits, chunks: &[(&[u8], f64)]) -> Exch
     state.finish(&mut ex);
     ex
 }
+
+/// A dialect's in-place reading and its `Value` reading of one event gave the same tokens (the
+/// tests of openai.rs and anthropic.rs).
+#[cfg(test)]
+pub(super) fn read_alike(quick: &Exchange, reference: &Exchange, data: &str) {
+    assert_eq!(
+        (&quick.content, &quick.reasoning, &quick.token_offsets_ms, &quick.finish_reason),
+        (&reference.content, &reference.reasoning, &reference.token_offsets_ms, &reference.finish_reason),
+        "{data}"
+    );
+}
