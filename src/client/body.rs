@@ -214,10 +214,8 @@ pub(crate) async fn read_answer(
         ex.e2e_ms = Some(ms_since(window.start));
         // "500 Internal Server Error": the code with its standard reason phrase.
         let said = reqwest::StatusCode::from_u16(status).map_or(status.to_string(), |s| s.to_string());
-        let why = match super::failure::not_followed(status, source.location().as_deref()) {
-            Some(redirect) => redirect,
-            None => quote(&prefix),
-        };
+        let why = super::failure::not_followed(status, source.location().as_deref())
+            .unwrap_or_else(|| quote(&prefix));
         ex.fail(ErrorKind::HttpStatus, format!("HTTP {said}: {why}"));
     } else if stream {
         read_stream(api, limits, source, window, ex).await;

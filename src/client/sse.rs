@@ -19,8 +19,11 @@ use std::collections::VecDeque;
 
 use super::Limits;
 
+/// The largest event buffer kept for reuse: token events are a few hundred bytes.
+const KEPT_BYTES: usize = 64 << 10;
+
 /// One dispatched event: its `event:` name ("message" when none was given) and its joined data.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Event {
     pub event: String,
     pub data: String,
@@ -92,8 +95,12 @@ impl Decoder {
         self.ready.pop_front()
     }
 
-    /// Gives a handled event's buffers back, emptied, for the next event to be built in.
+    /// Gives a handled event's buffers back, emptied, for the next event to be built in. A buffer
+    /// grown past `KEPT_BYTES` by an unusually large event is let go, not held for the stream's life.
     pub fn recycle(&mut self, mut event: Event) {
+        if event.data.capacity() > KEPT_BYTES {
+            return;
+        }
         event.event.clear();
         event.data.clear();
         self.spare = Some(event);
@@ -192,8 +199,7 @@ impl Decoder {
             self.event.clear();
             return;
         }
-        let mut out =
-            self.spare.take().unwrap_or_else(|| Event { event: String::new(), data: String::new() });
+        let mut out = self.spare.take().unwrap_or_default();
         // The spare's emptied buffers stay here for the next event.
         std::mem::swap(&mut out.data, &mut self.data);
         if self.event.is_empty() {

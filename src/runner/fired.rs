@@ -10,8 +10,8 @@
 //! requests handed to that lane just before it to be written (a batch of 64 on 2 lanes: up to 31
 //! writes, each ~10-15 us on loopback, where a write also does the server's receive work). That
 //! wait is the client's, not the server's, so it is not in TTFT: it is send lag, recorded beside
-//! it (docs/design.md pitfall 8: client-side queueing is recorded, never hidden). Before, it was
-//! inside TTFT and in no field at all.
+//! it, since client-side queueing left out of the record is a known way harnesses mislead
+//! (docs/design.md, "Pitfalls"). Before, it was inside TTFT and in no field at all.
 
 use std::time::Duration;
 
