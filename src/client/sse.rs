@@ -216,6 +216,19 @@ impl Decoder {
 mod tests {
     use super::*;
 
+    /// An event buffer grown past KEPT_BYTES is not held on to; a small one is.
+    #[test]
+    fn only_small_buffers_are_kept_for_reuse() {
+        let mut d = Decoder::new(&Limits::default());
+        let big = format!("data: {}\n\ndata: x\n\n", "y".repeat(KEPT_BYTES + 1));
+        d.feed(big.as_bytes()).unwrap();
+        let (first, second) = (d.next_event().unwrap(), d.next_event().unwrap());
+        d.recycle(first);
+        assert!(d.spare.is_none(), "a {} byte buffer was kept", KEPT_BYTES + 1);
+        d.recycle(second);
+        assert!(d.spare.is_some());
+    }
+
     /// Buffers given back are reused, and nothing of an earlier event leaks into a later one.
     #[test]
     fn recycled_events_carry_nothing_over() {
