@@ -42,9 +42,9 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use serde_json::{Value, json};
 use ttft_bench::client::{ChatRequest, Client, ClientOptions, Exchange, Message};
-use ttft_bench::config::Api;
 use ttft_bench::prompt::{Nonces, document};
 use ttft_bench::scripted::{Clock, RequestTiming, TraceLine};
+use ttft_bench::spec::Api;
 
 /// The goal of the ingest capacity: both errors within this at p99.
 const MATCH_MS: f64 = 1.0;

@@ -96,7 +96,7 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
         })),
         quality_ok: true,
         thermal: Some(ThermalRecord {
-            policy: ttft_bench::thermal::PolicyKind::Probe,
+            policy: ttft_bench::record::PolicyKind::Probe,
             baseline_tps: Some(45.0 + rng.unit()),
             probe_tps: vec![44.0 + rng.unit(), 44.5 + rng.unit()],
             cooldown_s: 10.0 + rng.unit(),

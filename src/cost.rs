@@ -206,10 +206,17 @@ mod tests {
     fn long_cold_cells_cost_more_than_linearly_and_cooldowns_add_up() {
         let mut config = crate::config::resolve(&{
             use clap::Parser;
-            match crate::cli::Cli::parse_from(["bench", "sweep", "--server", "http://x", "--thermal", "off"])
-                .command
+            match crate::command::Cli::parse_from([
+                "bench",
+                "sweep",
+                "--server",
+                "http://x",
+                "--thermal",
+                "off",
+            ])
+            .command
             {
-                crate::cli::Command::Sweep(a) => *a,
+                crate::command::Command::Sweep(a) => *a,
                 _ => unreachable!(),
             }
         })
@@ -242,8 +249,8 @@ mod tests {
         let mut config = crate::config::resolve(&{
             use clap::Parser;
             let argv = ["bench", "sweep", "--server", "http://x", "--thermal", "off", "--reuse-primes"];
-            match crate::cli::Cli::parse_from(argv).command {
-                crate::cli::Command::Sweep(a) => *a,
+            match crate::command::Cli::parse_from(argv).command {
+                crate::command::Command::Sweep(a) => *a,
                 _ => unreachable!(),
             }
         })

@@ -60,13 +60,6 @@ impl Failure {
     }
 }
 
-/// A hardware or model description that cannot be used came from a flag or a file the user gave.
-impl From<crate::physics::PhysicsError> for Failure {
-    fn from(e: crate::physics::PhysicsError) -> Failure {
-        Failure::Usage(e.to_string())
-    }
-}
-
 /// The exit code of an error that reached `main`: a `Failure` says its own; anything else is a
 /// failure nobody planned for, which is not the user's bad input.
 pub fn code_of(err: &anyhow::Error) -> u8 {

@@ -1,14 +1,18 @@
 //! ttft-bench: measures LLM inference servers (TTFT, decode, cache states) with integrity checks.
 //!
-//! Data flows one way (docs/design.md#architecture): cli -> config -> plan -> runner (client,
-//! preset, prompt, metrics) -> record -> store; results -> merge / verify / report only read records.
+//! Data flows one way (docs/design.md#architecture; the layer table is src/layers.rs): cli -> config
+//! -> plan -> runner (client, preset, prompt, metrics) -> record -> store; results -> merge / verify /
+//! report only read records.
 
 pub mod cli;
 pub mod client;
+pub mod clock;
+pub mod command;
 pub mod compare;
 pub mod config;
 pub mod cost;
 pub mod exit;
+pub mod layers;
 pub mod load;
 pub mod merge;
 pub mod meta;
@@ -24,7 +28,6 @@ pub mod record;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod scenario_file;
 #[cfg(feature = "scripted")]
 pub mod scripted;
 pub mod secrets;

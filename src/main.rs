@@ -2,7 +2,7 @@ use std::future::Future;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ttft_bench::cli::{Cli, Command};
+use ttft_bench::command::{Cli, Command};
 use ttft_bench::exit;
 
 /// The verbs that talk to a server run on a multi-threaded runtime.

@@ -4,7 +4,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::cli::Slo;
 use crate::config::SweepConfig;
+use crate::record::CacheState;
 
 pub const HARNESS_NAME: &str = "ttft-bench";
 pub const HARNESS_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -49,10 +51,10 @@ pub struct RunMeta {
     pub server_crashes: Vec<crate::supervise::ServerCrash>,
     /// `bench soak`: its settings, then its outcome.
     #[serde(default)]
-    pub soak: Option<crate::runner::SoakSummary>,
+    pub soak: Option<SoakSummary>,
     /// `bench load`: the seed, the rates and every rate's arrival schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load: Option<crate::load::LoadPlan>,
+    pub load: Option<LoadPlan>,
     /// Where the cell loop's wall time went (of the last session, when resumed).
     #[serde(default)]
     pub harness_time: Option<HarnessTime>,
@@ -240,16 +242,73 @@ impl HostFacts {
     }
 }
 
-/// RFC 3339 UTC timestamp of now, to the millisecond.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+/// One arrival: when (ms after its rate's clock started) and which cache state its session is in.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Arrival {
+    pub at_ms: f64,
+    pub state: CacheState,
 }
 
-/// A run id that sorts by time and says what ran: `20261122T031500Z-cold`.
-pub fn new_run_id(label: &str) -> String {
-    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let compact: String = stamp.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
-    if label.is_empty() { compact } else { format!("{compact}-{label}") }
+/// One rate as planned: its run number (the records' `run`: its position in `--rates`, 1-based;
+/// a repeat after a server crash gets the next free number), its rate and its schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateSchedule {
+    pub run: u32,
+    pub rate_per_s: f64,
+    pub arrivals: Vec<Arrival>,
+    /// When the rate's clock started (RFC 3339, UTC); the arrivals' `at_ms` count from it.
+    pub clock_started_at: Option<String>,
+    /// Why the rate ended before every arrival had finished (a signal, a crash of the server
+    /// bench started), and when; None when it ran to its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// The run whose schedule this one repeats, from its first arrival (a server crash cut that
+    /// one short).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats_run: Option<u32>,
+}
+
+/// Everything `bench load` offers, as run.json records it (`load`): enough to re-create every
+/// schedule and to recompute the summary from the records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadPlan {
+    /// Seed of the arrival schedules (and of the prompt text).
+    pub seed: u64,
+    pub duration_s: f64,
+    pub mix: Vec<(CacheState, f64)>,
+    pub context_tokens: u32,
+    pub slo: Slo,
+    pub slo_target: f64,
+    /// Closed-loop cap: at most this many measured requests in flight.
+    pub concurrency_limit: Option<u32>,
+    /// Arrivals prepared (or being prepared) ahead of their instants.
+    pub prepare_ahead: u32,
+    /// The server pins sessions to slots (the preset binds `{slot}`): a session holds its slot
+    /// from its preparation to its cleanup, so at most this many are prepared or in flight.
+    pub slots_held: Option<u32>,
+    pub rates: Vec<RateSchedule>,
+}
+
+/// What run.json records of a soak's settings, and its outcome.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SoakSummary {
+    pub concurrency: u32,
+    pub iterations_planned: u32,
+    pub duration_limit_s: Option<f64>,
+    pub iterations_run: u32,
+    pub requests: u32,
+    pub passed: u32,
+    pub mismatches: u32,
+    pub crashes: u32,
+    pub wall_s: f64,
+    pub requests_per_s: Option<f64>,
+    pub output_tps: Option<f64>,
+    /// One stream's output tok/s in the serial pass.
+    pub single_stream_tps: Option<f64>,
+    /// output_tps / single_stream_tps: what N streams buy over one.
+    pub speedup: Option<f64>,
+    /// speedup / N.
+    pub efficiency: Option<f64>,
 }
 
 #[cfg(test)]
@@ -262,13 +321,5 @@ mod tests {
         assert!(h.cpu_cores_logical >= 1);
         assert!(h.memory_bytes > 0);
         assert!(!h.arch.is_empty());
-    }
-
-    #[test]
-    fn run_ids_are_compact_timestamps() {
-        let id = new_run_id("cold");
-        assert!(id.ends_with("-cold"), "{id}");
-        assert!(id.starts_with("20"), "{id}");
-        assert!(!id.contains(':'), "{id}");
     }
 }

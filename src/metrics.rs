@@ -11,43 +11,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
 use crate::preset::MetricsSpec;
+use crate::record::MetricsDelta;
 
 /// A metrics page larger than this is not read further (a real one is a few KiB).
 const MAX_METRICS_BYTES: usize = 4 << 20;
 
 /// Counter values by name (summed over label sets).
 pub type Snapshot = BTreeMap<String, f64>;
-
-/// What the counters say one measurement (or one batch) made the server do.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct MetricsDelta {
-    /// Prompt tokens the server computed (prefilled) in between.
-    pub computed_tokens: Option<f64>,
-    /// Prompt tokens it served from a cache in between.
-    pub cached_tokens: Option<f64>,
-    /// Every named counter's change, by counter name.
-    pub counters: BTreeMap<String, f64>,
-}
-
-impl MetricsDelta {
-    /// Cache evidence from the counters, for a response that says nothing about its cache.
-    pub fn evidence(&self) -> Option<crate::record::CacheEvidence> {
-        let round = |v: f64| v.max(0.0).round() as u64;
-        if self.computed_tokens.is_none() && self.cached_tokens.is_none() {
-            return None;
-        }
-        Some(crate::record::CacheEvidence {
-            source: "metrics".into(),
-            cached_tokens: self.cached_tokens.map(round),
-            prompt_evaluated_tokens: self.computed_tokens.map(round),
-        })
-    }
-}
 
 /// Parses Prometheus text: `name{labels} value [timestamp]` lines; comments and blank lines skipped,
 /// unparsable lines ignored (a scrape is evidence, not input to validate).

@@ -14,8 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
+use crate::config::Shard;
 use crate::cost::Rates;
 use crate::exit::Failure;
 use crate::plan::Matrix;
@@ -38,23 +37,6 @@ pub struct ShardSpec {
     /// `--shard 2/4`, `JOB_COMPLETION_INDEX=1, TTFT_BENCH_SHARD_COUNT=4`, ...: named in errors and
     /// run.json.
     pub origin: String,
-}
-
-/// The shard of a run, as run.json records it (in `config.shard`, so `--resume` keeps it).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Shard {
-    /// 1-based: shard `index` of `count`.
-    pub index: u32,
-    pub count: u32,
-    /// Where index and count came from (a flag or the scheduler's environment variables).
-    pub origin: String,
-    /// The partition rule (`RULE`).
-    pub rule: String,
-    /// Units (matrix points with their runs; the staggered pairs) and cells of this shard.
-    pub units: usize,
-    pub cells: usize,
-    /// This shard's share of the matrix's nominal cost (1/count when perfectly balanced).
-    pub cost_share: f64,
 }
 
 /// A shard that cannot be used: exit 2, naming the flag or the environment variable at fault.

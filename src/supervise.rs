@@ -97,7 +97,7 @@ impl Supervisor {
         let signal = None;
         let stderr_tail = self.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
         Some(ServerCrash {
-            at: crate::meta::now_rfc3339(),
+            at: crate::clock::now_rfc3339(),
             exit_code: status.code(),
             signal,
             in_flight: in_flight.to_string(),

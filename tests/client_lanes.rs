@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::scripted::{Behaviour, Scripted};
 use futures_util::future::join_all;
 use ttft_bench::client::{ChatRequest, Client, ClientOptions, Message};
-use ttft_bench::config::Api;
 use ttft_bench::prompt::document;
+use ttft_bench::spec::Api;
 
 const BOUND: Duration = Duration::from_secs(60);
 

@@ -15,8 +15,8 @@ use common::scripted::{Behaviour, Fault, Scripted};
 use common::{measurements, run_dir, stderr};
 use serde_json::Value;
 use ttft_bench::client::{ChatRequest, Client, ClientOptions, Exchange, Limits, Message};
-use ttft_bench::config::Api;
 use ttft_bench::record::ErrorKind;
+use ttft_bench::spec::Api;
 
 /// Generous bound on anything one fault may take; exceeding it means a hang.
 const HANG: Duration = Duration::from_secs(90);

@@ -8,7 +8,7 @@ mod stream;
 
 use std::path::Path;
 
-use ttft_bench::config::Api;
+use ttft_bench::spec::Api;
 
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");

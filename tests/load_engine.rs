@@ -10,9 +10,11 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
+use ttft_bench::cli::{Mix, Slo};
 use ttft_bench::load::engine::{self, Driver, RatePlan, Timer};
-use ttft_bench::load::schedule::{self, Arrival, Mix, Slo};
+use ttft_bench::load::schedule;
 use ttft_bench::load::summary;
+use ttft_bench::meta::Arrival;
 use ttft_bench::record::{CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, Scenario};
 
 /// A simulated server and session preparation.

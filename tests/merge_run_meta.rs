@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use clap::Parser;
 use serde_json::{Value, json};
-use ttft_bench::cli::{Cli, Command as Verb};
+use ttft_bench::command::{Cli, Command as Verb};
 use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
 use ttft_bench::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
 use ttft_bench::results::load::read_run_json;

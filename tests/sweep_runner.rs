@@ -233,7 +233,7 @@ fn every_sweep_flag_either_applies_on_resume_or_is_refused() {
     ];
     let ca_pem = dir.path().join("ca.pem");
     std::fs::write(&ca_pem, Scripted::start_tls(Behaviour::default()).ca_pem.unwrap()).unwrap();
-    let cli = ttft_bench::cli::Cli::command();
+    let cli = ttft_bench::command::Cli::command();
     let sweep_cmd = cli.find_subcommand("sweep").unwrap();
     for arg in sweep_cmd.get_arguments() {
         let Some(flag) = arg.get_long() else { continue };

@@ -303,7 +303,7 @@ fn connection_refused_is_an_error_kind_not_a_panic() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = ttft_bench::client::Client::new(
         "http://127.0.0.1:9",
-        ttft_bench::config::Api::Openai,
+        ttft_bench::spec::Api::Openai,
         None,
         std::time::Duration::from_secs(5),
         Default::default(),

@@ -2,7 +2,7 @@
 //! fields, and the same outcome however the bytes are cut into chunks.
 
 use ttft_bench::client::{Exchange, Limits, replay_stream};
-use ttft_bench::config::Api;
+use ttft_bench::spec::Api;
 
 /// Caps small enough that fuzz inputs reach them.
 pub fn limits() -> Limits {

@@ -130,7 +130,7 @@ pub(super) async fn exchange(
     wire: &Wire,
     stream: bool,
 ) -> Exchange {
-    let mut ex = Exchange { started_at: crate::meta::now_rfc3339(), ..Default::default() };
+    let mut ex = Exchange { started_at: crate::clock::now_rfc3339(), ..Default::default() };
     let Some((mut conn, window)) = open(pool, wire, timeout, &mut ex).await else { return ex };
     let Some((head, used, filled)) = send(&mut conn, wire, window, &mut ex).await else { return ex };
     let first_ms = ex.first_byte_ms.unwrap_or(0.0);

@@ -22,9 +22,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::options::{ClientOptions, http_client};
 use super::{Exchange, Prepared};
-use crate::config::Api;
 use crate::exit::Failure;
 use crate::record::ErrorKind;
+use crate::spec::Api;
 
 /// At most this many lanes: beyond eight, a measuring client would take cores from a server on
 /// the same host, and eight already read 256 streams with room to spare (docs/client-lanes.md).
@@ -166,7 +166,7 @@ async fn serve(
 }
 
 fn failed(why: String) -> Exchange {
-    let mut ex = Exchange { started_at: crate::meta::now_rfc3339(), ..Default::default() };
+    let mut ex = Exchange { started_at: crate::clock::now_rfc3339(), ..Default::default() };
     ex.fail(ErrorKind::Transport, why);
     ex
 }

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::config::Api;
 use crate::exit::Failure;
 use crate::record::{ErrorInfo, ErrorKind};
+use crate::spec::Api;
 
 pub use body::{causes, quote};
 use failure::{DROPPED_AFTER_SEND, never_sent, no_response_headers};
@@ -357,7 +357,7 @@ async fn exchange(
     timeout: Duration,
     prepared: Prepared,
 ) -> Exchange {
-    let mut ex = Exchange { started_at: crate::meta::now_rfc3339(), ..Default::default() };
+    let mut ex = Exchange { started_at: crate::clock::now_rfc3339(), ..Default::default() };
     let sent = send_at_most_twice(http, prepared.request, timeout).await;
     let window = sent.window;
     ex.attempts = sent.attempts;

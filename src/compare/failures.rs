@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Expectation;
-use crate::quality::code::QualityCode;
+use crate::record::QualityCode;
 use crate::record::{CellKey, ErrorInfo, ErrorKind, Record};
 use crate::report::{CellId, CellSamples};
 use crate::results::batch;

@@ -1,7 +1,7 @@
 use clap::Parser;
 
 use super::*;
-use crate::cli::{Cli, Command};
+use crate::command::{Cli, Command};
 
 fn args(flags: &[&str]) -> Result<SweepArgs, clap::Error> {
     let mut argv = vec!["bench", "sweep"];
@@ -120,7 +120,7 @@ fn credentials_in_the_server_url_are_never_in_the_config_written_out() {
 
 #[test]
 fn every_scenario_key_is_a_flag_and_every_plan_flag_a_key() {
-    let keys = crate::scenario_file::known_keys();
+    let keys = super::scenario_file::known_keys();
     for key in ["contexts", "cache_states", "stagger_delay", "tolerance", "hardware", "server", "model_file"]
     {
         assert!(keys.contains(key), "{key}");

@@ -30,7 +30,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::schedule::Arrival;
+use crate::meta::Arrival;
 use crate::record::{ErrorInfo, ErrorKind, Measurement};
 
 /// The server side of the loop.
@@ -221,7 +221,7 @@ pub async fn run<D: Driver>(
             early.push_back(rx.await.ok());
         }
     }
-    let clock = RateClock { origin: Instant::now(), started_at: crate::meta::now_rfc3339() };
+    let clock = RateClock { origin: Instant::now(), started_at: crate::clock::now_rfc3339() };
     let origin = clock.origin;
     let cap = plan.concurrency_limit.map(|c| Arc::new(Semaphore::new(c.max(1))));
     for (i, arrival) in plan.arrivals.iter().copied().enumerate() {

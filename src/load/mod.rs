@@ -18,18 +18,19 @@ use std::sync::Arc;
 
 use clap::Args;
 
-pub use schedule::{LoadPlan, Mix, Rate, Rates, Slo};
 pub use summary::LoadSummary;
 
 use run::{End, LivePlan};
 
-use crate::cli::{ConnectionArgs, MAX_BATCH, MAX_OUTPUT_TOKENS, MeasureArgs, SweepArgs, ThermalArgs};
-use crate::config::Api;
+use crate::cli::{
+    ConnectionArgs, MAX_BATCH, MAX_OUTPUT_TOKENS, MeasureArgs, Mix, Rates, Slo, SweepArgs, ThermalArgs,
+};
 use crate::exit::{self, Failure};
-use crate::meta::RunStatus;
+use crate::meta::{LoadPlan, RunStatus};
 use crate::progress::Progress;
 use crate::record::{CacheState, Measurement, Mode, Record, Scenario};
 use crate::runner::open;
+use crate::spec::Api;
 use crate::spec::{Contexts, Count, List, Span};
 use crate::store;
 
@@ -137,7 +138,7 @@ fn sweep_args(args: &LoadArgs) -> SweepArgs {
             ..Default::default()
         },
         out: args.out.clone(),
-        run_id: Some(args.run_id.clone().unwrap_or_else(|| crate::meta::new_run_id("load"))),
+        run_id: Some(args.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id("load"))),
         quiet: args.quiet,
         ..Default::default()
     }
@@ -245,7 +246,7 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     let complete = matches!(outcome, Ok(End::Done));
     let ended = journal.update(|m| {
         m.status = if complete { RunStatus::Complete } else { RunStatus::Interrupted };
-        m.ended_at = Some(crate::meta::now_rfc3339());
+        m.ended_at = Some(crate::clock::now_rfc3339());
         m.arrival_stamps = Some(crate::meta::ArrivalStamps::since(reads));
     });
     // However the run ended, what finished is summarized: the records on disk are the truth.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::engine::Driver;
-use super::schedule::Arrival;
+use crate::meta::Arrival;
 use crate::record::{CellKey, Measurement, Mode, Scenario};
 use crate::runner::Ctx;
 use crate::runner::measure::{self, Fired, Ready};

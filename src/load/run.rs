@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::schedule::{LoadPlan, RateSchedule};
 use super::{engine, prepare, summary};
 use crate::exit::Failure;
+use crate::meta::{LoadPlan, RateSchedule};
 use crate::progress::Progress;
 use crate::record::{ErrorKind, Measurement, Record};
 use crate::runner::{Journal, measure, setup};

@@ -18,7 +18,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::schedule::{LoadPlan, Slo};
+use crate::cli::Slo;
+use crate::meta::LoadPlan;
 use crate::record::{CacheState, Measurement};
 use crate::stats::Samples;
 

@@ -18,13 +18,11 @@
 //! | request_failed | yes | connect, timeout, truncation, protocol or preset failure |
 //! | ttft_after_e2e | yes | impossible timing: clock misuse |
 
-pub mod code;
-
 use std::collections::HashMap;
 
-pub use code::QualityCode;
-
-use crate::record::{CacheEvidence, CacheState, ErrorKind, Measurement, Mode, QualityFlag, StaggeredRecord};
+use crate::record::{
+    CacheEvidence, CacheState, ErrorKind, Measurement, Mode, QualityCode, QualityFlag, StaggeredRecord,
+};
 
 /// Fewer output tokens than this cannot support a decode rate.
 pub const MIN_OUTPUT_TOKENS: u64 = 5;

@@ -16,12 +16,18 @@ pub const OUTPUT_SAMPLE_CHARS: usize = 500;
 
 mod cell;
 mod lean;
+mod metrics_delta;
 #[cfg(test)]
 mod parse_tests;
+mod policy_kind;
+mod quality_code;
 mod tagged;
 mod wire;
 pub use cell::{CacheState, CellKey, Mode, Scenario};
 pub use lean::LeanRecord;
+pub use metrics_delta::MetricsDelta;
+pub use policy_kind::PolicyKind;
+pub use quality_code::QualityCode;
 
 /// One line of `measurements.jsonl`.
 // Read by `wire` (the derive would buffer every record); written and described by the derive.
@@ -197,7 +203,7 @@ pub struct Measurement {
     pub server_stats: Option<serde_json::Value>,
     /// The server's Prometheus counters, before vs after the measured request (batch 1 only).
     #[serde(default)]
-    pub server_metrics: Option<crate::metrics::MetricsDelta>,
+    pub server_metrics: Option<crate::record::MetricsDelta>,
     pub quality_ok: bool,
     pub quality_flags: Vec<QualityFlag>,
     pub thermal: Option<ThermalRecord>,
@@ -239,7 +245,7 @@ pub struct CacheEvidence {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct QualityFlag {
     /// Stable snake_case code, e.g. "usage_missing".
-    pub flag: crate::quality::code::QualityCode,
+    pub flag: crate::record::QualityCode,
     /// A short human explanation with the numbers.
     pub reason: String,
     /// Whether this flag makes quality_ok false.
@@ -249,7 +255,7 @@ pub struct QualityFlag {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ThermalRecord {
     /// "probe", "fixed" or "off".
-    pub policy: crate::thermal::kind::PolicyKind,
+    pub policy: crate::record::PolicyKind,
     pub baseline_tps: Option<f64>,
     pub probe_tps: Vec<f64>,
     pub cooldown_s: f64,
@@ -346,7 +352,7 @@ pub struct GroupRecord {
     pub requests_failed: u32,
     /// The server's Prometheus counters, before vs after the whole batch.
     #[serde(default)]
-    pub server_metrics: Option<crate::metrics::MetricsDelta>,
+    pub server_metrics: Option<crate::record::MetricsDelta>,
     pub error: Option<ErrorInfo>,
 }
 

@@ -63,7 +63,7 @@ pub struct Measurement {
     pub server_timings: Option<serde_json::Value>,
     pub server_stats: Option<serde_json::Value>,
     #[serde(default)]
-    pub server_metrics: Option<crate::metrics::MetricsDelta>,
+    pub server_metrics: Option<crate::record::MetricsDelta>,
     pub quality_ok: bool,
     pub quality_flags: Vec<QualityFlag>,
     pub thermal: Option<ThermalRecord>,
@@ -90,7 +90,7 @@ pub struct GroupRecord {
     pub requests_ok: u32,
     pub requests_failed: u32,
     #[serde(default)]
-    pub server_metrics: Option<crate::metrics::MetricsDelta>,
+    pub server_metrics: Option<crate::record::MetricsDelta>,
     pub error: Option<ErrorInfo>,
 }
 

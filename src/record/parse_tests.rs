@@ -121,13 +121,10 @@ fn full_records() -> Vec<Record> {
         batch_size: 2,
         run: 3,
     };
-    let flag = QualityFlag {
-        flag: crate::quality::code::QualityCode::UsageMissing,
-        reason: "r".into(),
-        fails_gate: true,
-    };
+    let flag =
+        QualityFlag { flag: crate::record::QualityCode::UsageMissing, reason: "r".into(), fails_gate: true };
     let thermal = ThermalRecord {
-        policy: crate::thermal::PolicyKind::Probe,
+        policy: crate::record::PolicyKind::Probe,
         baseline_tps: Some(45.5),
         probe_tps: vec![44.25, 1e-300],
         cooldown_s: 10.0,
@@ -181,7 +178,7 @@ fn full_records() -> Vec<Record> {
         cache_state_confirmed: Some(false),
         server_timings: Some(json!({"prompt_n": 5, "nested": {"a": [1, 2.5, "x"]}})),
         server_stats: Some(json!([1, 2])),
-        server_metrics: Some(crate::metrics::MetricsDelta {
+        server_metrics: Some(crate::record::MetricsDelta {
             computed_tokens: Some(5.0),
             cached_tokens: None,
             counters: [("a".to_string(), 1.0)].into(),

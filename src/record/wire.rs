@@ -124,7 +124,7 @@ pub(super) struct MeasurementWire<K: Depth> {
     server_timings: Option<K::Json>,
     server_stats: Option<K::Json>,
     #[serde(default)]
-    server_metrics: Option<crate::metrics::MetricsDelta>,
+    server_metrics: Option<crate::record::MetricsDelta>,
     quality_ok: bool,
     quality_flags: Vec<QualityFlag>,
     thermal: Option<ThermalRecord>,
@@ -219,7 +219,7 @@ pub(super) struct GroupWire {
     requests_ok: u32,
     requests_failed: u32,
     #[serde(default)]
-    server_metrics: Option<crate::metrics::MetricsDelta>,
+    server_metrics: Option<crate::record::MetricsDelta>,
     error: Option<ErrorInfo>,
     #[serde(rename = "record_type", default)]
     tag: Option<IgnoredAny>,

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::quality::QualityCode;
+use crate::record::QualityCode;
 use crate::record::{
     self, CacheState, CellKey, ErrorInfo, ErrorKind, GroupRecord, Measurement, Mode, QualityFlag, Record,
     SCHEMA_VERSION, Scenario, StaggeredRecord, ThermalRecord,
@@ -393,7 +393,7 @@ fn thermal(
 ) -> Option<ThermalRecord> {
     let cooldown_s = cooldown?;
     Some(ThermalRecord {
-        policy: crate::thermal::PolicyKind::Probe,
+        policy: crate::record::PolicyKind::Probe,
         baseline_tps: None,
         probe_tps: Vec::new(),
         cooldown_s,

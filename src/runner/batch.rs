@@ -79,7 +79,7 @@ pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Mea
         run_id: run_id.to_string(),
         cell: cell.clone(),
         group_id: group_id.to_string(),
-        started_at: records.first().map(|m| m.started_at.clone()).unwrap_or_else(crate::meta::now_rfc3339),
+        started_at: records.first().map(|m| m.started_at.clone()).unwrap_or_else(crate::clock::now_rfc3339),
         wall_ms,
         system_tps: (wall_ms > 0.0 && total_output_tokens > 0)
             .then(|| total_output_tokens as f64 / (wall_ms / 1000.0)),
@@ -104,7 +104,7 @@ pub async fn staggered(ctx: &Ctx, cell: &CellKey) -> Record {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),
         cell: cell.clone(),
-        started_at: crate::meta::now_rfc3339(),
+        started_at: crate::clock::now_rfc3339(),
         ..Default::default()
     };
     let batched = cell.scenario == Scenario::StaggeredBatched;

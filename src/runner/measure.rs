@@ -11,8 +11,8 @@
 use tokio::time::Instant;
 
 use crate::client::{ChatRequest, Exchange, Message};
-use crate::metrics::MetricsDelta;
 use crate::preset::{Scope, Session};
+use crate::record::MetricsDelta;
 use crate::record::{
     self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, SCHEMA_VERSION,
     TurnSummary,
@@ -292,7 +292,7 @@ pub async fn finish_then(
     ctx.annotate(&mut m, &fired.exchange.full_output());
     // The measurement was over before its cleanup began: a failed cleanup is noted, never its failure.
     if let Err(e) = cleanup {
-        let flag = crate::quality::QualityCode::CleanupFailed;
+        let flag = crate::record::QualityCode::CleanupFailed;
         m.quality_flags.push(record::QualityFlag { flag, reason: e.message, fails_gate: false });
     }
     m
@@ -345,7 +345,7 @@ pub fn blank(ctx: &Ctx, cell: &CellKey, request_index: u32, nonce: &str) -> Meas
         run_id: ctx.run_id.clone(),
         cell: cell.clone(),
         request_index,
-        started_at: crate::meta::now_rfc3339(),
+        started_at: crate::clock::now_rfc3339(),
         nonce: nonce.to_string(),
         max_tokens: ctx.config.output_tokens,
         ..Default::default()

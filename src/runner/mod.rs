@@ -29,7 +29,7 @@ use crate::cli::SweepArgs;
 use crate::client::{ChatRequest, Client, Exchange};
 use crate::config::SweepConfig;
 use crate::exit::{self, Failure};
-use crate::meta::{self, RunMeta, RunStatus};
+use crate::meta::{RunMeta, RunStatus};
 use crate::preset::{Preset, Session};
 use crate::progress::Progress;
 use crate::prompt::{Nonces, Sizer};
@@ -40,7 +40,7 @@ use crate::supervise::Supervisor;
 pub use batch::{fill_staggered, group_record, release_together, stagger};
 pub use cells::Stop;
 pub use forecast::plan;
-pub use soak::{SoakSummary, soak};
+pub use soak::soak;
 
 /// How long an interrupted work task gets to reach its next await point before bench exits anyway.
 pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(3);
@@ -93,7 +93,7 @@ impl Ctx {
     pub async fn metrics_since(
         &self,
         before: Option<crate::metrics::Snapshot>,
-    ) -> Option<crate::metrics::MetricsDelta> {
+    ) -> Option<crate::record::MetricsDelta> {
         let (spec, before) = (self.preset.metrics.as_ref()?, before?);
         Some(crate::metrics::delta(spec, &before, &self.metrics().await?))
     }
@@ -105,7 +105,7 @@ impl Ctx {
         m.quality_flags = crate::quality::assess(m, full_output);
         if m.cache_state_confirmed == Some(false) {
             m.quality_flags.push(QualityFlag {
-                flag: crate::quality::QualityCode::CacheStateUnconfirmed,
+                flag: crate::record::QualityCode::CacheStateUnconfirmed,
                 reason: format!(
                     "the server's cache evidence contradicts '{}' (cached {:?} of {:?} prompt tokens)",
                     m.cell.cache_state,
@@ -264,7 +264,7 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Exi
     let finished = matches!(outcome, Outcome::Done { stop: Stop::Finished, .. });
     let status = if finished { RunStatus::Complete } else { RunStatus::Interrupted };
     let written = journal.update(|m| {
-        m.ended_at = Some(meta::now_rfc3339());
+        m.ended_at = Some(crate::clock::now_rfc3339());
         m.status = status;
     });
     let dir = journal.dir().display();

@@ -10,7 +10,7 @@ use super::Journal;
 use crate::cli::SweepArgs;
 use crate::config::{self, SweepConfig};
 use crate::exit::Failure;
-use crate::meta::{self, Harness, HostFacts, Resumption, RunMeta, RunStatus, ServerInfo};
+use crate::meta::{Harness, HostFacts, Resumption, RunMeta, RunStatus, ServerInfo};
 use crate::record::SCHEMA_VERSION;
 use crate::shard;
 use crate::store::{self, RunLock};
@@ -40,7 +40,7 @@ pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
 fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
     let mut config = config::resolve(args)?;
     let label: Vec<&str> = config.cache_states.iter().map(|c| c.as_str()).collect();
-    let mut run_id = args.run_id.clone().unwrap_or_else(|| meta::new_run_id(&label.join("-")));
+    let mut run_id = args.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id(&label.join("-")));
     let env = |var: &str| std::env::var(var).ok();
     if let Some(spec) = shard::resolve(args.shard.as_deref(), args.shard_count, &env)? {
         config.shard = Some(shard::plan(&config.matrix(), &spec)?);
@@ -60,7 +60,7 @@ fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Fa
         schema_version: SCHEMA_VERSION,
         run_id,
         harness: Harness::current(),
-        started_at: meta::now_rfc3339(),
+        started_at: crate::clock::now_rfc3339(),
         ended_at: None,
         status: RunStatus::Running,
         resumed_at: Vec::new(),
@@ -169,7 +169,7 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
         meta.config.request_timeout_s = timeout.secs();
         changed.insert("request_timeout_s".to_string(), timeout.secs().to_string());
     }
-    meta.resumed_at.push(Resumption { at: meta::now_rfc3339(), changed });
+    meta.resumed_at.push(Resumption { at: crate::clock::now_rfc3339(), changed });
     meta.status = RunStatus::Running;
     meta.ended_at = None;
     Ok((meta.config.clone(), dir.to_path_buf(), meta, true))

@@ -12,40 +12,17 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::measure::{self, Ready};
 use super::{Ctx, Journal, batch, open, setup};
 use crate::cli::{MeasureArgs, SoakArgs, SweepArgs, ThermalArgs};
 use crate::client::{ChatRequest, Message};
 use crate::exit::{self, Failure};
+use crate::meta::SoakSummary;
 use crate::progress::Progress;
-use crate::quality::QualityCode;
+use crate::record::QualityCode;
 use crate::record::{CacheState, CellKey, Measurement, QualityFlag, Record, Scenario};
 use crate::spec::ThermalChoice;
 use crate::store::RecordWriter;
-
-/// What run.json records of a soak's settings, and its outcome.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SoakSummary {
-    pub concurrency: u32,
-    pub iterations_planned: u32,
-    pub duration_limit_s: Option<f64>,
-    pub iterations_run: u32,
-    pub requests: u32,
-    pub passed: u32,
-    pub mismatches: u32,
-    pub crashes: u32,
-    pub wall_s: f64,
-    pub requests_per_s: Option<f64>,
-    pub output_tps: Option<f64>,
-    /// One stream's output tok/s in the serial pass.
-    pub single_stream_tps: Option<f64>,
-    /// output_tps / single_stream_tps: what N streams buy over one.
-    pub speedup: Option<f64>,
-    /// speedup / N.
-    pub efficiency: Option<f64>,
-}
 
 pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
     let sweep = sweep_args(args);
@@ -96,7 +73,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
     };
     journal.update(|m| {
         m.status = status;
-        m.ended_at = Some(crate::meta::now_rfc3339());
+        m.ended_at = Some(crate::clock::now_rfc3339());
         m.arrival_stamps = Some(crate::meta::ArrivalStamps::since(reads));
         if let Some(s) = &summary {
             m.soak = Some(s.clone());
@@ -128,7 +105,7 @@ fn sweep_args(args: &SoakArgs) -> SweepArgs {
             ..Default::default()
         },
         out: args.out.clone(),
-        run_id: Some(args.run_id.clone().unwrap_or_else(|| crate::meta::new_run_id("soak"))),
+        run_id: Some(args.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id("soak"))),
         quiet: args.quiet,
         ..Default::default()
     }

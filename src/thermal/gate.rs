@@ -4,8 +4,8 @@ use std::future::Future;
 
 use tokio::time::{Duration, Instant};
 
-use super::kind::PolicyKind;
 use crate::config::ThermalPolicy;
+use crate::record::PolicyKind;
 use crate::record::ThermalRecord;
 
 /// Seconds between probes once the minimum cooldown has passed (the origin used 5 s).

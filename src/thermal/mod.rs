@@ -19,10 +19,8 @@
 
 pub mod gate;
 pub mod host;
-pub mod kind;
 
 pub use gate::{
     PROBE_INTERVAL_S, Step, baseline, cooldown, decide, policy_kind, policy_name, recovery_threshold,
 };
 pub use host::{host_snapshot, parse_nvidia_smi};
-pub use kind::PolicyKind;

@@ -7,8 +7,8 @@ use super::finding::Finding;
 use super::rule::{Ctx, RuleId};
 use crate::physics;
 use crate::quality;
+use crate::record::PolicyKind;
 use crate::record::{CacheState, Measurement, Record, Scenario, StaggeredRecord};
-use crate::thermal::PolicyKind;
 
 /// The measurement a rule may judge: no error (a failed request carries no numbers; merge re-runs
 /// it) and not an imported origin batch stand-in (the origin kept only batch totals, which live in

@@ -110,7 +110,7 @@ fn a_rate_with_a_p99_send_lag_above_1_ms_is_not_honestly_offered() {
 
 #[test]
 fn a_rate_stopped_early_is_shown_but_left_out_of_the_knee_and_a_rate_never_begun_is_not_shown() {
-    use crate::load::schedule::{Arrival, RateSchedule};
+    use crate::meta::{Arrival, RateSchedule};
     let arrivals = |n: usize| vec![Arrival { at_ms: 0.0, state: CacheState::Cold }; n];
     let rate = |run: u32, per_s: f64, n: usize, started: bool, stopped: Option<&str>| RateSchedule {
         run,

@@ -24,7 +24,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::scan::ObjectScanner;
-use crate::quality::QualityCode;
+use crate::record::QualityCode;
 use crate::record::{
     self, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, QualityFlag, Record, SCHEMA_VERSION,
     Scenario,

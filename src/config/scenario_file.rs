@@ -9,8 +9,8 @@ use std::path::Path;
 use clap::Args;
 use serde::Deserialize;
 
+use super::ConfigError;
 use crate::cli::{ConnectionArgs, MeasureArgs};
-use crate::config::ConfigError;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct ScenarioFile {

@@ -10,62 +10,21 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Api, ThermalChoice};
 use crate::record::{CacheState, Mode};
+use crate::spec::{Api, ThermalChoice};
 use crate::spec::{Contexts, Count, List, Span, Tokens};
+
+mod load_values;
+pub use load_values::{LoadSpecError, MAX_RATE_PER_S, Mix, Rate, Rates, Slo};
 
 /// Bounds of the matrix flags: large enough for any real sweep, small enough that a typo
 /// (`--runs 4000000000`) is an error instead of a plan that never ends.
 pub const MAX_RUNS: u32 = 10_000;
 pub const MAX_BATCH: u32 = 4_096;
 pub const MAX_OUTPUT_TOKENS: u32 = 1_048_576;
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "bench",
-    version,
-    about = "Measure LLM inference servers: TTFT and decode across cache states, with integrity checks",
-    long_about = "Measure LLM inference servers the way a careful reviewer would.\n\n\
-        bench sweep   run a matrix (contexts x cache states x modes x batch sizes x runs) against a server\n\
-        bench verify  flag physically impossible or suspicious numbers in result files\n\
-        bench merge   build one canonical result file from partial runs and re-runs\n\
-        bench report  statistics, tables, CSV and SVG plots\n\
-        bench plan    the cells of a sweep and a forecast of its time, before it starts\n\
-        bench soak    concurrent greedy load: does the server stay up and give the serial answers?\n\
-        bench load    open-loop Poisson arrivals per rate and cache state: latency, goodput, the knee\n\
-        bench compare candidates against a base, cell by cell, with bootstrap intervals\n\n\
-        Exit codes: 0 success; 1 findings (verify errors, failed measurements, incomplete merge);\n\
-        2 bad input (flags, files); 3 server unreachable or stopped answering (records kept);\n\
-        4 results could not be written; 5 internal error (a bug); 130 interrupted (records kept)."
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run a measurement matrix against a running server; records are written as they happen.
-    Sweep(Box<SweepArgs>),
-    /// Check result files for impossible or suspicious numbers.
-    Verify(crate::verify::VerifyArgs),
-    /// Combine result files into one canonical file.
-    Merge(crate::merge::MergeArgs),
-    /// Statistics, tables, CSV and plots from result files.
-    Report(crate::report::ReportArgs),
-    /// What a sweep will measure and how long it will take, before it starts.
-    Plan(Box<PlanArgs>),
-    /// N concurrent clients for M iterations: does the server stay up, and stay correct?
-    Soak(Box<SoakArgs>),
-    /// Which build is faster: candidates against a base, cell by cell, with confidence intervals.
-    Compare(crate::compare::CompareArgs),
-    /// Open-loop load: Poisson arrivals at each rate, a mix of cold, warm and hot sessions; TTFT,
-    /// inter-token latency and goodput per rate and cache state, and where the SLO breaks.
-    Load(Box<crate::load::LoadArgs>),
-}
 
 #[derive(Debug, Args, Default, Clone)]
 #[command(after_help = "Examples:\n  \
@@ -274,7 +233,7 @@ pub struct MeasureArgs {
     /// A's own duration measured by a calibration request (50%), so the pair overlaps on any
     /// hardware [default: 50%].
     #[arg(long, help_heading = "Staggered pair")]
-    pub stagger_delay: Option<crate::config::StaggerDelay>,
+    pub stagger_delay: Option<crate::spec::StaggerDelay>,
     /// Context of the staggered prompts (tokens, e.g. 4096 or 4k) [default: 4096].
     #[arg(long, help_heading = "Staggered pair")]
     pub stagger_context: Option<Tokens>,

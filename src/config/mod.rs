@@ -18,8 +18,9 @@ use crate::cli::{ConnectionArgs, MeasureArgs, PhysicsArgs, SweepArgs};
 use crate::exit::Failure;
 use crate::plan::Matrix;
 use crate::record::{CacheState, Mode};
-use crate::scenario_file::{self, ScenarioFile};
-pub use crate::spec::{Api, StaggerDelay, ThermalChoice};
+pub mod scenario_file;
+use crate::spec::{Api, StaggerDelay, ThermalChoice};
+use scenario_file::ScenarioFile;
 
 pub const DEFAULT_CONTEXTS: [u32; 3] = [1024, 2048, 4096];
 pub const DEFAULT_RUNS: u32 = 3;
@@ -108,7 +109,7 @@ pub struct SweepConfig {
     pub physics: PhysicsInputs,
     /// The slice of the matrix this run measures (`--shard`); absent when it measures all of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<crate::shard::Shard>,
+    pub shard: Option<Shard>,
     /// `--reuse-primes`: one session lifecycle measures cold, warm and hot of a (context, mode, run).
     #[serde(default)]
     pub reuse_primes: bool,
@@ -390,6 +391,23 @@ pub fn expectation(path: &Path) -> Result<Expectation, ConfigError> {
         model: file.measure.model.clone(),
         output_tokens: file.measure.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
     })
+}
+
+/// The shard of a run, as run.json records it (in `config.shard`, so `--resume` keeps it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shard {
+    /// 1-based: shard `index` of `count`.
+    pub index: u32,
+    pub count: u32,
+    /// Where index and count came from (a flag or the scheduler's environment variables).
+    pub origin: String,
+    /// The partition rule (`crate::shard::RULE`).
+    pub rule: String,
+    /// Units (matrix points with their runs; the staggered pairs) and cells of this shard.
+    pub units: usize,
+    pub cells: usize,
+    /// This shard's share of the matrix's nominal cost (1/count when perfectly balanced).
+    pub cost_share: f64,
 }
 
 #[cfg(test)]
