@@ -73,9 +73,12 @@ struct Paced {
     first_sent: Option<(FirstSent, String)>,
     /// `Fault::CloseAfterStream` and `Fault::StrayAfterStream`: once the last event is out, the
     /// connection is marked with what happens to it this long after.
-    close_after: Option<(net::Kills, net::Peer, Duration, fn(tokio::time::Instant) -> net::Kill)>,
+    close_after: Option<AfterStream>,
     _permit: Option<OwnedSemaphorePermit>,
 }
+
+/// Where to mark a connection once its stream has ended, after how long, and with what.
+type AfterStream = (net::Kills, net::Peer, Duration, fn(tokio::time::Instant) -> net::Kill);
 
 fn paced(p: Paced) -> Response {
     let frames = stream::unfold(p, |mut p| async move {
