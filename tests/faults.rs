@@ -247,7 +247,8 @@ fn a_refused_connect_is_tried_twice_and_says_so() {
         let ex = block_on(chat(&client(&format!("http://127.0.0.1:{port}"), Duration::from_secs(5)), true));
         let (kind, message) = error_of(&ex);
         assert_eq!(kind, ErrorKind::Connect);
-        assert!(message.starts_with("cannot connect: "), "{message}");
+        // Both paths in the same words: where, and what the system said.
+        assert_eq!(message, format!("cannot connect to 127.0.0.1:{port}: Connection refused (os error 111)"));
         assert_eq!(ex.attempts, 2, "a request that never left may be sent again, and the record counts it");
     });
 }
@@ -406,6 +407,83 @@ fn calls_honour_the_request_timeout_and_their_caps() {
     assert!(err.is_unreachable() && err.to_string().starts_with(server::UNREACHABLE), "{err}");
 }
 
+// ---- one verdict and one vocabulary on both paths ----
+
+/// What each path (direct, then reqwest) records of a server that answers every request with
+/// `response` and closes.
+fn verdicts(response: &'static [u8]) -> [(ErrorKind, String); 2] {
+    [true, false].map(|direct| {
+        DIRECT.set(direct);
+        let (url, _) = raw_server(move |mut s, _| {
+            if read_request(&mut s) {
+                let _ = s.write_all(response);
+            }
+        });
+        error_of(&block_on(chat(&client(&url, Duration::from_secs(10)), true)))
+    })
+}
+
+const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n";
+
+#[test]
+fn lf_only_chunk_framing_is_refused_alike_on_both_paths() {
+    // RFC 9112 section 7.1 ends every chunked-framing line with CRLF; hyper holds to it.
+    let response = format!("{SSE_HEAD}transfer-encoding: chunked\r\n\r\n10\ndata: {{\"a\":1}}\n\n\n0\n\n");
+    let [direct, reqwest] = verdicts(response.leak().as_bytes());
+    for (kind, message) in [&direct, &reqwest] {
+        assert_eq!(*kind, ErrorKind::StreamTruncated, "{message}");
+        assert!(message.starts_with("the body's framing is broken (after 0 bytes): "), "{message}");
+    }
+}
+
+#[test]
+fn an_encoded_body_is_named_as_such_alike_on_both_paths() {
+    let gzip = "\x1f\x08\x00\x00"; // bytes of no text, as compressed ones are
+    let transfer = format!("{SSE_HEAD}transfer-encoding: gzip, chunked\r\n\r\n4\r\n{gzip}\r\n0\r\n\r\n");
+    let content = format!("{SSE_HEAD}content-encoding: gzip\r\ncontent-length: 4\r\n\r\n{gzip}");
+    for (response, coding) in [(transfer, "transfer-encoding gzip"), (content, "content-encoding gzip")] {
+        let bytes: &'static [u8] = response.clone().leak().as_bytes();
+        let [direct, reqwest] = verdicts(bytes);
+        assert_eq!(direct, reqwest, "{response:?}");
+        assert_eq!(direct.0, ErrorKind::Protocol, "{direct:?}");
+        assert!(
+            direct.1.starts_with(&format!("the response is encoded ({coding}), which bench did not ask for")),
+            "{direct:?}"
+        );
+    }
+}
+
+#[test]
+fn a_head_that_is_not_http_is_said_alike_on_both_paths() {
+    let [direct, reqwest] = verdicts(b"SSH-2.0-OpenSSH_9.6\r\n\r\n");
+    for (kind, message) in [&direct, &reqwest] {
+        assert_eq!(*kind, ErrorKind::Transport, "{message}");
+        assert!(message.starts_with("the response head is not valid HTTP/1.1: "), "{message}");
+    }
+}
+
+// ---- a stray response ----
+
+#[test]
+fn a_stray_response_after_the_real_one_is_never_the_next_answer() {
+    on_both_paths(|| {
+        // 20 ms after each stream the server writes a second, unasked-for response, before it
+        // reads the next request; the next request goes out as soon as the first returns.
+        let server = faulty(Fault::StrayAfterStream(20));
+        let client = client(&server.url, Duration::from_secs(30));
+        let (first, second) = block_on(async { (chat(&client, true).await, chat(&client, true).await) });
+        for ex in [&first, &second] {
+            assert!(ex.error.is_none(), "{:?}", ex.error);
+            assert!(!ex.content.contains("stray"), "the stray was taken as an answer: {:?}", ex.content);
+            assert_eq!(ex.usage.output_tokens, Some(32), "the request's own answer");
+        }
+        assert_eq!(server.measured_requests(), 2);
+        if DIRECT.get() {
+            assert!(first.unexpected_bytes_dropped, "the exchange says its connection was dropped");
+        }
+    });
+}
+
 // ---- through the real binary ----
 
 fn sweep(url: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
@@ -464,6 +542,58 @@ fn sweep_records_each_fault_with_its_kind_and_finishes() {
         assert_eq!(m["attempts"], 1, "{fault:?}");
         assert_eq!(server.measured_requests(), 1, "{fault:?}: sent once, never again");
     }
+}
+
+#[test]
+fn a_sweep_records_a_stray_response_and_never_measures_it() {
+    let server = faulty(Fault::StrayAfterStream(20));
+    let dir = tempfile::tempdir().unwrap();
+    // A preset that keeps the connection open after a stream (llama.cpp's closes it).
+    let out = sweep(&server.url, dir.path(), &["--preset", "openai"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (error, m) = only_error(dir.path());
+    assert!(error.is_null(), "{m}");
+    assert_eq!(m["unexpected_bytes_dropped"], true, "the record says so: {m}");
+    assert!(!m["output_sample"].as_str().unwrap_or("").contains("stray"), "{m}");
+}
+
+#[test]
+fn the_start_a_server_hint_comes_only_for_a_refused_local_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(); // now closed
+    let out = sweep(&format!("http://127.0.0.1:{port}"), dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("(is it running? `just server` starts a local llama-server)"),
+        "{}",
+        stderr(&out)
+    );
+    // A name that does not resolve is no local server that is not running.
+    let out = sweep("http://no-such-host.invalid:8080", dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot reach the server"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("is it running?"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_unknown_transport_is_refused_naming_the_variable_and_its_values() {
+    let server = faulty(Fault::None);
+    let dir = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("bench")
+        .unwrap()
+        .args(["sweep", "--server", &server.url, "--out", dir.path().to_str().unwrap()])
+        .args(["--contexts", "256", "--runs", "1", "--output-tokens", "32", "--thermal", "off"])
+        .env("TTFT_BENCH_TRANSPORT", "foo")
+        .timeout(HANG)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("TTFT_BENCH_TRANSPORT=foo") && err.contains("direct (the default), reqwest"),
+        "{err}"
+    );
+    assert_eq!(server.measured_requests(), 0, "nothing was measured");
 }
 
 #[test]

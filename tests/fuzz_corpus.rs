@@ -1,6 +1,8 @@
 //! The fuzz targets' properties (fuzz/src/), replayed on stable over the committed corpus and every
 //! crash ever found (fuzz/regressions/<target>/), so CI keeps them without libFuzzer.
 
+#[path = "../fuzz/src/h1.rs"]
+mod h1;
 #[path = "../fuzz/src/results.rs"]
 mod results;
 #[path = "../fuzz/src/stream.rs"]
@@ -46,6 +48,11 @@ fn sse_anthropic_corpus_and_regressions_hold() {
 }
 
 #[test]
+fn h1_unframe_corpus_and_regressions_hold() {
+    replay("h1_unframe", h1::check);
+}
+
+#[test]
 fn results_jsonl_corpus_and_regressions_hold() {
     replay("results_jsonl", |data| results::check_file("measurements.jsonl", data));
 }
@@ -83,4 +90,32 @@ fn the_llama_cpp_seed_is_a_complete_stream() {
     assert!(ex.error.is_none(), "{:?}", ex.error);
     assert_eq!(ex.content, "Hello world");
     assert_eq!(ex.usage.input_tokens, Some(1024));
+}
+
+/// The framing seeds read as they say (so the fuzzer starts past the head, into each framing).
+#[test]
+fn the_framing_seeds_read_as_they_say() {
+    let seed = |name: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/h1_unframe").join(name);
+        ttft_bench::client::replay_response([std::fs::read(path).unwrap().as_slice()])
+    };
+    let sse = seed("chunked_sse");
+    assert_eq!((sse.status, sse.ended, sse.reusable, sse.error.as_deref()), (Some(200), true, true, None));
+    assert!(sse.payload.ends_with(b"data: [DONE]\n\n"), "{:?}", String::from_utf8_lossy(&sse.payload));
+    let json = seed("interim_then_length");
+    assert_eq!(
+        (json.status, json.payload.as_slice(), json.reusable),
+        (Some(200), &b"{\"ok\":true}"[..], true)
+    );
+    let close = seed("to_close");
+    assert_eq!(
+        (close.payload.as_slice(), close.ended, close.reusable),
+        (&b"until the end"[..], false, false)
+    );
+    let lf = seed("lf_only_chunks");
+    assert!(lf.error.unwrap().starts_with("a chunked-encoding line does not end in CRLF"));
+    let more = seed("gzip_chunked_then_more");
+    assert_eq!((more.ended, more.reusable), (true, false), "bytes after the body: not reused");
+    let busy = seed("error_status");
+    assert_eq!((busy.status, busy.payload.as_slice(), busy.reusable), (Some(503), &b"busy"[..], false));
 }

@@ -57,6 +57,7 @@ fn an_unknown_issuer_is_named_and_exits_3_before_anything_is_measured() {
     let err = stderr(&out);
     assert!(err.contains("invalid peer certificate: UnknownIssuer"), "{err}");
     assert!(err.contains("--ca-cert"), "the message says what to do: {err}");
+    assert!(!err.contains("is it running?"), "it is running; its certificate is not trusted: {err}");
     assert!(server.log().is_empty(), "no request got through the failed handshake");
     let records = dir.path().join("out");
     let none = !records.exists()
@@ -65,6 +66,30 @@ fn an_unknown_issuer_is_named_and_exits_3_before_anything_is_measured() {
             std::fs::read_to_string(jsonl).unwrap_or_default().is_empty()
         });
     assert!(none, "nothing was measured");
+}
+
+/// A self-signed server certificate (`openssl req -x509 -subj /CN=localhost -addext
+/// subjectAltName=IP:127.0.0.1`: it says it is a CA) given to --ca-cert is that server's, pinned.
+#[test]
+fn a_self_signed_server_certificate_given_to_ca_cert_is_trusted_as_that_servers() {
+    let server = Scripted::start_tls_self_signed(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let pin = dir.path().join("server.pem");
+    std::fs::write(&pin, server.ca_pem.as_ref().unwrap()).unwrap();
+    let out = sweep(&server.url, &dir.path().join("out"), &["--ca-cert", pin.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    measured_ok(&dir.path().join("out"));
+    // Pinned to that server's name: the same certificate presented for another name is refused.
+    // (The certificate names 127.0.0.1 only, as the openssl line above.)
+    let other = server.url.replace("127.0.0.1", "localhost");
+    let out = sweep(&other, &dir.path().join("other"), &["--ca-cert", pin.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not valid for name \"localhost\""), "{}", stderr(&out));
+    // Another server's certificate pins nothing here, and is no CA of this one.
+    let (_another, _its_dir, ca_of_another) = https();
+    let out = sweep(&server.url, &dir.path().join("another"), &["--ca-cert", &ca_of_another], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--ca-cert"), "{}", stderr(&out));
 }
 
 #[test]

@@ -2,5 +2,6 @@
 //! libFuzzer here), so tests/fuzz_corpus.rs replays the committed corpus through the same checks
 //! on stable, in CI.
 
+pub mod h1;
 pub mod results;
 pub mod stream;

@@ -169,7 +169,8 @@ pub struct ConnectionArgs {
     #[arg(long, help_heading = "Connection (may change on --resume)")]
     pub max_restarts: Option<u32>,
     /// PEM file of a private CA, trusted for https in addition to the platform's roots (and
-    /// SSL_CERT_FILE).
+    /// SSL_CERT_FILE); or the server's own self-signed certificate, trusted for that server
+    /// alone (pinned: the same bytes, its name and validity still checked).
     #[arg(long, value_name = "FILE", help_heading = "Connection (may change on --resume)")]
     pub ca_cert: Option<PathBuf>,
     /// Do not verify the server's TLS certificate. Never silent: warned at start, recorded in

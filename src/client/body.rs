@@ -33,6 +33,8 @@ pub(crate) trait Body {
     fn content_type(&self) -> Option<String>;
     /// The response's Location header (redirects).
     fn location(&self) -> Option<String>;
+    /// A coding of the response that bench did not ask for (h1::unasked_coding).
+    fn coding(&self) -> Option<String>;
     /// The next piece, `None` at the body's end, `Err(why)` when it broke (why in words, with
     /// the bytes read so far).
     async fn next(&mut self) -> Option<Result<(&[u8], f64), String>>;
@@ -60,6 +62,15 @@ impl Body for Fetched {
 
     fn location(&self) -> Option<String> {
         super::failure::location_of(&self.response)
+    }
+
+    fn coding(&self) -> Option<String> {
+        let values = |name| {
+            self.response.headers().get_all(name).iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>()
+        };
+        let (transfer, content) =
+            (values(reqwest::header::TRANSFER_ENCODING), values(reqwest::header::CONTENT_ENCODING));
+        super::h1::unasked_coding(transfer, content)
     }
 
     async fn next(&mut self) -> Option<Result<(&[u8], f64), String>> {
@@ -168,6 +179,12 @@ pub fn broken_body(e: &reqwest::Error, read: u64) -> String {
         if let Some(io) = cause.downcast_ref::<std::io::Error>().filter(|io| ended(io)) {
             return broken_io(io, read);
         }
+        // hyper's body decoder says so of framing it refuses (a chunk-size line, a trailer).
+        if let Some(io) = cause.downcast_ref::<std::io::Error>().filter(|io| {
+            matches!(io.kind(), std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData)
+        }) {
+            return broken_framing(&io.to_string(), read);
+        }
         if cause.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
             return closed_early(read);
         }
@@ -192,6 +209,12 @@ pub(crate) fn broken_io(io: &std::io::Error, read: u64) -> String {
     }
 }
 
+/// The body's framing (chunked encoding) broke the rules, after `read` payload bytes; `why` is
+/// the parser's own account. The same words on both transports.
+pub(crate) fn broken_framing(why: &str, read: u64) -> String {
+    format!("the body's framing is broken (after {read} bytes): {why}")
+}
+
 pub(crate) fn closed_early(read: u64) -> String {
     format!("the server closed the connection before the body was complete (after {read} bytes)")
 }
@@ -209,7 +232,10 @@ pub(crate) async fn read_answer(
     ex: &mut Exchange,
 ) {
     ex.http_status = Some(status);
-    if !(200..300).contains(&status) {
+    if let Some(coding) = source.coding().filter(|_| (200..300).contains(&status)) {
+        ex.e2e_ms = Some(ms_since(window.start));
+        ex.fail(ErrorKind::Protocol, super::h1::encoded(&coding));
+    } else if !(200..300).contains(&status) {
         let prefix = read_prefix_from(source, limits.max_error_read_bytes, window.deadline).await;
         ex.e2e_ms = Some(ms_since(window.start));
         // "500 Internal Server Error": the code with its standard reason phrase.

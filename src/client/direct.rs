@@ -1,3 +1,5 @@
+//! Scope: plain HTTP/1.1 POSTs whose body is in memory; never TLS, HTTP/2 or a proxy (reqwest's).
+//!
 //! The direct path: a lane writes plain-HTTP chat requests on its own sockets and reads the
 //! answers itself, without reqwest. HTTPS and proxied requests keep going through reqwest.
 //!
@@ -24,7 +26,8 @@ use tokio::net::TcpStream;
 use super::body::{self, Body};
 use super::h1::{self, Head, Unframe, Wire};
 use super::{
-    Api, DROPPED_AFTER_SEND, Exchange, Limits, Window, catch_up, ms_since, no_response_headers, socket,
+    Api, DROPPED_AFTER_SEND, Exchange, Limits, QUIET_BEFORE_REUSE, Window, catch_up, ms_since,
+    no_response_headers, socket,
 };
 use crate::record::ErrorKind;
 
@@ -57,13 +60,20 @@ impl Pool {
         Pool { idle: Mutex::new(Vec::new()), keep_alive_idle, _stamps_on: socket::StampsOn::new() }
     }
 
-    /// The most recently used connection to `authority` that is still fresh and open.
-    fn take(&self, authority: &str) -> Option<Conn> {
+    /// The most recently used connection to `authority` that is still fresh, open and quiet.
+    /// A connection holding bytes nobody asked for is closed, and `ex` says so: those bytes
+    /// would be read as this request's answer.
+    fn take(&self, authority: &str, ex: &mut Exchange) -> Option<Conn> {
         let mut idle = self.idle.lock().ok()?;
         idle.retain(|(_, since)| since.elapsed() < self.keep_alive_idle);
         while let Some((conn, _)) = idle.pop() {
-            if conn.authority == authority && socket::idle_and_open(conn.stream.as_raw_fd()) {
-                return Some(conn);
+            if conn.authority != authority {
+                continue;
+            }
+            match socket::idle_state(conn.stream.as_raw_fd()) {
+                socket::Idle::Quiet => return Some(conn),
+                socket::Idle::Unexpected => ex.unexpected_bytes_dropped = true,
+                socket::Idle::Closed => {}
             }
         }
         None
@@ -78,10 +88,8 @@ impl Pool {
 
 impl Conn {
     async fn connect(authority: &str) -> Result<Conn, String> {
-        let addrs = tokio::net::lookup_host(authority)
-            .await
-            .map_err(|e| format!("cannot resolve {authority}: {e}"))?;
-        let mut last = format!("{authority} has no address");
+        let addrs = tokio::net::lookup_host(authority).await.map_err(|e| e.to_string())?;
+        let mut last = "the name has no address".to_string();
         for addr in addrs {
             match TcpStream::connect(addr).await {
                 Ok(stream) => {
@@ -96,7 +104,7 @@ impl Conn {
                         reads: Default::default(),
                     });
                 }
-                Err(e) => last = format!("tcp connect to {addr}: {e}"),
+                Err(e) => last = e.to_string(),
             }
         }
         Err(last)
@@ -138,9 +146,30 @@ pub(super) async fn exchange(
     body::read_answer(api, limits, head.status, stream, &mut body, window, &mut ex).await;
     let reusable = head.keep_alive && !wire.close && ex.error.is_none() && body.read_to_end().await;
     if reusable {
-        pool.put(conn);
+        match stays_quiet(&conn).await {
+            socket::Idle::Quiet => pool.put(conn),
+            socket::Idle::Unexpected => ex.unexpected_bytes_dropped = true,
+            socket::Idle::Closed => {}
+        }
     }
     ex
+}
+
+/// Watches a connection whose response has ended for `QUIET_BEFORE_REUSE` (mod.rs): what it
+/// held by then. The exchange's own measurements are already taken; only its return waits.
+async fn stays_quiet(conn: &Conn) -> socket::Idle {
+    let by = tokio::time::Instant::now() + QUIET_BEFORE_REUSE;
+    let fd = conn.stream.as_raw_fd();
+    loop {
+        match conn.stream.try_io(Interest::READABLE, || socket::peek_idle(fd)) {
+            Ok(idle) => return idle,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return socket::Idle::Closed,
+        }
+        if tokio::time::timeout_at(by, conn.stream.readable()).await.is_err() {
+            return socket::Idle::Quiet;
+        }
+    }
 }
 
 /// A connection for the request, and its window: a pooled one, or a new one, made at most twice.
@@ -149,14 +178,16 @@ async fn open(pool: &Pool, wire: &Wire, timeout: Duration, ex: &mut Exchange) ->
         ex.attempts += 1;
         let window = Window::open(timeout);
         ex.start = Some(window.start);
-        if let Some(conn) = pool.take(&wire.authority) {
+        if let Some(conn) = pool.take(&wire.authority, ex) {
             return Some((conn, window));
         }
         match tokio::time::timeout_at(window.deadline, Conn::connect(&wire.authority)).await {
             Ok(Ok(conn)) => return Some((conn, window)),
             // Nothing reached the server: it may be sent again, once.
             Ok(Err(_)) if ex.attempts < 2 => {}
-            Ok(Err(why)) => ex.fail(ErrorKind::Connect, format!("cannot connect: {why}")),
+            Ok(Err(why)) => {
+                ex.fail(ErrorKind::Connect, super::failure::cannot_connect(&wire.authority, &why))
+            }
             Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
         }
         if ex.error.is_some() {
@@ -220,6 +251,7 @@ struct Raw<'c> {
     unframe: Unframe,
     content_type: Option<String>,
     location: Option<String>,
+    coding: Option<String>,
     /// Bytes of the buffer not yet unframed.
     pos: usize,
     len: usize,
@@ -240,7 +272,9 @@ impl<'c> Raw<'c> {
     ) -> Raw<'c> {
         let (content_type, location) = (head.content_type.clone(), head.location.clone());
         let unframe = Unframe::new(head.framing);
-        Raw { conn, unframe, content_type, location, pos: held.start, len: held.end, at_ms, start, read: 0 }
+        let coding = head.coding.clone();
+        let (pos, len) = (held.start, held.end);
+        Raw { conn, unframe, content_type, location, coding, pos, len, at_ms, start, read: 0 }
     }
 
     /// Reads on to the body's end, briefly and boundedly, after the stream's end marker: true when
@@ -268,6 +302,10 @@ impl Body for Raw<'_> {
         self.location.clone()
     }
 
+    fn coding(&self) -> Option<String> {
+        self.coding.clone()
+    }
+
     async fn next(&mut self) -> Option<Result<(&[u8], f64), String>> {
         let piece = loop {
             if self.unframe.is_done() {
@@ -277,7 +315,7 @@ impl Body for Raw<'_> {
                 let at = self.pos;
                 let step = match self.unframe.step(&self.conn.buf[at..self.len]) {
                     Ok(step) => step,
-                    Err(why) => return Some(Err(why)),
+                    Err(why) => return Some(Err(body::broken_framing(&why, self.read))),
                 };
                 self.pos += step.used;
                 match step.data {

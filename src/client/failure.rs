@@ -17,13 +17,38 @@ pub fn tls_problem(e: &reqwest::Error) -> Option<String> {
     causes(e).into_iter().find_map(|c| c.downcast_ref::<rustls::Error>()).map(|t| t.to_string())
 }
 
-/// A connect failure in words: what failed and, for TLS, what to do about it.
+/// A connect failure in words: what failed and, for TLS, what to do about it. The words of a
+/// plain connect failure are the direct path's too (`cannot_connect`).
 pub fn connect_failure(e: &reqwest::Error) -> String {
     match tls_problem(e) {
         Some(tls) => format!(
-            "TLS handshake failed: {tls} (a private CA? pass --ca-cert FILE with its PEM certificate, or set SSL_CERT_FILE)"
+            "TLS handshake failed: {tls} (a private CA, or a self-signed server certificate? pass --ca-cert FILE with its PEM certificate, or set SSL_CERT_FILE)"
         ),
-        None => format!("cannot connect: {}", error_chain(e)),
+        None => {
+            let authority = e.url().map_or_else(String::new, |u| {
+                format!("{}:{}", u.host_str().unwrap_or(""), u.port_or_known_default().unwrap_or(0))
+            });
+            // The innermost I/O error says what the system said (refused, no route, no such name).
+            let io = causes(e).into_iter().filter_map(|c| c.downcast_ref::<std::io::Error>()).last();
+            match io {
+                Some(io) => cannot_connect(&authority, &io.to_string()),
+                None => cannot_connect(&authority, &error_chain(e)),
+            }
+        }
+    }
+}
+
+/// A connection to `authority` (`host:port`) that could not be made, and why.
+pub(super) fn cannot_connect(authority: &str, why: &str) -> String {
+    format!("cannot connect to {authority}: {why}")
+}
+
+/// A response head that is not HTTP/1.1, as the parser said, with what came when known.
+pub(super) fn bad_head(why: &str, came: &str) -> String {
+    if came.is_empty() {
+        format!("the response head is not valid HTTP/1.1: {why}")
+    } else {
+        format!("the response head is not valid HTTP/1.1: {why}: {came}")
     }
 }
 
@@ -44,8 +69,11 @@ pub fn send_failure(e: &reqwest::Error) -> String {
                 matches!(io.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof)
             })
     });
+    let parse = causes(e).into_iter().find_map(|c| c.downcast_ref::<hyper::Error>().filter(|h| h.is_parse()));
     if dropped {
         DROPPED_AFTER_SEND.to_string()
+    } else if let Some(parse) = parse {
+        bad_head(&parse.to_string(), "")
     } else {
         format!("sending the request failed: {}", error_chain(e))
     }

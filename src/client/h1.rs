@@ -85,6 +85,41 @@ pub struct Head {
     pub framing: Framing,
     /// The connection may carry another request after this response.
     pub keep_alive: bool,
+    /// A content or transfer coding bench did not ask for (`unasked_coding`).
+    pub coding: Option<String>,
+}
+
+/// The codings of a response that bench cannot read and never asked for (it sends no
+/// Accept-Encoding): a transfer coding besides `chunked`, a content coding besides `identity`.
+/// Both transports name them so, rather than reading compressed bytes as a stream.
+pub fn unasked_coding<'v>(
+    transfer_encoding: impl IntoIterator<Item = &'v str>,
+    content_encoding: impl IntoIterator<Item = &'v str>,
+) -> Option<String> {
+    let unasked = |values: &mut dyn Iterator<Item = &'v str>, ignored: &str| {
+        let codings: Vec<String> = values
+            .flat_map(|v| v.split(','))
+            .map(|c| c.trim().to_ascii_lowercase())
+            .filter(|c| !c.is_empty() && c != ignored)
+            .collect();
+        (!codings.is_empty()).then(|| codings.join(", "))
+    };
+    let transfer =
+        unasked(&mut transfer_encoding.into_iter(), "chunked").map(|c| format!("transfer-encoding {c}"));
+    let content =
+        unasked(&mut content_encoding.into_iter(), "identity").map(|c| format!("content-encoding {c}"));
+    match (transfer, content) {
+        (Some(t), Some(c)) => Some(format!("{t}; {c}")),
+        (t, c) => t.or(c),
+    }
+}
+
+/// What the client says of a response in an unasked-for coding.
+pub fn encoded(coding: &str) -> String {
+    format!(
+        "the response is encoded ({coding}), which bench did not ask for (it sends no \
+         Accept-Encoding) and does not decode"
+    )
 }
 
 /// How the body's end is known (RFC 9112 section 6.3).
@@ -104,12 +139,13 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
     let used = match response.parse(buf) {
         Ok(httparse::Status::Complete(used)) => used,
         Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(format!("the response is not HTTP/1.1 ({e}): {}", super::quote(buf))),
+        Err(e) => return Err(super::failure::bad_head(&e.to_string(), &super::quote(buf))),
     };
     let status = response.code.unwrap_or(0);
     let mut keep_alive = response.version == Some(1);
     let (mut content_type, mut length, mut chunked, mut encoded) = (None, None, false, false);
     let mut location = None;
+    let (mut transfer_codings, mut content_codings) = (Vec::new(), Vec::new());
     for h in response.headers.iter() {
         let value = String::from_utf8_lossy(h.value);
         if h.name.eq_ignore_ascii_case("content-type") {
@@ -122,7 +158,10 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
             } else if has_token(&value, "keep-alive") {
                 keep_alive = true;
             }
+        } else if h.name.eq_ignore_ascii_case("content-encoding") {
+            content_codings.push(value.to_string());
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_codings.push(value.to_string());
             encoded = true;
             chunked =
                 value.rsplit(',').next().is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
@@ -146,7 +185,11 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
     if framing == Framing::ToClose {
         keep_alive = false;
     }
-    Ok(Some((Head { status, content_type, location, framing, keep_alive }, used)))
+    let coding = unasked_coding(
+        transfer_codings.iter().map(String::as_str),
+        content_codings.iter().map(String::as_str),
+    );
+    Ok(Some((Head { status, content_type, location, framing, keep_alive, coding }, used)))
 }
 
 /// The longest chunk-size line or trailer line accepted.
@@ -158,6 +201,8 @@ pub struct Unframe {
     state: State,
     /// A chunk-size or trailer line cut by the end of a read.
     line: Vec<u8>,
+    /// The trailer lines so far, checked as header fields at the body's end.
+    trailers: Vec<u8>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -192,7 +237,7 @@ impl Unframe {
             Framing::Chunked => State::Size,
             Framing::ToClose => State::ToClose,
         };
-        Unframe { state, line: Vec::new() }
+        Unframe { state, line: Vec::new(), trailers: Vec::new() }
     }
 
     /// The whole body has been read.
@@ -235,7 +280,7 @@ impl Unframe {
                     self.keep(&rest[..end])?;
                     used += end + 1;
                     let line = std::mem::take(&mut self.line);
-                    self.on_line(line.strip_suffix(b"\r").unwrap_or(&line))?;
+                    self.on_line(&line)?;
                 }
             }
         }
@@ -250,23 +295,148 @@ impl Unframe {
         Ok(())
     }
 
-    /// A whole framing line (without its line end).
-    fn on_line(&mut self, line: &[u8]) -> Result<(), String> {
+    /// A whole framing line, up to its LF. RFC 9112 section 7.1 ends every line of chunked
+    /// framing with CRLF, and hyper (the reqwest path) holds to it: so does this, so that both
+    /// transports give one verdict on every framing.
+    fn on_line(&mut self, raw: &[u8]) -> Result<(), String> {
+        let line = match raw.strip_suffix(b"\r") {
+            Some(line) if !line.contains(&b'\r') => line,
+            _ => return Err(format!("a chunked-encoding line does not end in CRLF: {}", super::quote(raw))),
+        };
         self.state = match self.state {
-            State::Size => {
-                let text = String::from_utf8_lossy(line);
-                let digits = text.split(';').next().unwrap_or("").trim();
-                let size = u64::from_str_radix(digits, 16)
-                    .map_err(|_| format!("bad chunk size line: {}", super::quote(line)))?;
-                if size == 0 { State::Trailers } else { State::Data { left: size, chunked: true } }
-            }
+            State::Size => match chunk_size(line)? {
+                0 => State::Trailers,
+                size => State::Data { left: size, chunked: true },
+            },
             State::ChunkEnd if line.is_empty() => State::Size,
             State::ChunkEnd => return Err(format!("a chunk runs past its size: {}", super::quote(line))),
-            State::Trailers if line.is_empty() => State::Done,
+            State::Trailers if line.is_empty() => {
+                trailers_are_fields(&self.trailers)?;
+                State::Done
+            }
+            State::Trailers => {
+                if self.trailers.len() + raw.len() + 1 > MAX_FRAMING_LINE {
+                    return Err(format!("the chunked body's trailers exceed {MAX_FRAMING_LINE} bytes"));
+                }
+                self.trailers.extend_from_slice(raw);
+                self.trailers.push(b'\n');
+                State::Trailers
+            }
             other => other,
         };
         Ok(())
     }
+}
+
+/// The size of a chunk-size line (RFC 9112 section 7.1): hex digits, then optional blanks and an
+/// extension after `;`, which is ignored.
+fn chunk_size(line: &[u8]) -> Result<u64, String> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    let rest = &line[digits..];
+    let after_blanks = &rest[rest.iter().take_while(|&&b| b == b' ' || b == b'\t').count()..];
+    if digits == 0 || !(after_blanks.is_empty() || after_blanks[0] == b';') {
+        return Err(format!("bad chunk size line: {}", super::quote(line)));
+    }
+    let hex = std::str::from_utf8(&line[..digits]).unwrap_or("");
+    // Leading zeros are no overflow.
+    let hex = hex.trim_start_matches('0');
+    if hex.is_empty() {
+        return Ok(0);
+    }
+    u64::from_str_radix(hex, 16).map_err(|_| format!("a chunk size overflows: {}", super::quote(line)))
+}
+
+/// The trailer section (its lines, each ending in CRLF) is header fields.
+fn trailers_are_fields(trailers: &[u8]) -> Result<(), String> {
+    if trailers.is_empty() {
+        return Ok(());
+    }
+    let mut section = trailers.to_vec();
+    section.extend_from_slice(b"\r\n");
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    match httparse::parse_headers(&section, &mut fields) {
+        Ok(httparse::Status::Complete(_)) => Ok(()),
+        _ => Err(format!("the chunked body's trailers are not header fields: {}", super::quote(trailers))),
+    }
+}
+
+/// What the direct path makes of a response's bytes (`replay`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unframed {
+    /// The final (non-1xx) status, once its head was read.
+    pub status: Option<u16>,
+    /// The body's payload, framing taken off, up to the end or the first error.
+    pub payload: Vec<u8>,
+    /// The body ended by its framing (not by running out of bytes).
+    pub ended: bool,
+    /// The connection could carry another request: kept alive, ended, nothing after the body.
+    pub reusable: bool,
+    /// Why the bytes were refused, when they were.
+    pub error: Option<String>,
+}
+
+/// Feeds a response (interim 1xx heads, a head, a body) to the direct path's head parser and
+/// unframer in `pieces`, as reads would bring them: for the fuzz target and the tests, which hold
+/// that the pieces never change the outcome.
+pub fn replay<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Unframed {
+    let mut out = Unframed { status: None, payload: Vec::new(), ended: false, reusable: false, error: None };
+    let mut held: Vec<u8> = Vec::new();
+    let mut body: Option<(Unframe, bool)> = None;
+    let mut after = false;
+    for piece in pieces {
+        let mut input = piece;
+        if body.is_none() {
+            held.extend_from_slice(piece);
+            loop {
+                match parse_head(&held) {
+                    Err(why) => {
+                        out.error = Some(why);
+                        return out;
+                    }
+                    Ok(None) => break,
+                    Ok(Some((head, used))) if (100..200).contains(&head.status) => {
+                        held.drain(..used);
+                    }
+                    Ok(Some((head, used))) => {
+                        out.status = Some(head.status);
+                        held.drain(..used);
+                        body = Some((Unframe::new(head.framing), head.keep_alive));
+                        break;
+                    }
+                }
+            }
+            if body.is_none() {
+                continue;
+            }
+            input = &held;
+        }
+        let Some((unframe, _)) = body.as_mut() else { continue };
+        let mut at = 0;
+        while at < input.len() {
+            if unframe.is_done() {
+                after = true;
+                break;
+            }
+            match unframe.step(&input[at..]) {
+                Err(why) => {
+                    out.error = Some(why);
+                    return out;
+                }
+                Ok(step) => {
+                    if let Some(data) = step.data {
+                        out.payload.extend_from_slice(&input[at + data.start..at + data.end]);
+                    }
+                    at += step.used;
+                }
+            }
+        }
+        held.clear();
+    }
+    if let Some((unframe, keep_alive)) = body {
+        out.ended = unframe.is_done();
+        out.reusable = keep_alive && out.ended && !after;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -300,8 +470,18 @@ mod tests {
                 "{cut}"
             );
         }
-        // Bare LF line ends, as some servers write them.
-        assert_eq!(unframe(Framing::Chunked, b"2\nab\n0\n\n", 1), Ok((b"ab".to_vec(), true)));
+        // Bare LF line ends are refused, as hyper refuses them (RFC 9112 section 7.1: CRLF).
+        for body in [&b"2\nab\r\n0\r\n\r\n"[..], b"2\r\nab\n0\r\n\r\n", b"2\r\nab\r\n0\r\n\n"] {
+            let err = unframe(Framing::Chunked, body, 1).unwrap_err();
+            assert!(err.starts_with("a chunked-encoding line does not end in CRLF"), "{err}");
+        }
+        // Blanks after the size, as hyper takes them; a sign or leading blank is no size.
+        assert_eq!(unframe(Framing::Chunked, b"2 \t;x\r\nab\r\n0\r\n\r\n", 3), Ok((b"ab".to_vec(), true)));
+        for bad in [&b"+2\r\nab\r\n0\r\n\r\n"[..], b" 2\r\nab\r\n0\r\n\r\n", b"2 3\r\n"] {
+            assert!(unframe(Framing::Chunked, bad, 64).unwrap_err().starts_with("bad chunk size line"));
+        }
+        let err = unframe(Framing::Chunked, b"2\r\nab\r\n0\r\nnot a field\r\n\r\n", 5).unwrap_err();
+        assert!(err.starts_with("the chunked body's trailers are not header fields"), "{err}");
         // Not yet ended: the last chunk has not come.
         assert_eq!(unframe(Framing::Chunked, b"2\r\nab\r\n", 4), Ok((b"ab".to_vec(), false)));
     }
@@ -344,7 +524,9 @@ mod tests {
             parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n").unwrap_err();
         assert!(err.contains("two different content-length"), "{err}");
         assert!(
-            parse_head(b"SSH-2.0-OpenSSH\r\n\r\n").unwrap_err().starts_with("the response is not HTTP/1.1")
+            parse_head(b"SSH-2.0-OpenSSH\r\n\r\n")
+                .unwrap_err()
+                .starts_with("the response head is not valid HTTP/1.1")
         );
     }
 

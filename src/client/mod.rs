@@ -23,6 +23,7 @@ mod options;
 mod socket;
 pub mod sse;
 mod stream;
+mod trust;
 
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,7 @@ pub use body::{causes, quote};
 use failure::{DROPPED_AFTER_SEND, never_sent, no_response_headers};
 pub use failure::{connect_failure, error_chain, send_failure, tls_problem};
 pub(crate) use failure::{location_of, not_followed};
+pub use h1::{Unframed, replay as replay_response};
 pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits, default_http};
 pub use stream::replay_stream;
 
@@ -131,6 +133,12 @@ pub struct Exchange {
     /// Times the request was handed to the transport: 1, or 2 when the first connect failed
     /// (0 when it was never sent).
     pub attempts: u32,
+    /// A kept-alive connection of this request held bytes no request asked for (a stray
+    /// response after this one's end, or bytes waiting on a pooled connection before this
+    /// request was sent): it was closed, never reused, and nothing was read from it as an
+    /// answer. The direct path says so; on the reqwest path hyper closes such a connection
+    /// itself, unseen.
+    pub unexpected_bytes_dropped: bool,
 }
 
 impl Exchange {
@@ -245,6 +253,14 @@ pub struct Prepared {
     wire: Option<h1::Wire>,
 }
 
+/// After a response that leaves its connection open, the connection is watched this long before
+/// the exchange returns and the connection may carry the next request. A server or proxy that
+/// answers a request twice writes the second answer a few ms after the first (5-50 ms seen); a
+/// request sent on the connection meanwhile would read that stray as its own answer, with a
+/// TTFT shorter than the prefill. Watched, the stray arrives first and the connection is closed.
+/// Costs wall time between requests, never measured time: the window has closed.
+pub(crate) const QUIET_BEFORE_REUSE: Duration = Duration::from_millis(60);
+
 /// Preflight calls (is the server there at all?) wait at most this long, or the request timeout
 /// when that is shorter: a wrong --server should cost seconds, not the request timeout.
 pub const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -262,6 +278,7 @@ impl Client {
         if let Some(key) = &api_key {
             crate::secrets::register(key);
         }
+        options::check_transport_env()?;
         let http = options::http_client(&options)?;
         let lanes = lanes::Lanes::start(&options, api, timeout)?;
         Ok(Client {
@@ -379,9 +396,26 @@ async fn exchange(
     };
     ex.first_byte_ms = Some(ms_since(window.start));
     let status = response.status().as_u16();
+    let kept_open = keeps_connection(&response);
     let mut source = body::Fetched::new(response, window.start);
     body::read_answer(api, limits, status, prepared.stream, &mut source, window, &mut ex).await;
+    drop(source);
+    if kept_open && ex.error.is_none() {
+        // hyper reads an idle connection and closes it on bytes no request asked for: a stray
+        // that comes within the watch never reaches the next request (QUIET_BEFORE_REUSE).
+        tokio::time::sleep(QUIET_BEFORE_REUSE).await;
+    }
     ex
+}
+
+/// An HTTP/1.1 response that leaves its connection open for another request.
+fn keeps_connection(response: &reqwest::Response) -> bool {
+    let close = response
+        .headers()
+        .get_all(reqwest::header::CONNECTION)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))));
+    response.version() == reqwest::Version::HTTP_11 && !close
 }
 
 fn ms_since(start: Instant) -> f64 {

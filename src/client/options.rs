@@ -1,7 +1,7 @@
 //! How the HTTP client is built: TLS trust, size caps, connection reuse.
 
 use std::path::PathBuf;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use crate::exit::Failure;
@@ -81,8 +81,28 @@ impl Default for ClientOptions {
             limits: Limits::default(),
             keep_alive_idle: KEEP_ALIVE_IDLE,
             close_after_stream: false,
-            direct: std::env::var("TTFT_BENCH_TRANSPORT").map_or(true, |v| v != "reqwest"),
+            // Any other value is refused when a client is made (`check_transport_env`).
+            direct: std::env::var(TRANSPORT_VAR).map_or(true, |v| v != "reqwest"),
         }
+    }
+}
+
+/// The environment variable that picks the transport of plain-HTTP chat requests, and the values
+/// it accepts: `direct` (the default) and `reqwest` (to compare the two).
+pub const TRANSPORT_VAR: &str = "TTFT_BENCH_TRANSPORT";
+
+/// Refuses a `TTFT_BENCH_TRANSPORT` that names no transport: a typo would otherwise measure on
+/// the default one while the user believes otherwise.
+pub fn check_transport_env() -> Result<(), Failure> {
+    match std::env::var(TRANSPORT_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(()),
+        Ok(v) if v.is_empty() || v == "direct" || v == "reqwest" => Ok(()),
+        Ok(v) => Err(Failure::usage(format!(
+            "{TRANSPORT_VAR}={v}: not a transport; accepted values: direct (the default), reqwest"
+        ))),
+        Err(std::env::VarError::NotUnicode(_)) => Err(Failure::usage(format!(
+            "{TRANSPORT_VAR} is not UTF-8; accepted values: direct (the default), reqwest"
+        ))),
     }
 }
 
@@ -118,7 +138,21 @@ pub(super) fn http_client(options: &ClientOptions) -> Result<reqwest::Client, Fa
         if certs.is_empty() {
             return Err(Failure::usage(format!("--ca-cert {}: holds no PEM certificate", path.display())));
         }
-        builder = builder.tls_certs_merge(certs);
+        if options.insecure {
+            builder = builder.tls_certs_merge(certs);
+        } else {
+            // Roots as reqwest adds them, and the same certificates pinned (trust.rs).
+            use rustls::pki_types::pem::PemObject;
+            let ders = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| {
+                    Failure::usage(format!("--ca-cert {}: not a PEM certificate file: {e}", path.display()))
+                })?;
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let config = super::trust::config(ders, provider)
+                .map_err(|e| Failure::usage(format!("--ca-cert {}: {e}", path.display())))?;
+            builder = builder.tls_backend_preconfigured(config);
+        }
     }
     if options.insecure {
         builder = builder.tls_danger_accept_invalid_certs(true);

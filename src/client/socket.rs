@@ -138,13 +138,37 @@ pub fn peek(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n as usize)
 }
 
-/// An idle keep-alive connection is still usable: the server has not closed it, and has sent
-/// nothing unasked (which would be read as the next answer).
-pub fn idle_and_open(fd: std::os::fd::RawFd) -> bool {
+/// What an idle keep-alive connection holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Idle {
+    /// Open, and nothing waits on it: it may carry the next request.
+    Quiet,
+    /// The server closed it (or it broke).
+    Closed,
+    /// Bytes no request asked for (a stray response): whatever is read next would be taken as
+    /// the next request's answer.
+    Unexpected,
+}
+
+/// Peeks at one byte: `Err(WouldBlock)` when nothing waits (so tokio's `try_io` clears the
+/// readiness it reported), else what the connection holds.
+pub fn peek_idle(fd: std::os::fd::RawFd) -> std::io::Result<Idle> {
     let mut byte = 0u8;
     // SAFETY: a one-byte buffer that lives across the call.
     let n = unsafe { libc::recv(fd, (&raw mut byte).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
-    n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+    match n {
+        0 => Ok(Idle::Closed),
+        1.. => Ok(Idle::Unexpected),
+        _ => {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::WouldBlock { Err(e) } else { Ok(Idle::Closed) }
+        }
+    }
+}
+
+/// What an idle keep-alive connection holds now.
+pub fn idle_state(fd: std::os::fd::RawFd) -> Idle {
+    peek_idle(fd).unwrap_or(Idle::Quiet)
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -159,17 +183,18 @@ mod tests {
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut server, _) = listener.accept().unwrap();
         assert!(enable_arrival_stamps(client.as_raw_fd()));
-        assert!(idle_and_open(client.as_raw_fd()));
+        assert_eq!(idle_state(client.as_raw_fd()), Idle::Quiet);
         server.write_all(b"ab").unwrap();
         // Read 150 ms after the bytes came: the stamp still says when they came. Sleeping proves
         // a lower bound only, so the assertion is one-sided and cannot fail on a slow machine.
         std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(idle_state(client.as_raw_fd()), Idle::Unexpected, "unasked-for bytes are seen");
         let mut buf = [0u8; 16];
         let (n, age) = recv(client.as_raw_fd(), &mut buf).unwrap();
         assert_eq!(&buf[..n], b"ab");
         assert!(age.unwrap() >= Duration::from_millis(140), "{age:?}");
         drop(server);
         std::thread::sleep(Duration::from_millis(20));
-        assert!(!idle_and_open(client.as_raw_fd()), "a closed connection is not reused");
+        assert_eq!(idle_state(client.as_raw_fd()), Idle::Closed, "a closed connection is not reused");
     }
 }

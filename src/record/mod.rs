@@ -214,6 +214,12 @@ pub struct Measurement {
     /// before this field existed read as 1.
     #[serde(default = "one")]
     pub attempts: u32,
+    /// A kept-alive connection of this request held bytes no request asked for (a stray second
+    /// response after this one, or bytes already waiting before it was sent): the connection was
+    /// closed and never read as an answer (direct path; see client::Exchange). Written only when
+    /// true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unexpected_bytes_dropped: bool,
 }
 
 fn one() -> u32 {

@@ -71,6 +71,8 @@ pub struct Measurement {
     pub error: Option<ErrorInfo>,
     #[serde(default = "one")]
     pub attempts: u32,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unexpected_bytes_dropped: bool,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -189,6 +189,7 @@ fn full_records() -> Vec<Record> {
         physics: Some(PhysicsRecord { decode_ceiling_tps: Some(90.0), ..Default::default() }),
         error: Some(error.clone()),
         attempts: 2,
+        unexpected_bytes_dropped: true,
     };
     let g = GroupRecord {
         schema_version: SCHEMA_VERSION,

@@ -132,6 +132,8 @@ pub(super) struct MeasurementWire<K: Depth> {
     error: Option<ErrorInfo>,
     #[serde(default = "one")]
     attempts: u32,
+    #[serde(default)]
+    unexpected_bytes_dropped: bool,
     /// The tag, when it is read with the fields (see `Tagged`).
     #[serde(rename = "record_type", default)]
     tag: Option<IgnoredAny>,
@@ -189,6 +191,7 @@ impl<K: Depth> From<MeasurementWire<K>> for Measurement {
             physics: w.physics,
             error: w.error,
             attempts: w.attempts,
+            unexpected_bytes_dropped: w.unexpected_bytes_dropped,
         }
     }
 }

@@ -335,6 +335,7 @@ pub(super) fn record_exchange(
         .and_then(|e| crate::quality::confirm_cache_state(m.cell.cache_state, e, m.input_tokens));
     m.server_timings = ex.server_timings.clone();
     m.attempts = ex.attempts;
+    m.unexpected_bytes_dropped = ex.unexpected_bytes_dropped;
     m.error = ex.error.clone();
 }
 

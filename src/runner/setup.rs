@@ -115,6 +115,17 @@ fn required_env(preset: &Preset, config: &SweepConfig) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A refused connection to this machine (loopback, localhost): the one case where no server
+/// running is the likely cause, and starting one the likely cure.
+fn refused_locally(server: &str, e: &server::CallError) -> bool {
+    let host = reqwest::Url::parse(server).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+    let local = host.is_some_and(|h| {
+        let ip = h.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>();
+        h == "localhost" || h.ends_with(".localhost") || ip.is_ok_and(|ip| ip.is_loopback())
+    });
+    local && e.is_unreachable() && e.to_string().to_ascii_lowercase().contains("connection refused")
+}
+
 pub struct ServerFacts {
     pub model: String,
     pub slots: u32,
@@ -129,13 +140,16 @@ pub async fn preflight(
     preset: &Preset,
 ) -> Result<ServerFacts, Failure> {
     let models = server::preflight_get(client, "/v1/models").await.map_err(|e| {
-        Failure::server(match e.status() {
+        Failure::server(match &e {
             // It answered: a hint about starting a server would mislead.
-            Some(_) => format!("the server at {} refused the preflight: {e}", config.server),
-            None => format!(
+            _ if e.status().is_some() => format!("the server at {} refused the preflight: {e}", config.server),
+            // The message names the trust problem and --ca-cert (client::connect_failure).
+            server::CallError::Tls { .. } => format!("cannot trust the server at {}: {e}", config.server),
+            _ if refused_locally(&config.server, &e) => format!(
                 "cannot reach the server at {}: {e}\n(is it running? `just server` starts a local llama-server)",
                 config.server
             ),
+            _ => format!("cannot reach the server at {}: {e}", config.server),
         })
     })?;
     let model = match &config.model {

@@ -71,19 +71,22 @@ struct Paced {
     due: tokio::time::Instant,
     trace: Trace,
     first_sent: Option<(FirstSent, String)>,
-    /// `Fault::CloseAfterStream`: once the last event is out, the connection turns deaf and
-    /// closes this long after.
-    close_after: Option<(net::Kills, net::Peer, Duration)>,
+    /// `Fault::CloseAfterStream` and `Fault::StrayAfterStream`: once the last event is out, the
+    /// connection is marked with what happens to it this long after.
+    close_after: Option<AfterStream>,
     _permit: Option<OwnedSemaphorePermit>,
 }
+
+/// Where to mark a connection once its stream has ended, after how long, and with what.
+type AfterStream = (net::Kills, net::Peer, Duration, fn(tokio::time::Instant) -> net::Kill);
 
 fn paced(p: Paced) -> Response {
     let frames = stream::unfold(p, |mut p| async move {
         let Some(event) = p.events.next() else {
             p.trace.completed();
-            if let Some((kills, peer, after)) = p.close_after.take() {
+            if let Some((kills, peer, after, kill)) = p.close_after.take() {
                 let at = tokio::time::Instant::now() + after;
-                lock(&kills).insert(peer.0, net::Kill::Deaf(at));
+                lock(&kills).insert(peer.0, kill(at));
             }
             return None;
         };
@@ -296,7 +299,12 @@ pub(super) async fn chat(
         trace,
         first_sent: key.map(|k| (s.first_sent.clone(), k)),
         close_after: match b.fault {
-            Fault::CloseAfterStream(ms) => Some((s.kills.clone(), peer, Duration::from_millis(ms))),
+            Fault::CloseAfterStream(ms) => {
+                Some((s.kills.clone(), peer, Duration::from_millis(ms), net::Kill::Deaf))
+            }
+            Fault::StrayAfterStream(ms) => {
+                Some((s.kills.clone(), peer, Duration::from_millis(ms), net::Kill::Stray))
+            }
             _ => None,
         },
         _permit: permit,

@@ -61,7 +61,18 @@ pub enum Fault {
     /// after its last chunk); here the connection stays open, deaf, for this many ms, so a
     /// request a client writes onto it right after the stream is lost every time, not now and then.
     CloseAfterStream(u64),
+    /// After each stream's end, this many ms later, a second, unasked-for response on the same
+    /// kept-alive connection (a whole SSE stream whose one token is "stray"): written before the
+    /// server reads the connection's next request, so a client that sent one meanwhile gets the
+    /// stray first, as from a proxy or server that answers a request twice.
+    StrayAfterStream(u64),
 }
+
+/// The unasked-for response of `Fault::StrayAfterStream`: complete, chunked, one token.
+pub const STRAY_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+transfer-encoding: chunked\r\n\r\n\
+3d\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"stray\"}}]}\n\n\r\n\
+e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
 
 fn sse(stream: impl futures_util::Stream<Item = Bytes> + Send + 'static) -> Response {
     sse_response(Body::from_stream(stream.map(Ok::<_, Infallible>)))

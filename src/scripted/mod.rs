@@ -222,13 +222,32 @@ impl Scripted {
         Scripted::try_start(behaviour, options).expect("scripted TLS server starts")
     }
 
+    /// The same server over https, with a self-signed certificate for 127.0.0.1 only (`ca_pem`:
+    /// the certificate itself) that says it is a CA, as `openssl req -x509` makes one.
+    ///
+    /// # Panics
+    /// As `start`.
+    pub fn start_tls_self_signed(behaviour: Behaviour) -> Scripted {
+        let options = ServeOptions { tls: true, ..ServeOptions::default() };
+        let ca = net::TestCa::self_signed().expect("a self-signed certificate");
+        Scripted::start_with(behaviour, options, Some(ca)).expect("scripted TLS server starts")
+    }
+
     pub fn try_start(behaviour: Behaviour, options: ServeOptions) -> Result<Scripted, ScriptedError> {
+        let ca = if options.tls { Some(net::TestCa::generate()?) } else { None };
+        Scripted::start_with(behaviour, options, ca)
+    }
+
+    fn start_with(
+        behaviour: Behaviour,
+        options: ServeOptions,
+        ca: Option<net::TestCa>,
+    ) -> Result<Scripted, ScriptedError> {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         if let Some(n) = options.worker_threads {
             builder.worker_threads(n.max(1));
         }
         let runtime = builder.enable_all().build().map_err(ScriptedError::Runtime)?;
-        let ca = if options.tls { Some(net::TestCa::generate()?) } else { None };
         let clock = Clock::now();
         let (sink, writer) = match &options.timing_log {
             Some(path) => {

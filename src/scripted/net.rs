@@ -28,6 +28,8 @@ pub enum Kill {
     /// Read nothing more from it (a request written onto it stays unread) and close it at this
     /// instant; writes still go through, so the response under way ends normally.
     Deaf(tokio::time::Instant),
+    /// At this instant, write `faults::STRAY_RESPONSE` onto the connection, before reading on.
+    Stray(tokio::time::Instant),
 }
 
 /// Connections marked by a handler, by peer address.
@@ -64,16 +66,34 @@ impl TestCa {
         leaf.use_authority_key_identifier_extension = true;
         let leaf_key = KeyPair::generate()?;
         let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![leaf_cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-            )?;
-        Ok(TestCa { ca_pem: ca_cert.pem(), acceptor: TlsAcceptor::from(Arc::new(config)) })
+        Ok(TestCa { ca_pem: ca_cert.pem(), acceptor: acceptor(&leaf_cert, &leaf_key)? })
     }
+
+    /// A self-signed server certificate for 127.0.0.1 (its one name) that says it is a CA, as
+    /// `openssl req -x509 -subj /CN=localhost -addext subjectAltName=IP:127.0.0.1` makes one;
+    /// `ca_pem` is that certificate itself.
+    pub fn self_signed() -> Result<TestCa, ScriptedError> {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()])?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, "localhost");
+        let key = KeyPair::generate()?;
+        let cert = params.self_signed(&key)?;
+        Ok(TestCa { ca_pem: cert.pem(), acceptor: acceptor(&cert, &key)? })
+    }
+}
+
+/// A TLS acceptor that presents `cert` alone.
+fn acceptor(cert: &rcgen::Certificate, key: &rcgen::KeyPair) -> Result<TlsAcceptor, ScriptedError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 /// Accepts plain or TLS connections. A failed TLS handshake (a client that does not trust the
@@ -125,7 +145,7 @@ pub struct Conn {
     io: Io,
     peer: SocketAddr,
     kills: Kills,
-    /// The close of a `Kill::Deaf` connection, once it is due.
+    /// The close of a `Kill::Deaf` connection, or the stray write of a `Kill::Stray` one.
     deaf: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
@@ -137,11 +157,43 @@ impl Conn {
         }
     }
 
+    /// `Kill::Stray`: `Ready` once no stray is due (written now if its time has come), `Pending`
+    /// until then, with the connection's task woken at its time. Polled by writes too: the mark
+    /// is set as the response's last chunk is written, and the task may not read again before
+    /// the next request arrives.
+    fn stray_due(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(Kill::Stray(at)) = lock(&self.kills).get(&self.peer).copied() else {
+            return Poll::Ready(());
+        };
+        let due = self.deaf.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        if due.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.deaf = None;
+        lock(&self.kills).remove(&self.peer);
+        self.write_stray(cx);
+        Poll::Ready(())
+    }
+
+    /// Writes the stray response of `Kill::Stray`, as far as the socket takes it at once (a few
+    /// hundred bytes: all of it).
+    fn write_stray(&mut self, cx: &mut Context<'_>) {
+        let stray = super::faults::STRAY_RESPONSE;
+        let _ = match &mut self.io {
+            Io::Plain(t) => Pin::new(t).poll_write(cx, stray),
+            Io::Tls(t) => {
+                let written = Pin::new(t.as_mut()).poll_write(cx, stray);
+                let _ = Pin::new(t.as_mut()).poll_flush(cx);
+                written
+            }
+        };
+    }
+
     /// Carries out a kill marked for this connection: the write fails, hyper drops the socket.
     fn killed(&self) -> Option<io::Error> {
         let kill = lock(&self.kills).get(&self.peer).copied()?;
         match kill {
-            Kill::Deaf(_) => None,
+            Kill::Deaf(_) | Kill::Stray(_) => None,
             Kill::Drop => Some(io::Error::new(io::ErrorKind::BrokenPipe, "scripted: drop after read")),
             Kill::Reset => {
                 let _ = socket2::SockRef::from(self.tcp()).set_linger(Some(std::time::Duration::ZERO));
@@ -158,6 +210,10 @@ impl AsyncRead for Conn {
             let close = this.deaf.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
             // Then end of input: hyper closes the connection, with the unread request in it.
             return close.as_mut().poll(cx).map(|()| Ok(()));
+        }
+        // Reading waits for the stray: a request already sent is read after it is written.
+        if this.stray_due(cx).is_pending() {
+            return Poll::Pending;
         }
         match &mut this.io {
             Io::Plain(t) => Pin::new(t).poll_read(cx, buf),
@@ -201,7 +257,9 @@ impl AsyncWrite for Conn {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().io {
+        let this = self.get_mut();
+        let _ = this.stray_due(cx);
+        match &mut this.io {
             Io::Plain(t) => Pin::new(t).poll_flush(cx),
             Io::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
         }
