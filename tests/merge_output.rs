@@ -66,29 +66,36 @@ fn inputs_without_records_are_refused_unless_allowed_and_nothing_empty_is_writte
     assert_eq!(doc["records"], serde_json::json!([]));
 }
 
+/// Fails when a reader that went away turns an incomplete merge into exit 0.
 #[test]
-fn a_closed_stdout_ends_merge_quietly_with_exit_0() {
+fn a_closed_stdout_keeps_merges_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let run = run_dir(dir.path(), "r", &[record(1024)]);
     let scenario = dir.path().join("s.toml");
     // 32 contexts x 3 runs: a completeness table that lists 95 missing cells on stdout.
     std::fs::write(&scenario, "contexts = \"1k..32k\"\nruns = 3\n").unwrap();
-    let mut child = Std::cargo_bin("bench")
-        .unwrap()
-        .arg("merge")
-        .arg(&run)
-        .arg("-o")
-        .arg(dir.path().join("out.json"))
-        .arg("--expect")
-        .arg(&scenario)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The reader goes away before merge writes a byte.
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    for (extra, want) in [(None, 1), (Some("--allow-incomplete"), 0)] {
+        let out_file = dir.path().join("out.json");
+        let mut child = Std::cargo_bin("bench")
+            .unwrap()
+            .arg("merge")
+            .arg(&run)
+            .arg("-o")
+            .arg(&out_file)
+            .arg("--expect")
+            .arg(&scenario)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before merge writes a byte.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(want), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(stderr.contains("incomplete against") == (want == 1), "{stderr}");
+        assert!(out_file.exists(), "the merge itself was done");
+    }
 }
