@@ -206,3 +206,25 @@ pub fn pooled(sources: &[&Source]) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_commands_secrets_are_masked_and_its_identity_kept() {
+        let cmd = "llama-server -m /m/gemma.gguf --api-key sk-live-1 --hf-token=hf_abc --port {port} \
+                   --ssl-key-file k.pem http://u:pw-9999@host/x";
+        let shown = redact_command(cmd);
+        assert_eq!(
+            shown,
+            "llama-server -m /m/gemma.gguf --api-key [redacted] --hf-token=[redacted] --port {port} \
+             --ssl-key-file [redacted] http://[redacted]@host/x"
+        );
+        for secret in ["sk-live-1", "hf_abc", "pw-9999"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        // Two commands that differ only in a key start the same server.
+        assert_eq!(redact_command("s --api-key a1b2c3"), redact_command("s --api-key d4e5f6"));
+    }
+}
