@@ -217,6 +217,28 @@ fn builds_naming_their_model_differently_are_matched_without_the_model_and_it_is
     assert_eq!((code, doc["candidates"][0]["wins"]["cells"].as_u64()), (0, Some(0)));
 }
 
+/// Fails when a reader that went away turns a regression into exit 0: `bench compare ... | head
+/// -0` under `set -o pipefail` would pass the gate.
+#[test]
+fn a_closed_stdout_keeps_the_regression_gates_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, cand) = pair(dir.path());
+    for (threshold, format, want) in [("10", "table", 1), ("10", "json", 1), ("25", "table", 0)] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+            .arg("compare")
+            .args([&base, &cand])
+            .args(["--fail-on-regression", threshold, "--format", format])
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = common::stderr(&out);
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(out.status.code(), Some(want), "{threshold} {format}: {err}");
+    }
+}
+
 #[test]
 fn regression_gate_exits_1_only_when_the_interval_is_wholly_beyond_the_threshold() {
     let dir = tempfile::tempdir().unwrap();
