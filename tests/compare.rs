@@ -217,6 +217,28 @@ fn builds_naming_their_model_differently_are_matched_without_the_model_and_it_is
     assert_eq!((code, doc["candidates"][0]["wins"]["cells"].as_u64()), (0, Some(0)));
 }
 
+/// Fails when a reader that went away turns a regression into exit 0: `bench compare ... | head
+/// -0` under `set -o pipefail` would pass the gate.
+#[test]
+fn a_closed_stdout_keeps_the_regression_gates_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, cand) = pair(dir.path());
+    for (threshold, format, want) in [("10", "table", 1), ("10", "json", 1), ("25", "table", 0)] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+            .arg("compare")
+            .args([&base, &cand])
+            .args(["--fail-on-regression", threshold, "--format", format])
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = common::stderr(&out);
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(out.status.code(), Some(want), "{threshold} {format}: {err}");
+    }
+}
+
 #[test]
 fn regression_gate_exits_1_only_when_the_interval_is_wholly_beyond_the_threshold() {
     let dir = tempfile::tempdir().unwrap();
@@ -343,7 +365,7 @@ fn every_failure_category_is_counted_from_the_records() {
 }
 
 #[test]
-fn cells_missing_from_the_expected_matrix_and_crash_events_in_run_json() {
+fn cells_missing_from_the_expected_matrix() {
     let dir = tempfile::tempdir().unwrap();
     // The scenario: 1K and 2K, streaming, cold, 3 runs. The run holds 1K x 3 and 2K x 1.
     let scenario = dir.path().join("expect.toml");
@@ -357,10 +379,6 @@ fn cells_missing_from_the_expected_matrix_and_crash_events_in_run_json() {
     let mut records = streaming("m", 1024, &[100.0; 3]);
     records.extend(streaming("m", 2048, &[100.0]));
     write(&run, "measurements.jsonl", &records);
-    let meta = json!({"run_id": "run", "events": [
-        {"event": "server_crash", "signal": 11, "cell": "ctx 2048 cold streaming b1 run 2"},
-        {"event": "server_restarted"}]});
-    std::fs::write(run.join("run.json"), meta.to_string()).unwrap();
     let other = write(dir.path(), "other.jsonl", &streaming("m", 1024, &[100.0; 3]));
     let (code, doc) = compare_json(&[&run, &other], &["--expect", scenario.to_str().unwrap()]);
     assert_eq!(code, 0, "{doc:#}");
@@ -369,7 +387,7 @@ fn cells_missing_from_the_expected_matrix_and_crash_events_in_run_json() {
         (base["reasons"]["missing_from_matrix"].as_u64(), base["cells_missing"].as_u64()),
         (Some(2), Some(0))
     );
-    assert_eq!((base["server_crash_events"].as_u64(), base["status"].as_str()), (Some(1), Some("partial")));
+    assert_eq!(base["status"], "partial");
     let cand = &doc["failures"][1];
     assert_eq!(
         (cand["reasons"]["missing_from_matrix"].as_u64(), cand["cells_missing"].as_u64()),
@@ -581,4 +599,50 @@ fn group_records_alone_do_not_count_as_failures() {
     let names: Vec<&str> =
         c["metrics"].as_array().unwrap().iter().map(|m| m["metric"].as_str().unwrap()).collect();
     assert_eq!(names, ["ttft_ms", "system_tps", "decode_tps"]);
+}
+
+/// Fails when compare looks for crash keys bench never writes: a sweep whose own server
+/// (`--server-cmd`) was killed mid-sweep records the crash in its run.json `server_crashes`, and
+/// compare must report it.
+#[test]
+fn a_server_killed_mid_sweep_is_reported_by_compare() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let bin = env!("CARGO_BIN_EXE_bench-scripted-server");
+    // `exec` keeps the pid the shell wrote, so exactly that server is killed.
+    let cmd = format!(
+        "sh -c 'echo $$ > {}; exec {bin} --port {{port}} --first-token-ms 50 --token-ms 2'",
+        pidfile.display()
+    );
+    let out_dir = dir.path().to_str().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["sweep", "--server-cmd", &cmd, "--contexts", "256", "--modes", "streaming"])
+        .args(["--cache-states", "cold", "--runs", "60", "--output-tokens", "16", "--thermal", "off"])
+        .args(["--quiet", "--run-id", "crashed", "--out", out_dir])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run = dir.path().join("crashed");
+    let lines = || std::fs::read_to_string(run.join("measurements.jsonl")).map_or(0, |t| t.lines().count());
+    let start = Instant::now();
+    while lines() < 2 {
+        assert!(start.elapsed() < Duration::from_secs(120), "the sweep did not measure");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid: libc::pid_t = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    // SAFETY: kill(2) on the server process this test's sweep started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let swept = child.wait_with_output().unwrap();
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    let crashes = meta["server_crashes"].as_array().unwrap();
+    assert_eq!(crashes.len(), 1, "{}", common::stderr(&swept));
+    assert_eq!(crashes[0]["signal"], 9);
+
+    let (_, doc) = compare_json(&[&run, &run], &[]);
+    assert_eq!(doc["failures"][0]["server_crash_events"], 1, "{doc:#}");
+    let table = String::from_utf8(bench(&[], &[&run, &run]).stdout).unwrap();
+    assert!(table.contains("server crashes 1 (run.json)"), "{table}");
 }

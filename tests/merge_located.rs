@@ -140,3 +140,95 @@ fn located_duplicates_are_decided_as_whole_ones_are() {
     assert!(bench_merge(&[&a, &b], &out).status.success());
     assert_eq!(load::load(&out).unwrap().records, whole.doc.records);
 }
+
+/// A run.json as a sweep writes it (`meta::RunMeta`), its server reporting `build_info`.
+fn write_run_json(run: &Path, run_id: &str, build_info: &str) {
+    use clap::Parser;
+    use ttft_bench::cli::{Cli, Command as Verb};
+    use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
+    let argv = ["bench", "sweep", "--server", "http://127.0.0.1:1", "--model", "m", "--output-tokens", "3"];
+    let Verb::Sweep(args) = Cli::try_parse_from(argv).unwrap().command else { panic!("parsed as sweep") };
+    let meta = RunMeta {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_id.into(),
+        harness: Harness::current(),
+        started_at: "2026-02-05T21:30:00.000Z".into(),
+        ended_at: None,
+        status: RunStatus::Complete,
+        resumed_at: vec![],
+        config: ttft_bench::config::resolve(&args).unwrap(),
+        server: ServerInfo {
+            props: Some(serde_json::json!({"build_info": build_info})),
+            ..Default::default()
+        },
+        host: HostFacts::default(),
+        prompt_sizing: None,
+        thermal_baseline: None,
+        physics: None,
+        stagger_calibration: None,
+        forecast: None,
+        server_crashes: vec![],
+        harness_time: None,
+        arrival_stamps: None,
+        soak: None,
+        load: None,
+    };
+    std::fs::write(run.join("run.json"), serde_json::to_string_pretty(&meta).unwrap()).unwrap();
+}
+
+/// Fails when the binary copies a record whose input changed in place between reading and
+/// writing, exits other than 2, or leaves an output (or a temp file) behind.
+///
+/// The moment in between is made certain, not raced: the two runs disagree on their server's
+/// build, whose values are megabytes long, so bench stops on its stderr line naming the conflict
+/// (after reading, before writing) until this test drains the pipe.
+#[test]
+fn the_binary_refuses_an_input_changed_while_it_merges_and_writes_nothing() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let t = "2026-02-05T21:30:00.000Z";
+    let (a, _) = run_dir(
+        dir.path(),
+        "a",
+        &[record(1024, 1, t, vec![]), record(2048, 1, t, vec![]), record(4096, 1, t, vec![])],
+    );
+    let (b, _) = run_dir(
+        dir.path(),
+        "b",
+        &[record(1024, 2, t, vec![]), record(2048, 2, t, vec![]), record(4096, 2, t, vec![])],
+    );
+    write_run_json(&a, "a", &"A".repeat(4 << 20));
+    write_run_json(&b, "b", &"B".repeat(4 << 20));
+    let out = dir.path().join("out").join("merged.json");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("bench"))
+        .arg("merge")
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&out)
+        .arg("--allow-conflicts")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("conflict: server_version") {
+        let n = stderr.read(&mut chunk).unwrap();
+        assert!(n > 0, "bench ended before naming the conflict: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&chunk[..n]);
+    }
+    // bench has read both runs and waits on the rest of its line: change a record in place.
+    let jsonl = a.join("measurements.jsonl");
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    std::fs::write(&jsonl, text.replacen("\"context_tokens\":2048", "\"context_tokens\":2049", 1)).unwrap();
+    stderr.read_to_end(&mut seen).unwrap();
+    let status = child.wait().unwrap();
+    let seen = String::from_utf8_lossy(&seen);
+    let tail = &seen[seen.len().saturating_sub(2000)..];
+    assert_eq!(status.code(), Some(2), "{tail}");
+    assert!(tail.contains(&format!("{}: changed while it was being merged", jsonl.display())), "{tail}");
+    let left: Vec<_> = std::fs::read_dir(out.parent().unwrap()).map_or(vec![], |d| d.collect());
+    assert!(left.is_empty(), "nothing written, no temp file: {left:?}");
+}

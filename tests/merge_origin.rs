@@ -154,6 +154,8 @@ fn real_gemma_first_run_plus_rerun() {
         .arg(&path)
         .arg("--expect")
         .arg(paper_expect())
+        // The first run and the rerun were measured at other thermal tolerances.
+        .arg("--allow-conflicts")
         .assert()
         .code(1);
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
@@ -166,6 +168,8 @@ fn real_gemma_first_run_plus_rerun() {
         .arg(&path)
         .arg("--expect")
         .arg(paper_expect())
+        // The first run and the rerun were measured at other thermal tolerances.
+        .arg("--allow-conflicts")
         .assert()
         .code(0);
     let stdout = String::from_utf8_lossy(&all.get_output().stdout).to_string();

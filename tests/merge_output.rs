@@ -1,4 +1,6 @@
-//! What merge does with inputs that hold no records, and with a stdout closed early.
+//! What merge does with inputs that hold no records, with a stdout closed early, with an output
+//! that would replace what it reads, and when its output cannot be written or an input changes
+//! while it runs: each through the binary, asserting on what bench wrote.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command as Std, Stdio};
@@ -66,29 +68,139 @@ fn inputs_without_records_are_refused_unless_allowed_and_nothing_empty_is_writte
     assert_eq!(doc["records"], serde_json::json!([]));
 }
 
+/// Fails when a reader that went away turns an incomplete merge into exit 0.
 #[test]
-fn a_closed_stdout_ends_merge_quietly_with_exit_0() {
+fn a_closed_stdout_keeps_merges_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let run = run_dir(dir.path(), "r", &[record(1024)]);
     let scenario = dir.path().join("s.toml");
     // 32 contexts x 3 runs: a completeness table that lists 95 missing cells on stdout.
     std::fs::write(&scenario, "contexts = \"1k..32k\"\nruns = 3\n").unwrap();
-    let mut child = Std::cargo_bin("bench")
-        .unwrap()
-        .arg("merge")
-        .arg(&run)
-        .arg("-o")
-        .arg(dir.path().join("out.json"))
-        .arg("--expect")
-        .arg(&scenario)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The reader goes away before merge writes a byte.
-    drop(child.stdout.take());
-    let out = child.wait_with_output().unwrap();
+    for (extra, want) in [(None, 1), (Some("--allow-incomplete"), 0)] {
+        let out_file = dir.path().join("out.json");
+        let mut child = Std::cargo_bin("bench")
+            .unwrap()
+            .arg("merge")
+            .arg(&run)
+            .arg("-o")
+            .arg(&out_file)
+            .arg("--expect")
+            .arg(&scenario)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before merge writes a byte.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(want), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(stderr.contains("incomplete against") == (want == 1), "{stderr}");
+        assert!(out_file.exists(), "the merge itself was done");
+    }
+}
+
+fn merge(inputs: &[&Path], out: &Path) -> std::process::Output {
+    Std::cargo_bin("bench").unwrap().arg("merge").args(inputs).arg("-o").arg(out).output().unwrap()
+}
+
+/// Every file under `dir`, with its bytes.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(snapshot(&path));
+        } else {
+            out.push((path.clone(), std::fs::read(&path).unwrap_or_default()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Fails when `bench merge RUN -o RUN/measurements.jsonl` (or `x.jsonl -o x.jsonl`, or a symlink
+/// to either) replaces its own input, or writes into a run directory; merging into an existing
+/// canonical file stays allowed, through a symlink too.
+#[test]
+fn an_output_over_a_raw_input_or_inside_a_run_directory_is_refused_and_nothing_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_dir(dir.path(), "run", &[record(1024), record(2048)]);
+    let more = run_dir(dir.path(), "more", &[record(4096)]);
+    let jsonl = dir.path().join("x.jsonl");
+    std::fs::copy(run.join("measurements.jsonl"), &jsonl).unwrap();
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(run.join("measurements.jsonl"), &link).unwrap();
+    let before = snapshot(dir.path());
+    for (input, output, why) in [
+        (&run, run.join("measurements.jsonl"), "inside the run directory"),
+        (&run, run.join("merged.json"), "inside the run directory"),
+        (&more, run.join("merged.json"), "inside the run directory"),
+        (&jsonl, jsonl.clone(), "it is the input"),
+        (&run, link.clone(), "inside the run directory"),
+    ] {
+        let out = merge(&[input], &output);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{} -o {}: {stderr}", input.display(), output.display());
+        assert!(stderr.contains(&format!("-o {}: {why}", output.display())), "{stderr}");
+        assert!(stderr.contains("Nothing was written"), "{stderr}");
+        assert_eq!(snapshot(dir.path()), before, "-o {}: nothing changed", output.display());
+    }
+    // An existing canonical file may take the merge of itself and more, also through a symlink.
+    let paper = dir.path().join("paper.json");
+    assert_eq!(merge(&[&run], &paper).status.code(), Some(0));
+    let paper_link = dir.path().join("paper-link.json");
+    std::os::unix::fs::symlink(&paper, &paper_link).unwrap();
+    let out = merge(&[&paper, &more], &paper_link);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&paper_link).unwrap()).unwrap();
+    assert_eq!(doc["records"].as_array().unwrap().len(), 3);
+}
+
+/// Fails when an output that cannot be written exits other than 4 or leaves a file (whole or
+/// partial, or a temp file) behind; an existing output stays as it was.
+#[test]
+fn an_output_that_cannot_be_written_exits_4_and_leaves_nothing_behind() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let many: Vec<Record> = (1..=64).map(|i| record(i * 256)).collect();
+    let run = run_dir(&runs, "r", &many);
+    let outputs = dir.path().join("out");
+    std::fs::create_dir(&outputs).unwrap();
+    let existing = outputs.join("paper.json");
+    assert_eq!(merge(&[&run], &existing).status.code(), Some(0));
+    let before = snapshot(dir.path());
+    let more = run_dir(&runs, "more", &[record(1)]);
+    let with_more = snapshot(dir.path());
+    assert_ne!(before, with_more);
+    // A file size limit of 4 KiB: the merge (tens of KiB) fails mid-write, as on a full disk.
+    let mut limited = Std::cargo_bin("bench").unwrap();
+    limited.arg("merge").arg(&run).arg(&more).arg("-o").arg(&existing);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        limited.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit { rlim_cur: 4096, rlim_max: 4096 };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = limited.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains(&existing.display().to_string()), "names the output: {stderr}");
+    assert_eq!(snapshot(dir.path()), with_more, "no temp file, the old output untouched");
+    // A directory that cannot be made (its parent is a file).
+    let blocked = dir.path().join("a-file");
+    std::fs::write(&blocked, "").unwrap();
+    let out = merge(&[&run], &blocked.join("out.json"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains(&blocked.display().to_string()), "{stderr}");
+    assert_eq!(std::fs::read(&blocked).unwrap(), b"", "nothing written");
 }

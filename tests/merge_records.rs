@@ -133,6 +133,7 @@ fn conflicting_tolerances_are_listed_in_the_file_and_on_stderr() {
         .arg(&b)
         .arg("-o")
         .arg(&out)
+        .arg("--allow-conflicts")
         .assert()
         .code(0);
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
@@ -220,7 +221,15 @@ fn shuffled_inputs_give_byte_identical_output() {
         write_run(dir.path(), "c", &[measurement("c", cell(1024, 2), "2026-01-02T00:00:00Z", true)], None);
     let run = |order: [&PathBuf; 3], name: &str| {
         let out = dir.path().join(name);
-        Command::cargo_bin("bench").unwrap().arg("merge").args(order).arg("-o").arg(&out).assert().code(0);
+        Command::cargo_bin("bench")
+            .unwrap()
+            .arg("merge")
+            .args(order)
+            .arg("-o")
+            .arg(&out)
+            .arg("--allow-conflicts")
+            .assert()
+            .code(0);
         std::fs::read(out).unwrap()
     };
     let first = run([&a, &b, &c], "1.json");

@@ -389,7 +389,14 @@ fn a_canonical_files_conflicts_are_shown() {
     let a = run_dir(dir.path(), "a", &cold, &run_json("0.05"));
     let b = run_dir(dir.path(), "b", &warm, &run_json("0.2"));
     let merged = dir.path().join("merged.json");
-    let merge = bench(&["merge".as_ref(), a.as_os_str(), b.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    let merge = bench(&[
+        "merge".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+        "--allow-conflicts".as_ref(),
+    ]);
     assert!(merge.status.success(), "{}", String::from_utf8_lossy(&merge.stderr));
     let page = html_report(dir.path(), &merged, false);
     let doc = Html::parse_document(&page);

@@ -466,21 +466,29 @@ fn a_batched_staggered_pair_that_never_overlapped_warns_and_its_sequential_twin_
     }
 }
 
+/// Fails when a reader that went away turns findings into exit 0: under `set -o pipefail`,
+/// `bench verify RUN | head -0` would then pass a run with errors in CI.
 #[test]
-fn a_closed_stdout_exits_0_without_a_panic() {
-    for args in [vec!["verify"], vec!["verify", "--format", "json"], vec!["report"]] {
+fn a_closed_stdout_keeps_the_verdict_without_a_panic() {
+    for (args, input, want) in [
+        (vec!["verify"], "decode_77_7.jsonl", 1),
+        (vec!["verify", "--format", "json"], "decode_77_7.jsonl", 1),
+        (vec!["verify"], "clean_m4_pro.jsonl", 0),
+        (vec!["verify", "--format", "json"], "clean_m4_pro.jsonl", 0),
+        (vec!["report"], "decode_77_7.jsonl", 0),
+    ] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader); // the reader is gone before bench writes a byte: `bench verify | head -0`
         let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("bench"))
             .args(&args)
-            .arg(fixture("decode_77_7.jsonl"))
+            .arg(fixture(input))
             .args(M4_PRO_GEMMA.iter().filter(|_| args[0] == "verify"))
             .stdout(writer)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?} {input}: {stderr}");
+        assert_eq!(out.status.code(), Some(want), "{args:?} {input}: {stderr}");
     }
 }
 

@@ -156,6 +156,7 @@ fn a_canonical_merge_traces_to_its_sources() {
         rerun.to_str().unwrap(),
         "-o",
         merged.to_str().unwrap(),
+        "--allow-conflicts",
     ]);
     assert!(merged.exists(), "{}", String::from_utf8_lossy(&out.stderr));
     let (code, report) = audit(&merged, &[&first, &rerun]);

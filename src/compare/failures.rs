@@ -3,8 +3,9 @@
 //!
 //! Categories (`Reason`), in the order a record is tested:
 //! - `server_crash`: a connect error in a run where the server had answered before (it was up,
-//!   then nobody was listening); also counted from `server_crash` events in run metadata
-//!   (`server_crash_events`), which a supervising sweep records;
+//!   then nobody was listening); the crashes themselves are counted from the run metadata
+//!   (`server_crash_events`: run.json's `server_crashes`, which a run that started its own server
+//!   with `--server-cmd` records, one per crash, the restarted ones included);
 //! - `timeout`, `http_5xx`, `rate_limited` (HTTP 429), `unsupported` (the preset cannot produce
 //!   the cache state honestly): from the record's error;
 //! - `other_error`: any other error (kinds counted in `other_errors`);
@@ -112,6 +113,7 @@ pub struct InputFailures {
     pub reasons: BTreeMap<Reason, usize>,
     /// Error kinds behind `other_error`.
     pub other_errors: BTreeMap<String, usize>,
+    /// Server crashes recorded in the input's run metadata (run.json `server_crashes`).
     pub server_crash_events: usize,
 }
 
@@ -150,17 +152,11 @@ fn parts(r: &Record) -> Option<(Option<&ErrorInfo>, &[crate::record::QualityFlag
     }
 }
 
-/// `server_crash` events anywhere in run metadata: an object whose `event`, `kind` or `type` is
-/// "server_crash".
-fn crash_events(v: &Value) -> usize {
-    match v {
-        Value::Object(o) => {
-            let own = ["event", "kind", "type"]
-                .iter()
-                .any(|k| o.get(*k).and_then(Value::as_str) == Some("server_crash"));
-            usize::from(own) + o.values().map(crash_events).sum::<usize>()
-        }
-        Value::Array(a) => a.iter().map(crash_events).sum(),
+/// The server crashes a run's metadata records (run.json `server_crashes`, read through the
+/// typed view so a renamed field is an error, not a silent 0); 0 for metadata that cannot say.
+fn crashes(meta: &Value) -> usize {
+    match crate::results::run_meta::RunMetaView::from_value(meta) {
+        Ok(crate::results::run_meta::RunMetaView::Ours(m)) => m.server_crashes.len(),
         _ => 0,
     }
 }
@@ -213,7 +209,7 @@ pub fn classify(
         *reasons.entry(Reason::IncompleteBatch).or_default() += 1;
         failed_cells.insert(CellId::of(b.cell));
     }
-    let server_crash_events: usize = run_meta.iter().map(crash_events).sum();
+    let server_crash_events: usize = run_meta.iter().map(crashes).sum();
     let cells_unusable = samples.values().filter(|s| s.quality_ok == 0).count();
     let cells_failed =
         samples.iter().filter(|(id, s)| s.quality_ok > 0 && failed_cells.contains(*id)).count();

@@ -32,7 +32,7 @@
 //!   "failures": [{ "path", "role": "base"|"candidate", "status": "complete"|"partial"|"unusable",
 //!                  "cells", "cells_ok", "cells_failed", "cells_unusable", "cells_missing",
 //!                  "failed_records", "reasons": {Reason: count}, "other_errors": {kind: count},
-//!                  "server_crash_events" }],
+//!                  "server_crash_events" (run.json `server_crashes`) }],
 //!   "notes": ["..."],
 //!   "summary": { "fail_on_regression_pct", "regressions", "exit_code" } }
 //! Input   = { "path", "kind", "records", "models": [..] }

@@ -223,7 +223,7 @@ fn reasons(f: &InputFailures) -> String {
         })
         .collect();
     if f.server_crash_events > 0 {
-        parts.push(format!("server crash events {}", f.server_crash_events));
+        parts.push(format!("server crashes {} (run.json)", f.server_crash_events));
     }
     if parts.is_empty() { "-".into() } else { parts.join(", ") }
 }

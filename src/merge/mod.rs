@@ -3,14 +3,16 @@
 //! Inputs are anything `results::load::load` reads. Re-runs replace failures (`combine`), the
 //! metadata of every source is kept and disagreements listed (`settings`), and `--expect` checks the result
 //! against a scenario's matrix (`expect`). Bad input: exit 2 and nothing written (an input without
-//! records is bad input unless `--allow-empty`). Incomplete (missing or failed cells) with
-//! `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
+//! records is bad input unless `--allow-empty`; so is an output that is one of the raw inputs
+//! or lies inside a run directory). Sources of one model that disagree on the server or on what
+//! was measured (`settings`): exit 1 and nothing written, unless `--allow-conflicts`. Incomplete
+//! (missing or failed cells) with `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
 
 pub mod expect;
 pub mod settings;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::exit::{self, Failure};
@@ -18,7 +20,7 @@ use crate::output;
 use crate::record::{Record, SCHEMA_VERSION};
 use crate::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
 use crate::results::combine;
-use crate::results::load::{Detail, Source, load_all_with, require_records};
+use crate::results::load::{Detail, Source, SourceKind, load_all_with, require_records};
 use crate::results::text::{InputFault, Text};
 use crate::store::WriteError;
 
@@ -28,9 +30,14 @@ use crate::store::WriteError;
     bench merge first.json rerun.json -o results/gemma.json --expect scenarios/paper.toml\n\n\
     Inputs: run directories, .jsonl record files, canonical files, origin benchmark JSON.\n\
     Records read from files keep their text byte for byte (copied, not printed again); an input\n\
-    changed in place while the merge runs is refused (exit 2).\n\
-    Exit codes: 0 merged (and complete); 1 incomplete against --expect; 2 bad input (nothing written);\n\
-    4 the output could not be written.")]
+    changed in place while the merge runs is refused (exit 2). The output may be an existing\n\
+    canonical file (it is replaced whole), never one of the raw inputs or a path inside a run\n\
+    directory (exit 2).\n\
+    Runs of one model must agree on the server (URL or --server-cmd, preset, API, build, model\n\
+    file, hardware) and on what was measured (output tokens, thermal policy, harness, host):\n\
+    each disagreement is printed as a conflict, and the merge exits 1 without writing.\n\
+    Exit codes: 0 merged (and complete); 1 conflicts (nothing written) or incomplete against\n\
+    --expect (written); 2 bad input (nothing written); 4 the output could not be written.")]
 pub struct MergeArgs {
     /// Run directories, .jsonl files, canonical files or origin result JSON.
     #[arg(required = true)]
@@ -48,6 +55,11 @@ pub struct MergeArgs {
     /// are refused (exit 2) and nothing is written.
     #[arg(long)]
     pub allow_empty: bool,
+    /// Write the merge even when sources of one model disagree on the server or on what was
+    /// measured (the conflicts are listed in the file and on stderr); without it: exit 1,
+    /// nothing written.
+    #[arg(long)]
+    pub allow_conflicts: bool,
 }
 
 /// A merge's document, and where its located records' texts are (`texts[i]` for
@@ -100,9 +112,21 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     };
     let sources = load_all_with(&args.inputs, DETAIL)?;
     require_records(&sources, args.allow_empty)?;
+    refuse_output_over_inputs(&args.output, &sources)?;
     let Merged { doc, texts } = build(sources).map_err(|e| Failure::usage(e.to_string()))?;
     for conflict in &doc.conflicts {
         eprintln!("{}", settings::describe(conflict));
+    }
+    if !doc.conflicts.is_empty() && !args.allow_conflicts {
+        eprintln!(
+            "the sources disagree on the server or on what was measured ({} conflicts above): \
+             their records would be pooled and replace one another; nothing was written to {} \
+             (merge runs of one server and settings, or pass --allow-conflicts)",
+            doc.conflicts.len(),
+            args.output.display()
+        );
+        crate::results::load::release(doc);
+        return Ok(exit::code(exit::FINDINGS));
     }
     crate::store::write_atomic_with(&args.output, |w| canonical::write_with_texts(&doc, &texts, w))
         .map_err(write_failure)?;
@@ -117,6 +141,55 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     let code = check_expectation(args, &doc, expectation);
     crate::results::load::release(doc);
     code
+}
+
+/// Refuses (exit 2, before anything is written) an output that would replace one of the raw
+/// inputs (a records file, an origin file) or land inside a run directory: the run could no
+/// longer be verified or resumed. Paths are compared resolved, symlinks included. An existing
+/// canonical file may be the output: it is replaced whole, after its records were read.
+fn refuse_output_over_inputs(output: &Path, sources: &[Source]) -> Result<(), Failure> {
+    let out = resolved(output);
+    let refuse = |why: String| {
+        Err(Failure::usage(format!(
+            "-o {}: {why}; writing there would destroy what was measured. Nothing was written: \
+             give an output outside the run directories (e.g. results/merged.json)",
+            output.display()
+        )))
+    };
+    for source in sources {
+        let input = resolved(&source.path);
+        match source.kind {
+            SourceKind::Canonical => {}
+            SourceKind::RunDir if out.starts_with(&input) => {
+                return refuse(format!("inside the run directory {}, an input", source.path.display()));
+            }
+            _ if out == input => {
+                return refuse(format!("it is the input {}", source.path.display()));
+            }
+            _ => {}
+        }
+    }
+    let mut dir = out.parent();
+    while let Some(d) = dir {
+        if d.join("measurements.jsonl").is_file() || d.join("run.json").is_file() {
+            return refuse(format!("inside the run directory {}", d.display()));
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// `path` with every symlink resolved and made absolute; where the path (or a tail of it) does
+/// not exist yet, its deepest existing ancestor resolved and the rest appended.
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => resolved(parent).join(name),
+        (_, Some(name)) => std::env::current_dir().map(|d| resolved(&d)).unwrap_or_default().join(name),
+        _ => path.to_path_buf(),
+    }
 }
 
 /// A failed write: the input's fault (a located record's text changed since it was read: exit 2)

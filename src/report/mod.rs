@@ -299,6 +299,21 @@ fn combined(inputs: &[PathBuf], sources: Vec<Source>) -> anyhow::Result<combine:
     Ok(combine::combine(load::load_all_with(inputs, Detail::Full)?)?)
 }
 
+/// With records of more than one run, names every run pooled (its model, server and preset), and
+/// every setting the runs of one model disagree on: a report of runs against different servers
+/// or with different settings must not read as one measurement.
+fn pooled_note(sources: &[Source]) {
+    let mut ordered: Vec<&Source> = sources.iter().collect();
+    ordered.sort_by_key(|s| s.path.display().to_string());
+    let runs = crate::merge::settings::pooled(&ordered);
+    if runs.len() > 1 {
+        eprintln!("note: pooled {} runs: {}", runs.len(), runs.join("; "));
+    }
+    for conflict in crate::merge::settings::conflicts(&ordered) {
+        eprintln!("warning: {}", crate::merge::settings::describe(&conflict));
+    }
+}
+
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     // A page for a browser is a file: refused before anything is read, so nothing half-done.
     if args.format == Format::Html && args.output.is_none() {
@@ -311,6 +326,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
     // a slot whose winner merge's rules pick by content needs the full records: read again then.
     let sources = load::load_all_with(&args.inputs, Detail::Lean)?;
     load::require_records(&sources, args.allow_empty)?;
+    pooled_note(&sources);
     let context = match args.format {
         Format::Html => html::Context::gather(&args.inputs, &sources).map_err(Failure::from)?,
         _ => html::Context::default(),

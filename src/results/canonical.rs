@@ -10,7 +10,7 @@
 //!   "kind": "ttft-bench-canonical",
 //!   "sources": [ { "path": "...", "kind": "run_dir|jsonl|canonical|origin", "records": 198,
 //!                  "run_ids": ["..."], "run_meta": [ {run.json or origin metadata}, ... ] } ],
-//!   "conflicts": [ { "setting": "thermal_tolerance",
+//!   "conflicts": [ { "model": "gemma", "setting": "thermal_tolerance",
 //!                    "values": [ { "value": "0.05", "sources": ["a.json"] },
 //!                                { "value": "0.2",  "sources": ["b.json"] } ] } ],
 //!   "provenance": { "kept_by_source": { "a.json": 183, "b.json": 15 },
@@ -29,7 +29,9 @@
 //!   records converted from other formats are serialized.
 //! - `sources` are sorted by path; `run_meta` holds every metadata object verbatim (a canonical
 //!   input contributes the run_meta of all its own sources).
-//! - `conflicts` lists settings whose values differ between sources (also printed to stderr).
+//! - `conflicts` lists settings whose values differ between the sources of one model (also
+//!   printed to stderr): which server (URL or `--server-cmd`, preset, API, build, model file,
+//!   hardware) and what was measured (output tokens, thermal policy, harness).
 //! - `provenance` says where every kept record came from and, for each slot that had more than one
 //!   candidate, what was dropped and why; nothing is dropped silently.
 //! - Nothing in the file depends on when or in which order the merge ran: same inputs, same bytes.
@@ -66,6 +68,10 @@ pub struct SourceEntry {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conflict {
+    /// The model whose sources disagree: settings are compared among the sources of one model,
+    /// whose records share cells (absent where the sources state no model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     pub setting: String,
     pub values: Vec<ConflictValue>,
 }

@@ -40,6 +40,19 @@ pub struct OurMeta {
     pub config: Option<ConfigView>,
     pub server: Option<ServerView>,
     pub host: Option<HostView>,
+    /// Every crash of a server the run started (`--server-cmd`).
+    #[serde(default)]
+    pub server_crashes: Vec<ServerCrashView>,
+}
+
+/// `supervise::ServerCrash` as written: its required fields, so a rename fails the load.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct ServerCrashView {
+    pub at: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub in_flight: String,
+    pub restarted: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -52,6 +65,12 @@ pub struct HarnessView {
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct ConfigView {
+    /// The server URL as written (credentials already removed by the sweep).
+    pub server: Option<String>,
+    /// `--server-cmd`: the command bench started the server with (`{port}` not filled in).
+    pub server_cmd: Option<String>,
+    pub api: Option<Value>,
+    pub preset: Option<String>,
     pub model: Option<String>,
     pub output_tokens: Option<u32>,
     pub thermal: Option<ThermalView>,
