@@ -115,3 +115,47 @@ pub fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
     root.present().map_err(|e| fail(&e))?;
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::summary::{Percentiles, RateSummary, StateSummary};
+
+    /// Rates 1 to 10 per second once got overlapping labels ("9.010.0"): each tick label is now
+    /// its own short number at an offered rate, none closer to the next than the labels need.
+    #[test]
+    fn rate_ticks_are_offered_rates_and_their_labels_do_not_touch() {
+        let rates: Vec<RateSummary> = (1..=10)
+            .map(|r| RateSummary {
+                run: r,
+                rate_per_s: f64::from(r),
+                states: vec![StateSummary {
+                    state: Some(CacheState::Cold),
+                    ttft_ms: Percentiles { p99: Some(100.0 * f64::from(r)), ..Default::default() },
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        let summary = LoadSummary { rates, ..Default::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("load-ttft-p99.svg");
+        assert!(write(&path, &summary).unwrap());
+        let svg = std::fs::read_to_string(&path).unwrap();
+        if let Some(keep) = std::env::var_os("TTFT_BENCH_SCREENSHOT_DIR") {
+            std::fs::write(Path::new(&keep).join("load-ttft-p99.svg"), &svg).unwrap();
+        }
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim()))
+            .collect();
+        let numbers: Vec<f64> = texts.iter().filter_map(|t| t.parse().ok()).collect();
+        assert!(!texts.iter().any(|t| t.contains(".0")), "no '9.010.0': {texts:?}");
+        for rate in [1.0, 2.0, 5.0] {
+            assert!(numbers.contains(&rate), "{rate}: {texts:?}");
+        }
+        assert!(!(numbers.contains(&9.0) && numbers.contains(&10.0)), "9 and 10 are too close: {texts:?}");
+        assert!(texts.iter().any(|t| t.starts_with("SLO TTFT")), "{texts:?}");
+    }
+}
