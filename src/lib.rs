@@ -38,4 +38,5 @@ pub mod stats;
 pub mod store;
 pub mod supervise;
 pub mod thermal;
+pub mod ticks;
 pub mod verify;

@@ -5,16 +5,20 @@
 //! seeded generator (`Rng`, SplitMix64). Every figure returned is finite or None.
 //!
 //! Methods, named in every output that uses them:
-//! - quantiles (median, p5, p95): linear interpolation between order statistics (Hyndman & Fan
-//!   type 7, numpy's default);
+//! - quantiles (median, p5, p90, p95, p99): linear interpolation between order statistics
+//!   (Hyndman & Fan type 7, numpy's default);
 //! - sd: sample standard deviation (n - 1);
-//! - 95% CI: Student t-interval on the mean (mean ± t(0.975, n-1) · sd / √n; statrs), none for n < 2;
+//! - CI of the median: the distribution-free interval between two order statistics, x(k)..x(n+1-k),
+//!   k the largest rank whose exact binomial coverage (1 - 2·P(B <= k-1), B ~ Bin(n, 1/2)) is at
+//!   least 95%; from n = 3 to 5 no pair reaches 95% and the interval is min..max with its coverage
+//!   (75%, 87.5%, 93.75%) stated; none for n < 3. The interval is of the statistic reports show (the
+//!   median), and it never leaves the observed range (its bounds are observed values);
 //! - speed-up (ratio of medians, e.g. cold TTFT / warm TTFT): 95% percentile bootstrap, both groups
 //!   resampled independently, 2000 resamples, fixed seed (so the same data give the same interval);
 //!   none when either group has fewer than 2 values.
 
 use serde::Serialize;
-use statrs::distribution::{ContinuousCDF, StudentsT};
+use statrs::distribution::{Binomial, DiscreteCDF};
 
 mod bootstrap;
 mod divisor;
@@ -24,7 +28,12 @@ use bootstrap::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ratio_of_medians_on};
 pub use bootstrap::{Ratio, bootstrap, ratio_of_medians};
 pub use divisor::Divisor;
 
-pub const CI_METHOD: &str = "t-interval on the mean (95%)";
+pub const CI_METHOD: &str = "distribution-free interval of the median (order statistics, exact binomial \
+     coverage >= 95%; min..max with its coverage below n = 6; none below n = 3)";
+
+/// The fewest values a median interval is given for: with two, the only interval between order
+/// statistics is min..max at 50% coverage, which says nothing.
+pub const MEDIAN_CI_MIN_N: usize = 3;
 pub const RATIO_METHOD: &str = "ratio of medians, 95% percentile bootstrap (2000 resamples, seed 2026)";
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -34,9 +43,15 @@ pub struct Summary {
     pub mean: Option<f64>,
     pub sd: Option<f64>,
     pub p5: Option<f64>,
+    pub p90: Option<f64>,
     pub p95: Option<f64>,
-    pub ci95_lo: Option<f64>,
-    pub ci95_hi: Option<f64>,
+    pub p99: Option<f64>,
+    /// Interval of the median between two observed values (see the module's methods); None for
+    /// n < 3.
+    pub median_ci_lo: Option<f64>,
+    pub median_ci_hi: Option<f64>,
+    /// The interval's exact coverage (0.95 or more from n = 6; 0.75 at n = 3).
+    pub median_ci_level: Option<f64>,
 }
 
 /// The finite values of a sample, sorted: NaN and infinities are dropped here, once, so no
@@ -125,24 +140,46 @@ pub fn summarize(values: &[f64]) -> Summary {
     if n == 0 {
         return Summary::default();
     }
-    let mean = s.mean();
-    let sd = s.sd();
-    let (ci95_lo, ci95_hi) = match mean.zip(sd).and_then(|(m, sd)| t_interval(m, sd, n)) {
-        Some((lo, hi)) => (Some(lo), Some(hi)),
-        None => (None, None),
-    };
-    Summary { n, median: s.median(), mean, sd, p5: s.quantile(0.05), p95: s.quantile(0.95), ci95_lo, ci95_hi }
+    let ci = median_interval(s.values());
+    Summary {
+        n,
+        median: s.median(),
+        mean: s.mean(),
+        sd: s.sd(),
+        p5: s.quantile(0.05),
+        p90: s.quantile(0.90),
+        p95: s.quantile(0.95),
+        p99: s.quantile(0.99),
+        median_ci_lo: ci.map(|c| c.0),
+        median_ci_hi: ci.map(|c| c.1),
+        median_ci_level: ci.map(|c| c.2),
+    }
 }
 
-/// Student t-interval on the mean; None for n < 2 or when a bound is not finite.
-fn t_interval(mean: f64, sd: f64, n: usize) -> Option<(f64, f64)> {
-    if n < 2 {
+/// The ranks (1-based) k and n + 1 - k of the median's interval over n values and its exact
+/// coverage; None for n < 3. The coverage of x(k)..x(n+1-k) is P(k <= B <= n-k) for
+/// B ~ Bin(n, 1/2), the chance that the true median lies between the two order statistics.
+pub fn median_interval_ranks(n: usize) -> Option<(usize, usize, f64)> {
+    if n < MEDIAN_CI_MIN_N {
         return None;
     }
-    let t = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok()?.inverse_cdf(0.975);
-    let half = t * sd / (n as f64).sqrt();
-    let (lo, hi) = (mean - half, mean + half);
-    (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+    let b = Binomial::new(0.5, n as u64).ok()?;
+    // The binomial CDF (a regularized beta function) carries rounding of about 1e-15: rounded to 9
+    // decimals, the exact coverages of small n come out exact (0.75, not 0.7500000000000012).
+    let coverage = |k: usize| ((1.0 - 2.0 * b.cdf(k as u64 - 1)) * 1e9).round() / 1e9;
+    // The coverage falls as k grows: the largest k (at most n/2) still at 95%, else k = 1.
+    let (mut lo, mut hi) = (1, n / 2);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if coverage(mid) >= 0.95 { lo = mid } else { hi = mid - 1 }
+    }
+    Some((lo, n + 1 - lo, coverage(lo)))
+}
+
+/// (lo, hi, coverage) of the median of sorted values: observed values, so never outside the data.
+fn median_interval(sorted: &[f64]) -> Option<(f64, f64, f64)> {
+    let (k, j, level) = median_interval_ranks(sorted.len())?;
+    Some((sorted[k - 1], sorted[j - 1], level))
 }
 
 /// Type-7 quantile of sorted values.
@@ -308,15 +345,57 @@ mod tests {
         assert!(close(s.median, 3.0) && close(s.mean, 3.0));
         assert!(close(s.sd, 2.5f64.sqrt()));
         assert!(close(s.p5, 1.2) && close(s.p95, 4.8));
-        // t(0.975, 4) = 2.7764451051977987
-        let half = 2.7764451051977987 * 2.5f64.sqrt() / 5f64.sqrt();
-        assert!(close(s.ci95_lo, 3.0 - half) && close(s.ci95_hi, 3.0 + half), "{s:?}");
+        // Type 7 over 1..5: h = 4p, so p90 = 1 + 3.6 and p99 = 1 + 3.96.
+        assert!(close(s.p90, 4.6) && close(s.p99, 4.96));
+        // Five values: no pair of order statistics covers 95%; min..max covers 1 - 2/2^5.
+        assert_eq!((s.median_ci_lo, s.median_ci_hi), (Some(1.0), Some(5.0)), "{s:?}");
+        assert!(close(s.median_ci_level, 0.9375));
+    }
+
+    /// Ranks of the median's interval as published tables give them (e.g. Conover, "Practical
+    /// Nonparametric Statistics", table A3; coverage counted by hand from binomial coefficients).
+    #[test]
+    fn median_interval_ranks_match_the_published_tables() {
+        assert_eq!(median_interval_ranks(2), None, "n < 3: none");
+        // n = 3: min..max, 1 - 2 * 1/8.
+        assert_eq!(median_interval_ranks(3), Some((1, 3, 0.75)));
+        assert_eq!(median_interval_ranks(4), Some((1, 4, 0.875)));
+        // n = 6: 1 - 2/64; n = 8: k = 2 would cover 1 - 2 * 9/256 = 0.9297 < 95%.
+        assert_eq!(median_interval_ranks(6), Some((1, 6, 0.96875)));
+        assert_eq!(median_interval_ranks(8), Some((1, 8, 0.9921875)));
+        // n = 10: P(B <= 1) = 11/1024.
+        let (k, j, level) = median_interval_ranks(10).unwrap();
+        assert_eq!((k, j), (2, 9));
+        assert!((level - (1.0 - 22.0 / 1024.0)).abs() < 1e-12, "{level}");
+        // n = 20: P(B <= 5) = 21700/1048576 = 0.0207.
+        let (k, j, level) = median_interval_ranks(20).unwrap();
+        assert_eq!((k, j), (6, 15));
+        assert!((level - (1.0 - 2.0 * 21700.0 / 1_048_576.0)).abs() < 1e-9, "{level}");
+        // n = 100: ranks 40 and 61 (coverage 0.9648).
+        let (k, j, level) = median_interval_ranks(100).unwrap();
+        assert_eq!((k, j), (40, 61));
+        assert!((level - 0.9648).abs() < 1e-4, "{level}");
+        // Large n: near the normal approximation n/2 -+ 0.98 sqrt(n).
+        let (k, j, _) = median_interval_ranks(10_000).unwrap();
+        assert!((4900..=4902).contains(&k) && j == 10_001 - k, "{k}");
+    }
+
+    #[test]
+    fn the_median_interval_is_of_observed_values_and_never_leaves_the_data() {
+        // The n = 2 case that once printed `549 (-4924..6022)`: no interval at all.
+        let s = summarize(&[100.0, 998.0]);
+        assert_eq!((s.median, s.median_ci_lo, s.median_ci_hi), (Some(549.0), None, None));
+        let s = summarize(&[300.0, 100.0, 200.0]);
+        assert_eq!((s.median_ci_lo, s.median_ci_hi), (Some(100.0), Some(300.0)));
+        let v: Vec<f64> = (1..=10).map(|i| f64::from(i * i)).collect();
+        let s = summarize(&v);
+        assert_eq!((s.median_ci_lo, s.median_ci_hi), (Some(4.0), Some(81.0)), "x(2)..x(9)");
     }
 
     #[test]
     fn one_value_has_no_spread_and_nan_is_ignored() {
         let s = summarize(&[7.0, f64::NAN]);
-        assert_eq!((s.n, s.median, s.sd, s.ci95_lo), (1, Some(7.0), None, None));
+        assert_eq!((s.n, s.median, s.sd, s.median_ci_lo), (1, Some(7.0), None, None));
         assert_eq!(summarize(&[]), Summary::default());
     }
 
@@ -346,12 +425,14 @@ mod tests {
     fn huge_finite_values_give_finite_statistics_or_none() {
         let s = summarize(&[f64::MAX, f64::MAX, f64::MAX]);
         assert_eq!((s.median, s.mean, s.sd), (Some(f64::MAX), Some(f64::MAX), Some(0.0)));
-        assert_eq!((s.ci95_lo, s.ci95_hi), (Some(f64::MAX), Some(f64::MAX)));
+        assert_eq!((s.median_ci_lo, s.median_ci_hi), (Some(f64::MAX), Some(f64::MAX)));
         let s = summarize(&[-f64::MAX, f64::MAX, 5.0]);
-        for v in [s.median, s.mean, s.sd, s.p5, s.p95, s.ci95_lo, s.ci95_hi].into_iter().flatten() {
+        for v in
+            [s.median, s.mean, s.sd, s.p5, s.p95, s.p99, s.median_ci_lo, s.median_ci_hi].into_iter().flatten()
+        {
             assert!(v.is_finite(), "{s:?}");
         }
-        assert_eq!(s.ci95_hi, None, "an interval that overflows is not reported");
+        assert_eq!((s.median_ci_lo, s.median_ci_hi), (Some(-f64::MAX), Some(f64::MAX)), "observed values");
         let s = summarize(&[1e200, 2e200, 3e200]);
         assert!(close(s.sd, 1e200), "{s:?}");
     }

@@ -214,7 +214,8 @@ fn every_cell_is_in_the_table_with_the_markdown_numbers() {
     let warm = want.iter().find(|r| r[1] == "warm").unwrap();
     assert!(warm[8].starts_with("10.0"), "{warm:?}");
     let pair = want.iter().find(|r| r[0] == "batched").unwrap();
-    assert_eq!(pair[4], "2550", "B wait mean");
+    assert_eq!(pair[5], "2550", "B wait mean");
+    assert_eq!(pair[3], "2550 (n<3)", "two pairs: the median, no interval");
 }
 
 #[test]
@@ -440,13 +441,13 @@ fn html_needs_an_output_file_and_other_formats_may_use_one() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/proc/report.html"));
 }
 
-/// The page as chromium builds it (`--dump-dom`): the tables and every SVG are in the DOM.
-#[test]
-fn a_real_browser_builds_the_table_and_the_plots() {
-    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find(|b| std::process::Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
-    else {
+/// Chromium's command, where it is installed (CI installs it); None (the test skips) elsewhere
+/// unless TTFT_BENCH_REQUIRE_CHROMIUM=1.
+fn chromium() -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| std::process::Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()));
+    if found.is_none() {
         assert!(
             std::env::var("TTFT_BENCH_REQUIRE_CHROMIUM").as_deref() != Ok("1"),
             "TTFT_BENCH_REQUIRE_CHROMIUM=1 but no chromium on PATH"
@@ -454,8 +455,14 @@ fn a_real_browser_builds_the_table_and_the_plots() {
         eprintln!(
             "SKIP: no chromium on PATH (apt-get install chromium; TTFT_BENCH_REQUIRE_CHROMIUM=1 makes this fail)"
         );
-        return;
-    };
+    }
+    found
+}
+
+/// The page as chromium builds it (`--dump-dom`): the tables and every SVG are in the DOM.
+#[test]
+fn a_real_browser_builds_the_table_and_the_plots() {
+    let Some(chromium) = chromium() else { return };
     let (dir, _run, page) = fixture();
     let profile = dir.path().join("chromium-profile");
     let url = format!("file://{}", dir.path().join("report.html").display());
@@ -476,4 +483,47 @@ fn a_real_browser_builds_the_table_and_the_plots() {
     assert_eq!(count(&dom, "tr.finding"), count(&ours, "tr.finding"));
     assert_eq!(count(&dom, "script"), 1, "nothing from the inputs became a script");
     assert_eq!(count(&dom, "img"), 0);
+}
+
+/// The page as a reader sees it: chromium renders it (`--screenshot`) to a PNG of the size asked
+/// for, with the tables and plots drawn (a blank or unstyled page compresses to a few KB; this one
+/// is tens of KB of text and lines). The PNG is kept in TTFT_BENCH_SCREENSHOT_DIR when set, to be
+/// looked at.
+#[test]
+fn a_real_browser_renders_the_page_to_a_screenshot() {
+    let Some(chromium) = chromium() else { return };
+    let (dir, _run, _page) = fixture();
+    let shot = |url: &str, png: &Path| {
+        let out = std::process::Command::new("timeout")
+            .args(["120", chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+            .arg(format!("--user-data-dir={}", dir.path().join("chromium-profile").display()))
+            .args(["--hide-scrollbars", "--window-size=1400,2600"])
+            .arg(format!("--screenshot={}", png.display()))
+            .arg(url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read(png).unwrap()
+    };
+    let page =
+        shot(&format!("file://{}", dir.path().join("report.html").display()), &dir.path().join("page.png"));
+    let blank_html = dir.path().join("blank.html");
+    std::fs::write(&blank_html, "<!doctype html><title>blank</title>").unwrap();
+    let blank = shot(&format!("file://{}", blank_html.display()), &dir.path().join("blank.png"));
+    assert_eq!(&page[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    // IHDR: width and height, big-endian, at bytes 16..24.
+    let size = |png: &[u8]| {
+        let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        (be(&png[16..20]), be(&png[20..24]))
+    };
+    assert_eq!(size(&page), (1400, 2600));
+    assert!(
+        page.len() > 10 * blank.len(),
+        "the page draws: {} bytes vs a blank page's {}",
+        page.len(),
+        blank.len()
+    );
+    if let Some(keep) = std::env::var_os("TTFT_BENCH_SCREENSHOT_DIR") {
+        std::fs::write(Path::new(&keep).join("report.png"), &page).unwrap();
+    }
 }

@@ -34,10 +34,15 @@ fn records() -> Vec<Record> {
     use Mode::*;
     let mut v = Vec::new();
     // cold streaming: TTFT 100/200/300; decode 64 tokens over 1.0, 1.1, 0.8 s = 64, 58.18, 80 tok/s.
-    for (run, ttft, e2e) in [(1, 100.0, 1100.0), (2, 200.0, 1300.0), (3, 300.0, 1100.0)] {
+    // Token offsets: gaps 10, 20 / 30 / 40, 50 ms (ITL pools them: 10..50).
+    let offsets: [&[f64]; 3] = [&[100.0, 110.0, 130.0], &[200.0, 230.0], &[300.0, 340.0, 390.0]];
+    for ((run, ttft, e2e), offsets) in
+        [(1, 100.0, 1100.0), (2, 200.0, 1300.0), (3, 300.0, 1100.0)].into_iter().zip(offsets)
+    {
         let mut r = m(key(Scenario::Cold, Cold, Streaming, 1, run), 0, Some(ttft), e2e, true);
         if let Record::Measurement(x) = &mut r {
             x.physics = Some(PhysicsRecord { decode_ceiling_tps: Some(100.0), ..Default::default() });
+            x.token_offsets_ms = offsets.to_vec();
         }
         v.push(r);
     }
@@ -121,9 +126,23 @@ fn statistics_of_known_vectors() {
         close(cold.ttft_ms.median, 200.0) && close(cold.ttft_ms.mean, 200.0) && close(cold.ttft_ms.sd, 100.0)
     );
     assert!(close(cold.ttft_ms.p5, 110.0) && close(cold.ttft_ms.p95, 290.0));
-    // t(0.975, 2) = 4.302652729911275; half width = t * 100 / sqrt(3).
-    let half = 4.302652729911275 * 100.0 / 3f64.sqrt();
-    assert!(close(cold.ttft_ms.ci95_lo, 200.0 - half) && close(cold.ttft_ms.ci95_hi, 200.0 + half));
+    // p90 and p99 of 100, 200, 300: 90% and 99% of the way from the first to the last.
+    assert!(close(cold.ttft_ms.p90, 280.0) && close(cold.ttft_ms.p99, 298.0), "{:?}", cold.ttft_ms);
+    // The interval is of the median, between observed values: with 3, min..max, which holds the
+    // true median unless all 3 fall on one side of it (2 * 1/8): 75%.
+    assert!(close(cold.ttft_ms.median_ci_lo, 100.0) && close(cold.ttft_ms.median_ci_hi, 300.0));
+    assert!(close(cold.ttft_ms.median_ci_level, 0.75));
+    // ITL: the gaps 10, 20, 30, 40, 50 pooled; p99 is 96% of the way from 40 to 50.
+    assert_eq!(cold.itl_ms.n, 5);
+    assert!(close(cold.itl_ms.median, 30.0) && close(cold.itl_ms.p99, 49.6), "{:?}", cold.itl_ms);
+    // TPOT: 1000/64, 1100/64, 800/64 ms.
+    assert_eq!(cold.tpot_ms.n, 3);
+    assert!(
+        close(cold.tpot_ms.median, 15.625) && close(cold.tpot_ms.median_ci_lo, 12.5),
+        "{:?}",
+        cold.tpot_ms
+    );
+    assert!(close(cold.tpot_ms.median_ci_hi, 17.1875));
     assert!(close(cold.decode_tps.median, 64.0) && close(cold.decode_tps.p95, 78.4), "{:?}", cold.decode_tps);
     assert!(close(cold.decode_ceiling_tps, 100.0));
     let warm = find(Scenario::Warm, Mode::Streaming);
@@ -138,6 +157,7 @@ fn statistics_of_known_vectors() {
     let batch = find(Scenario::Concurrent, Mode::Streaming);
     assert_eq!((batch.records, batch.ttft_ms.n), (2, 2), "both requests of the batch are samples");
     assert!(close(batch.ttft_ms.median, 450.0) && close(batch.system_tps.median, 86.67));
+    assert_eq!((batch.ttft_ms.median_ci_lo, batch.ttft_ms.median_ci_hi), (None, None), "n = 2: no interval");
     let batched = find(Scenario::StaggeredBatched, Mode::Streaming);
     assert!(close(batched.user_b_wait_ms.median, 2550.0));
 }
@@ -173,13 +193,28 @@ fn table_fits_100_columns_and_json_parses() {
     let out = Command::cargo_bin("bench").unwrap().arg("report").arg(&run).assert().code(0);
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     assert!(text.contains("10.0"), "speed-up shown: {text}");
+    // The median with the interval of the median (its coverage where below 95%), never a mean's
+    // interval reaching below zero; none for n = 2.
+    assert!(text.contains("200 (100..300 75%)"), "{text}");
+    assert!(text.contains("450 (n<3)"), "{text}");
+    assert!(text.contains("280/298"), "TTFT p90/p99: {text}");
+    assert!(text.contains("30.0/49.6"), "ITL p50/p99: {text}");
+    assert!(text.contains("15.6"), "TPOT p50: {text}");
     for line in text.lines() {
         assert!(line.chars().count() <= 100, "too wide ({}): {line}", line.chars().count());
     }
     let out =
         Command::cargo_bin("bench").unwrap().args(["report", "--format", "json"]).arg(&run).assert().code(0);
     let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
-    assert_eq!(v["ci_method"], "t-interval on the mean (95%)");
+    assert!(v["ci_method"].as_str().unwrap().starts_with("distribution-free interval of the median"), "{v}");
+    let cold = v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["scenario"] == "cold" && c["mode"] == "streaming" && c["batch_size"] == 1)
+        .unwrap();
+    assert_eq!(cold["ttft_ms"]["median_ci_level"], 0.75, "{cold}");
+    assert_eq!((&cold["itl_ms"]["median"], &cold["tpot_ms"]["median"]), (&30.0.into(), &15.625.into()));
     assert_eq!(v["cells"].as_array().unwrap().len(), 6);
     let out = Command::cargo_bin("bench")
         .unwrap()

@@ -1,6 +1,7 @@
 //! `load-ttft-p99.svg`: TTFT p99 against the offered rate, one line per cache state (log-log:
 //! rates usually double, and TTFT grows by orders of magnitude past the knee), with the SLO's TTFT
-//! as a horizontal line, so the knee is where a line crosses it.
+//! as a horizontal line, so the knee is where a line crosses it. Rate ticks sit at the offered
+//! rates (thinned where labels would touch), TTFT ticks on 1-2-5 steps (`ticks`).
 
 use std::path::Path;
 
@@ -8,6 +9,7 @@ use plotters::prelude::*;
 
 use super::summary::LoadSummary;
 use crate::record::CacheState;
+use crate::ticks;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw {path}: {message}")]
@@ -61,6 +63,11 @@ pub fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
     for &(x, y) in pts {
         (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
     }
+    let (x0, x1, y0, y1) = (x0 / 1.3, x1 * 1.3, y0 / 1.5, y1 * 1.5);
+    let mut rates: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.0)).collect();
+    rates.sort_by(f64::total_cmp);
+    let x_ticks = ticks::log_ticks(x0, x1, &rates, ticks::MIN_TICK_SHARE);
+    let y_ticks = ticks::log_ticks(y0, y1, &[], ticks::MIN_TICK_SHARE);
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| fail(&e))?;
     let mut chart = ChartBuilder::on(&root)
@@ -68,12 +75,19 @@ pub fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d((x0 / 1.3..x1 * 1.3).log_scale(), (y0 / 1.5..y1 * 1.5).log_scale())
+        .build_cartesian_2d(
+            (x0..x1).log_scale().with_key_points(x_ticks),
+            (y0..y1).log_scale().with_key_points(y_ticks),
+        )
         .map_err(|e| fail(&e))?;
     chart
         .configure_mesh()
-        .x_desc("offered rate, requests/s")
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 14))
+        .x_desc("offered rate, requests/s (log scale; ticks at the offered rates)")
         .y_desc("TTFT p99, ms")
+        .x_label_formatter(&|v| ticks::number_label(*v))
+        .y_label_formatter(&|v| ticks::number_label(*v))
         .draw()
         .map_err(|e| fail(&e))?;
     for (state, pts) in &series {
@@ -87,16 +101,61 @@ pub fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
     }
     let slo = finite(s.slo.ttft_ms);
     chart
-        .draw_series(LineSeries::new([(x0 / 1.3, slo), (x1 * 1.3, slo)], BLACK.stroke_width(1)))
+        .draw_series(LineSeries::new([(x0, slo), (x1, slo)], BLACK.stroke_width(1)))
         .map_err(|e| fail(&e))?
         .label(format!("SLO TTFT {} ms", s.slo.ttft_ms))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
     chart
         .configure_series_labels()
+        .label_font(("sans-serif", 14))
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
         .map_err(|e| fail(&e))?;
     root.present().map_err(|e| fail(&e))?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::summary::{Percentiles, RateSummary, StateSummary};
+
+    /// Rates 1 to 10 per second once got overlapping labels ("9.010.0"): each tick label is now
+    /// its own short number at an offered rate, none closer to the next than the labels need.
+    #[test]
+    fn rate_ticks_are_offered_rates_and_their_labels_do_not_touch() {
+        let rates: Vec<RateSummary> = (1..=10)
+            .map(|r| RateSummary {
+                run: r,
+                rate_per_s: f64::from(r),
+                states: vec![StateSummary {
+                    state: Some(CacheState::Cold),
+                    ttft_ms: Percentiles { p99: Some(100.0 * f64::from(r)), ..Default::default() },
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .collect();
+        let summary = LoadSummary { rates, ..Default::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("load-ttft-p99.svg");
+        assert!(write(&path, &summary).unwrap());
+        let svg = std::fs::read_to_string(&path).unwrap();
+        if let Some(keep) = std::env::var_os("TTFT_BENCH_SCREENSHOT_DIR") {
+            std::fs::write(Path::new(&keep).join("load-ttft-p99.svg"), &svg).unwrap();
+        }
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim()))
+            .collect();
+        let numbers: Vec<f64> = texts.iter().filter_map(|t| t.parse().ok()).collect();
+        assert!(!texts.iter().any(|t| t.contains(".0")), "no '9.010.0': {texts:?}");
+        for rate in [1.0, 2.0, 5.0] {
+            assert!(numbers.contains(&rate), "{rate}: {texts:?}");
+        }
+        assert!(!(numbers.contains(&9.0) && numbers.contains(&10.0)), "9 and 10 are too close: {texts:?}");
+        assert!(texts.iter().any(|t| t.starts_with("SLO TTFT")), "{texts:?}");
+    }
 }

@@ -1,15 +1,11 @@
-//! CSV: one row per cell, columns fixed in this order (also in docs/report-columns.md):
+//! CSV: one row per cell, columns fixed in the order of `COLUMNS` (also in
+//! docs/report-columns.md): the cell's key and counts, then for each of TTFT, E2E, decode rate,
+//! ITL and TPOT: n, median, mean, sd, p5, p90, p95, p99 and the interval of the median with its
+//! coverage; then ceilings, the speed-up over cold, system rate and user B's wait.
 //!
-//! `model, scenario, cache_state, mode, context_tokens, batch_size, records, quality_ok,
-//! cache_confirmed, cache_unconfirmed,`
-//! `ttft_n, ttft_median_ms, ttft_mean_ms, ttft_sd_ms, ttft_p5_ms, ttft_p95_ms, ttft_ci95_lo_ms,
-//! ttft_ci95_hi_ms,` the same eight for `e2e_*_ms` and for `decode_*_tps`,
-//! `decode_ceiling_tps, ttft_speedup_vs_cold, ttft_speedup_ci95_lo, ttft_speedup_ci95_hi,
-//! system_tps_n, system_tps_median, user_b_wait_n, user_b_wait_median_ms, user_b_wait_ci95_lo_ms,
-//! user_b_wait_ci95_hi_ms`.
-//!
-//! Numbers have 3 decimals; an empty field means "not applicable or not measurable" (for example
-//! TTFT of a non-streaming cell, or an interval from fewer than 2 samples).
+//! Numbers have 3 decimals (a coverage 6); an empty field means "not applicable or not
+//! measurable" (for example TTFT of a non-streaming cell, or an interval from fewer than 3
+//! samples).
 
 use super::CellStats;
 use crate::stats::Summary;
@@ -30,26 +26,58 @@ pub const COLUMNS: &[&str] = &[
     "ttft_mean_ms",
     "ttft_sd_ms",
     "ttft_p5_ms",
+    "ttft_p90_ms",
     "ttft_p95_ms",
-    "ttft_ci95_lo_ms",
-    "ttft_ci95_hi_ms",
+    "ttft_p99_ms",
+    "ttft_median_ci_lo_ms",
+    "ttft_median_ci_hi_ms",
+    "ttft_median_ci_level",
     "e2e_n",
     "e2e_median_ms",
     "e2e_mean_ms",
     "e2e_sd_ms",
     "e2e_p5_ms",
+    "e2e_p90_ms",
     "e2e_p95_ms",
-    "e2e_ci95_lo_ms",
-    "e2e_ci95_hi_ms",
+    "e2e_p99_ms",
+    "e2e_median_ci_lo_ms",
+    "e2e_median_ci_hi_ms",
+    "e2e_median_ci_level",
     "decode_n",
     "decode_median_tps",
     "decode_mean_tps",
     "decode_sd_tps",
     "decode_p5_tps",
+    "decode_p90_tps",
     "decode_p95_tps",
-    "decode_ci95_lo_tps",
-    "decode_ci95_hi_tps",
+    "decode_p99_tps",
+    "decode_median_ci_lo_tps",
+    "decode_median_ci_hi_tps",
+    "decode_median_ci_level",
+    "itl_n",
+    "itl_median_ms",
+    "itl_mean_ms",
+    "itl_sd_ms",
+    "itl_p5_ms",
+    "itl_p90_ms",
+    "itl_p95_ms",
+    "itl_p99_ms",
+    "itl_median_ci_lo_ms",
+    "itl_median_ci_hi_ms",
+    "itl_median_ci_level",
+    "tpot_n",
+    "tpot_median_ms",
+    "tpot_mean_ms",
+    "tpot_sd_ms",
+    "tpot_p5_ms",
+    "tpot_p90_ms",
+    "tpot_p95_ms",
+    "tpot_p99_ms",
+    "tpot_median_ci_lo_ms",
+    "tpot_median_ci_hi_ms",
+    "tpot_median_ci_level",
     "decode_ceiling_tps",
+    "ttft_floor_ms",
     "ttft_speedup_vs_cold",
     "ttft_speedup_ci95_lo",
     "ttft_speedup_ci95_hi",
@@ -57,24 +85,34 @@ pub const COLUMNS: &[&str] = &[
     "system_tps_median",
     "user_b_wait_n",
     "user_b_wait_median_ms",
-    "user_b_wait_ci95_lo_ms",
-    "user_b_wait_ci95_hi_ms",
+    "user_b_wait_p99_ms",
+    "user_b_wait_median_ci_lo_ms",
+    "user_b_wait_median_ci_hi_ms",
+    "user_b_wait_median_ci_level",
 ];
 
 fn num(v: Option<f64>) -> String {
     v.map_or_else(String::new, |x| format!("{x:.3}"))
 }
 
-fn summary(s: &Summary) -> [String; 8] {
+/// A coverage (0..1) keeps every digit that tells 0.9375 from 0.94.
+fn level(v: Option<f64>) -> String {
+    v.map_or_else(String::new, |x| format!("{x:.6}"))
+}
+
+fn summary(s: &Summary) -> [String; 11] {
     [
         s.n.to_string(),
         num(s.median),
         num(s.mean),
         num(s.sd),
         num(s.p5),
+        num(s.p90),
         num(s.p95),
-        num(s.ci95_lo),
-        num(s.ci95_hi),
+        num(s.p99),
+        num(s.median_ci_lo),
+        num(s.median_ci_hi),
+        level(s.median_ci_level),
     ]
 }
 
@@ -95,12 +133,22 @@ fn row(c: &CellStats) -> Vec<String> {
     r.extend(summary(&c.ttft_ms));
     r.extend(summary(&c.e2e_ms));
     r.extend(summary(&c.decode_tps));
+    r.extend(summary(&c.itl_ms));
+    r.extend(summary(&c.tpot_ms));
     r.push(num(c.decode_ceiling_tps));
+    r.push(num(c.ttft_floor_ms));
     let speed = c.ttft_speedup_vs_cold.clone().unwrap_or_default();
     r.extend([num(speed.ratio), num(speed.ci95_lo), num(speed.ci95_hi)]);
     r.extend([c.system_tps.n.to_string(), num(c.system_tps.median)]);
     let b = &c.user_b_wait_ms;
-    r.extend([b.n.to_string(), num(b.median), num(b.ci95_lo), num(b.ci95_hi)]);
+    r.extend([
+        b.n.to_string(),
+        num(b.median),
+        num(b.p99),
+        num(b.median_ci_lo),
+        num(b.median_ci_hi),
+        level(b.median_ci_level),
+    ]);
     r
 }
 
@@ -138,7 +186,10 @@ mod tests {
             ttft_ms: Summary::default(),
             e2e_ms: Summary::default(),
             decode_tps: Summary::default(),
+            itl_ms: Summary::default(),
+            tpot_ms: Summary::default(),
             decode_ceiling_tps: None,
+            ttft_floor_ms: None,
             ttft_speedup_vs_cold: None,
             system_tps: Summary::default(),
             user_b_wait_ms: Summary::default(),

@@ -7,7 +7,10 @@
 //! negative or non-finite time never enters a statistic. `records` and `quality_ok` say how many
 //! there were and how many were used.
 //! Several inputs are combined with merge's rules first, so a re-run is not counted twice.
-//! Methods: see `stats` (t-interval on the mean; bootstrap for the ratio of medians).
+//! Methods: see `stats` (distribution-free interval of the median; bootstrap for the ratio of
+//! medians). Reports show the median (p50) with the interval of the median, beside p90 and p99.
+//! ITL is every gap between consecutive streamed tokens of the cell's records (`token_offsets_ms`),
+//! pooled; TPOT is each record's (e2e - ttft) / (output_tokens - 1).
 
 mod csv;
 mod html;
@@ -25,7 +28,7 @@ use serde::Serialize;
 use crate::exit::{self, Failure};
 use crate::output;
 use crate::record::{self, CacheState, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord};
-use crate::results::load::{self, Detail, Source};
+use crate::results::load::{self, Detail};
 use crate::results::{batch, combine};
 use crate::stats::{self, Ratio, Summary};
 
@@ -90,8 +93,15 @@ pub struct CellStats {
     pub ttft_ms: Summary,
     pub e2e_ms: Summary,
     pub decode_tps: Summary,
+    /// Inter-token latency: the gaps between consecutive streamed tokens, all records pooled.
+    pub itl_ms: Summary,
+    /// Time per output token after the first, one value per record.
+    pub tpot_ms: Summary,
     /// Median of the records' physics.decode_ceiling_tps.
     pub decode_ceiling_tps: Option<f64>,
+    /// Median of the records' physical TTFT floor: computed prompt tokens at the prefill ceiling
+    /// (physics.prefill_ceiling_tps); no TTFT can be below it.
+    pub ttft_floor_ms: Option<f64>,
     /// Cold median TTFT / this cell's median TTFT (warm and hot cells).
     pub ttft_speedup_vs_cold: Option<Ratio>,
     /// Concurrent cells: system TPS of the batches (group records).
@@ -111,7 +121,10 @@ pub struct CellSamples {
     pub ttft: Vec<f64>,
     pub e2e: Vec<f64>,
     pub decode: Vec<f64>,
+    pub itl: Vec<f64>,
+    pub tpot: Vec<f64>,
     pub ceiling: Vec<f64>,
+    pub ttft_floor: Vec<f64>,
     pub system_tps: Vec<f64>,
     pub b_wait: Vec<f64>,
 }
@@ -149,7 +162,17 @@ impl CellSamples {
                     record::decode_tps(m.output_tokens, ttft, e2e).or(m.decode_tps)
                 };
                 self.decode.extend(sample(decode));
-                self.ceiling.extend(sample(m.physics.as_ref().and_then(|p| p.decode_ceiling_tps)));
+                if !bad_time {
+                    self.tpot.extend(sample(tpot_ms(m.output_tokens, ttft, e2e)));
+                    self.itl.extend(m.token_offsets_ms.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
+                }
+                let physics = m.physics.as_ref();
+                self.ceiling.extend(sample(physics.and_then(|p| p.decode_ceiling_tps)));
+                let prefill_ceiling = physics.and_then(|p| p.prefill_ceiling_tps).filter(|c| *c > 0.0);
+                let floor = crate::physics::computed_prompt_tokens(m)
+                    .zip(prefill_ceiling)
+                    .map(|(tokens, tps)| tokens as f64 * 1000.0 / tps);
+                self.ttft_floor.extend(sample(floor));
             }
             Record::Group(g) if used => self.system_tps.extend(sample(g.system_tps)),
             Record::Group(_) => {}
@@ -162,6 +185,13 @@ impl CellSamples {
             }
         }
     }
+}
+
+/// Time per output token after the first: (e2e - ttft) / (output_tokens - 1), ms; None with
+/// fewer than two tokens or a decode time that is not positive.
+fn tpot_ms(output_tokens: Option<u64>, ttft_ms: Option<f64>, e2e_ms: Option<f64>) -> Option<f64> {
+    let (out, ttft, e2e) = (output_tokens?, ttft_ms?, e2e_ms?);
+    (out >= 2 && e2e > ttft).then(|| (e2e - ttft) / (out - 1) as f64)
 }
 
 fn cell_id(r: &Record) -> CellId {
@@ -265,7 +295,10 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
                 ttft_ms: stats::summarize(&s.ttft),
                 e2e_ms: stats::summarize(&s.e2e),
                 decode_tps: stats::summarize(&s.decode),
+                itl_ms: stats::summarize(&s.itl),
+                tpot_ms: stats::summarize(&s.tpot),
                 decode_ceiling_tps: stats::median(&s.ceiling),
+                ttft_floor_ms: stats::median(&s.ttft_floor),
                 ttft_speedup_vs_cold: speedup,
                 system_tps: stats::summarize(&s.system_tps),
                 user_b_wait_ms: stats::summarize(&s.b_wait),
@@ -287,17 +320,6 @@ struct JsonReport<'a> {
 }
 
 pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
-
-/// `sources` (lean records of `inputs`) combined by merge's rules; read again in full when a slot's
-/// winner is chosen by content, which lean records do not hold all of.
-fn combined(inputs: &[PathBuf], sources: Vec<Source>) -> anyhow::Result<combine::Combined> {
-    let combined = combine::combine(sources)?;
-    if !combined.decided_by_content {
-        return Ok(combined);
-    }
-    load::release(combined);
-    Ok(combine::combine(load::load_all_with(inputs, Detail::Full)?)?)
-}
 
 /// With records of more than one run, names every run pooled (its model, server and preset), and
 /// every setting the runs of one model disagree on: a report of runs against different servers
@@ -322,16 +344,15 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         )
         .into());
     }
-    // Lean records (no raw samples) hold every number a statistic or a verify rule reads. Only
-    // a slot whose winner merge's rules pick by content needs the full records: read again then.
-    let sources = load::load_all_with(&args.inputs, Detail::Lean)?;
+    // Full records: ITL is read from the token offsets, which lean records drop.
+    let sources = load::load_all_with(&args.inputs, Detail::Full)?;
     load::require_records(&sources, args.allow_empty)?;
     pooled_note(&sources);
     let context = match args.format {
         Format::Html => html::Context::gather(&args.inputs, &sources).map_err(Failure::from)?,
         _ => html::Context::default(),
     };
-    let combined = combined(&args.inputs, sources)?;
+    let combined = combine::combine(sources)?;
     let mut notes = Vec::new();
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
     if set_aside > 0 {
@@ -386,46 +407,4 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(exit::code(exit::SUCCESS))
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use super::*;
-
-    /// The statistics `run` computes from lean records (`Record::lean`) are those of the full ones,
-    /// whether the combination needed the full records again or not.
-    #[test]
-    fn lean_records_give_the_same_cells() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut inputs: Vec<PathBuf> = std::fs::read_dir(root.join("tests/fixtures/verify"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-            .collect();
-        inputs.sort();
-        inputs.extend(
-            ["small_first.json", "small_rerun.json"].map(|f| root.join("tests/fixtures/origin").join(f)),
-        );
-        let (mut lean_only, mut reread) = (0, 0);
-        let sets: Vec<Vec<PathBuf>> =
-            inputs.iter().map(|p| vec![p.clone()]).chain([inputs.clone()]).collect();
-        for set in sets {
-            let full = combine::combine(load::load_all_with(&set, Detail::Full).unwrap()).unwrap();
-            let lean = load::load_all_with(&set, Detail::Lean).unwrap();
-            if combine::combine(lean.clone()).unwrap().decided_by_content {
-                reread += 1;
-            } else {
-                lean_only += 1;
-            }
-            let used = combined(&set, lean).unwrap();
-            let json = |c: &combine::Combined| serde_json::to_value(cells(&c.records)).unwrap();
-            assert_eq!(json(&used), json(&full), "{set:?}");
-        }
-        assert!(
-            lean_only > 5 && reread > 0,
-            "both ways are exercised: {lean_only} lean, {reread} read again"
-        );
-    }
 }

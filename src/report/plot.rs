@@ -1,20 +1,27 @@
 //! SVG plots (plotters, SVG backend only), one set per model:
-//! - `ttft-<model>.svg`: TTFT vs context, log-log, one line per cache state (streaming, batch 1),
-//!   mean with its 95% t-interval as a band;
-//! - `decode-<model>.svg`: decode TPS vs context (log x), one line per cache state, and the physical
-//!   ceiling when records carry `physics.decode_ceiling_tps`;
+//! - `ttft-<model>.svg`: TTFT vs context, log-log, one line per cache state (streaming, batch 1):
+//!   the median (p50, the statistic the table shows) with the interval of the median as a band,
+//!   p99 dashed, and the physical floor (prefill ceiling) where the records carry one;
+//! - `decode-<model>.svg`: decode TPS vs context (log x), p50 per cache state with the interval of
+//!   the median, and the physical ceiling when records carry `physics.decode_ceiling_tps`;
 //! - `staggered-<model>.svg`: user B's wait from wall start, sequential vs batched (median bars,
-//!   95% t-interval whiskers).
+//!   whiskers: the interval of the median).
+//!
+//! Context ticks sit at the swept sizes (512, 1K, ..., 32K), thinned where labels would touch;
+//! log y ticks on 1-2-5 steps (`ticks`).
 //!
 //! A plot with no data to show is not written.
 
 use std::path::{Path, PathBuf};
 
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{CellStats, is_staggered};
 use crate::record::{CacheState, Mode, Scenario};
 use crate::stats::Summary;
+use crate::ticks;
 
 type Res<T> = Result<T, PlotError>;
 
@@ -30,8 +37,6 @@ pub enum PlotError {
     #[error(transparent)]
     Write(#[from] crate::store::WriteError),
 }
-/// (context, mean, ci low, ci high)
-type Point = (f64, f64, f64, f64);
 
 fn err<E: std::fmt::Display>(e: E) -> PlotError {
     PlotError::Draw(e.to_string())
@@ -81,26 +86,8 @@ pub fn render_all(cells: &[CellStats]) -> Res<Vec<Plot>> {
                 });
             }
         };
-        push(
-            "ttft",
-            series_plot(
-                model,
-                &single,
-                |c| &c.ttft_ms,
-                "TTFT ms (mean; band: 95% t-interval within the 5-95% range)",
-                true,
-            )?,
-        );
-        push(
-            "decode",
-            series_plot(
-                model,
-                &single,
-                |c| &c.decode_tps,
-                "decode tok/s (mean; band: 95% t-interval within the 5-95% range)",
-                false,
-            )?,
-        );
+        push("ttft", series_plot(model, &single, &TTFT_SPEC)?);
+        push("decode", series_plot(model, &single, &DECODE_SPEC)?);
         push("staggered", staggered_plot(model, &mine)?);
     }
     Ok(plots)
@@ -117,19 +104,33 @@ pub fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
     Ok(written)
 }
 
-/// (context, mean, lo, hi) points of one cache state.
-fn points(cells: &[&CellStats], state: CacheState, pick: fn(&CellStats) -> &Summary) -> Vec<Point> {
+/// One context's point of a cache state's line: the median (p50), the interval of the median
+/// (the band) and p99. The table shows the same median and interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Point {
+    pub context_tokens: f64,
+    pub p50: f64,
+    pub ci_lo: f64,
+    pub ci_hi: f64,
+    pub p99: Option<f64>,
+}
+
+/// The points of one cache state: the median where there is one; the band is the interval of
+/// the median where there is one (n >= 3), else the median itself (no band).
+pub fn points(cells: &[&CellStats], state: CacheState, pick: fn(&CellStats) -> &Summary) -> Vec<Point> {
     cells
         .iter()
         .filter(|c| c.id.cache_state == state)
         .filter_map(|c| {
             let s = pick(c);
-            let mean = s.mean?;
-            // With 2-3 runs a t-interval spans far past the data (and below zero, which a log
-            // axis cannot show): the band is the interval clipped to the samples' 5-95% range.
-            let lo = s.ci95_lo.unwrap_or(mean).max(s.p5.unwrap_or(mean));
-            let hi = s.ci95_hi.unwrap_or(mean).min(s.p95.unwrap_or(mean));
-            Some((f64::from(c.id.context_tokens), clamp(mean), clamp(lo), clamp(hi)))
+            let p50 = s.median?;
+            Some(Point {
+                context_tokens: f64::from(c.id.context_tokens),
+                p50: clamp(p50),
+                ci_lo: clamp(s.median_ci_lo.unwrap_or(p50)),
+                ci_hi: clamp(s.median_ci_hi.unwrap_or(p50)),
+                p99: s.p99.map(clamp),
+            })
         })
         .collect()
 }
@@ -156,41 +157,80 @@ fn padded(lo: f64, hi: f64, log: bool) -> (f64, f64) {
     }
 }
 
-/// One decode ceiling per context (cache states differ a little in prompt length): the highest.
-fn decode_ceilings(cells: &[&CellStats]) -> Vec<(f64, f64)> {
-    let mut ceilings: Vec<(f64, f64)> = Vec::new();
+/// One physical limit per context (cache states differ a little in prompt length): the highest
+/// (`highest`) or the lowest of the cells' values.
+fn limits(cells: &[&CellStats], pick: fn(&CellStats) -> Option<f64>, highest: bool) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::new();
     for c in cells {
-        let (Some(y), x) = (c.decode_ceiling_tps, f64::from(c.id.context_tokens)) else { continue };
-        match ceilings.iter_mut().find(|(cx, _)| *cx == x) {
-            Some(p) => p.1 = p.1.max(clamp(y)),
-            None => ceilings.push((x, clamp(y))),
+        let (Some(y), x) = (pick(c), f64::from(c.id.context_tokens)) else { continue };
+        let y = clamp(y);
+        match out.iter_mut().find(|(cx, _)| *cx == x) {
+            Some(p) => p.1 = if highest { p.1.max(y) } else { p.1.min(y) },
+            None => out.push((x, y)),
         }
     }
-    ceilings.sort_by(|a, b| a.0.total_cmp(&b.0));
-    ceilings
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
 }
 
-fn series_plot(
-    model: &str,
-    cells: &[&CellStats],
+/// What one series plot shows.
+struct SeriesSpec {
     pick: fn(&CellStats) -> &Summary,
-    y_desc: &str,
+    /// The axis title: names the statistic, as the table's column does.
+    y_desc: &'static str,
     log_y: bool,
-) -> Res<Option<String>> {
+    /// Draw p99 as a dashed line beside the median.
+    p99: bool,
+    /// The physical limit of the records (ceiling or floor) and its legend label.
+    limit: fn(&CellStats) -> Option<f64>,
+    limit_label: &'static str,
+    limit_highest: bool,
+}
+
+const TTFT_SPEC: SeriesSpec = SeriesSpec {
+    pick: |c| &c.ttft_ms,
+    y_desc: "TTFT ms: p50 (band: CI of the median), p99 dashed",
+    log_y: true,
+    p99: true,
+    limit: |c| c.ttft_floor_ms,
+    limit_label: "physical floor (prefill ceiling)",
+    limit_highest: false,
+};
+
+const DECODE_SPEC: SeriesSpec = SeriesSpec {
+    pick: |c| &c.decode_tps,
+    y_desc: "decode tok/s: p50 (band: CI of the median)",
+    log_y: false,
+    p99: false,
+    limit: |c| c.decode_ceiling_tps,
+    limit_label: "physical ceiling (decode)",
+    limit_highest: true,
+};
+
+fn series_plot(model: &str, cells: &[&CellStats], spec: &SeriesSpec) -> Res<Option<String>> {
     let states = [CacheState::Cold, CacheState::Warm, CacheState::Hot];
     let series: Vec<(CacheState, Vec<Point>)> =
-        states.iter().map(|&s| (s, points(cells, s, pick))).filter(|(_, p)| !p.is_empty()).collect();
+        states.iter().map(|&s| (s, points(cells, s, spec.pick))).filter(|(_, p)| !p.is_empty()).collect();
     if series.is_empty() {
         return Ok(None);
     }
     let all = series.iter().flat_map(|(_, p)| p.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, _, lo, hi) in all {
-        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(lo), y1.max(hi));
+    for p in all {
+        let top = if spec.p99 { p.p99.unwrap_or(p.ci_hi).max(p.ci_hi) } else { p.ci_hi };
+        (x0, x1, y0, y1) = (x0.min(p.context_tokens), x1.max(p.context_tokens), y0.min(p.ci_lo), y1.max(top));
     }
-    let ceilings = if log_y { Vec::new() } else { decode_ceilings(cells) };
-    y1 = ceilings.iter().fold(y1, |m, &(_, y)| m.max(y));
-    let (y0, y1) = padded(y0, y1, log_y);
+    let limit = limits(cells, spec.limit, spec.limit_highest);
+    for &(_, y) in &limit {
+        (y0, y1) = (y0.min(y), y1.max(y));
+    }
+    let (y0, y1) = padded(y0, y1, spec.log_y);
+    // Context 0 (a hand-written file) has no place on a log axis: start at 1 token.
+    let (x0, x1) = (x0.max(1.0) / 1.3, x1.max(1.0) * 1.3);
+    let mut swept: Vec<f64> = series.iter().flat_map(|(_, p)| p.iter().map(|p| p.context_tokens)).collect();
+    swept.sort_by(f64::total_cmp);
+    swept.dedup();
+    let x_ticks = ticks::log_ticks(x0, x1, &swept, ticks::MIN_TICK_SHARE);
     let mut svg = String::new();
     // The drawing area borrows `svg` until it is dropped at the end of this block.
     {
@@ -198,43 +238,92 @@ fn series_plot(
         root.fill(&WHITE).map_err(err)?;
         let mut builder = ChartBuilder::on(&root);
         builder.caption(model, ("sans-serif", 20)).margin(15).x_label_area_size(45).y_label_area_size(70);
-        // Context 0 (a hand-written file) has no place on a log axis: start at 1 token.
-        let (x0, x1) = (x0.max(1.0), x1.max(1.0));
-        let x_range = (x0 / 1.3..x1 * 1.3).log_scale();
+        let x_range = (x0..x1).log_scale().with_key_points(x_ticks);
         macro_rules! draw {
-            ($chart:expr) => {{
+            ($chart:expr, $y_format:expr) => {{
                 let mut chart = $chart;
-                chart.configure_mesh().x_desc("context tokens").y_desc(y_desc).draw().map_err(err)?;
+                chart
+                    .configure_mesh()
+                    .label_style(("sans-serif", 14))
+                    .axis_desc_style(("sans-serif", 14))
+                    // No minor grid: on a linear axis plotters draws dozens of lines between ticks.
+                    .light_line_style(TRANSPARENT)
+                    .x_desc("context tokens (log scale; ticks at the swept sizes)")
+                    .y_desc(spec.y_desc)
+                    .x_label_formatter(&|v| ticks::tokens_label(*v))
+                    .y_label_formatter($y_format)
+                    .draw()
+                    .map_err(err)?;
                 for (state, pts) in &series {
                     let c = color(*state);
-                    let mut band: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, p.3.max(y0))).collect();
-                    band.extend(pts.iter().rev().map(|p| (p.0, p.2.max(y0))));
+                    let mut band: Vec<(f64, f64)> =
+                        pts.iter().map(|p| (p.context_tokens, p.ci_hi.max(y0))).collect();
+                    band.extend(pts.iter().rev().map(|p| (p.context_tokens, p.ci_lo.max(y0))));
                     chart.draw_series(std::iter::once(Polygon::new(band, c.mix(0.18)))).map_err(err)?;
+                    let line = pts.iter().map(|p| (p.context_tokens, p.p50.max(y0)));
                     chart
-                        .draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), c.stroke_width(2)))
+                        .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
                         .map_err(err)?
-                        .label(state.as_str())
+                        .label(format!("{} p50", state.as_str()))
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+                    chart.draw_series(line.map(|p| Circle::new(p, 3, c.filled()))).map_err(err)?;
+                    let tail: Vec<(f64, f64)> =
+                        pts.iter().filter_map(|p| Some((p.context_tokens, p.p99?.max(y0)))).collect();
+                    if spec.p99 && !tail.is_empty() {
+                        chart
+                            .draw_series(DashedLineSeries::new(tail, 6, 4, c.stroke_width(1)))
+                            .map_err(err)?
+                            .label(format!("{} p99", state.as_str()))
+                            .legend(move |(x, y)| {
+                                DashedPathElement::new(vec![(x, y), (x + 20, y)], 6, 4, c.stroke_width(1))
+                            });
+                    }
                 }
-                if !ceilings.is_empty() {
+                if let Some(&(last_x, last_y)) = limit.last() {
+                    let limit_style = BLACK.stroke_width(1);
+                    let line =
+                        if limit.len() == 1 { vec![(x0, last_y), (x1, last_y)] } else { limit.clone() };
                     chart
-                        .draw_series(LineSeries::new(ceilings.iter().copied(), BLACK.stroke_width(1)))
+                        .draw_series(DashedLineSeries::new(line, 3, 3, limit_style))
                         .map_err(err)?
-                        .label("physical ceiling")
-                        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
+                        .label(spec.limit_label)
+                        .legend(move |(x, y)| {
+                            DashedPathElement::new(vec![(x, y), (x + 20, y)], 3, 3, limit_style)
+                        });
+                    // Labelled on the plot too, beside its last point: the legend may be far away.
+                    chart
+                        .draw_series(std::iter::once(Text::new(
+                            spec.limit_label,
+                            (last_x, last_y),
+                            ("sans-serif", 12)
+                                .into_font()
+                                .color(&BLACK)
+                                .pos(Pos::new(HPos::Right, VPos::Bottom)),
+                        )))
+                        .map_err(err)?;
                 }
                 chart
                     .configure_series_labels()
+                    .label_font(("sans-serif", 14))
+                    .position(SeriesLabelPosition::UpperLeft)
                     .background_style(WHITE.mix(0.8))
                     .border_style(BLACK)
                     .draw()
                     .map_err(err)?;
             }};
         }
-        if log_y {
-            draw!(builder.build_cartesian_2d(x_range, (y0..y1).log_scale()).map_err(err)?);
+        if spec.log_y {
+            let y_ticks = ticks::log_ticks(y0, y1, &[], ticks::MIN_TICK_SHARE);
+            draw!(
+                builder
+                    .build_cartesian_2d(x_range, (y0..y1).log_scale().with_key_points(y_ticks))
+                    .map_err(err)?,
+                &|v: &f64| ticks::number_label(*v)
+            );
         } else {
-            draw!(builder.build_cartesian_2d(x_range, y0..y1).map_err(err)?);
+            draw!(builder.build_cartesian_2d(x_range, y0..y1).map_err(err)?, &|v: &f64| ticks::number_label(
+                *v
+            ));
         }
         root.present().map_err(err)?;
     }
@@ -253,7 +342,7 @@ fn staggered_plot(model: &str, cells: &[&CellStats]) -> Res<Option<String>> {
     if bars.is_empty() {
         return Ok(None);
     }
-    let top = clamp(bars.iter().filter_map(|(_, s)| s.ci95_hi.or(s.median)).fold(1.0, f64::max)) * 1.2;
+    let top = clamp(bars.iter().filter_map(|(_, s)| s.median_ci_hi.or(s.median)).fold(1.0, f64::max)) * 1.2;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (700, 480)).into_drawing_area();
@@ -267,9 +356,11 @@ fn staggered_plot(model: &str, cells: &[&CellStats]) -> Res<Option<String>> {
             .map_err(err)?;
         chart
             .configure_mesh()
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 14))
             .disable_x_mesh()
             .x_labels(0)
-            .y_desc("ms (median, 95% t-interval)")
+            .y_desc("user B wait ms: p50 (whisker: CI of the median)")
             .draw()
             .map_err(err)?;
         for (i, (name, s)) in bars.iter().enumerate() {
@@ -282,7 +373,7 @@ fn staggered_plot(model: &str, cells: &[&CellStats]) -> Res<Option<String>> {
                     fill.filled(),
                 )))
                 .map_err(err)?;
-            if let (Some(lo), Some(hi)) = (s.ci95_lo, s.ci95_hi) {
+            if let (Some(lo), Some(hi)) = (s.median_ci_lo, s.median_ci_hi) {
                 let whisker = PathElement::new(
                     vec![(x + 0.5, clamp(lo).max(0.0)), (x + 0.5, clamp(hi))],
                     BLACK.stroke_width(2),
@@ -297,4 +388,65 @@ fn staggered_plot(model: &str, cells: &[&CellStats]) -> Res<Option<String>> {
         root.present().map_err(err)?;
     }
     Ok(Some(svg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::CellId;
+    use crate::stats::summarize;
+
+    fn cell(context_tokens: u32, ttft: &[f64]) -> CellStats {
+        CellStats {
+            id: CellId {
+                model: "m".into(),
+                batch_size: 1,
+                scenario: Scenario::Cold,
+                mode: Mode::Streaming,
+                context_tokens,
+                cache_state: CacheState::Cold,
+            },
+            records: ttft.len(),
+            quality_ok: ttft.len(),
+            cache_confirmed: 0,
+            cache_unconfirmed: 0,
+            ttft_ms: summarize(ttft),
+            e2e_ms: Summary::default(),
+            decode_tps: Summary::default(),
+            itl_ms: Summary::default(),
+            tpot_ms: Summary::default(),
+            decode_ceiling_tps: None,
+            ttft_floor_ms: Some(40.0),
+            ttft_speedup_vs_cold: None,
+            system_tps: Summary::default(),
+            user_b_wait_ms: Summary::default(),
+        }
+    }
+
+    /// The line is the table's median, the band the table's interval of the median (observed
+    /// values: never below the fastest TTFT), not a mean or a t-interval.
+    #[test]
+    fn the_ttft_line_is_the_median_and_the_band_its_interval() {
+        // 549 of 100 and 998 once printed with a t-interval of -4924..6022.
+        let cells = [cell(512, &[100.0, 998.0]), cell(1024, &[300.0, 100.0, 2000.0])];
+        let refs: Vec<&CellStats> = cells.iter().collect();
+        let pts = points(&refs, CacheState::Cold, |c| &c.ttft_ms);
+        assert_eq!(
+            (pts[0].context_tokens, pts[0].p50, pts[0].ci_lo, pts[0].ci_hi),
+            (512.0, 549.0, 549.0, 549.0)
+        );
+        // p99 of two values: 99% of the way from 100 to 998.
+        assert!(pts[0].p99.is_some_and(|p| (p - 989.02).abs() < 1e-9), "{:?}", pts[0]);
+        assert_eq!((pts[1].p50, pts[1].ci_lo, pts[1].ci_hi), (300.0, 100.0, 2000.0));
+        let svg = series_plot("m", &refs, &TTFT_SPEC).unwrap().unwrap();
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim()))
+            .collect();
+        for text in ["512", "1K", "cold p50", "cold p99", "physical floor (prefill ceiling)"] {
+            assert!(texts.contains(&text), "{text}: {texts:?}");
+        }
+        assert!(texts.iter().any(|t| t.starts_with("TTFT ms: p50")), "{texts:?}");
+    }
 }

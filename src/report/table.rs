@@ -21,11 +21,38 @@ pub fn short(v: Option<f64>) -> String {
     }
 }
 
-fn median_ci(s: &Summary) -> String {
-    match (s.median, s.ci95_lo, s.ci95_hi) {
+/// The median with its interval: "200 (150..260)"; the interval's coverage where it is below 95%
+/// ("200 (100..300 75%)", n = 3 to 5); "n<3" where there are too few values for one.
+pub fn median_ci(s: &Summary) -> String {
+    match (s.median, s.median_ci_lo, s.median_ci_hi, s.median_ci_level) {
         (None, ..) => "-".into(),
-        (m, Some(lo), Some(hi)) => format!("{} ({}..{})", short(m), short(Some(lo)), short(Some(hi))),
-        (m, ..) => short(m),
+        (m, Some(lo), Some(hi), Some(level)) if level < 0.95 => {
+            format!("{} ({}..{} {}%)", short(m), short(Some(lo)), short(Some(hi)), percent(level))
+        }
+        (m, Some(lo), Some(hi), _) => format!("{} ({}..{})", short(m), short(Some(lo)), short(Some(hi))),
+        (m, ..) => format!("{} (n<{})", short(m), stats::MEDIAN_CI_MIN_N),
+    }
+}
+
+/// 0.75 -> "75", 0.9375 -> "93.8".
+fn percent(level: f64) -> String {
+    let p = level * 100.0;
+    if (p - p.round()).abs() < 0.05 { format!("{p:.0}") } else { format!("{p:.1}") }
+}
+
+/// "p90/p99" of a summary ("-" where there is none).
+fn tail(s: &Summary) -> String {
+    match s.p90 {
+        None => "-".into(),
+        p90 => format!("{}/{}", short(p90), short(s.p99)),
+    }
+}
+
+/// "p50/p99".
+fn p50_p99(s: &Summary) -> String {
+    match s.median {
+        None => "-".into(),
+        m => format!("{}/{}", short(m), short(s.p99)),
     }
 }
 
@@ -66,9 +93,29 @@ fn decode_or_system(c: &CellStats) -> String {
     }
 }
 
-/// The cell table's header; `cell_row` gives the matching row (terminal, markdown and HTML).
-pub const CELL_HEADER: [&str; 9] =
-    ["ctx", "state", "mode", "B", "ok/n", "TTFT ms median (CI)", "E2E ms med", "tok/s med", "x cold (CI)"];
+/// The cell table's header; `cell_row` gives the matching row (markdown and HTML show every
+/// column in one table; a terminal's 100 columns cannot hold them, so it shows the latency columns
+/// and the per-token columns as two tables: `TERMINAL_SPLIT`).
+pub const CELL_HEADER: [&str; 12] = [
+    "ctx",
+    "state",
+    "mode",
+    "B",
+    "ok/n",
+    "TTFT ms p50 (CI)",
+    "TTFT p90/p99",
+    "E2E ms p50",
+    "x cold (CI)",
+    "ITL ms p50/p99",
+    "TPOT ms p50",
+    "tok/s p50",
+];
+
+/// The cell's key columns (ctx .. ok/n), which both terminal tables repeat.
+const KEY_COLUMNS: usize = 5;
+/// Where the terminal's second table (per token) starts.
+const TERMINAL_SPLIT: usize = 9;
+pub const PER_TOKEN_TITLE: &str = "per token: ITL (gaps between streamed tokens), TPOT, decode rate";
 
 /// One row of the cell table, as every format shows it.
 pub fn cell_row(c: &CellStats) -> Vec<String> {
@@ -83,14 +130,18 @@ pub fn cell_row(c: &CellStats) -> Vec<String> {
         c.id.batch_size.to_string(),
         format!("{}/{}", c.quality_ok, c.records),
         median_ci(&c.ttft_ms),
+        tail(&c.ttft_ms),
         short(c.e2e_ms.median),
-        decode_or_system(c),
         speed,
+        p50_p99(&c.itl_ms),
+        short(c.tpot_ms.median),
+        decode_or_system(c),
     ]
 }
 
 pub const STAGGERED_TITLE: &str = "staggered: user B's first token, ms from user A's send";
-pub const STAGGERED_HEADER: [&str; 5] = ["pair", "ctx", "ok/n", "B wait median (CI)", "B wait mean"];
+pub const STAGGERED_HEADER: [&str; 6] =
+    ["pair", "ctx", "ok/n", "B wait p50 (CI)", "B wait p90/p99", "B wait mean"];
 
 /// One row of the staggered table.
 pub fn staggered_row(c: &CellStats) -> Vec<String> {
@@ -99,16 +150,21 @@ pub fn staggered_row(c: &CellStats) -> Vec<String> {
         context(c.id.context_tokens),
         format!("{}/{}", c.quality_ok, c.records),
         median_ci(&c.user_b_wait_ms),
+        tail(&c.user_b_wait_ms),
         short(c.user_b_wait_ms.mean),
     ]
 }
 
-/// What the columns mean and how the statistics were made.
+/// What the columns mean and how the statistics were made (lines within 100 columns).
 pub fn footnote() -> String {
     format!(
         "ok/n: records that passed quality and carry no error / records. Statistics use passing records only.\n\
-         CI: {}. Quantiles: {QUANTILE_METHOD}.\nx cold: {}.\n",
-        stats::CI_METHOD,
+         p50 (CI): the median and its distribution-free interval (two order statistics, exact binomial\n\
+         coverage >= 95%; n = 3 to 5: min..max with its coverage shown; n<3: none).\n\
+         Quantiles (p50, p90, p99): {QUANTILE_METHOD}.\n\
+         ITL: gaps between consecutive streamed tokens, all records pooled.\n\
+         TPOT: (e2e - ttft) / (output tokens - 1), one value per record.\n\
+         x cold: {}.\n",
         stats::RATIO_METHOD
     )
 }
@@ -121,12 +177,27 @@ pub fn render(cells: &[CellStats], width: Option<u16>) -> String {
     for model in models {
         let mine: Vec<&CellStats> = cells.iter().filter(|c| c.id.model == model).collect();
         out.push_str(&format!("\n{model}\n\n"));
-        let mut t = new_table(width, &CELL_HEADER);
-        for c in mine.iter().filter(|c| !is_staggered(&c.id)) {
-            t.add_row(cell_row(c));
+        let rows: Vec<Vec<String>> =
+            mine.iter().filter(|c| !is_staggered(&c.id)).map(|c| cell_row(c)).collect();
+        let groups: Vec<Vec<usize>> = match width {
+            None => vec![(0..CELL_HEADER.len()).collect()],
+            Some(_) => vec![
+                (0..TERMINAL_SPLIT).collect(),
+                (0..KEY_COLUMNS).chain(TERMINAL_SPLIT..CELL_HEADER.len()).collect(),
+            ],
+        };
+        for (i, columns) in groups.iter().enumerate() {
+            if i > 0 {
+                out.push_str(&format!("\n{PER_TOKEN_TITLE}\n\n"));
+            }
+            let header: Vec<&str> = columns.iter().map(|&j| CELL_HEADER[j]).collect();
+            let mut t = new_table(width, &header);
+            for row in &rows {
+                t.add_row(columns.iter().map(|&j| row[j].clone()).collect::<Vec<String>>());
+            }
+            out.push_str(&t.to_string());
+            out.push('\n');
         }
-        out.push_str(&t.to_string());
-        out.push('\n');
         let staggered: Vec<&&CellStats> = mine.iter().filter(|c| is_staggered(&c.id)).collect();
         if !staggered.is_empty() {
             out.push_str(&format!("\n{STAGGERED_TITLE}\n\n"));

@@ -76,7 +76,7 @@ pub fn finding_html(f: &Finding) -> String {
 }
 
 /// Sort keys (numbers) of the cell row's columns, where a column is numeric.
-fn sort_keys(c: &CellStats) -> [Option<f64>; 9] {
+fn sort_keys(c: &CellStats) -> [Option<f64>; table::CELL_HEADER.len()] {
     let decode = c.decode_tps.median.or(c.system_tps.median);
     [
         Some(f64::from(c.id.context_tokens)),
@@ -85,9 +85,12 @@ fn sort_keys(c: &CellStats) -> [Option<f64>; 9] {
         Some(f64::from(c.id.batch_size)),
         Some(c.quality_ok as f64),
         c.ttft_ms.median,
+        c.ttft_ms.p90,
         c.e2e_ms.median,
-        decode,
         c.ttft_speedup_vs_cold.as_ref().and_then(|r| r.ratio),
+        c.itl_ms.median,
+        c.tpot_ms.median,
+        decode,
     ]
 }
 
