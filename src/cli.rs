@@ -298,7 +298,8 @@ pub struct ThermalArgs {
     #[arg(long, help_heading = "Thermal gate")]
     pub thermal: Option<ThermalChoice>,
     /// The probe must reach (1 - tolerance) x baseline before the next measurement [default: 0.20].
-    #[arg(long, help_heading = "Thermal gate")]
+    #[arg(long, value_parser = crate::spec::finite, help_heading = "Thermal gate")]
+    #[serde(deserialize_with = "crate::spec::finite_option")]
     pub tolerance: Option<f64>,
     /// Wait at least this long after every measurement (probe policy) [default: 10s].
     #[arg(long, help_heading = "Thermal gate")]
@@ -316,10 +317,12 @@ pub struct PhysicsArgs {
     #[arg(long, help_heading = "Physics")]
     pub hardware: Option<String>,
     /// Memory bandwidth in GB/s (instead of, or overriding, --hardware).
-    #[arg(long, help_heading = "Physics")]
+    #[arg(long, value_parser = crate::spec::finite, help_heading = "Physics")]
+    #[serde(deserialize_with = "crate::spec::finite_option")]
     pub bandwidth_gbps: Option<f64>,
     /// Dense fp16 compute in TFLOP/s (instead of, or overriding, --hardware).
-    #[arg(long, help_heading = "Physics")]
+    #[arg(long, value_parser = crate::spec::finite, help_heading = "Physics")]
+    #[serde(deserialize_with = "crate::spec::finite_option")]
     pub tflops: Option<f64>,
     /// Weight bytes read per decoded token (active bytes for mixture-of-experts), e.g. 8.03GB.
     #[arg(long, help_heading = "Physics")]
