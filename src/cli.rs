@@ -146,7 +146,7 @@ pub struct SoakArgs {
     /// Iterations (at most; --duration may end the soak sooner).
     #[arg(long, default_value = "50")]
     pub iterations: Count<MAX_RUNS>,
-    /// Stop starting iterations after this long.
+    /// Stop starting iterations after this long (more than 0).
     #[arg(long)]
     pub duration: Option<Span>,
     /// Prompt sizes; client i uses the (i mod n)-th [default: 1024].
@@ -190,7 +190,8 @@ pub enum PlanFormat {
 #[serde(default)]
 pub struct ConnectionArgs {
     /// Base URL of the server: http://127.0.0.1:8080 or https://host (credentials in the URL are
-    /// never written out).
+    /// never written out). An OpenAI SDK base URL ending in /v1 is accepted: the /v1 is dropped
+    /// (bench adds the API's paths), with a note.
     #[arg(long, env = "TTFT_BENCH_SERVER", help_heading = "Connection (may change on --resume)")]
     pub server: Option<String>,
     /// Name of an environment variable holding the API key (the key itself is never written out).
@@ -234,7 +235,8 @@ pub struct MeasureArgs {
     #[arg(long, help_heading = "Server")]
     pub preset: Option<String>,
 
-    /// Context sizes in tokens: 1024..32768 (doubling), 1k,4k,32k, or both mixed [default: 1024..4096].
+    /// Context sizes in tokens: 1024..32768 (doubling), 1k,4k,32k, or both mixed; at least 64
+    /// (the prompt's fixed parts) [default: 1024..4096].
     #[arg(long, help_heading = "Matrix")]
     pub contexts: Option<Contexts>,
     /// streaming, non-streaming, or both, comma-separated [default: streaming].

@@ -9,6 +9,7 @@ pub mod compare;
 pub mod config;
 pub mod cost;
 pub mod exit;
+pub mod input_file;
 pub mod load;
 pub mod merge;
 pub mod meta;

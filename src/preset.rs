@@ -219,7 +219,7 @@ impl Preset {
         }
         let path = std::path::Path::new(name_or_path);
         if path.extension().is_some_and(|e| e == "toml") || path.exists() {
-            let text = crate::store::read_input_text(path)
+            let text = crate::input_file::read_text(path)
                 .map_err(|message| PresetError::Unreadable { path: name_or_path.into(), message })?;
             let preset: Preset = toml::from_str(&text)
                 .map_err(|source| PresetError::Malformed { path: name_or_path.into(), source })?;

@@ -192,7 +192,7 @@ pub fn load_with(path: &Path, detail: Detail) -> Result<Source, InputError> {
         return Err(InputError::new(
             &name,
             0,
-            format!("not a regular file or a run directory (it is {})", store::file_kind(kind)),
+            format!("not a regular file or a run directory (it is {})", crate::input_file::file_kind(kind)),
         ));
     }
     let file = File::open(path).map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
