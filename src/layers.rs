@@ -52,6 +52,7 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("output", 10),
     ("progress", 10),
     ("clock", 10),
+    ("input_file", 10),
     ("layers", 10),
 ];
 

@@ -12,6 +12,7 @@ pub mod compare;
 pub mod config;
 pub mod cost;
 pub mod exit;
+pub mod input_file;
 pub mod layers;
 pub mod load;
 pub mod merge;

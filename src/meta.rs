@@ -302,12 +302,15 @@ pub struct SoakSummary {
     pub crashes: u32,
     pub wall_s: f64,
     pub requests_per_s: Option<f64>,
+    /// Output tokens of the iterations over the time their requests were in flight (each
+    /// iteration from its release to its last answer).
     pub output_tps: Option<f64>,
-    /// One stream's output tok/s in the serial pass.
+    /// One stream's output tok/s: the serial pass's output tokens over its time, each prompt sent
+    /// alone a second time, so its prompt is cached as every iteration finds it.
     pub single_stream_tps: Option<f64>,
     /// output_tps / single_stream_tps: what N streams buy over one.
     pub speedup: Option<f64>,
-    /// speedup / N.
+    /// speedup / N: the share of N lone streams' output that N concurrent streams give.
     pub efficiency: Option<f64>,
 }
 

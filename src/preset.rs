@@ -167,8 +167,8 @@ pub struct Session {
 pub enum PresetError {
     #[error("built-in preset {name}: {source}")]
     BuiltIn { name: String, source: toml::de::Error },
-    #[error("--preset {path}: {source}")]
-    Unreadable { path: String, source: std::io::Error },
+    #[error("--preset {path}: {message}")]
+    Unreadable { path: String, message: String },
     #[error("--preset {path}: {source}")]
     Malformed { path: String, source: toml::de::Error },
     #[error("--preset: unknown preset {name:?} (built in: {known}; or a .toml file)")]
@@ -179,6 +179,13 @@ pub enum PresetError {
     MissingEnv(String),
     #[error("preset: unknown placeholder {{{name}}} in {template:?}")]
     UnknownPlaceholder { name: String, template: String },
+    #[error(
+        "--preset {preset}: {place}: unknown placeholder {{{name}}} in {template:?} (known: {{slot}}, \
+         {{session}}, {{env:NAME}})"
+    )]
+    PlaceholderInFile { preset: String, place: String, name: String, template: String },
+    #[error("--preset {preset}: {place}: unclosed placeholder in {template:?}")]
+    UnclosedInFile { preset: String, place: String, template: String },
 }
 
 /// A preset action that failed: which action, and what a record of it is (the server gone or too
@@ -212,13 +219,85 @@ impl Preset {
         }
         let path = std::path::Path::new(name_or_path);
         if path.extension().is_some_and(|e| e == "toml") || path.exists() {
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| PresetError::Unreadable { path: name_or_path.into(), source })?;
-            return toml::from_str(&text)
-                .map_err(|source| PresetError::Malformed { path: name_or_path.into(), source });
+            let text = crate::input_file::read_text(path)
+                .map_err(|message| PresetError::Unreadable { path: name_or_path.into(), message })?;
+            let preset: Preset = toml::from_str(&text)
+                .map_err(|source| PresetError::Malformed { path: name_or_path.into(), source })?;
+            preset.check_placeholders(name_or_path)?;
+            return Ok(preset);
         }
         let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
         Err(PresetError::Unknown { name: name_or_path.into(), known: names.join(", ") })
+    }
+
+    /// Every placeholder of every template is one `fill` knows, checked when the file is read:
+    /// found only when an action runs, a misspelled one would fail every cell of a sweep.
+    fn check_placeholders(&self, preset: &str) -> Result<(), PresetError> {
+        let mut texts: Vec<(String, &str)> = Vec::new();
+        fn strings<'a>(place: String, value: &'a Value, out: &mut Vec<(String, &'a str)>) {
+            match value {
+                Value::String(s) => out.push((place, s)),
+                Value::Array(items) => {
+                    for (i, v) in items.iter().enumerate() {
+                        strings(format!("{place}[{i}]"), v, out);
+                    }
+                }
+                Value::Object(map) => {
+                    for (k, v) in map {
+                        strings(format!("{place}.{k}"), v, out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (k, v) in &self.request.body {
+            strings(format!("request.body.{k}"), v, &mut texts);
+        }
+        for (k, v) in &self.request.headers {
+            texts.push((format!("request.headers.{k}"), v));
+        }
+        let actions = [
+            ("reset", &self.reset),
+            ("evict", &self.evict),
+            ("reload", &self.reload),
+            ("cleanup", &self.cleanup),
+        ];
+        let steps = actions
+            .iter()
+            .flat_map(|(name, steps)| steps.iter().enumerate().map(move |(i, s)| (format!("{name}[{i}]"), s)))
+            .chain(self.stats.iter().map(|s| ("stats".to_string(), s)));
+        for (at, step) in steps {
+            texts.push((format!("{at}.path"), &step.path));
+            for (k, v) in &step.headers {
+                texts.push((format!("{at}.headers.{k}"), v));
+            }
+            if let Some(body) = &step.body {
+                strings(format!("{at}.body"), body, &mut texts);
+            }
+        }
+        for (place, template) in texts {
+            let mut rest = template;
+            while let Some(open) = rest.find('{') {
+                let Some(close) = rest[open..].find('}') else {
+                    return Err(PresetError::UnclosedInFile {
+                        preset: preset.into(),
+                        place,
+                        template: template.into(),
+                    });
+                };
+                let name = &rest[open + 1..open + close];
+                if !(name == "slot" || name == "session" || name.starts_with("env:")) {
+                    return Err(PresetError::PlaceholderInFile {
+                        preset: preset.into(),
+                        place,
+                        name: name.into(),
+                        template: template.into(),
+                    });
+                }
+                rest = &rest[open + close + 1..];
+            }
+        }
+        Ok(())
     }
 
     pub fn supports_warm(&self) -> bool {

@@ -249,3 +249,71 @@ fn an_impossible_decode_rate_in_someone_elses_file_is_a_physics_error() {
     });
     assert_eq!(decode_errors(&guidellm).len(), 4);
 }
+
+/// Request i of a vLLM result is entry i of each per-request array: arrays of different lengths
+/// cannot be paired up and were silently cut to the shortest. Refused naming the file and the
+/// arrays, by every verb that reads inputs.
+#[test]
+fn vllm_arrays_of_different_lengths_are_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let cut = edited(dir.path(), "vllm_detailed.json", |d| {
+        d["ttfts"].as_array_mut().unwrap().pop();
+    });
+    let path = cut.to_str().unwrap();
+    let merged = dir.path().join("m.json");
+    for args in
+        [vec!["verify", path], vec!["report", path], vec!["merge", path, "-o", merged.to_str().unwrap()]]
+    {
+        let (code, _, err) = bench(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(&format!("{path}:1: per-request arrays differ in length")), "{err}");
+        assert!(err.contains("ttfts 3") && err.contains("latencies 4"), "{err}");
+    }
+    assert!(!merged.exists());
+    // An aggregates-only result keeps some arrays (latencies, queue_times), equally long: accepted.
+    let (code, _, err) = bench(&["verify", fixture("vllm_aggregate.json").to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+}
+
+/// A token count no request can have (1e30, 2^64, negative, fractional) is refused naming the file
+/// and the field, not saturated to 2^64 - 1 or read as unknown.
+#[test]
+fn absurd_token_counts_in_imports_are_refused_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("vllm_detailed.json")).unwrap();
+    let doc = read_json(&fixture("vllm_detailed.json"));
+    let compact = serde_json::to_string(&doc).unwrap();
+    let first_input = doc["input_lens"][0].to_string();
+    assert!(!text.is_empty());
+    let cases = [
+        ("input_lens", "1e30", "input_lens[0]"),
+        ("input_lens", "18446744073709551616", "input_lens[0]"),
+        ("input_lens", "4294967296", "input_lens[0]"),
+        ("input_lens", "-3", "input_lens[0]"),
+        ("output_lens", "1e30", "output_lens[0]"),
+    ];
+    for (field, value, named) in cases {
+        let first =
+            if field == "input_lens" { first_input.clone() } else { doc["output_lens"][0].to_string() };
+        let edited = compact.replacen(&format!("\"{field}\":[{first}"), &format!("\"{field}\":[{value}"), 1);
+        assert_ne!(edited, compact, "{field}");
+        let path = dir.path().join("vllm.json");
+        std::fs::write(&path, edited).unwrap();
+        let (code, _, err) = bench(&["verify", path.to_str().unwrap()]);
+        assert_eq!(code, 2, "{field}={value}: {err}");
+        assert!(err.contains(&format!("{}:1: {named}: ", path.display())), "{field}={value}: {err}");
+    }
+    // Aggregates: a total of 2^64 tokens.
+    let agg =
+        edited(dir.path(), "vllm_aggregate.json", |d| d["total_output_tokens"] = serde_json::json!(1e30));
+    let (code, _, err) = bench(&["verify", agg.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("total_output_tokens"), "{err}");
+    // GuideLLM: a request's output_tokens of 1e30.
+    let guide = edited(dir.path(), "guidellm_benchmarks.json", |d| {
+        d["benchmarks"][0]["requests"]["successful"][0]["output_tokens"] = serde_json::json!(1e30);
+    });
+    let (code, _, err) = bench(&["verify", guide.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("guidellm_benchmarks.json") && err.contains("output tokens"), "{err}");
+}

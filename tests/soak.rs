@@ -62,7 +62,8 @@ fn different_greedy_text_under_load_is_a_finding_even_without_a_crash() {
     let server = Scripted::start(Behaviour {
         first_token_ms: 20,
         token_ms: 1,
-        diverge_after: Some(2),
+        // The serial pass sends each of the 2 prompts twice (the second times the lone stream).
+        diverge_after: Some(4),
         ..Default::default()
     });
     let dir = tempfile::tempdir().unwrap();

@@ -105,7 +105,7 @@ pub struct SoakArgs {
     /// Iterations (at most; --duration may end the soak sooner).
     #[arg(long, default_value = "50")]
     pub iterations: Count<MAX_RUNS>,
-    /// Stop starting iterations after this long.
+    /// Stop starting iterations after this long (more than 0).
     #[arg(long)]
     pub duration: Option<Span>,
     /// Prompt sizes; client i uses the (i mod n)-th [default: 1024].
@@ -149,7 +149,8 @@ pub enum PlanFormat {
 #[serde(default)]
 pub struct ConnectionArgs {
     /// Base URL of the server: http://127.0.0.1:8080 or https://host (credentials in the URL are
-    /// never written out).
+    /// never written out). An OpenAI SDK base URL ending in /v1 is accepted: the /v1 is dropped
+    /// (bench adds the API's paths), with a note.
     #[arg(long, env = "TTFT_BENCH_SERVER", help_heading = "Connection (may change on --resume)")]
     pub server: Option<String>,
     /// Name of an environment variable holding the API key (the key itself is never written out).
@@ -194,7 +195,8 @@ pub struct MeasureArgs {
     #[arg(long, help_heading = "Server")]
     pub preset: Option<String>,
 
-    /// Context sizes in tokens: 1024..32768 (doubling), 1k,4k,32k, or both mixed [default: 1024..4096].
+    /// Context sizes in tokens: 1024..32768 (doubling), 1k,4k,32k, or both mixed; at least 64
+    /// (the prompt's fixed parts) [default: 1024..4096].
     #[arg(long, help_heading = "Matrix")]
     pub contexts: Option<Contexts>,
     /// streaming, non-streaming, or both, comma-separated [default: streaming].
@@ -258,7 +260,8 @@ pub struct ThermalArgs {
     #[arg(long, help_heading = "Thermal gate")]
     pub thermal: Option<ThermalChoice>,
     /// The probe must reach (1 - tolerance) x baseline before the next measurement [default: 0.20].
-    #[arg(long, help_heading = "Thermal gate")]
+    #[arg(long, value_parser = crate::spec::finite, help_heading = "Thermal gate")]
+    #[serde(deserialize_with = "crate::spec::finite_option")]
     pub tolerance: Option<f64>,
     /// Wait at least this long after every measurement (probe policy) [default: 10s].
     #[arg(long, help_heading = "Thermal gate")]
@@ -276,10 +279,12 @@ pub struct PhysicsArgs {
     #[arg(long, help_heading = "Physics")]
     pub hardware: Option<String>,
     /// Memory bandwidth in GB/s (instead of, or overriding, --hardware).
-    #[arg(long, help_heading = "Physics")]
+    #[arg(long, value_parser = crate::spec::finite, help_heading = "Physics")]
+    #[serde(deserialize_with = "crate::spec::finite_option")]
     pub bandwidth_gbps: Option<f64>,
     /// Dense fp16 compute in TFLOP/s (instead of, or overriding, --hardware).
-    #[arg(long, help_heading = "Physics")]
+    #[arg(long, value_parser = crate::spec::finite, help_heading = "Physics")]
+    #[serde(deserialize_with = "crate::spec::finite_option")]
     pub tflops: Option<f64>,
     /// Weight bytes read per decoded token (active bytes for mixture-of-experts), e.g. 8.03GB.
     #[arg(long, help_heading = "Physics")]

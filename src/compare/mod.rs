@@ -95,7 +95,7 @@ pub struct CompareArgs {
     /// Exit 1 when a candidate is significantly slower than the base by more than PCT percent on
     /// any metric of any cell (the whole 95% interval beyond it: ratio above 1 + PCT/100 for
     /// times, below 1 - PCT/100 for rates). 0 fails on any significant slowdown.
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", value_parser = crate::spec::finite)]
     pub fail_on_regression: Option<f64>,
     /// Scenario file whose matrix every input should fill: cells it lacks are counted as
     /// missing_from_matrix in the failure table.

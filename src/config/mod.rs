@@ -34,6 +34,10 @@ fn default_max_restarts() -> u32 {
 }
 pub const DEFAULT_STAGGER_SHARE: f64 = 0.5;
 pub const DEFAULT_STAGGER_CONTEXT: u32 = 4096;
+/// The smallest prompt a cell can be measured with. The nonce line and the question take about 30
+/// tokens on common tokenizers and a chat template up to 30 more, so below this no prompt has room
+/// for any text and every cell would fail its sizing: refused with the flag instead.
+pub const MIN_CONTEXT_TOKENS: u32 = 64;
 /// More cells than this is a typo, not a plan (the origin's paper matrix is 204).
 pub const MAX_CELLS: usize = 100_000;
 
@@ -234,7 +238,11 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
             return Err(origins.invalid("server_cmd", "give --server or --server-cmd, not both"));
         }
         (Some(server), None, _) => {
-            validate_server(server).map_err(|e| origins.invalid("server", e.to_string()))?
+            let checked = validate_server(server).map_err(|e| origins.invalid("server", e.to_string()))?;
+            if let Some(note) = &checked.note {
+                eprintln!("{note}");
+            }
+            checked.url
         }
         // Known once the command has started it (`supervise`).
         (None, Some(_), _) | (None, None, false) => String::new(),
@@ -277,18 +285,45 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     })
 }
 
-/// A server address that is not an http(s) URL; it holds the address with any password redacted.
+/// A server address bench cannot use; it holds the address with any password redacted.
 #[derive(Debug, thiserror::Error)]
-#[error("{0:?} must start with http:// or https://")]
-pub struct NotHttpUrl(String);
+#[error("{0}")]
+pub struct BadServerUrl(String);
 
-/// `http://` or `https://`, without a trailing slash.
-pub fn validate_server(server: &str) -> Result<String, NotHttpUrl> {
+/// A server address as bench will use it, and what was changed in it (for a note on stderr).
+#[derive(Debug, PartialEq)]
+pub struct ServerUrl {
+    pub url: String,
+    pub note: Option<String>,
+}
+
+/// `http://` or `https://` with a host and a port that exists (a bad address is bad input, not an
+/// unreachable server), without a trailing slash. A trailing `/v1` is dropped: it is the base URL
+/// an OpenAI SDK takes, while bench appends the API's own `/v1/...` paths, so keeping it would
+/// ask for `/v1/v1/models`.
+pub fn validate_server(server: &str) -> Result<ServerUrl, BadServerUrl> {
     let server = server.trim().trim_end_matches('/');
+    let shown = || crate::secrets::redact_url(server);
     if !(server.starts_with("http://") || server.starts_with("https://")) {
-        return Err(NotHttpUrl(crate::secrets::redact_url(server).to_string()));
+        return Err(BadServerUrl(format!("{:?} must start with http:// or https://", shown())));
     }
-    Ok(server.to_string())
+    let parsed = reqwest::Url::parse(server)
+        .map_err(|e| BadServerUrl(format!("{:?} is not a usable URL: {e}", shown())))?;
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(BadServerUrl(format!("{:?} names no host", shown())));
+    }
+    match server.strip_suffix("/v1").map(|base| base.trim_end_matches('/')) {
+        Some(base) if base.len() > "https://".len() && parsed.query().is_none() => Ok(ServerUrl {
+            url: base.to_string(),
+            note: Some(format!(
+                "note: --server {:?}: the trailing /v1 is dropped (bench adds the API's /v1/... paths \
+                 itself); using {:?}",
+                shown(),
+                crate::secrets::redact_url(base)
+            )),
+        }),
+        _ => Ok(ServerUrl { url: server.to_string(), note: None }),
+    }
 }
 
 pub fn validate_timeout(connection: &ConnectionArgs, origins: &Origins) -> Result<f64, ConfigError> {
@@ -332,6 +367,21 @@ pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, 
         staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),
         reuse_primes: plan.reuse_primes != Some(false),
     };
+    let small = |key: &str, tokens: u32| {
+        origins.invalid(
+            key,
+            format!(
+                "a context of {tokens} tokens is too small: the nonce, the question and the chat \
+                 template alone take up to {MIN_CONTEXT_TOKENS} (give at least {MIN_CONTEXT_TOKENS})"
+            ),
+        )
+    };
+    if let Some(&tokens) = matrix.contexts.iter().find(|&&c| c < MIN_CONTEXT_TOKENS) {
+        return Err(small("contexts", tokens));
+    }
+    if let Some((tokens, _)) = matrix.staggered.filter(|(c, _)| *c < MIN_CONTEXT_TOKENS) {
+        return Err(small("stagger_context", tokens));
+    }
     let cells = matrix.cell_count();
     if cells > MAX_CELLS {
         let key = ["runs", "contexts", "batch_sizes", "stagger_runs"]

@@ -78,7 +78,7 @@ pub struct LoadArgs {
     #[arg(long, default_value = "ttft=500ms,itl=50ms", help_heading = "Load")]
     pub slo: Slo,
     /// Goodput a rate must reach to be below the knee (0..1).
-    #[arg(long, default_value = "0.9", help_heading = "Load")]
+    #[arg(long, default_value = "0.9", value_parser = crate::spec::finite, help_heading = "Load")]
     pub slo_target: f64,
     /// Closed-loop cap: at most N measured requests in flight; an arrival waits for a place (and
     /// its send lag shows it) [default: no cap, open loop].

@@ -179,10 +179,22 @@ pub fn load(path: &Path) -> Result<Source, InputError> {
 
 /// `load`, keeping `detail` of each record.
 pub fn load_with(path: &Path, detail: Detail) -> Result<Source, InputError> {
-    if path.is_dir() {
+    let name = path.display().to_string();
+    // Looked at before it is opened: opening a FIFO waits for a writer (forever, for a stray
+    // named pipe), and a device never ends. Only files and run directories are results.
+    let kind = std::fs::metadata(path)
+        .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?
+        .file_type();
+    if kind.is_dir() {
         return load_run_dir(path, detail);
     }
-    let name = path.display().to_string();
+    if !kind.is_file() {
+        return Err(InputError::new(
+            &name,
+            0,
+            format!("not a regular file or a run directory (it is {})", crate::input_file::file_kind(kind)),
+        ));
+    }
     let file = File::open(path).map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
     // A regular file of records may be read again, in parts at once (`parts`).
     let regular = file.metadata().is_ok_and(|m| m.is_file());

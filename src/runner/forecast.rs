@@ -42,7 +42,7 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     };
     let (config, rates, model) = match (&args.from, &args.connection.server) {
         (Some(run), _) => {
-            let config = config::resolve_offline(&sweep)?;
+            let config = config::resolve_offline(&sweep).map_err(Failure::from)?;
             let source = crate::results::load::load(run).map_err(|e| Failure::usage(e.to_string()))?;
             let rates = Rates::from_records(&source.records, &format!("from {}", run.display()));
             let rates = rates.ok_or_else(|| {
@@ -55,7 +55,7 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             (config, Some(rates), model.or(config_model(&sweep)))
         }
         (None, Some(_)) => {
-            let config = config::resolve(&sweep)?;
+            let config = config::resolve(&sweep).map_err(Failure::from)?;
             let progress = Progress::new(0, false);
             let ctx = setup::prepare(config, None, &progress).await?;
             progress.note("calibrating the cost model (two cold requests) ...");
@@ -63,7 +63,7 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             let rates = setup::calibrate_rates(&ctx, probe_s).await;
             (ctx.config.clone(), rates, Some(ctx.model.clone()))
         }
-        (None, None) => (config::resolve_offline(&sweep)?, None, config_model(&sweep)),
+        (None, None) => (config::resolve_offline(&sweep).map_err(Failure::from)?, None, config_model(&sweep)),
     };
     print(&config, rates.as_ref(), &model.unwrap_or_else(|| "(the server's model)".into()), args.format)?;
     Ok(exit::code(exit::SUCCESS))

@@ -27,14 +27,39 @@ pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
         None => new_run(args)?,
         Some(dir) => resumed_run(args, dir)?,
     };
+    // The preset is read before anything is created: a file that cannot be used is bad input,
+    // refused with its name rather than found by every cell.
+    crate::preset::Preset::load(&config.preset).map_err(|e| Failure::usage(e.to_string()))?;
+    // A new run's directory is bench's until its first write lands: if the lock, run.json or
+    // the records file cannot be written (a full disk), it is removed, so a failed start leaves
+    // nothing behind. A resumed run's directory holds records and is never removed.
+    let created = !resumed && !dir.exists();
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::io(format!("cannot create {}: {e}", dir.display())))?;
-    let lock = RunLock::acquire(&dir).map_err(|e| Failure::usage(e.to_string()))?;
-    let journal = Journal { dir, meta: Arc::new(Mutex::new(meta)) };
+    match start(&dir, meta) {
+        Ok((journal, lock)) => Ok(Opened { config, journal, resumed, lock }),
+        Err(failure) => {
+            if created {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            Err(failure)
+        }
+    }
+}
+
+/// Locks the run directory and writes its run.json and (empty) records file.
+fn start(dir: &Path, meta: RunMeta) -> Result<(Journal, RunLock), Failure> {
+    // Another process holding the run is a usage error; a lock file that cannot be written is a
+    // write failure like any other (exit 4).
+    let lock = RunLock::acquire(dir).map_err(|e| match e {
+        store::LockError::Held { .. } => Failure::usage(e.to_string()),
+        store::LockError::Io { .. } => Failure::io(e.to_string()),
+    })?;
+    let journal = Journal { dir: dir.to_path_buf(), meta: Arc::new(Mutex::new(meta)) };
     // run.json first: a run killed at any later point can be resumed.
     journal.update(|_| {})?;
     store::RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
-    Ok(Opened { config, journal, resumed, lock })
+    Ok((journal, lock))
 }
 
 fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
@@ -129,7 +154,12 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     let mut changed = BTreeMap::new();
     meta.config.server_url = meta.config.server.clone();
     if let Some(server) = &c.server {
-        let url = config::validate_server(server).map_err(|m| Failure::usage(format!("--server: {m}")))?;
+        let checked =
+            config::validate_server(server).map_err(|m| Failure::usage(format!("--server: {m}")))?;
+        if let Some(note) = &checked.note {
+            eprintln!("{note}");
+        }
+        let url = checked.url;
         meta.config.server = crate::secrets::redact_url(&url);
         meta.config.server_url = url;
         changed.insert("server".to_string(), meta.config.server.clone());

@@ -33,6 +33,10 @@ pub enum SpecError {
     NotDuration(String),
     #[error("{text:?} is longer than the limit of {limit}")]
     TooLong { text: String, limit: String },
+    #[error("{0:?} is not a number (examples: 0.2, 4214, 1e3)")]
+    NotNumber(String),
+    #[error("{0:?} is not a finite number (NaN and infinity mean nothing here)")]
+    NotFinite(String),
     #[error("{0} is listed twice")]
     ListedTwice(String),
     #[error("unknown {what} {value:?} (allowed: {allowed})")]

@@ -163,6 +163,36 @@ fn humantime_s(secs: f64) -> String {
     humantime::format_duration(Duration::from_secs_f64(secs)).to_string()
 }
 
+/// A finite real number (`0.2`, `4214`, `1e3`): the value parser of every float flag, and (through
+/// `finite_option`) of the same keys in scenario files. NaN and infinity are refused here, where
+/// the flag is still named: further in, a NaN compares false with every bound and serializes to
+/// JSON null, so it would pass range checks or be dropped as "not given" and silently defaulted.
+pub fn finite(text: &str) -> Result<f64, SpecError> {
+    let text = text.trim();
+    let value: f64 = text.parse().map_err(|_| SpecError::NotNumber(text.into()))?;
+    if !value.is_finite() {
+        return Err(SpecError::NotFinite(text.into()));
+    }
+    Ok(value)
+}
+
+/// `finite` for an optional scenario key: a number (TOML also writes `nan` and `inf`) or the text
+/// a flag would take.
+pub fn finite_option<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Float(f64),
+        Text(String),
+    }
+    match Option::<Number>::deserialize(d)? {
+        None => Ok(None),
+        Some(Number::Float(x)) if x.is_finite() => Ok(Some(x)),
+        Some(Number::Float(x)) => Err(de::Error::custom(SpecError::NotFinite(x.to_string()))),
+        Some(Number::Text(t)) => finite(&t).map(Some).map_err(de::Error::custom),
+    }
+}
+
 /// A comma list (`streaming,non-streaming`, `1,2,4`), each item parsed by `T`; nothing twice.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct List<T>(pub Vec<T>);

@@ -68,12 +68,32 @@ impl Drop for RunLock {
     }
 }
 
-/// The pid the holder wrote (None while it is still writing it, or if the file is not ours).
+/// How long a refused process waits for the holder's pid to appear (`holder`).
+const PID_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The pid the holder wrote (None if the file is not ours). The holder writes it right after it
+/// takes the lock, emptying the file first; a process refused in between found an empty file and
+/// said "pid unknown" while bench.lock held the pid a moment later. So an empty or partial file
+/// is read again, for up to `PID_WAIT`.
 fn holder(file: &mut File) -> Option<u32> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(pid) = read_pid(file) {
+            return Some(pid);
+        }
+        if started.elapsed() >= PID_WAIT {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn read_pid(file: &mut File) -> Option<u32> {
     let mut text = String::new();
     file.seek(SeekFrom::Start(0)).ok()?;
     file.take(64).read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
+    // Only a whole line: "12" of a "1234\n" still being written is not the pid.
+    text.strip_suffix('\n')?.trim().parse().ok()
 }
 
 #[cfg(test)]

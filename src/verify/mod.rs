@@ -81,12 +81,12 @@ pub struct VerifyArgs {
     #[command(flatten)]
     pub physics: crate::cli::PhysicsArgs,
     /// Warm must be at least this much faster than cold (median TTFT) where physics cannot say more.
-    #[arg(long, default_value_t = 1.5)]
+    #[arg(long, default_value_t = 1.5, value_parser = crate::spec::finite)]
     pub min_warm_speedup: f64,
     /// Storage read bandwidth for the warm-reload estimate, GB/s. The default is deliberately modest
     /// (an H200 host's disk read its slot file at 1.44 GB/s): a slower guess only makes "cache
     /// broken" harder to raise.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::spec::finite)]
     pub storage_gbps: f64,
     /// Accept inputs that hold no records (otherwise exit 2: nothing to verify is not a pass).
     #[arg(long)]

@@ -129,6 +129,30 @@ pub fn import(
         Tool::AiperfAggregate => aiperf::read_aggregate(file, text)?,
         Tool::Guidellm => guidellm::read(file, text)?,
     };
+    for run in &runs {
+        for (i, r) in run.requests.iter().enumerate() {
+            let counts = [
+                ("input tokens", r.input_tokens),
+                ("prompt tokens by the tool's count", r.tool_input_tokens),
+                ("output tokens", r.output_tokens),
+                ("cached tokens", r.cached_tokens),
+            ];
+            if let Some((what, n)) =
+                counts.iter().find_map(|(w, n)| n.filter(|&n| n > MAX_REQUEST_TOKENS).map(|n| (w, n)))
+            {
+                return Err(InputError::new(
+                    file,
+                    0,
+                    format!(
+                        "request {} of model {}: {n} {what} is more than any request holds (at most \
+                         {MAX_REQUEST_TOKENS})",
+                        i + 1,
+                        run.model
+                    ),
+                ));
+            }
+        }
+    }
     let mut records = Vec::new();
     let mut numbering = BTreeMap::new();
     for run in &runs {
@@ -286,4 +310,35 @@ fn ms(seconds: f64) -> f64 {
 /// A whole number of tokens from a JSON number the tool may have written as a float.
 fn count(v: &Value) -> Option<u64> {
     v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64))
+}
+
+/// The most tokens one request may hold: more than any model's context. A larger count (1e30,
+/// 2^64) is a file corrupted or edited, not a measurement.
+pub const MAX_REQUEST_TOKENS: u64 = crate::spec::MAX_CONTEXT_TOKENS as u64;
+
+/// A total of tokens (over requests) at `field`: a whole number that fits in 64 bits; null is
+/// none. Anything else is refused naming the file and the field, rather than read as 0 or
+/// rounded to the largest number there is.
+fn count_at(file: &str, line: usize, field: &str, v: &Value) -> Result<Option<u64>, InputError> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    // 2^64 and above read as a float; `as u64` would saturate to 2^64 - 1.
+    let fits = v.as_u64().is_some() || v.as_f64().is_some_and(|f| f < u64::MAX as f64);
+    match count(v).filter(|_| fits) {
+        Some(n) => Ok(Some(n)),
+        None => Err(InputError::new(file, line, format!("{field}: {v} is not a whole number of tokens"))),
+    }
+}
+
+/// One request's token count at `field`: `count_at`, and at most `MAX_REQUEST_TOKENS`.
+fn tokens_at(file: &str, line: usize, field: &str, v: &Value) -> Result<Option<u64>, InputError> {
+    match count_at(file, line, field, v)? {
+        Some(n) if n > MAX_REQUEST_TOKENS => Err(InputError::new(
+            file,
+            line,
+            format!("{field}: {n} tokens is more than any request holds (at most {MAX_REQUEST_TOKENS})"),
+        )),
+        n => Ok(n),
+    }
 }

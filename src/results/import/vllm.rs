@@ -12,7 +12,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Request, Run, count, ms};
+use super::{Request, Run, ms, tokens_at};
 use crate::store::{InputError, json_message};
 
 #[derive(Deserialize)]
@@ -57,6 +57,7 @@ pub fn read(file: &str, text: &str) -> std::result::Result<Vec<Run>, InputError>
         let line = 1 + text[..start].matches('\n').count();
         let value = next
             .map_err(|e| InputError::new(file, e.line(), format!("not valid JSON: {}", json_message(&e))))?;
+        same_lengths(file, line, &value)?;
         let r: Result = serde_json::from_value(value.clone()).map_err(|e| {
             InputError::new(file, line, format!("not a vLLM bench serve result: {}", json_message(&e)))
         })?;
@@ -81,20 +82,25 @@ fn run(file: &str, line: usize, r: Result, mut raw: Value) -> std::result::Resul
         concurrency.unwrap_or_else(|| "unlimited".into()),
         rate.unwrap_or_else(|| "?".into())
     );
+    let lens = |field: &str, values: &[Value], i: usize| match values.get(i) {
+        Some(v) => tokens_at(file, line, &format!("{field}[{i}]"), v),
+        None => Ok(None),
+    };
     let first_start = r.start_times.iter().flatten().copied().fold(f64::INFINITY, f64::min);
     let mut requests = Vec::new();
     for (i, ttft) in r.ttfts.iter().enumerate() {
         let error = r.errors.get(i).cloned().flatten().filter(|e| !e.is_empty());
         let offset_s = r.start_times.get(i).copied().flatten().map(|t| t - first_start);
+        let input = lens("input_lens", &r.input_lens, i)?;
         requests.push(Request {
             started_at: stamp(date, offset_s.unwrap_or(0.0)),
             ttft_ms: ttft.map(ms),
             e2e_ms: r.latencies.get(i).copied().flatten().map(ms),
             itl_ms: r.itls.get(i).map(|v| v.iter().copied().map(ms).collect()).unwrap_or_default(),
             // vLLM counts prompts with its own tokenizer only.
-            input_tokens: r.input_lens.get(i).and_then(count),
-            tool_input_tokens: r.input_lens.get(i).and_then(count),
-            output_tokens: r.output_lens.get(i).and_then(count),
+            input_tokens: input,
+            tool_input_tokens: input,
+            output_tokens: lens("output_lens", &r.output_lens, i)?,
             output_text: r.generated_texts.get(i).cloned().flatten().unwrap_or_default(),
             error,
             ..Default::default()
@@ -104,16 +110,24 @@ fn run(file: &str, line: usize, r: Result, mut raw: Value) -> std::result::Resul
     if requests.is_empty() {
         // Aggregates only: the mean request, with the tool's own decode rate (1000 / mean TPOT).
         let n = r.completed.unwrap_or(0);
-        let mean = |v: &Option<Value>| {
-            v.as_ref().and_then(count).filter(|_| n > 0).map(|t| (t as f64 / n as f64).round() as u64)
+        let mean = |field: &str, v: &Option<Value>| -> std::result::Result<Option<u64>, InputError> {
+            let total = match v {
+                Some(v) => super::count_at(file, line, field, v)?,
+                None => None,
+            };
+            Ok(total.filter(|_| n > 0).map(|t| (t as f64 / n as f64).round() as u64))
         };
+        let (input, output) = (
+            mean("total_input_tokens", &r.total_input_tokens)?,
+            mean("total_output_tokens", &r.total_output_tokens)?,
+        );
         requests.push(Request {
             started_at: stamp(date, 0.0),
             ttft_ms: r.mean_ttft_ms,
             e2e_ms: r.mean_e2el_ms,
-            input_tokens: mean(&r.total_input_tokens),
-            tool_input_tokens: mean(&r.total_input_tokens),
-            output_tokens: mean(&r.total_output_tokens),
+            input_tokens: input,
+            tool_input_tokens: input,
+            output_tokens: output,
             decode_tps: r.mean_tpot_ms.filter(|t| *t > 0.0).map(|t| 1000.0 / t),
             ..Default::default()
         });
@@ -121,17 +135,7 @@ fn run(file: &str, line: usize, r: Result, mut raw: Value) -> std::result::Resul
     }
     // The settings, without the per-request arrays (they are in the records now).
     if let Value::Object(map) = &mut raw {
-        for key in [
-            "input_lens",
-            "output_lens",
-            "ttfts",
-            "itls",
-            "latencies",
-            "start_times",
-            "queue_times",
-            "errors",
-            "generated_texts",
-        ] {
+        for key in PER_REQUEST {
             map.remove(key);
         }
     }
@@ -145,6 +149,39 @@ fn run(file: &str, line: usize, r: Result, mut raw: Value) -> std::result::Resul
         max_tokens: 0,
         settings: raw,
     })
+}
+
+/// The arrays that hold one entry per request, in the order the tool sent them.
+const PER_REQUEST: [&str; 9] = [
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
+    "errors",
+    "generated_texts",
+];
+
+/// Every per-request array the result holds has the same length: request i is entry i of each,
+/// so arrays of different lengths (a file cut short or edited) cannot be paired up. Refused, not
+/// truncated to the shortest. (An aggregates-only result keeps some of them, equally long.)
+fn same_lengths(file: &str, line: usize, value: &Value) -> std::result::Result<(), InputError> {
+    let lengths: Vec<(&str, usize)> =
+        PER_REQUEST.iter().filter_map(|k| Some((*k, value.get(k)?.as_array()?.len()))).collect();
+    if lengths.windows(2).all(|w| w[0].1 == w[1].1) {
+        return Ok(());
+    }
+    let shown: Vec<String> = lengths.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    Err(InputError::new(
+        file,
+        line,
+        format!(
+            "per-request arrays differ in length ({}): each must hold one entry per request",
+            shown.join(", ")
+        ),
+    ))
 }
 
 /// `20261123-094501` -> seconds since the epoch of that wall-clock reading (no zone).
