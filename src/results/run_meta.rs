@@ -40,6 +40,15 @@ pub struct OurMeta {
     pub config: Option<ConfigView>,
     pub server: Option<ServerView>,
     pub host: Option<HostView>,
+    /// The profiles the sweep resolved (`meta::PhysicsProfiles`).
+    pub physics: Option<ProfilesView>,
+}
+
+/// `meta::PhysicsProfiles` as written: the model profile the sweep used, read at sweep time from
+/// the GGUF or config it named (which may not exist where the run is verified).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct ProfilesView {
+    pub model: Option<crate::physics::ModelProfile>,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -158,6 +167,15 @@ impl RunMetaView {
     pub fn physics_inputs(&self) -> Option<&PhysicsView> {
         match self {
             RunMetaView::Ours(m) => m.config.as_ref()?.physics.as_ref(),
+            RunMetaView::Origin(_) => None,
+        }
+    }
+
+    /// The model profile the sweep resolved and recorded (`physics.model`); None for origin files
+    /// and run.json files written without one.
+    pub fn recorded_model(&self) -> Option<&crate::physics::ModelProfile> {
+        match self {
+            RunMetaView::Ours(m) => m.physics.as_ref()?.model.as_ref(),
             RunMetaView::Origin(_) => None,
         }
     }
