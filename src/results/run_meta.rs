@@ -45,10 +45,11 @@ pub struct OurMeta {
 }
 
 /// `meta::PhysicsProfiles` as written: the model profile the sweep used, read at sweep time from
-/// the GGUF or config it named (which may not exist where the run is verified).
+/// the GGUF or config it named (which may not exist where the run is verified). Kept as the JSON
+/// it is: the physics that reads it sits beside results, not below it, so verify types it.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct ProfilesView {
-    pub model: Option<crate::physics::ModelProfile>,
+    pub model: Option<Value>,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -173,9 +174,9 @@ impl RunMetaView {
 
     /// The model profile the sweep resolved and recorded (`physics.model`); None for origin files
     /// and run.json files written without one.
-    pub fn recorded_model(&self) -> Option<&crate::physics::ModelProfile> {
+    pub fn recorded_model(&self) -> Option<&Value> {
         match self {
-            RunMetaView::Ours(m) => m.physics.as_ref()?.model.as_ref(),
+            RunMetaView::Ours(m) => m.physics.as_ref()?.model.as_ref().filter(|v| !v.is_null()),
             RunMetaView::Origin(_) => None,
         }
     }
