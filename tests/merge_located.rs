@@ -144,7 +144,7 @@ fn located_duplicates_are_decided_as_whole_ones_are() {
 /// A run.json as a sweep writes it (`meta::RunMeta`), its server reporting `build_info`.
 fn write_run_json(run: &Path, run_id: &str, build_info: &str) {
     use clap::Parser;
-    use ttft_bench::cli::{Cli, Command as Verb};
+    use ttft_bench::command::{Cli, Command as Verb};
     use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
     let argv = ["bench", "sweep", "--server", "http://127.0.0.1:1", "--model", "m", "--output-tokens", "3"];
     let Verb::Sweep(args) = Cli::try_parse_from(argv).unwrap().command else { panic!("parsed as sweep") };

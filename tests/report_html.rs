@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use ttft_bench::command::{Cli, Command as Verb};
 use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
 use ttft_bench::record::{
-    CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario, StaggeredRecord,
+    CacheEvidence, CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario, StaggeredRecord,
 };
 
 /// A model name and a server command that would run script if pasted into the page unescaped.
@@ -39,7 +39,16 @@ fn key(model: &str, cache_state: CacheState, context_tokens: u32, run: u32) -> C
 }
 
 fn m(cell: CellKey, ttft: f64, e2e: f64, ok: bool, confirmed: Option<bool>) -> Record {
+    // The evidence behind the verdict, as a sweep records it (verify recomputes the verdict from it).
+    let input = u64::from(cell.context_tokens);
+    let served = (cell.cache_state != CacheState::Cold) == (confirmed == Some(true));
+    let cache_evidence = confirmed.map(|_| CacheEvidence {
+        source: "timings".into(),
+        cached_tokens: Some(if served { input - 1 } else { 0 }),
+        prompt_evaluated_tokens: Some(if served { 1 } else { input }),
+    });
     Record::Measurement(Box::new(Measurement {
+        cache_evidence,
         schema_version: SCHEMA_VERSION,
         run_id: "r1".into(),
         input_tokens: Some(u64::from(cell.context_tokens)),

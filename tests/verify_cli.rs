@@ -76,17 +76,26 @@ fn decode_77_7_on_an_m4_pro_is_impossible_and_33_passes() {
     assert!(f["message"].as_str().unwrap().contains("needs 624 GB/s"), "{f}");
 }
 
+/// The finding of `rule` at `severity`, where the only other finding is the warning that the
+/// row failed bench's own quality gate (which the same numbers made bench write).
+fn with_gate_failed(report: &Value, severity: &str, rule: &str) -> Value {
+    let expected =
+        vec![(severity.to_string(), rule.to_string()), ("warning".into(), "quality_gate_failed".into())];
+    assert_eq!(found(report), expected, "{report:#}");
+    report["findings"][0].clone()
+}
+
 #[test]
 fn max_tokens_253_of_64() {
     let (code, report) = verify_json(&[&fixture("max_tokens_253.jsonl")], &M4_PRO_GEMMA);
-    let f = only(&report, "error", "max_tokens_exceeded");
+    let f = with_gate_failed(&report, "error", "max_tokens_exceeded");
     assert_eq!((code, f["value"].as_f64(), f["limit"].as_f64()), (1, Some(253.0), Some(64.0)));
 }
 
 #[test]
 fn input_tokens_0_in_streaming_is_missing_usage() {
     let (code, report) = verify_json(&[&fixture("input_tokens_0.jsonl")], &M4_PRO_GEMMA);
-    let f = only(&report, "error", "usage_missing");
+    let f = with_gate_failed(&report, "error", "usage_missing");
     assert_eq!(code, 1);
     assert!(f["message"].as_str().unwrap().starts_with("input_tokens 0"), "{f}");
 }
@@ -158,17 +167,21 @@ fn warm_slower_than_cold_on_an_h200_is_explained_by_storage_physics() {
     let rules = found(&report);
     assert_eq!(rules, vec![("info".into(), "warm_slower_explained".into()); 2], "{report:#}");
     assert_eq!(report["physics"][0]["models"][0]["kv_bytes_per_token"], 131072.0);
-    // With a fast disk the reload should have won: then it is a broken cache.
+    // With a fast disk the reload should have won; but every warm record's evidence shows the
+    // restored slot served the prompt, so the cache did its work: the restore is what is slow.
     flags.extend(["--storage-gbps", "50"]);
     let (code, report) = verify_json(&[&fixture("h200_warm_slower_than_cold.jsonl")], &flags);
-    assert_eq!(code, 1);
-    assert!(found(&report).contains(&("error".into(), "warm_not_faster".into())));
-    // Without the KV size, only the plain speed-up rule is left.
+    assert_eq!(code, 0, "{report:#}");
+    assert!(found(&report).contains(&("info".into(), "warm_slower_explained".into())), "{report:#}");
+    let text = report["findings"].to_string();
+    assert!(text.contains("evidence shows the cache served") && text.contains("slower than that"), "{text}");
+    assert!(!text.contains("the cache did nothing"), "{text}");
+    // Without the KV size the physics cannot price the reload; the evidence still speaks.
     let mut plain = h200.to_vec();
     plain.extend(["--model-bytes", "14.48GB", "--params", "7.24B"]);
     let (code, report) = verify_json(&[&fixture("h200_warm_slower_than_cold.jsonl")], &plain);
-    assert_eq!(code, 1);
-    assert_eq!(found(&report), vec![("error".into(), "warm_not_faster".into()); 2]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(found(&report), vec![("info".into(), "warm_slower_explained".into()); 2]);
 }
 
 fn run_dir(jsonl: &str, run_json: Value) -> tempfile::TempDir {
@@ -272,25 +285,40 @@ fn edited_clean(state: &str, context: u64, run: u64, edit: impl Fn(&mut Value)) 
 
 type Edit = Box<dyn Fn(&mut Value)>;
 
+/// An edit of a clean record, the rule it must raise, and whether the edit also leaves a verdict
+/// the record stores (`quality_ok`, `cache_state_confirmed`) contradicting its numbers.
+type Case = (&'static str, &'static str, bool, Edit);
+
 #[test]
 fn each_record_rule_fires_alone() {
-    let cases: Vec<(&str, &str, Edit)> = vec![
-        ("error", "ttft_after_e2e", Box::new(|v| v["ttft_ms"] = 99_999.0.into())),
+    let cases: Vec<Case> = vec![
+        ("error", "ttft_after_e2e", true, Box::new(|v| v["ttft_ms"] = 99_999.0.into())),
         (
             "error",
             "cache_state_unconfirmed",
+            true,
             Box::new(|v| {
-                v["cache_state_confirmed"] = Value::Null;
+                // The stored verdict is left as the sweep wrote it; only the evidence changes.
                 v["cache_evidence"]["cached_tokens"] = 4000.into();
                 v["cache_evidence"]["prompt_evaluated_tokens"] = 96.into();
                 v["cached_tokens"] = 4000.into();
-                // 96 computed tokens in 15.4 s is slow: only the evidence rule should fire.
+                // 96 computed tokens in 15.4 s is slow: only the evidence rules should fire.
             }),
         ),
-        ("warning", "input_tokens_off_nominal", Box::new(|v| v["input_tokens"] = 2936.into())),
+        (
+            "warning",
+            "input_tokens_off_nominal",
+            false,
+            Box::new(|v| {
+                // A mis-sized prompt: the server counted and computed 2936 tokens.
+                v["input_tokens"] = 2936.into();
+                v["cache_evidence"]["prompt_evaluated_tokens"] = 2936.into();
+            }),
+        ),
         (
             "warning",
             "thermal_not_recovered",
+            false,
             Box::new(|v| {
                 v["thermal"]["recovered"] = false.into();
                 v["thermal"]["cooldown_s"] = 240.0.into();
@@ -299,16 +327,22 @@ fn each_record_rule_fires_alone() {
         (
             "warning",
             "measurement_failed",
+            false,
             Box::new(|v| {
                 v["error"] = serde_json::json!({"kind": "connect", "message": "refused", "http_status": null})
             }),
         ),
     ];
-    for (severity, rule, edit) in cases {
+    for (severity, rule, disagrees, edit) in cases {
         let file = edited_clean("cold", 4096, 2, edit);
         let (code, report) = verify_json(&[file.path()], &M4_PRO_GEMMA);
-        only(&report, severity, rule);
-        assert_eq!(code, if severity == "error" { 1 } else { 0 }, "{rule}");
+        let mut expected = vec![(severity.to_string(), rule.to_string())];
+        if disagrees {
+            expected.push(("error".into(), "stored_verdict_disagrees".into()));
+        }
+        expected.sort_by_key(|(s, _)| if s == "error" { 0 } else { 1 });
+        assert_eq!(found(&report), expected, "{rule}: {report:#}");
+        assert_eq!(code, if severity == "error" || disagrees { 1 } else { 0 }, "{rule}");
     }
 }
 
@@ -331,7 +365,7 @@ fn slow_hot(evidence: Option<(u64, u64)>) -> tempfile::NamedTempFile {
                         _ => None,
                     };
                     if let Some(n) = n {
-                        v["cache_evidence"] = serde_json::json!({"source": "timings", "cached_tokens": 1000, "prompt_evaluated_tokens": n});
+                        v["cache_evidence"] = serde_json::json!({"source": "timings", "cached_tokens": 1024 - n, "prompt_evaluated_tokens": n});
                     }
                 }
             }

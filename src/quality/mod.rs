@@ -256,7 +256,15 @@ pub fn staggered_overlap(
     Some((b < a, overlap_ms))
 }
 
-/// Whether the server's cache evidence matches the claimed state; None without evidence.
+/// Whether the server's cache evidence matches the claimed state; None where the evidence shows
+/// nothing about this request.
+///
+/// Evidence that shows nothing proves nothing: a server that says it computed no prompt token and
+/// served none from a cache (counters that did not move, because the request did not reach them
+/// or they were read before the server counted it) did not describe this request, and neither do
+/// counts whose computed + cached tokens do not add up to its prompt (within 1% or 2 tokens: a
+/// counter that moved late, or one that counted another request too). Such evidence is None, as
+/// if there were none.
 ///
 /// cold: confirmed iff nothing was served from a cache (cached 0), or the server evaluated about
 /// the whole prompt (within 1% or 2 tokens). warm/hot: confirmed iff the server computed only a small
@@ -268,6 +276,9 @@ pub fn confirm_cache_state(
 ) -> Option<bool> {
     let input = input_tokens.filter(|&n| n > 0);
     let (cached, evaluated) = (evidence.cached_tokens, evidence.prompt_evaluated_tokens);
+    if !shows_this_request(evidence, input) {
+        return None;
+    }
     match state {
         CacheState::Cold => {
             if let Some(c) = cached {
@@ -285,6 +296,66 @@ pub fn confirm_cache_state(
                 (a, b) => Some(a.unwrap_or(false) || b.unwrap_or(false)),
             }
         }
+    }
+}
+
+/// Whether `evidence` describes a request whose prompt had `input` tokens: not all zero (nothing
+/// computed and nothing cached is no request at all), and where both counts and the prompt are
+/// known, computed + cached is the prompt (within `input_tokens_tolerance`).
+fn shows_this_request(evidence: &CacheEvidence, input: Option<u64>) -> bool {
+    let (cached, evaluated) = (evidence.cached_tokens, evidence.prompt_evaluated_tokens);
+    if cached.unwrap_or(0) == 0 && evaluated == Some(0) {
+        return false;
+    }
+    match (cached, evaluated, input) {
+        (Some(c), Some(p), Some(i)) => ((c + p) as f64 - i as f64).abs() <= input_tokens_tolerance(i),
+        _ => true,
+    }
+}
+
+/// The verdict a record carries in `cache_state_confirmed`, from its evidence (None: no
+/// evidence object). A warm or hot row is confirmed only by evidence that the cache served its
+/// prompt: without such evidence (none, or evidence that shows nothing) it is unconfirmed
+/// (false), because nothing shows that the preset's cache actions did anything. A cold row
+/// without evidence stays unknown (None): nothing was claimed of a cache. One function for the
+/// sweep that writes the verdict and verify that recomputes it.
+pub fn cache_state_verdict(
+    state: CacheState,
+    evidence: Option<&CacheEvidence>,
+    input_tokens: Option<u64>,
+) -> Option<bool> {
+    match evidence.and_then(|e| confirm_cache_state(state, e, input_tokens)) {
+        Some(v) => Some(v),
+        None if state == CacheState::Cold => None,
+        None => Some(false),
+    }
+}
+
+/// Why a record's cache state is unconfirmed, in words (the sweep's quality flag and verify's
+/// finding say the same).
+pub fn cache_verdict_reason(
+    state: CacheState,
+    evidence: Option<&CacheEvidence>,
+    input_tokens: Option<u64>,
+) -> String {
+    let show = |v: Option<u64>| v.map_or("null".to_string(), |n| n.to_string());
+    let counts = |e: &CacheEvidence| {
+        format!(
+            "{}: cached {}, evaluated {} of {} prompt tokens",
+            e.source,
+            show(e.cached_tokens),
+            show(e.prompt_evaluated_tokens),
+            show(input_tokens)
+        )
+    };
+    match evidence {
+        None => format!("no cache evidence: nothing shows the cache served this '{}' prompt", state.as_str()),
+        Some(e) if confirm_cache_state(state, e, input_tokens).is_none() => format!(
+            "the server's cache evidence shows nothing about this request ({}): nothing shows the cache served this '{}' prompt",
+            counts(e),
+            state.as_str()
+        ),
+        Some(e) => format!("the server's cache evidence contradicts '{}' ({})", state.as_str(), counts(e)),
     }
 }
 

@@ -197,3 +197,32 @@ fn cache_state_confirmation() {
     assert_eq!(confirm_cache_state(CacheState::Warm, &ev(Some(0), None), Some(4096)), Some(false));
     assert_eq!(confirm_cache_state(CacheState::Warm, &ev(None, None), Some(4096)), None);
 }
+
+#[test]
+fn evidence_that_shows_nothing_confirms_nothing() {
+    let ev = |cached, evaluated| CacheEvidence {
+        source: "metrics".into(),
+        cached_tokens: cached,
+        prompt_evaluated_tokens: evaluated,
+    };
+    // Counters that did not move saw no request: no evidence, for any state.
+    for state in [CacheState::Cold, CacheState::Warm, CacheState::Hot] {
+        assert_eq!(confirm_cache_state(state, &ev(Some(0), Some(0)), Some(4096)), None, "{state:?}");
+        assert_eq!(confirm_cache_state(state, &ev(None, Some(0)), Some(4096)), None, "{state:?}");
+    }
+    // Counts that do not add up to the prompt are not this request's (moved late, or counted
+    // another request too).
+    assert_eq!(confirm_cache_state(CacheState::Warm, &ev(Some(0), Some(12)), Some(4096)), None);
+    assert_eq!(confirm_cache_state(CacheState::Warm, &ev(Some(4095), Some(4097)), Some(4096)), None);
+    assert_eq!(confirm_cache_state(CacheState::Warm, &ev(Some(4095), Some(1)), Some(4096)), Some(true));
+    assert_eq!(confirm_cache_state(CacheState::Cold, &ev(Some(0), Some(4096)), Some(4096)), Some(true));
+    // The record's verdict: warm and hot without evidence of a served prompt are unconfirmed;
+    // cold without evidence is unknown.
+    let nothing = ev(Some(0), Some(0));
+    assert_eq!(cache_state_verdict(CacheState::Warm, Some(&nothing), Some(4096)), Some(false));
+    assert_eq!(cache_state_verdict(CacheState::Hot, None, Some(4096)), Some(false));
+    assert_eq!(cache_state_verdict(CacheState::Cold, Some(&nothing), Some(4096)), None);
+    assert_eq!(cache_state_verdict(CacheState::Cold, None, Some(4096)), None);
+    let reason = cache_verdict_reason(CacheState::Warm, Some(&nothing), Some(4096));
+    assert!(reason.contains("shows nothing") && reason.contains("metrics"), "{reason}");
+}

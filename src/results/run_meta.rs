@@ -43,6 +43,16 @@ pub struct OurMeta {
     /// Every crash of a server the run started (`--server-cmd`).
     #[serde(default)]
     pub server_crashes: Vec<ServerCrashView>,
+    /// The profiles the sweep resolved (`meta::PhysicsProfiles`).
+    pub physics: Option<ProfilesView>,
+}
+
+/// `meta::PhysicsProfiles` as written: the model profile the sweep used, read at sweep time from
+/// the GGUF or config it named (which may not exist where the run is verified). Kept as the JSON
+/// it is: the physics that reads it sits beside results, not below it, so verify types it.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct ProfilesView {
+    pub model: Option<Value>,
 }
 
 /// `supervise::ServerCrash` as written: its required fields, so a rename fails the load.
@@ -177,6 +187,15 @@ impl RunMetaView {
     pub fn physics_inputs(&self) -> Option<&PhysicsView> {
         match self {
             RunMetaView::Ours(m) => m.config.as_ref()?.physics.as_ref(),
+            RunMetaView::Origin(_) => None,
+        }
+    }
+
+    /// The model profile the sweep resolved and recorded (`physics.model`); None for origin files
+    /// and run.json files written without one.
+    pub fn recorded_model(&self) -> Option<&Value> {
+        match self {
+            RunMetaView::Ours(m) => m.physics.as_ref()?.model.as_ref().filter(|v| !v.is_null()),
             RunMetaView::Origin(_) => None,
         }
     }

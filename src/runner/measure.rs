@@ -328,11 +328,14 @@ pub(super) fn record_exchange(
     m.cache_evidence = evidence(ex).or_else(|| metrics.as_ref().and_then(MetricsDelta::evidence));
     m.server_metrics = metrics;
     // A soak repeats its prompts on purpose: whatever the server caches is not the point there.
-    m.cache_state_confirmed = m
-        .cache_evidence
-        .as_ref()
-        .filter(|_| m.cell.scenario != crate::record::Scenario::Soak)
-        .and_then(|e| crate::quality::confirm_cache_state(m.cell.cache_state, e, m.input_tokens));
+    // A warm or hot row without evidence that the cache served it is unconfirmed; a failed
+    // request is judged by its error, so only the evidence it did bring back is weighed.
+    let (state, evidence) = (m.cell.cache_state, m.cache_evidence.as_ref());
+    m.cache_state_confirmed = match (m.cell.scenario, &ex.error) {
+        (crate::record::Scenario::Soak, _) => None,
+        (_, Some(_)) => evidence.and_then(|e| crate::quality::confirm_cache_state(state, e, m.input_tokens)),
+        (_, None) => crate::quality::cache_state_verdict(state, evidence, m.input_tokens),
+    };
     m.server_timings = ex.server_timings.clone();
     m.attempts = ex.attempts;
     m.unexpected_bytes_dropped = ex.unexpected_bytes_dropped;

@@ -106,11 +106,10 @@ impl Ctx {
         if m.cache_state_confirmed == Some(false) {
             m.quality_flags.push(QualityFlag {
                 flag: crate::record::QualityCode::CacheStateUnconfirmed,
-                reason: format!(
-                    "the server's cache evidence contradicts '{}' (cached {:?} of {:?} prompt tokens)",
+                reason: crate::quality::cache_verdict_reason(
                     m.cell.cache_state,
-                    m.cache_evidence.as_ref().and_then(|e| e.cached_tokens),
-                    m.input_tokens
+                    m.cache_evidence.as_ref(),
+                    m.input_tokens,
                 ),
                 fails_gate: true,
             });

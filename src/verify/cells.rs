@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::finding::Finding;
 use super::rule::{Ctx, RuleId};
 use crate::physics;
+use crate::quality;
 use crate::record::{CacheState, CellKey, Mode, Record, Scenario};
 use crate::results::batch;
 use crate::stats;
@@ -18,6 +19,9 @@ struct StateTimes {
     computed: BTreeMap<CacheState, Vec<f64>>,
     /// Warm input tokens (the context a reload moves).
     warm_input: Vec<f64>,
+    /// Per warm record with cache evidence: whether it shows the cache served the prompt, and
+    /// the prompt tokens it says were served.
+    warm_served: Vec<(bool, Option<u64>)>,
     /// The cell the findings name (run 0 = all runs).
     key: CellKey,
 }
@@ -25,6 +29,17 @@ struct StateTimes {
 impl StateTimes {
     fn median_ttft(&self, state: CacheState) -> Option<f64> {
         self.ttft.get(&state).and_then(|v| stats::median(v))
+    }
+
+    /// Where every warm record with evidence shows the cache served its prompt (the slot was
+    /// restored): the median prompt tokens served, and the records that show it. None where any
+    /// warm record's evidence says otherwise, or none has evidence.
+    fn warm_served_by_evidence(&self) -> Option<(Option<f64>, usize)> {
+        if self.warm_served.is_empty() || self.warm_served.iter().any(|(served, _)| !served) {
+            return None;
+        }
+        let cached: Vec<f64> = self.warm_served.iter().filter_map(|(_, c)| c.map(|c| c as f64)).collect();
+        Some((stats::median(&cached), self.warm_served.len()))
     }
 
     fn median_computed(&self, state: CacheState) -> Option<f64> {
@@ -59,12 +74,17 @@ fn state_times(records: &[Record]) -> Vec<StateTimes> {
         }
         if c.cache_state == CacheState::Warm {
             cell.warm_input.extend(m.input_tokens.map(|n| n as f64));
+            if let Some(e) = &m.cache_evidence
+                && let Some(served) = quality::confirm_cache_state(CacheState::Warm, e, m.input_tokens)
+            {
+                cell.warm_served.push((served, e.cached_tokens));
+            }
         }
     }
     cells.into_values().collect()
 }
 
-/// Warm must beat cold, judged against physics where it can be.
+/// Warm must beat cold, judged against physics and the server's evidence where they can be.
 ///
 /// A warm request reloads the KV cache from storage, which costs KV bytes / storage bandwidth. On
 /// a fast GPU with ordinary storage that can exceed a cold prefill (an H200 at 32K: warm 3.04 s vs
@@ -73,6 +93,11 @@ fn state_times(records: &[Record]) -> Vec<StateTimes> {
 /// at least 2 x --min-warm-speedup cheaper than the measured cold TTFT; otherwise the slow warm is
 /// `warm_slower_explained` (info) with the physics. Without KV bytes the plain rule holds: warm
 /// must be --min-warm-speedup x faster than cold.
+///
+/// Whatever the physics, a slow warm whose every record's evidence shows the cache served the
+/// prompt (the server restored the slot and computed only the last tokens) is not a cache that did
+/// nothing: the reload itself is what costs, and that is `warm_slower_explained` too. "The cache
+/// did nothing" is said only where no evidence shows otherwise (the origin's 0.98x had none).
 pub fn warm_not_faster(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
     for cell in state_times(records) {
         let (Some(cold), Some(warm)) =
@@ -91,15 +116,27 @@ pub fn warm_not_faster(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
                 .map(|ms| (ms, m.kv_bytes_per_token.unwrap_or(0.0) * context))
         });
         let base = format!("warm median TTFT {warm:.0} ms vs cold {cold:.0} ms ({speedup:.2}x)");
-        let (rule, message) = match reload {
-            Some((reload_ms, _)) if cold / reload_ms < 2.0 * ctx.min_warm_speedup => (
+        let served = cell.warm_served_by_evidence();
+        let (rule, message) = match (reload, served) {
+            (Some((reload_ms, _)), _) if cold / reload_ms < 2.0 * ctx.min_warm_speedup => (
                 RuleId::WarmSlowerExplained,
                 format!(
                     "{base}; reloading the KV cache at {} GB/s storage takes ~{reload_ms:.0} ms, about what recomputing costs: not a cache fault",
                     ctx.storage_gbps
                 ),
             ),
-            Some((reload_ms, bytes)) => (
+            (reload, Some((cached, n))) => (
+                RuleId::WarmSlowerExplained,
+                format!(
+                    "{base}; the server's evidence shows the cache served the prompt in all {n} warm records ({} of ~{context:.0} prompt tokens from the cache): the slot was restored, and restoring it costs about what recomputing does here{}: not a cache fault",
+                    cached.map_or("most".into(), |c| format!("median {c:.0}")),
+                    reload.map_or(String::new(), |(ms, _)| format!(
+                        " (more than the ~{ms:.0} ms that reading its KV at {} GB/s would take: storage or restore is slower than that)",
+                        ctx.storage_gbps
+                    ))
+                ),
+            ),
+            (Some((reload_ms, bytes)), None) => (
                 RuleId::WarmNotFaster,
                 format!(
                     "{base}; reloading {:.2} GB of KV at {} GB/s should take ~{reload_ms:.0} ms: the cache did nothing",
@@ -107,7 +144,7 @@ pub fn warm_not_faster(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
                     ctx.storage_gbps
                 ),
             ),
-            None => (
+            (None, None) => (
                 RuleId::WarmNotFaster,
                 format!(
                     "{base}, below the {:.1}x expected of a working cache: the cache did nothing",

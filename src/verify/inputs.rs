@@ -1,5 +1,8 @@
 //! What verify knows about one input besides its records: the hardware and model the ceilings
-//! use (flags first, then the input's run.json), and what run.json and the host say about them.
+//! use (flags first, then the input's run.json: the model profile the sweep recorded, else the
+//! inputs it was given), and what run.json and the host say about them.
+
+use serde::Deserialize;
 
 use crate::physics::{self, Hardware, ModelProfile, Profile, hardware};
 use crate::results::load::Source;
@@ -45,7 +48,14 @@ pub fn resolve(
             host.as_ref().map_or(String::new(), |(b, p)| format!("; the host reports {b:?}: try --hardware {}", p.name))
         ));
     }
-    let model = flag_model.cloned().or_else(|| {
+    // The profile the sweep recorded comes before its inputs: the GGUF it read stays on the
+    // machine that measured, and verify anywhere must apply the same physics as there.
+    let recorded = src.run_meta.iter().find_map(|m| m.view.recorded_model()).and_then(|v| {
+        ModelProfile::deserialize(v)
+            .map_err(|e| notes.push(format!("{file}: run.json physics.model unusable: {e}")))
+            .ok()
+    });
+    let model = flag_model.cloned().or(recorded).or_else(|| {
         let file_path = meta_physics.and_then(|m| m.model_file.as_deref());
         match physics::resolve_model(
             text(|m| m.model_bytes.as_deref()),

@@ -59,8 +59,9 @@ pub enum Format {
     With --sources, every record of each input must be found in one of the sources (same cell\n\
     and run, same numbers up to the input's rounding) and the input's metadata must agree with\n\
     the sources its records come from; anything else is an error (provenance_* rules).\n\
-    Physics inputs fall back to each run's run.json (config.physics), then to the built-in profiles of\n\
-    known models. Without hardware, the ceiling rules are skipped and a note says so.\n\
+    Physics inputs fall back to each run's run.json: the model profile the sweep recorded\n\
+    (physics.model, read from the GGUF at sweep time), then its inputs (config.physics), then the\n\
+    built-in profiles of known models. Without hardware, the ceiling rules are skipped and a note says so.\n\
     Exit codes: 0 clean; 1 errors (or warnings with --strict); 2 unusable input (a bad flag, an\n\
     unreadable file, an input without records unless --allow-empty).")]
 pub struct VerifyArgs {

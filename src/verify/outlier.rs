@@ -5,7 +5,8 @@
 //! The test cannot be bent by the outlier itself: each value is held against the median and MAD of
 //! the OTHER values, z = |x - median| / max(1.4826 x MAD, 10% of median). The 10% floor keeps
 //! ordinary run-to-run drift (a reboot, a warmer day: 16,829 ms after a reboot among ~15,400) from
-//! being called an outlier when the other runs happen to agree closely.
+//! being called an outlier when the other runs happen to agree closely; for times, an absolute
+//! floor (`ABSOLUTE_FLOOR_MS`) does the same for the few ms a sub-10 ms TTFT moves by itself.
 //!
 //! - Runs of measurements are compared cell by cell (a run's median per cell), with at least
 //!   `MIN_RUNS` runs per cell; a run is flagged when at least two thirds of its testable cells
@@ -28,12 +29,22 @@ pub const MIN_RUNS: usize = 4;
 pub const MIN_SIBLINGS: usize = 2;
 pub const Z_LIMIT: f64 = 3.5;
 pub const RELATIVE_FLOOR: f64 = 0.10;
+/// The least spread a time (ms) is held to, however closely the other runs agree: a sub-10 ms TTFT
+/// moves by a few ms from scheduling alone (a thread waking, a page fault), so a deviation needs
+/// more than `Z_LIMIT` x this many ms to be an outlier. Rates (tok/s) have no absolute floor.
+pub const ABSOLUTE_FLOOR_MS: f64 = 2.0;
 
-/// Robust z of `value` against `others`, and the others' median; None without others.
-pub fn robust_z(value: f64, others: &[f64]) -> Option<(f64, f64)> {
+/// The absolute floor of `metric`'s spread: `ABSOLUTE_FLOOR_MS` for times, 0 for rates.
+pub fn absolute_floor(metric: &str) -> f64 {
+    if unit(metric) == "ms" { ABSOLUTE_FLOOR_MS } else { 0.0 }
+}
+
+/// Robust z of `value` against `others`, and the others' median; None without others. The spread
+/// is at least `floor` (in the values' unit) and 10% of the median.
+pub fn robust_z(value: f64, others: &[f64], floor: f64) -> Option<(f64, f64)> {
     let med = stats::median(others)?;
     let mad = stats::mad(others).unwrap_or(0.0);
-    let scale = (1.4826 * mad).max(RELATIVE_FLOOR * med.abs());
+    let scale = (1.4826 * mad).max(RELATIVE_FLOOR * med.abs()).max(floor);
     if scale.is_nan() || scale <= 0.0 {
         return None;
     }
@@ -45,13 +56,13 @@ pub fn robust_z(value: f64, others: &[f64]) -> Option<(f64, f64)> {
 /// The others' median is the sorted values' middle with one position skipped; their deviations
 /// from it are one sorted list per distinct median (at most three), again with one position
 /// skipped. The numbers are `robust_z`'s to the bit: the same values reach the same formulas.
-pub fn robust_z_each(values: &[f64]) -> Vec<Option<(f64, f64)>> {
+pub fn robust_z_each(values: &[f64], floor: f64) -> Vec<Option<(f64, f64)>> {
     let naive = || {
         (0..values.len())
             .map(|i| {
                 let others: Vec<f64> =
                     values.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, v)| *v).collect();
-                robust_z(values[i], &others)
+                robust_z(values[i], &others, floor)
             })
             .collect()
     };
@@ -81,7 +92,7 @@ pub fn robust_z_each(values: &[f64]) -> Vec<Option<(f64, f64)>> {
             let skip = own.is_finite().then(|| deviations.partition_point(|d| d.total_cmp(&own).is_lt()));
             let left = deviations.len() - usize::from(skip.is_some());
             let mad = if left == 0 { 0.0 } else { median_skipping(&deviations, skip) };
-            let scale = (1.4826 * mad).max(RELATIVE_FLOOR * med.abs());
+            let scale = (1.4826 * mad).max(RELATIVE_FLOOR * med.abs()).max(floor);
             if scale.is_nan() || scale <= 0.0 {
                 continue;
             }
@@ -160,7 +171,7 @@ fn measurement_runs(inputs: &[Input], out: &mut Vec<Finding>) {
         let medians: Vec<(&RunKey, f64)> =
             runs.iter().filter_map(|(r, v)| stats::median(v).map(|m| (r, m))).collect();
         let values: Vec<f64> = medians.iter().map(|(_, v)| *v).collect();
-        for ((run, value), z) in medians.iter().zip(robust_z_each(&values)) {
+        for ((run, value), z) in medians.iter().zip(robust_z_each(&values, absolute_floor(metric))) {
             *tested.entry((*run).clone()).or_default() += 1;
             let Some((z, median)) = z else { continue };
             if z > Z_LIMIT {
@@ -235,7 +246,7 @@ fn single_records(inputs: &[Input], out: &mut Vec<Finding>) {
             continue;
         }
         let numbers: Vec<f64> = values.iter().map(|(_, v)| *v).collect();
-        for ((id, value), z) in values.iter().zip(robust_z_each(&numbers)) {
+        for ((id, value), z) in values.iter().zip(robust_z_each(&numbers, absolute_floor(metric))) {
             let Some((z, median)) = z else { continue };
             if z > Z_LIMIT {
                 let others = values.len() - 1;
@@ -350,6 +361,7 @@ mod tests {
         let mut rng = crate::stats::Rng::new(5);
         for case in 0..400 {
             let k = 1 + rng.below(30);
+            let floor = [0.0, ABSOLUTE_FLOOR_MS][case % 2];
             let values: Vec<f64> = (0..k)
                 .map(|_| match case % 6 {
                     0 => rng.below(4) as f64,
@@ -371,10 +383,10 @@ mod tests {
                 .map(|i| {
                     let others: Vec<f64> =
                         values.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, v)| *v).collect();
-                    robust_z(values[i], &others).map(|(z, m)| (z.to_bits(), m.to_bits()))
+                    robust_z(values[i], &others, floor).map(|(z, m)| (z.to_bits(), m.to_bits()))
                 })
                 .collect();
-            let fast: Vec<Option<(u64, u64)>> = robust_z_each(&values)
+            let fast: Vec<Option<(u64, u64)>> = robust_z_each(&values, floor)
                 .into_iter()
                 .map(|r| r.map(|(z, m)| (z.to_bits(), m.to_bits())))
                 .collect();
@@ -384,11 +396,23 @@ mod tests {
 
     #[test]
     fn robust_z_ignores_the_value_itself() {
-        let (z, med) = robust_z(798.6, &[1837.6, 1920.9]).unwrap_or((0.0, 0.0));
+        let (z, med) = robust_z(798.6, &[1837.6, 1920.9], ABSOLUTE_FLOOR_MS).unwrap_or((0.0, 0.0));
         assert!((med - 1879.25).abs() < 1e-9);
         // MAD 41.65 x 1.4826 = 61.8 < 10% of the median (187.9): the floor is the scale.
         assert!((z - (1879.25 - 798.6) / 187.925).abs() < 1e-9, "{z}");
-        assert_eq!(robust_z(1.0, &[]), None);
-        assert_eq!(robust_z(1.0, &[0.0, 0.0]), None, "no scale, no verdict");
+        assert_eq!(robust_z(1.0, &[], 0.0), None);
+        assert_eq!(robust_z(1.0, &[0.0, 0.0], 0.0), None, "no scale, no verdict");
+    }
+
+    #[test]
+    fn a_few_ms_on_a_sub_10_ms_ttft_is_jitter_not_an_outlier() {
+        // Sub-10 ms TTFTs that agree to a tenth of a ms: a run 4 ms slower in every cell is a
+        // thread waking late, not another machine (`--strict` must not fail such a run).
+        assert!(flagged(&runs(&[6.0, 6.1, 6.0, 6.1, 10.0])).is_empty());
+        // A time far past the floor still is one.
+        assert_eq!(flagged(&runs(&[6.0, 6.1, 6.0, 6.1, 60.0])), vec!["r4".to_string()]);
+        // Rates have no absolute floor: the relative one alone holds them.
+        assert_eq!(absolute_floor("decode_tps"), 0.0);
+        assert_eq!(absolute_floor("ttft_ms"), ABSOLUTE_FLOOR_MS);
     }
 }

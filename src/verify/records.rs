@@ -104,22 +104,136 @@ pub fn ttft_after_e2e(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
     }
 }
 
+/// The cache verdict the record's own evidence gives (`quality::cache_state_verdict`, the
+/// sweep's own function). Without an evidence object only a stored `false` stands (the sweep
+/// found nothing to confirm its warm or hot state); a file without evidence or verdict (written
+/// before either existed, or imported) has no verdict to give. A soak repeats its prompts on
+/// purpose: its cache is not judged.
+fn derived_cache_verdict(m: &Measurement) -> Option<bool> {
+    if m.cell.scenario == Scenario::Soak {
+        return None;
+    }
+    match &m.cache_evidence {
+        Some(e) => quality::cache_state_verdict(m.cell.cache_state, Some(e), m.input_tokens),
+        None => m.cache_state_confirmed.filter(|c| !c),
+    }
+}
+
 pub fn cache_state_unconfirmed(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
-    let ev = m.cache_evidence.as_ref();
-    let confirmed = m
-        .cache_state_confirmed
-        .or_else(|| ev.and_then(|e| quality::confirm_cache_state(m.cell.cache_state, e, m.input_tokens)));
-    if confirmed == Some(false) {
-        let message = format!(
-            "the server's cache evidence contradicts '{}' (cached {}, evaluated {} of {} prompt tokens)",
-            m.cell.cache_state.as_str(),
-            show(ev.and_then(|e| e.cached_tokens).or(m.cached_tokens)),
-            show(ev.and_then(|e| e.prompt_evaluated_tokens)),
-            show(m.input_tokens)
-        );
+    if derived_cache_verdict(m) == Some(false) {
+        let message =
+            quality::cache_verdict_reason(m.cell.cache_state, m.cache_evidence.as_ref(), m.input_tokens);
         out.push(finding(ctx, m, RuleId::CacheStateUnconfirmed, message));
     }
+}
+
+/// Whether bench itself wrote this record's verdicts: its requests carry the prompt's nonce;
+/// records imported from the origin or another tool carry none, and their `quality_ok` is their
+/// tool's word, not a verdict bench derived.
+fn bench_verdicts(m: &Measurement) -> bool {
+    !m.nonce.is_empty()
+}
+
+/// Whether a stored fraction agrees with the one the record's own numbers give (to rounding
+/// noise: both are the same division of the same stored numbers).
+fn same_fraction(stored: Option<f64>, derived: Option<f64>) -> bool {
+    match (stored, derived) {
+        (None, None) => true,
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-12),
+        _ => false,
+    }
+}
+
+fn show_bool(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "true",
+        Some(false) => "false",
+        None => "null",
+    }
+}
+
+/// Every verdict a record stores that its own numbers can give again: the cache confirmation
+/// (from the evidence), `quality_ok` (against the gate-failing checks that need no output text:
+/// usage, max_tokens, timing, the cache state, and the stored flags themselves) and the physics
+/// fractions (measured rate over the stored ceiling). A stored verdict that disagrees is an edited
+/// file or a bug: verify stands by what the evidence says, not by what the record says of itself.
+pub fn stored_verdict_disagrees(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Some(m) = judged(rec) else { return };
+    let mut differ = Vec::new();
+    let derived = derived_cache_verdict(m);
+    let stored = m.cache_state_confirmed;
+    let cache_judged =
+        m.cell.scenario != Scenario::Soak && (m.cache_evidence.is_some() || stored == Some(true));
+    if cache_judged && stored != derived {
+        let ev = m.cache_evidence.as_ref();
+        differ.push(format!(
+            "cache_state_confirmed {} but its evidence gives {} ({})",
+            show_bool(stored),
+            show_bool(derived),
+            ev.map_or("no evidence".into(), |e| format!(
+                "{}: cached {}, evaluated {} of {} prompt tokens",
+                e.source,
+                show(e.cached_tokens),
+                show(e.prompt_evaluated_tokens),
+                show(m.input_tokens)
+            ))
+        ));
+    }
+    if bench_verdicts(m) && m.quality_ok {
+        let mut failing: Vec<String> = [
+            quality::check_usage(m.input_tokens, m.output_tokens),
+            quality::check_max_tokens(m.output_tokens, m.max_tokens),
+            quality::check_timing(m.ttft_ms, m.e2e_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(m.quality_flags.iter().filter(|f| f.fails_gate).cloned())
+        .map(|f| f.flag.as_str().to_string())
+        .collect();
+        if derived == Some(false) {
+            failing.push("cache_state_unconfirmed".into());
+        }
+        failing.sort();
+        failing.dedup();
+        if !failing.is_empty() {
+            differ.push(format!("quality_ok true but the gate fails on {}", failing.join(", ")));
+        }
+    }
+    if let Some(p) = &m.physics {
+        let decode = m.decode_tps.zip(p.decode_ceiling_tps).map(|(d, c)| d / c);
+        if !same_fraction(p.decode_fraction, decode) {
+            differ.push(format!(
+                "physics.decode_fraction {} but decode {} / ceiling {} gives {}",
+                show_f(p.decode_fraction),
+                show_f(m.decode_tps),
+                show_f(p.decode_ceiling_tps),
+                show_f(decode)
+            ));
+        }
+        let prefill = physics::computed_prefill_tps(m).zip(p.prefill_ceiling_tps).map(|(r, c)| r / c);
+        if !same_fraction(p.prefill_fraction, prefill) {
+            differ.push(format!(
+                "physics.prefill_fraction {} but the computed prefill rate over ceiling {} gives {}",
+                show_f(p.prefill_fraction),
+                show_f(p.prefill_ceiling_tps),
+                show_f(prefill)
+            ));
+        }
+    }
+    if !differ.is_empty() {
+        let message = format!(
+            "the record's stored verdicts disagree with its own numbers (request {}, started {}): {}; an edited file or a bug",
+            m.request_index,
+            m.started_at,
+            differ.join("; ")
+        );
+        out.push(finding(ctx, m, RuleId::StoredVerdictDisagrees, message));
+    }
+}
+
+fn show_f(v: Option<f64>) -> String {
+    v.map_or("null".into(), |x| format!("{x:.4}"))
 }
 
 pub fn input_tokens_off_nominal(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {

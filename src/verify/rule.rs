@@ -22,6 +22,7 @@ pub enum RuleId {
     UsageMissing,
     TtftAfterE2e,
     CacheStateUnconfirmed,
+    StoredVerdictDisagrees,
     InputTokensOffNominal,
     ThermalNotRecovered,
     MeasurementFailed,
@@ -160,6 +161,13 @@ pub const RULES: &[Rule] = &[
         "the server's cache evidence contradicts the claimed cache state"
     ),
     rule!(
+        StoredVerdictDisagrees,
+        "stored_verdict_disagrees",
+        Error,
+        Check::Record(records::stored_verdict_disagrees),
+        "a verdict the record stores (cache_state_confirmed, quality_ok, physics fractions) that its own evidence and numbers do not give: an edited file or a bug"
+    ),
+    rule!(
         InputTokensOffNominal,
         "input_tokens_off_nominal",
         Warning,
@@ -199,14 +207,14 @@ pub const RULES: &[Rule] = &[
         "warm_not_faster",
         Error,
         Check::Cell(cells::warm_not_faster),
-        "warm median TTFT not --min-warm-speedup x faster than cold where reloading the KV cache should be cheap"
+        "warm median TTFT not --min-warm-speedup x faster than cold where reloading the KV cache should be cheap and no evidence shows the cache served the prompt"
     ),
     rule!(
         WarmSlowerExplained,
         "warm_slower_explained",
         Info,
         Check::OutcomeOf(RuleId::WarmNotFaster),
-        "a slow warm where reloading the KV cache from storage costs about what recomputing it does"
+        "a slow warm where reloading the KV cache costs about what recomputing it does, or whose evidence shows the cache served the prompt"
     ),
     rule!(
         HotSlowerThanWarm,
@@ -335,7 +343,7 @@ mod tests {
             assert_eq!(serde_json::to_value(rule.id).ok(), Some(serde_json::json!(rule.name)));
             assert!(!rule.reason.is_empty());
         }
-        assert_eq!(RULES.len(), 22);
+        assert_eq!(RULES.len(), 23);
     }
 
     #[test]
