@@ -125,6 +125,9 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     })?;
     let mut meta: RunMeta = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("{}:{}: not a bench run.json: {e}", path.display(), e.line())))?;
+    if meta.status == RunStatus::Running && store::holder_gone(dir) {
+        eprintln!("{}: {}; resuming it", dir.display(), store::KILLED);
+    }
     let c = &args.connection;
     let mut changed = BTreeMap::new();
     meta.config.server_url = meta.config.server.clone();
