@@ -6,6 +6,14 @@
 //! between cells or iterations checks whether the process is still alive. A server that died is a
 //! `ServerCrash` (exit code, signal, what was in flight, the stderr tail), recorded in run.json;
 //! it is restarted on the same port, up to `max_restarts` times.
+//!
+//! The server never outlives bench. It runs in a process group of its own, which bench ends
+//! (SIGTERM, then SIGKILL) when it is done with it, however the run ended, and before a restart
+//! (a crashed wrapper may have left a child on the port). For the exits bench cannot act on
+//! (kill -9), two guards: on Linux the command's own process gets a parent-death signal, and a
+//! small watcher process, holding the read end of a pipe only bench writes to, kills the whole group
+//! when that pipe closes, which the kernel does as bench dies (so a wrapper's forked children go
+//! too, on every Unix).
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -20,8 +28,10 @@ use crate::exit::Failure;
 
 /// Lines of the server's stderr kept for a crash report.
 const STDERR_TAIL_LINES: usize = 20;
-/// How long a starting server may take before bench gives up on it.
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(300);
+/// How often a start that is taking a while is reported.
+const START_NOTE_EVERY: Duration = Duration::from_secs(15);
+/// How long the group has to end after SIGTERM before it gets SIGKILL.
+const END_GRACE: Duration = Duration::from_secs(3);
 
 /// A server process that ended while bench was using it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -41,37 +51,48 @@ pub struct Supervisor {
     template: String,
     port: u16,
     child: Child,
+    /// Kills the child's process group if bench dies (see the module's comment).
+    watcher: Option<Child>,
     tail: Arc<Mutex<VecDeque<String>>>,
+    /// The task that fills `tail`; done once the server's stderr is closed.
+    reader: Option<tokio::task::JoinHandle<()>>,
     pub max_restarts: u32,
     pub crashes: Vec<ServerCrash>,
     start_timeout: Duration,
 }
 
 impl Supervisor {
-    /// Starts the command on a free port and waits until it answers.
+    /// Starts the command on a free port and waits until it answers; `note` hears what is being
+    /// waited for while it does.
     pub async fn start(
         template: &str,
         max_restarts: u32,
         start_timeout: Duration,
+        note: &(dyn Fn(&str) + Sync),
     ) -> Result<Supervisor, Failure> {
+        // Its secrets are known before its stderr is read or any message quotes it.
+        let shown = crate::secrets::redact_command(template);
         if !template.contains("{port}") {
             return Err(Failure::usage(format!(
-                "--server-cmd {template:?}: must contain {{port}}, where bench puts the port it picked"
+                "--server-cmd {shown:?}: must contain {{port}}, where bench puts the port it picked"
             )));
         }
         let port = free_port().map_err(|e| Failure::internal(format!("cannot find a free port: {e}")))?;
         let tail = Arc::new(Mutex::new(VecDeque::new()));
-        let child = spawn(template, port, &tail)?;
+        let (child, reader) = spawn(template, port, &tail)?;
+        let watcher = watch_group(&child);
         let mut sup = Supervisor {
             template: template.into(),
             port,
             child,
+            watcher,
             tail,
+            reader,
             max_restarts,
             crashes: Vec::new(),
             start_timeout,
         };
-        sup.wait_healthy().await?;
+        sup.wait_healthy(note).await?;
         Ok(sup)
     }
 
@@ -109,6 +130,7 @@ impl Supervisor {
     /// Records `crash` and starts the server again, unless it has used up its restarts. Err means
     /// the server is gone for good (the caller stops, everything measured kept).
     pub async fn restart(&mut self, mut crash: ServerCrash) -> Result<(), Failure> {
+        self.settle_tail(&mut crash).await;
         let allowed = (self.crashes.len() as u32) < self.max_restarts;
         crash.restarted = allowed;
         let why = describe(&crash);
@@ -123,18 +145,40 @@ impl Supervisor {
         if let Ok(mut t) = self.tail.lock() {
             t.clear();
         }
-        self.child = spawn(&self.template, self.port, &self.tail)?;
-        self.wait_healthy().await
+        // What the crashed command left behind (a wrapper's child on the port) goes first.
+        self.end_group();
+        (self.child, self.reader) = spawn(&self.template, self.port, &self.tail)?;
+        self.watcher = watch_group(&self.child);
+        self.wait_healthy(&|_| {}).await
     }
 
-    async fn wait_healthy(&mut self) -> Result<(), Failure> {
+    /// `crash` with the last words of the dead server: its stderr is read by a task of its own,
+    /// which may not have reached the last lines when the exit was seen. Bounded, because a child
+    /// the command forked may hold the pipe open.
+    async fn settle_tail(&mut self, crash: &mut ServerCrash) {
+        if let Some(reader) = self.reader.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
+        }
+        crash.stderr_tail = self.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
+    }
+
+    /// The command as shown: its secrets masked.
+    fn shown(&self) -> String {
+        crate::secrets::redact_command(&self.command())
+    }
+
+    async fn wait_healthy(&mut self, note: &(dyn Fn(&str) + Sync)) -> Result<(), Failure> {
         let http = crate::client::default_http()?;
-        let deadline = tokio::time::Instant::now() + self.start_timeout;
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.start_timeout;
+        let mut next_note = started;
+        let what = format!("{}/health (or /v1/models)", self.url());
         loop {
-            if let Some(crash) = self.check("start") {
+            if let Some(mut crash) = self.check("start") {
+                self.settle_tail(&mut crash).await;
                 return Err(Failure::server(format!(
                     "the server command {:?} exited while starting: {}",
-                    self.command(),
+                    self.shown(),
                     describe(&crash)
                 )));
             }
@@ -145,15 +189,67 @@ impl Supervisor {
                     return Ok(());
                 }
             }
-            if tokio::time::Instant::now() > deadline {
+            let now = tokio::time::Instant::now();
+            if now > deadline {
+                let tail =
+                    self.tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>()).unwrap_or_default();
+                let last = match tail.len() {
+                    0 => "it wrote nothing to stderr".to_string(),
+                    _ => format!("its last stderr lines:\n  {}", tail.join("\n  ")),
+                };
+                self.end_group();
                 return Err(Failure::server(format!(
-                    "the server command {:?} did not answer /health within {:?}",
-                    self.command(),
-                    self.start_timeout
+                    "the server command {:?} did not answer {what} within {}s (--server-start-timeout); \
+                     it was stopped; {last}",
+                    self.shown(),
+                    self.start_timeout.as_secs_f64()
                 )));
+            }
+            if now >= next_note {
+                note(&format!(
+                    "waiting for {what}: {:.0}s of {:.0}s (--server-start-timeout)",
+                    (now - started).as_secs_f64(),
+                    self.start_timeout.as_secs_f64()
+                ));
+                next_note = now + START_NOTE_EVERY;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+}
+
+impl Supervisor {
+    /// Ends the command's process group: SIGTERM, then SIGKILL to whatever is left after
+    /// `END_GRACE`. The group's leader is reaped on the way, so "gone" means gone.
+    fn end_group(&mut self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: killpg only sends a signal; the group is the one `spawn` created.
+            let alive = || unsafe { libc::killpg(pgid, 0) } == 0;
+            unsafe { libc::killpg(pgid, libc::SIGTERM) };
+            let deadline = std::time::Instant::now() + END_GRACE;
+            loop {
+                let _ = self.child.try_wait();
+                if !alive() || std::time::Instant::now() > deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            unsafe { libc::killpg(pgid, libc::SIGKILL) };
+            let _ = self.child.try_wait();
+        }
+        #[cfg(not(unix))]
+        let _ = self.child.start_kill();
+        // Its pipe closes: the watcher's kill finds nothing, and it exits.
+        self.watcher = None;
+    }
+}
+
+impl Drop for Supervisor {
+    /// However the run ends (done, an error, a signal that aborts the task holding it), the
+    /// server and everything it started end with it.
+    fn drop(&mut self) {
+        self.end_group();
     }
 }
 
@@ -183,19 +279,48 @@ fn signal_name(signal: i32) -> Option<&'static str> {
     })
 }
 
-fn spawn(template: &str, port: u16, tail: &Arc<Mutex<VecDeque<String>>>) -> Result<Child, Failure> {
+type Reader = Option<tokio::task::JoinHandle<()>>;
+
+fn spawn(template: &str, port: u16, tail: &Arc<Mutex<VecDeque<String>>>) -> Result<(Child, Reader), Failure> {
     let command = template.replace("{port}", &port.to_string());
-    let mut child = Command::new("sh")
-        .arg("-c")
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
         // `exec` so the server is the child itself: its signals and exit status are the server's.
         .arg(format!("exec {command}"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| Failure::usage(format!("--server-cmd {command:?}: cannot start: {e}")))?;
-    if let Some(stderr) = child.stderr.take() {
+        .kill_on_drop(true);
+    // A group of its own: what the command forks is ended with it, and a Ctrl-C at the terminal
+    // reaches bench (which stops the run in order) and not the server mid-request.
+    #[cfg(unix)]
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid).
+        let parent = std::process::id() as libc::pid_t;
+        unsafe {
+            cmd.pre_exec(move || {
+                // SIGKILL when the thread that forked it ends: spawns happen on the runtime's
+                // worker threads, which live as long as bench.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Bench died between fork and prctl: nobody is left to send the signal.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::other("bench exited while starting the server"));
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        Failure::usage(format!(
+            "--server-cmd {:?}: cannot start: {e}",
+            crate::secrets::redact_command(&command)
+        ))
+    })?;
+    let reader = child.stderr.take().map(|stderr| {
         let tail = tail.clone();
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
@@ -207,9 +332,26 @@ fn spawn(template: &str, port: u16, tail: &Arc<Mutex<VecDeque<String>>>) -> Resu
                     t.push_back(crate::secrets::redact(&line));
                 }
             }
-        });
-    }
-    Ok(child)
+        })
+    });
+    Ok((child, reader))
+}
+
+/// A watcher of `child`'s process group: `sh` reading a pipe that only bench holds open. The read
+/// returns when the pipe closes (bench dropped it, or died, kill -9 included), and the group gets
+/// SIGKILL. None when it cannot be started: the group is still ended on every exit bench sees.
+fn watch_group(child: &Child) -> Option<Child> {
+    let pgid = child.id()?;
+    Command::new("sh")
+        .arg("-c")
+        // Not in the server's group, and deaf to the terminal's Ctrl-C: it acts only on the pipe.
+        .arg(format!("trap '' INT HUP; read -r _line; kill -s KILL -- -{pgid} 2>/dev/null"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(false)
+        .spawn()
+        .ok()
 }
 
 /// A port nothing listens on now (the OS picks it; the server binds it a moment later).
@@ -223,12 +365,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_command_without_a_port_or_that_dies_at_start_is_refused_clearly() {
-        let err = Supervisor::start("sleep 1", 0, Duration::from_secs(5)).await.err().unwrap();
+        let err = Supervisor::start("sleep 1", 0, Duration::from_secs(5), &|_| {}).await.err().unwrap();
         assert!(err.to_string().contains("{port}"), "{err}");
-        let err = Supervisor::start("sh -c 'echo boom >&2; exit 7' # {port}", 0, Duration::from_secs(5))
-            .await
-            .err()
-            .unwrap();
+        let err =
+            Supervisor::start("sh -c 'echo boom >&2; exit 7' # {port}", 0, Duration::from_secs(5), &|_| {})
+                .await
+                .err()
+                .unwrap();
         assert_eq!(err.exit_code(), crate::exit::SERVER);
         assert!(err.to_string().contains("exited with code 7") && err.to_string().contains("boom"), "{err}");
     }

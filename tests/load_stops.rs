@@ -183,3 +183,30 @@ fn past_its_restarts_a_dead_server_stops_the_load_with_exit_3_and_its_records() 
     assert!(measurements(&run).len() >= 2, "what finished is kept");
     assert!(String::from_utf8_lossy(&out.stdout).contains("| 4 (stopped) | cold |"));
 }
+
+/// Fails when a load goes on against a server that died (not one bench started): before, it ran
+/// the rest of the rate and the whole next rate, every arrival a failed connection, before exit 3.
+#[test]
+fn a_dead_server_stops_the_load_after_a_few_refused_requests_with_exit_3() {
+    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 1, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("load");
+    let child = spawn_load(&["--server", &server.url], dir.path(), &["--rates", "8,6", "--duration", "4s"]);
+    wait_for("three finished requests", || records_in(&run) >= 3);
+    drop(server); // its runtime and listener go: every later connection is refused
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("refused 3 requests in a row: it is down"), "{err}");
+    let meta = json(&run.join("run.json"));
+    assert_eq!(meta["status"], "interrupted");
+    let rates = meta["load"]["rates"].as_array().unwrap();
+    let why = rates[0]["stopped"].as_str().unwrap_or_else(|| panic!("rate 1 not marked stopped: {meta}"));
+    assert!(why.contains("refused 3 requests in a row"), "{why}");
+    assert!(rates[1]["clock_started_at"].is_null(), "the next rate never began: {meta}");
+    let ms = measurements(&run);
+    assert!(ms.iter().all(|m| m["run"] == 1), "no request of the next rate was sent");
+    assert!(ms.iter().filter(|m| m["error"].is_null()).count() >= 3, "what finished is kept");
+    let planned = rates[0]["arrivals"].as_array().unwrap().len();
+    assert!(ms.len() < planned, "the rate stopped early: {} of {planned}", ms.len());
+}

@@ -208,6 +208,7 @@ fn sample(flag: &str) -> Option<&'static str> {
         "shard" => "1/2",
         "shard-count" => "2",
         "max-restarts" => "1",
+        "server-start-timeout" => "20s",
         // A server that exits at once: the resume applies it and stops on it.
         "server-cmd" => "exit 7 # {port}",
         _ => return None,
@@ -224,6 +225,7 @@ fn every_sweep_flag_either_applies_on_resume_or_is_refused() {
     let applies = [
         "server",
         "server-cmd",
+        "server-start-timeout",
         "max-restarts",
         "api-key-env",
         "request-timeout",

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ttft_bench::exit;
-use ttft_bench::scripted::{Behaviour, Fault, Scripted, ServeOptions};
+use ttft_bench::scripted::{Behaviour, EchoKey, Fault, Scripted, ServeOptions};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -47,7 +47,9 @@ struct Args {
     /// error-in-stream, truncate, hang, keep-alive, huge-line:BYTES, endless-stream, endless-body,
     /// huge-error-body, html200, invalid-utf8, hang-after-headers, echo-headers,
     /// slow-drip:BYTES:MS, drop-after-read, reset-mid-body, close-after-stream:MS (llama-server's
-    /// way: a finished stream's connection reads nothing more and closes MS later).
+    /// way: a finished stream's connection reads nothing more and closes MS later),
+    /// echo-key:escaped|completion|at-cut (the request's key said back `\/`-escaped, in the
+    /// completion, or across the 2000th character of a 401 body).
     #[arg(long, default_value = "none", value_parser = parse_fault)]
     fault: Fault,
     /// Ignore max_tokens and always produce this many tokens.
@@ -115,6 +117,12 @@ fn parse_fault(text: &str) -> Result<Fault, FaultError> {
         "drop-after-read" => Fault::DropAfterRead,
         "reset-mid-body" => Fault::ResetMidBody,
         "close-after-stream" => Fault::CloseAfterStream(number("milliseconds")?),
+        "echo-key" => Fault::EchoKey(match parts.next().unwrap_or("") {
+            "escaped" => EchoKey::Escaped,
+            "completion" => EchoKey::Completion,
+            "at-cut" => EchoKey::AtCut,
+            other => return Err(FaultError::Unknown(format!("echo-key:{other}"))),
+        }),
         other => return Err(FaultError::Unknown(other.to_string())),
     })
 }

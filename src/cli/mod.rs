@@ -165,6 +165,11 @@ pub struct ConnectionArgs {
     /// the process, records a crash (signal, exit code, stderr tail) and restarts it.
     #[arg(long, value_name = "COMMAND", help_heading = "Connection (may change on --resume)")]
     pub server_cmd: Option<String>,
+    /// How long a --server-cmd server may take to answer /health (or /v1/models) before bench
+    /// stops it and exits 3, printing its last stderr lines [default: 300s; loading a large model
+    /// from a cold disk takes minutes].
+    #[arg(long, value_name = "SPAN", help_heading = "Connection (may change on --resume)")]
+    pub server_start_timeout: Option<Span>,
     /// Restarts of a crashed --server-cmd server before the run stops (exit 3, records kept)
     /// [default: 3].
     #[arg(long, help_heading = "Connection (may change on --resume)")]

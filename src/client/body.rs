@@ -152,9 +152,10 @@ pub(crate) async fn read_prefix_from(
     body
 }
 
-/// At most `QUOTED_CHARS` characters of `bytes`, lossily decoded.
+/// At most `QUOTED_CHARS` characters of `bytes`, lossily decoded, redacted before the cut (a
+/// key cut in half no longer matches its secret).
 pub fn quote(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).chars().take(QUOTED_CHARS).collect()
+    crate::secrets::redact_prefix(&String::from_utf8_lossy(bytes), QUOTED_CHARS)
 }
 
 /// Every cause of `e`, including the error inside an `io::Error` (whose `source()` skips it).

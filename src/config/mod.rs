@@ -28,6 +28,13 @@ pub const DEFAULT_OUTPUT_TOKENS: u32 = 64;
 pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
 pub const DEFAULT_SEED: u64 = 20_260_208;
 pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+/// How long a `--server-cmd` server may take to answer at start: a large model read from a cold
+/// disk onto a GPU takes minutes.
+pub const DEFAULT_SERVER_START_TIMEOUT_S: f64 = 300.0;
+
+fn default_server_start_timeout_s() -> f64 {
+    DEFAULT_SERVER_START_TIMEOUT_S
+}
 
 fn default_max_restarts() -> u32 {
     DEFAULT_MAX_RESTARTS
@@ -95,11 +102,15 @@ pub struct SweepConfig {
     pub request_timeout_s: f64,
     /// The variable's NAME; the key is read at start and never stored.
     pub api_key_env: Option<String>,
-    /// The command that starts the server (`--server-cmd`), when bench runs it itself.
-    #[serde(default)]
+    /// The command that starts the server (`--server-cmd`), when bench runs it itself. Written
+    /// out with its secrets masked (`secrets::redact_command`): a resume passes it again.
+    #[serde(default, serialize_with = "redacted_command")]
     pub server_cmd: Option<String>,
     #[serde(default = "default_max_restarts")]
     pub max_restarts: u32,
+    /// How long a `--server-cmd` server may take to answer at start (`--server-start-timeout`).
+    #[serde(default = "default_server_start_timeout_s")]
+    pub server_start_timeout_s: f64,
     /// A private CA trusted for https (`--ca-cert`), beside the platform's roots.
     #[serde(default)]
     pub ca_cert: Option<PathBuf>,
@@ -117,6 +128,11 @@ pub struct SweepConfig {
     /// `--reuse-primes`: one session lifecycle measures cold, warm and hot of a (context, mode, run).
     #[serde(default)]
     pub reuse_primes: bool,
+}
+
+/// `server_cmd` as written out: never with its keys, whatever file or output it goes to.
+fn redacted_command<S: serde::Serializer>(command: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    command.as_deref().map(crate::secrets::redact_command).serialize(s)
 }
 
 impl SweepConfig {
@@ -255,6 +271,16 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         }
     };
     let thermal = validate_thermal(&plan, &origins)?;
+    // Secrets are known before anything is written or printed: the key of --api-key-env may also
+    // be spelled out in --server-cmd, and the command's own keys may show up in its stderr.
+    if let Some(var) = &connection.api_key_env
+        && let Ok(key) = std::env::var(var)
+    {
+        crate::secrets::register(&key);
+    }
+    if let Some(cmd) = &connection.server_cmd {
+        crate::secrets::redact_command(cmd);
+    }
     Ok(SweepConfig {
         server: crate::secrets::redact_url(&server),
         server_url: server,
@@ -273,6 +299,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         api_key_env: connection.api_key_env.clone(),
         server_cmd: connection.server_cmd.clone(),
         max_restarts: connection.max_restarts.unwrap_or(DEFAULT_MAX_RESTARTS),
+        server_start_timeout_s: validate_start_timeout(&connection, &origins)?,
         ca_cert: connection.ca_cert.clone(),
         insecure: connection.insecure,
         seed: plan.seed.unwrap_or(DEFAULT_SEED),
@@ -330,6 +357,14 @@ pub fn validate_timeout(connection: &ConnectionArgs, origins: &Origins) -> Resul
     let secs = connection.request_timeout.map_or(DEFAULT_TIMEOUT_S, |s| s.secs());
     if secs <= 0.0 {
         return Err(origins.invalid("request_timeout", "must be more than 0"));
+    }
+    Ok(secs)
+}
+
+pub fn validate_start_timeout(connection: &ConnectionArgs, origins: &Origins) -> Result<f64, ConfigError> {
+    let secs = connection.server_start_timeout.map_or_else(default_server_start_timeout_s, |s| s.secs());
+    if secs <= 0.0 {
+        return Err(origins.invalid("server_start_timeout", "must be more than 0"));
     }
     Ok(secs)
 }

@@ -8,7 +8,9 @@
 //!   recorded (run.json `server_crashes`) and, within `--max-restarts`, the server is started again
 //!   and the rate repeated from its first arrival as a new run (`repeats_run`); past the restarts,
 //!   the load stops with exit 3. A rate cut short is left out of the knee: the requests it
-//!   finished are the quick ones, the slow ones were cut off.
+//!   finished are the quick ones, the slow ones were cut off;
+//! - a server that refuses `REFUSED_IN_A_ROW` requests in a row (it died, and bench did not start
+//!   it): the rate stops there, marked stopped, every finished record kept, and the load exits 3.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,6 +28,10 @@ use crate::supervise::{ServerCrash, Supervisor};
 
 /// How often a supervised server is checked while a rate runs.
 const CRASH_POLL: Duration = Duration::from_millis(100);
+/// Requests in a row refused at connect after which the server is taken for dead and the load
+/// stops, as a sweep stops after three unanswered cells: every later arrival would fail the same
+/// way, and a load's arrivals keep coming.
+const REFUSED_IN_A_ROW: usize = 3;
 
 /// How the rates ended when nothing failed.
 pub enum End {
@@ -90,6 +96,8 @@ enum RateEnd {
     Done(engine::RateClock),
     Signal,
     Crashed(ServerCrash),
+    /// Requests refused in a row: the server is gone.
+    Refused,
 }
 
 /// "rate 4/s (run 2)"
@@ -162,7 +170,8 @@ pub async fn run(
             timer: engine::Timer::Precise,
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Measurement>();
-        let writing = tokio::task::spawn_blocking(move || append_all(writer, rx));
+        let (gone_tx, gone_rx) = tokio::sync::oneshot::channel();
+        let writing = tokio::task::spawn_blocking(move || append_all(writer, rx, gone_tx));
         let began = Instant::now();
         let since = || format!("{:.1} s after it began", began.elapsed().as_secs_f64());
         let end = tokio::select! {
@@ -171,6 +180,15 @@ pub async fn run(
                 RateEnd::Crashed(crash)
             }
             _ = stopped(&mut stop) => RateEnd::Signal,
+            Ok(()) = gone_rx => RateEnd::Refused,
+        };
+        // A supervised server that refuses because it died is a crash (restarted, within limits).
+        let end = match (end, supervisor.as_mut()) {
+            (RateEnd::Refused, Some(sup)) => match sup.check(&format!("{}, {}", label(&rate), since())) {
+                Some(crash) => RateEnd::Crashed(crash),
+                None => RateEnd::Refused,
+            },
+            (end, _) => end,
         };
         // A rate stopped early dropped the engine, and with it every task holding a sender: the
         // writer ends once it has appended every record already finished.
@@ -195,6 +213,15 @@ pub async fn run(
                         rate.rate_per_s
                     )));
                 }
+            }
+            RateEnd::Refused => {
+                let why = format!(
+                    "the server at {} refused {REFUSED_IN_A_ROW} requests in a row: it is down; stopped {}",
+                    ctx.config.server,
+                    since()
+                );
+                live.update(|p| stop_rate(p, i, why.clone()))?;
+                return Err(Failure::server(format!("{why}; the load stopped there")));
             }
             RateEnd::Signal => {
                 let why = format!("interrupted by a signal {}", since());
@@ -254,13 +281,26 @@ async fn restart(
 }
 
 /// Appends every record as it comes (one write and an fsync each, off the async workers); returns
-/// the writer and what it wrote when the channel closes.
+/// the writer and what it wrote when the channel closes. `gone` fires once `REFUSED_IN_A_ROW`
+/// records in a row were refused at connect.
 fn append_all(
     mut writer: RecordWriter,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Measurement>,
+    gone: tokio::sync::oneshot::Sender<()>,
 ) -> Result<(RecordWriter, Vec<Measurement>), Failure> {
     let mut written = Vec::new();
+    let (mut refused, mut gone) = (0, Some(gone));
     while let Some(m) = rx.blocking_recv() {
+        refused = if matches!(m.error.as_ref().map(|e| e.kind), Some(ErrorKind::Connect)) {
+            refused + 1
+        } else {
+            0
+        };
+        if refused >= REFUSED_IN_A_ROW
+            && let Some(tell) = gone.take()
+        {
+            let _ = tell.send(());
+        }
         let record = Record::Measurement(Box::new(m));
         writer.append(&record).map_err(|e| Failure::io(e.to_string()))?;
         if let Record::Measurement(m) = record {

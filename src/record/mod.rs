@@ -417,7 +417,8 @@ pub fn prefill_tps(input_tokens: Option<u64>, ttft_ms: Option<f64>) -> Option<f6
     Some(input as f64 / (ttft / 1000.0))
 }
 
-/// The first `OUTPUT_SAMPLE_CHARS` characters (not bytes: never split a UTF-8 sequence).
+/// The first `OUTPUT_SAMPLE_CHARS` characters (not bytes: never split a UTF-8 sequence),
+/// redacted before the cut: a server may repeat a key in its completion.
 pub fn output_sample(text: &str) -> String {
-    text.chars().take(OUTPUT_SAMPLE_CHARS).collect()
+    crate::secrets::redact_prefix(text, OUTPUT_SAMPLE_CHARS)
 }

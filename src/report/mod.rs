@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::exit::{self, Failure};
 use crate::output;
 use crate::record::{self, CacheState, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord};
-use crate::results::load::{self, Detail};
+use crate::results::load::{self, Detail, Source};
 use crate::results::{batch, combine};
 use crate::stats::{self, Ratio, Summary};
 

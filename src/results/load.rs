@@ -315,7 +315,9 @@ fn load_run_dir(path: &Path, detail: Detail) -> Result<Source, InputError> {
             let mut bytes = Vec::new();
             file.read_to_end(&mut bytes)
                 .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
-            vec![read_run_json(&name, &bytes)?]
+            let mut meta = read_run_json(&name, &bytes)?;
+            read_killed_as_interrupted(path, &mut meta.raw);
+            vec![meta]
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(InputError::new(&name, 0, format!("cannot read: {e}"))),
@@ -323,6 +325,17 @@ fn load_run_dir(path: &Path, detail: Detail) -> Result<Source, InputError> {
     let mut source = Source::read(&jsonl, SourceKind::RunDir, run_meta, parsed)?;
     source.path = path.to_path_buf();
     Ok(source)
+}
+
+/// A run whose run.json says `running` while no process holds its lock was killed before it could
+/// say so: it reads as `interrupted` (with `status_note` saying why), in every reading verb and in
+/// what merge copies.
+fn read_killed_as_interrupted(run_dir: &Path, raw: &mut serde_json::Value) {
+    if raw.get("status").and_then(serde_json::Value::as_str) == Some("running") && store::holder_gone(run_dir)
+    {
+        raw["status"] = "interrupted".into();
+        raw["status_note"] = format!("{}; finish it with bench sweep --resume", store::KILLED).into();
+    }
 }
 
 /// run.json, typed: a renamed or mistyped field is an error naming its line.

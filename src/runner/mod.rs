@@ -202,8 +202,9 @@ pub(crate) async fn start_server(
     progress: &Progress,
 ) -> Result<Option<Supervisor>, Failure> {
     let Some(cmd) = &config.server_cmd else { return Ok(None) };
-    progress.note(&format!("starting the server: {}", crate::secrets::redact(cmd)));
-    let sup = Supervisor::start(cmd, config.max_restarts, crate::supervise::DEFAULT_START_TIMEOUT).await?;
+    progress.note(&format!("starting the server: {}", crate::secrets::redact_command(cmd)));
+    let timeout = Duration::from_secs_f64(config.server_start_timeout_s);
+    let sup = Supervisor::start(cmd, config.max_restarts, timeout, &|line| progress.note(line)).await?;
     config.server = sup.url();
     config.server_url = sup.url();
     Ok(Some(sup))
@@ -212,7 +213,7 @@ pub(crate) async fn start_server(
 /// run.json learns the started server's command (redacted) and address.
 pub(crate) fn record_server(supervisor: Option<&Supervisor>, journal: &Journal) -> Result<(), Failure> {
     let Some(sup) = supervisor else { return Ok(()) };
-    let (command, url) = (crate::secrets::redact(&sup.command()), sup.url());
+    let (command, url) = (crate::secrets::redact_command(&sup.command()), sup.url());
     journal.update(|m| {
         m.server.command = Some(command);
         m.config.server = url.clone();

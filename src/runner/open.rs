@@ -136,8 +136,8 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
         None => Ok(()),
         Some(flag) => Err(Failure::usage(format!(
             "{flag} cannot be combined with --resume: what a run measures is fixed in its run.json \
-             (only the connection settings --server, --server-cmd, --max-restarts, --api-key-env and \
-             --request-timeout may change); start a new run instead"
+             (only the connection settings --server, --server-cmd, --server-start-timeout, \
+             --max-restarts, --api-key-env and --request-timeout may change); start a new run instead"
         ))),
     }
 }
@@ -150,6 +150,9 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     })?;
     let mut meta: RunMeta = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("{}:{}: not a bench run.json: {e}", path.display(), e.line())))?;
+    if meta.status == RunStatus::Running && store::holder_gone(dir) {
+        eprintln!("{}: {}; resuming it", dir.display(), store::KILLED);
+    }
     let c = &args.connection;
     let mut changed = BTreeMap::new();
     meta.config.server_url = meta.config.server.clone();
@@ -171,9 +174,14 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     }
     if let Some(cmd) = &c.server_cmd {
         meta.config.server_cmd = Some(cmd.clone());
-        changed.insert("server_cmd".to_string(), crate::secrets::redact(cmd));
+        changed.insert("server_cmd".to_string(), crate::secrets::redact_command(cmd));
     } else if c.server.is_some() {
         meta.config.server_cmd = None;
+    } else if meta.config.server_cmd.as_deref().is_some_and(|cmd| cmd.contains(crate::secrets::MASK)) {
+        return Err(Failure::usage(format!(
+            "{}: the server command had secrets, which are never written out: pass --server-cmd again",
+            path.display()
+        )));
     }
     if let Some(n) = c.max_restarts {
         meta.config.max_restarts = n;
@@ -198,6 +206,13 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
         }
         meta.config.request_timeout_s = timeout.secs();
         changed.insert("request_timeout_s".to_string(), timeout.secs().to_string());
+    }
+    if let Some(timeout) = c.server_start_timeout {
+        if timeout.secs() <= 0.0 {
+            return Err(Failure::usage("--server-start-timeout: must be more than 0"));
+        }
+        meta.config.server_start_timeout_s = timeout.secs();
+        changed.insert("server_start_timeout_s".to_string(), timeout.secs().to_string());
     }
     meta.resumed_at.push(Resumption { at: crate::clock::now_rfc3339(), changed });
     meta.status = RunStatus::Running;

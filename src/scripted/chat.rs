@@ -258,7 +258,12 @@ pub(super) async fn chat(
     let mut produced = 0u32;
     while produced < n_out {
         let k = b.tokens_per_chunk.max(1).min(n_out - produced);
-        let text: String = (0..k).map(|i| token(produced + i)).collect();
+        let mut text: String = (0..k).map(|i| token(produced + i)).collect();
+        if produced == 0
+            && let Some(echo) = faults::completion_echo(&b.fault, &headers)
+        {
+            text.insert_str(0, &echo);
+        }
         let delay = if produced == 0 { first } else { interval * k };
         let chunk = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
         events.push(data(delay, chunk.to_string(), true));

@@ -66,6 +66,45 @@ pub enum Fault {
     /// server reads the connection's next request, so a client that sent one meanwhile gets the
     /// stray first, as from a proxy or server that answers a request twice.
     StrayAfterStream(u64),
+    /// The request's key (bearer, Basic credentials or x-api-key) said back in another form.
+    EchoKey(EchoKey),
+}
+
+/// How `Fault::EchoKey` says the key back: each a way echoed keys got past literal redaction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EchoKey {
+    /// 401 whose JSON body escapes `/` as `\/` (PHP's json_encode, some Java encoders).
+    Escaped,
+    /// The normal stream, its first content chunk starting with the key.
+    Completion,
+    /// 401 whose body puts the key across the 2000th character, where error quotes are cut.
+    AtCut,
+}
+
+/// The credential a request carried: the bearer token, the Basic credentials (base64) or x-api-key.
+fn key_of(headers: &HeaderMap) -> String {
+    let auth = headers.get("authorization").or_else(|| headers.get("x-api-key"));
+    let value = auth.and_then(|v| v.to_str().ok()).unwrap_or("");
+    value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("Basic ")).unwrap_or(value).to_string()
+}
+
+/// Text to put before the first content token, for `EchoKey::Completion`.
+pub fn completion_echo(fault: &Fault, headers: &HeaderMap) -> Option<String> {
+    (*fault == Fault::EchoKey(EchoKey::Completion)).then(|| format!("your key is {} ", key_of(headers)))
+}
+
+/// The 401 of `EchoKey::Escaped` and `EchoKey::AtCut`.
+fn echo_key(how: EchoKey, headers: &HeaderMap) -> Option<Response> {
+    let key = key_of(headers);
+    let body = match how {
+        EchoKey::Escaped => {
+            let escaped = json!(key).to_string().replace('/', "\\/");
+            format!("{{\"error\":{{\"message\":\"invalid key\",\"key\":{escaped}}}}}")
+        }
+        EchoKey::AtCut => format!("{}{key} is invalid", "x".repeat(crate::client::body::QUOTED_CHARS - 8)),
+        EchoKey::Completion => return None,
+    };
+    Some(with_type(StatusCode::UNAUTHORIZED, "application/json", Body::from(body)))
 }
 
 /// The unasked-for response of `Fault::StrayAfterStream`: complete, chunked, one token.
@@ -167,6 +206,7 @@ pub fn respond(
             });
             sse(head.chain(tail).chain(forever()))
         }
+        Fault::EchoKey(how) => return echo_key(*how, headers),
         _ => return None,
     };
     Some(response)

@@ -17,7 +17,7 @@ mod slots;
 pub mod trace;
 
 pub use chat::{output_text, token};
-pub use faults::Fault;
+pub use faults::{EchoKey, Fault};
 pub use slots::PREFIX_BLOCK;
 pub use trace::{Clock, RequestTiming, TraceLine};
 

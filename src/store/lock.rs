@@ -68,6 +68,26 @@ impl Drop for RunLock {
     }
 }
 
+/// What a run whose writer is gone (`holder_gone`) while run.json says `running` is told as.
+pub const KILLED: &str = "run.json says running, but no bench process holds the run: it was killed (kill -9, a \
+     crash, a power loss) and is read as interrupted";
+
+/// Whether the writer of the run in `run_dir` is gone: its lock file is there and no process holds
+/// the lock. A run killed outright (kill -9, a power loss) cannot write `interrupted` into its
+/// run.json; this is how a reader tells that `running` is no longer true. A directory without a
+/// lock file was not written by a bench on this host and is not judged (false). The probe is a
+/// shared lock held for the moment of the test.
+pub fn holder_gone(run_dir: &Path) -> bool {
+    let Ok(file) = File::open(run_dir.join(LOCK_FILE)) else { return false };
+    match file.try_lock_shared() {
+        Ok(()) => {
+            let _ = file.unlock();
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// How long a refused process waits for the holder's pid to appear (`holder`).
 const PID_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 

@@ -11,7 +11,7 @@ mod lock;
 mod records;
 
 pub use atomic::{WriteError, write_atomic, write_atomic_with, write_json_atomic};
-pub use lock::{LOCK_FILE, LockError, RunLock};
+pub use lock::{KILLED, LOCK_FILE, LockError, RunLock, holder_gone};
 pub use records::{
     LineError, RecordWriter, has_records, json_message, parse_record, read_records, read_records_at,
     read_records_from, read_records_with, shown, start_run,

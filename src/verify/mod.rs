@@ -276,6 +276,9 @@ fn verify_input(
     report: &mut Report,
 ) {
     let file = src.path.display().to_string();
+    for note in src.run_meta.iter().filter_map(|m| m.raw.get("status_note").and_then(|n| n.as_str())) {
+        report.notes.push(format!("{file}: {note}"));
+    }
     if src.run_meta.iter().any(|m| m.view.insecure()) {
         report
             .notes
