@@ -136,7 +136,7 @@ fn the_slurm_array_shards_by_task_id_and_resumes_its_own_directory() {
         text.lines().find_map(|l| l.strip_prefix("#SBATCH --array=")).expect("an #SBATCH --array line");
     let (lo, hi) = array.split_once('-').unwrap();
     let (lo, hi): (u32, u32) = (lo.parse().unwrap(), hi.parse().unwrap());
-    assert!(text.contains("sweep --shard auto"), "the array tasks shard with --shard auto");
+    assert!(text.contains("shard=${SHARD:-auto}"), "the array tasks shard with --shard auto");
     assert!(!text.contains("--shard-count"), "the count is the array's (SLURM_ARRAY_TASK_COUNT)");
     assert!(Command::new("bash").arg("-n").arg(&path).status().unwrap().success());
 
@@ -145,9 +145,11 @@ fn the_slurm_array_shards_by_task_id_and_resumes_its_own_directory() {
     std::fs::write(&stub, "#!/bin/sh\necho \"$@\"\n").unwrap();
     Command::new("chmod").arg("+x").arg(&stub).status().unwrap();
     let results = dir.path().join("results");
-    let task = |id: u32| -> String {
+    let task_with = |id: u32, vars: &[(&str, &str)]| -> String {
         let out = Command::new("bash")
             .arg(&path)
+            // Submitted from anywhere: nothing may depend on the submit directory.
+            .current_dir(dir.path())
             .env("BENCH", &stub)
             .env("MODEL", "/m.gguf")
             .env("RESULTS", &results)
@@ -158,14 +160,26 @@ fn the_slurm_array_shards_by_task_id_and_resumes_its_own_directory() {
             .env("SLURM_ARRAY_TASK_MIN", lo.to_string())
             .env("SLURM_ARRAY_TASK_MAX", hi.to_string())
             .env("SLURM_ARRAY_TASK_COUNT", (hi - lo + 1).to_string())
+            .envs(vars.iter().copied())
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
+    let task = |id: u32| -> String { task_with(id, &[]) };
     let first = task(lo);
     assert!(first.starts_with("sweep --shard auto"), "{first}");
     assert_eq!(flag_value(&first, "--out"), results.to_str());
+    // The default and any relative SCENARIO are the repository's files, wherever sbatch ran.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).canonicalize().unwrap();
+    let scenario = PathBuf::from(flag_value(&first, "--scenario").unwrap());
+    assert_eq!(scenario, repo.join("scenarios/gpu-reference.toml"), "{first}");
+    assert!(scenario.is_file());
+    let quick = task_with(lo, &[("SCENARIO", "scenarios/quick.toml")]);
+    assert_eq!(flag_value(&quick, "--scenario").map(PathBuf::from), Some(repo.join("scenarios/quick.toml")));
+    let absolute = dir.path().join("mine.toml");
+    let mine = task_with(lo, &[("SCENARIO", absolute.to_str().unwrap())]);
+    assert_eq!(flag_value(&mine, "--scenario"), absolute.to_str());
     assert!(first.contains("--port {port}"), "bench fills the port: {first}");
     // The last task's directory, as bench names it, exists: that task resumes it.
     let n = hi - lo + 1;
@@ -175,4 +189,29 @@ fn the_slurm_array_shards_by_task_id_and_resumes_its_own_directory() {
     std::fs::write(run.join("run.json"), "{}").unwrap();
     assert!(task(hi).starts_with(&format!("sweep --resume {}", run.display())), "{}", task(hi));
     assert!(task(lo).starts_with("sweep --shard auto"));
+    // Re-submitted on its own (--array=5: a one-task array), the task is told its shard.
+    let alone = |shard: &str| -> String {
+        let out = Command::new("bash")
+            .arg(&path)
+            .current_dir(dir.path())
+            .env("BENCH", &stub)
+            .env("MODEL", "/m.gguf")
+            .env("RESULTS", &results)
+            .env("TMPDIR", dir.path())
+            .env("SLURM_JOB_NAME", "ttft-bench")
+            .env("SLURM_ARRAY_JOB_ID", "78")
+            .env("SLURM_ARRAY_TASK_ID", "5")
+            .env("SLURM_ARRAY_TASK_MIN", "5")
+            .env("SLURM_ARRAY_TASK_MAX", "5")
+            .env("SLURM_ARRAY_TASK_COUNT", "1")
+            .env("RUN_ID", "ttft-bench-77")
+            .env("SHARD", shard)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(alone(&format!("{n}/{n}")).starts_with(&format!("sweep --resume {}", run.display())));
+    let other = alone(&format!("1/{n}"));
+    assert!(other.starts_with(&format!("sweep --shard 1/{n} ")), "{other}");
 }
