@@ -81,12 +81,13 @@ fi
 
 # --- A one-node cluster. Its own ports, spool and state under $work, so nothing of a system
 # Slurm is touched. proctrack/pgid: a killed task's server (in bench's process group) goes too.
+# Everything on 127.0.0.1, so the host name need not resolve.
 node=$(hostname -s)
 hw=$(slurmd -C | head -n 1 | sed 's/^NodeName=[^ ]* //')
 mkdir -p "$work/etc" "$work/state" "$work/spool" "$work/log" "$work/results"
 cat >"$work/etc/slurm.conf" <<EOF
 ClusterName=e2e
-SlurmctldHost=$node
+SlurmctldHost=$node(127.0.0.1)
 SlurmctldPort=16817
 SlurmdPort=16818
 SlurmUser=root
@@ -109,7 +110,7 @@ GresTypes=gpu
 JobRequeue=1
 KillWait=5
 MinJobAge=600
-NodeName=$node $hw Gres=gpu:4 State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 $hw Gres=gpu:4 State=UNKNOWN
 PartitionName=e2e Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
 # A GPU GRES stub: Slurm drops a GPU without a device file, so 4 nodes of /dev/null's device
