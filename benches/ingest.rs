@@ -8,8 +8,8 @@
 //! record) and a few are staggered pairs, so batches and every record type take part.
 //!
 //! Then the merge of a sharded sweep's N shard directories (`-- --shards N`, default 1000; 0 skips
-//! it; `-- --shards-only` skips the 100,000 records): a matrix of 1002 points (167 contexts x
-//! cold/warm/hot x both modes, 3 runs each) cut into N shards by bench's own partition, each shard's
+//! it; `-- --shards-only` skips the 100,000 records): a matrix of 1002 units (501 contexts x both
+//! modes, each with cold/warm/hot, one run) cut into N shards by bench's own partition, each shard's
 //! run.json and records written by bench's own writers (`store::start_run`, `RecordWriter`), then
 //! `bench merge` of every shard directory with `--expect` the scenario, which must say Complete.
 //!
@@ -275,13 +275,14 @@ fn mb(path: &Path) -> f64 {
     std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6)
 }
 
-/// The sharded job's scenario: 167 contexts x 3 cache states x 2 modes = 1002 matrix points (the
-/// partition's units), so up to 1002 shards; 3 runs each, 3006 cells.
+/// The sharded job's scenario: 501 contexts x 2 modes = 1002 units (a unit is a context and mode
+/// with all its cache states, a session lifecycle), so up to 1002 shards; cold, warm and hot, one
+/// run each: 3006 cells.
 fn shard_scenario() -> String {
-    let contexts: Vec<String> = (0..167).map(|i| (1024 + 128 * i).to_string()).collect();
+    let contexts: Vec<String> = (0..501).map(|i| (1024 + 64 * i).to_string()).collect();
     format!(
         "contexts = \"{}\"\nmodes = \"streaming,non-streaming\"\ncache_states = \"cold,warm,hot\"\n\
-         batch_sizes = \"1\"\nruns = 3\noutput_tokens = 64\nthermal = \"off\"\n",
+         batch_sizes = \"1\"\nruns = 1\noutput_tokens = 64\nthermal = \"off\"\n",
         contexts.join(",")
     )
 }
