@@ -170,8 +170,10 @@ say "killed $victim (SIGKILL) mid-shard: $(victim_state), $kept records in $(bas
 
 # Requeued, the task runs again under the same array job id, so RUN_ID and its directory are the
 # same and the script resumes it. Slurm holds a requeued job back for a while (BeginTime); it is
-# released at once here.
+# released here after 3 s: slurmd revokes the killed instance's credential with a timestamp in
+# seconds, and a relaunch within that second is refused ("Job credential revoked").
 scontrol requeue "$victim"
+sleep 3
 scontrol update jobid="$victim" StartTime=now
 say "requeued $victim"
 
