@@ -70,6 +70,16 @@ bench:
     cargo bench --bench external
     cargo bench --bench load_rate
 
+# deploy/slurm/sweep.sbatch on a real one-node Slurm (installs slurm-wlm and munge if missing; root):
+# a 4-task array against bench-scripted-server, one task SIGKILLed mid-shard and requeued, resumed,
+# merged with --expect; every daemon it starts is stopped (scripts/slurm-e2e.sh)
+slurm-e2e:
+    bash scripts/slurm-e2e.sh
+
+# the Kubernetes manifests against the Kubernetes schemas (kubernetes-validate, strict; pip-installed if missing)
+k8s-validate:
+    bash scripts/k8s-validate.sh
+
 # measure this machine's memory bandwidth and GEMM throughput (numpy) for --bandwidth-gbps/--tflops
 host-profile:
     python3 scripts/host_profile.py

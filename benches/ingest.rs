@@ -7,6 +7,12 @@
 //! writes them (about 2.3 KB a line). One in ten cells is a concurrent batch of 4 (members + group
 //! record) and a few are staggered pairs, so batches and every record type take part.
 //!
+//! Then the merge of a sharded sweep's N shard directories (`-- --shards N`, default 1000; 0 skips
+//! it; `-- --shards-only` skips the 100,000 records): a matrix of 1002 units (501 contexts x both
+//! modes, each with cold/warm/hot, one run) cut into N shards by bench's own partition, each shard's
+//! run.json and records written by bench's own writers (`store::start_run`, `RecordWriter`), then
+//! `bench merge` of every shard directory with `--expect` the scenario, which must say Complete.
+//!
 //! Run with `cargo bench --bench ingest` (`-- --records N` for another size, `-- --timeout S` per
 //! step, `-- --keep DIR` to keep the generated files, `-- --repeat N` to keep the fastest of N runs
 //! of each step). The goal on the 2-core CI machine class: every step under 1 s and 200 MB. The
@@ -269,15 +275,146 @@ fn mb(path: &Path) -> f64 {
     std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6)
 }
 
+/// The sharded job's scenario: 501 contexts x 2 modes = 1002 units (a unit is a context and mode
+/// with all its cache states, a session lifecycle), so up to 1002 shards; cold, warm and hot, one
+/// run each: 3006 cells.
+fn shard_scenario() -> String {
+    let contexts: Vec<String> = (0..501).map(|i| (1024 + 64 * i).to_string()).collect();
+    format!(
+        "contexts = \"{}\"\nmodes = \"streaming,non-streaming\"\ncache_states = \"cold,warm,hot\"\n\
+         batch_sizes = \"1\"\nruns = 1\noutput_tokens = 64\nthermal = \"off\"\n",
+        contexts.join(",")
+    )
+}
+
+/// A sweep's config from a scenario file, resolved as `bench sweep --scenario FILE` resolves it.
+fn sweep_config(scenario: &Path) -> ttft_bench::config::SweepConfig {
+    use clap::Parser;
+    use ttft_bench::cli::{Cli, Command as Verb};
+    let cli = Cli::try_parse_from([
+        "bench",
+        "sweep",
+        "--server",
+        "http://127.0.0.1:1",
+        "--model",
+        "bench/ingest-8b",
+        "--scenario",
+        &scenario.to_string_lossy(),
+    ])
+    .expect("the sweep's flags parse");
+    let Verb::Sweep(args) = cli.command else { unreachable!("parsed as sweep") };
+    ttft_bench::config::resolve(&args).expect("the scenario resolves")
+}
+
+/// How evenly `bench sweep --shard K/N` splits the matrix of `scenario`, for each N: the largest
+/// and smallest shard's share of the nominal cost, times N (1.00 is a perfect split), and the
+/// fewest and most cells a shard gets; or why N shards are refused.
+fn balance(label: &str, scenario: &Path, counts: &[u32]) {
+    let matrix = sweep_config(scenario).matrix();
+    let units = ttft_bench::shard::units(&matrix).len();
+    println!(
+        "balance: {label}: {} cells, {units} units (a matrix point with all its runs)",
+        matrix.cell_count()
+    );
+    for &count in counts {
+        let started = Instant::now();
+        let mut shares = Vec::new();
+        for index in 1..=count {
+            let spec =
+                ttft_bench::shard::ShardSpec { index, count, origin: format!("--shard {index}/{count}") };
+            match ttft_bench::shard::plan(&matrix, &spec) {
+                Ok(shard) => shares.push((shard.cost_share, shard.cells)),
+                Err(e) => {
+                    println!("  {count:>5} shards: refused: {e}");
+                    break;
+                }
+            }
+        }
+        if shares.len() == count as usize {
+            let n = f64::from(count);
+            let max = shares.iter().map(|s| s.0).fold(0.0, f64::max) * n;
+            let min = shares.iter().map(|s| s.0).fold(f64::INFINITY, f64::min) * n;
+            let cells_min = shares.iter().map(|s| s.1).min().unwrap_or(0);
+            let cells_max = shares.iter().map(|s| s.1).max().unwrap_or(0);
+            println!(
+                "  {count:>5} shards: largest {max:.2}x and smallest {min:.2}x the mean cost, {cells_min}-{cells_max} cells \
+                 a shard (every shard planned in {:.2} s)",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// Writes shard `index` of `count` of the scenario at `scenario` into `out`, as a sweep would: the
+/// run.json bench's sweep writes (its config resolved from the same flags, the shard planned by
+/// `shard::plan`), then one record per cell through bench's record writer.
+fn write_shard(scenario: &Path, out: &Path, index: u32, count: u32) {
+    use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
+    let mut config = sweep_config(scenario);
+    let spec = ttft_bench::shard::ShardSpec { index, count, origin: format!("--shard {index}/{count}") };
+    let shard = ttft_bench::shard::plan(&config.matrix(), &spec).expect("the matrix has enough units");
+    let cells = ttft_bench::shard::cells(&config.matrix(), "bench/ingest-8b", Some(&shard));
+    config.shard = Some(shard);
+    let run_id = ttft_bench::shard::run_id("20260205T213000Z-job", &spec);
+    let meta = RunMeta {
+        schema_version: SCHEMA_VERSION,
+        run_id: run_id.clone(),
+        harness: Harness::current(),
+        started_at: "2026-02-05T21:30:00.000Z".into(),
+        ended_at: Some("2026-02-05T21:40:00.000Z".into()),
+        status: RunStatus::Complete,
+        resumed_at: vec![],
+        config,
+        server: ServerInfo::default(),
+        host: HostFacts::default(),
+        prompt_sizing: None,
+        thermal_baseline: None,
+        physics: None,
+        stagger_calibration: None,
+        forecast: None,
+        server_crashes: vec![],
+        harness_time: None,
+        arrival_stamps: None,
+        soak: None,
+        load: None,
+    };
+    let mut rng = Rng::new(u64::from(index));
+    let mut writer = ttft_bench::store::start_run(&out.join(&run_id), &meta).expect("start the shard");
+    for (i, cell) in cells.into_iter().enumerate() {
+        let record = Record::Measurement(Box::new(measurement(&mut rng, &run_id, cell, i as u32, None)));
+        writer.append(&record).expect("append a record");
+    }
+}
+
 fn main() {
     let n: usize = arg("--records", 100_000);
     let repeat: usize = arg("--repeat", 1).max(1);
     let timeout = Duration::from_secs(arg("--timeout", 300));
     let keep: Option<PathBuf> =
         arg::<String>("--keep", String::new()).parse().ok().filter(|p: &PathBuf| !p.as_os_str().is_empty());
+    let shards: u32 = arg("--shards", 1000);
+    let shards_only = std::env::args().any(|a| a == "--shards-only");
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     std::fs::create_dir_all(&dir).expect("create the output dir");
+
+    // The shard directories, also made in a child process (see below for why).
+    if let Some(into) = arg::<String>("--shards-into", String::new())
+        .parse()
+        .ok()
+        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
+    {
+        let scenario = into.join("scenario.toml");
+        std::fs::write(&scenario, shard_scenario()).expect("write the scenario");
+        for index in 1..=shards {
+            write_shard(&scenario, &into.join("shards"), index, shards);
+        }
+        return;
+    }
+    if shards_only {
+        merge_shards(&dir, shards, timeout);
+        return;
+    }
 
     // The records are made in a child process: a child's peak memory counts its parent's peak at
     // the time it was started (Linux carries the high-water mark across exec), so this process
@@ -337,7 +474,93 @@ fn main() {
             println!("{:<18} canonical file {:.0} MB", "", mb(&canonical));
         }
     }
+    if shards > 0 {
+        merge_shards(&dir, shards, timeout);
+    }
     if let Some(dir) = keep {
         println!("kept: {}", dir.display());
     }
+}
+
+/// `bench merge` of `count` shard directories of one job, with `--expect` its scenario; first the
+/// partition's balance, on the paper's matrix at 10x its runs and on the job's.
+fn merge_shards(dir: &Path, count: u32, timeout: Duration) {
+    let paper = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/paper.toml"))
+        .expect("scenarios/paper.toml");
+    assert!(paper.contains("\nruns = 3\n"), "scenarios/paper.toml no longer says runs = 3");
+    let paper10 = dir.join("paper-10x.toml");
+    std::fs::write(
+        &paper10,
+        paper.replace("\nruns = 3\n", "\nruns = 30\n").replace("stagger_runs = 3", "stagger_runs = 30"),
+    )
+    .expect("write the 10x paper scenario");
+    balance("scenarios/paper.toml at 10x its runs", &paper10, &[4, 16, 64, 67, count]);
+    let job = dir.join("job-scenario.toml");
+    std::fs::write(&job, shard_scenario()).expect("write the job's scenario");
+    balance("the sharded job below", &job, &[4, 16, 64, 256, count]);
+
+    let made = Instant::now();
+    let generated = Command::new(std::env::current_exe().expect("this benchmark's path"))
+        .args(["--shards", &count.to_string(), "--shards-into", &dir.to_string_lossy()])
+        .status()
+        .expect("write the shard directories");
+    assert!(generated.success(), "writing the shard directories failed");
+    let mut inputs: Vec<String> = std::fs::read_dir(dir.join("shards"))
+        .expect("the shard directories")
+        .map(|e| e.expect("a shard directory").path().to_string_lossy().into_owned())
+        .collect();
+    inputs.sort();
+    let bytes: u64 = inputs
+        .iter()
+        .filter_map(|d| std::fs::metadata(Path::new(d).join("measurements.jsonl")).ok())
+        .map(|m| m.len())
+        .sum();
+    println!(
+        "shards: {} directories of one job, {:.0} MB of records, written in {:.1} s",
+        inputs.len(),
+        bytes as f64 / 1e6,
+        made.elapsed().as_secs_f64()
+    );
+    let merged = dir.join("shards.json").to_string_lossy().into_owned();
+    let scenario = dir.join("scenario.toml").to_string_lossy().into_owned();
+    let mut args: Vec<&str> = vec!["merge"];
+    args.extend(inputs.iter().map(String::as_str));
+    args.extend(["-o", &merged, "--expect", &scenario]);
+    let s = step(&args, timeout);
+    let code = s.code.map_or("sig".to_string(), |c| c.to_string());
+    println!(
+        "{:<10} {:<7} {:>9.2} {:>9.2} {:>9.0} {code:>5}  ({count} shard directories, --expect: exit 0 is Complete)",
+        "shards", "merge", s.wall_s, s.cpu_s, s.peak_mb
+    );
+
+    // The same job merged as a tree: groups of 100 shards into partial files (no --expect: each
+    // is incomplete on its own), then the partial files with --expect.
+    let (mut wall, mut cpu, mut peak) = (0.0, 0.0, 0.0f64);
+    let mut partials = Vec::new();
+    for (i, group) in inputs.chunks(100).enumerate() {
+        let partial = dir.join(format!("partial-{i:03}.json")).to_string_lossy().into_owned();
+        let mut args: Vec<&str> = vec!["merge"];
+        args.extend(group.iter().map(String::as_str));
+        args.extend(["-o", &partial]);
+        let s = step(&args, timeout);
+        (wall, cpu, peak) = (wall + s.wall_s, cpu + s.cpu_s, peak.max(s.peak_mb));
+        partials.push(partial);
+    }
+    let top = dir.join("tree.json").to_string_lossy().into_owned();
+    let mut args: Vec<&str> = vec!["merge"];
+    args.extend(partials.iter().map(String::as_str));
+    args.extend(["-o", &top, "--expect", &scenario]);
+    let s = step(&args, timeout);
+    let code = s.code.map_or("sig".to_string(), |c| c.to_string());
+    println!(
+        "{:<10} {:<7} {:>9.2} {:>9.2} {:>9.0} {code:>5}  (as a tree: {} merges of up to 100 shards, {wall:.2} s, \
+         {cpu:.2} s CPU, peak {peak:.0} MB; then those {} files with --expect)",
+        "tree",
+        "merge",
+        s.wall_s,
+        s.cpu_s,
+        s.peak_mb,
+        partials.len(),
+        partials.len()
+    );
 }

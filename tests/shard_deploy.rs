@@ -3,9 +3,12 @@
 //! results land), and their shell logic names the run directory bench writes, so a retried shard
 //! resumes instead of starting over.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::scripted::{Behaviour, Scripted};
 use serde_json::Value;
 
 fn deploy(path: &str) -> PathBuf {
@@ -136,7 +139,7 @@ fn the_slurm_array_shards_by_task_id_and_resumes_its_own_directory() {
         text.lines().find_map(|l| l.strip_prefix("#SBATCH --array=")).expect("an #SBATCH --array line");
     let (lo, hi) = array.split_once('-').unwrap();
     let (lo, hi): (u32, u32) = (lo.parse().unwrap(), hi.parse().unwrap());
-    assert!(text.contains("sweep --shard auto"), "the array tasks shard with --shard auto");
+    assert!(text.contains("shard=${SHARD:-auto}"), "the array tasks shard with --shard auto");
     assert!(!text.contains("--shard-count"), "the count is the array's (SLURM_ARRAY_TASK_COUNT)");
     assert!(Command::new("bash").arg("-n").arg(&path).status().unwrap().success());
 
@@ -145,9 +148,11 @@ fn the_slurm_array_shards_by_task_id_and_resumes_its_own_directory() {
     std::fs::write(&stub, "#!/bin/sh\necho \"$@\"\n").unwrap();
     Command::new("chmod").arg("+x").arg(&stub).status().unwrap();
     let results = dir.path().join("results");
-    let task = |id: u32| -> String {
+    let task_with = |id: u32, vars: &[(&str, &str)]| -> String {
         let out = Command::new("bash")
             .arg(&path)
+            // Submitted from anywhere: nothing may depend on the submit directory.
+            .current_dir(dir.path())
             .env("BENCH", &stub)
             .env("MODEL", "/m.gguf")
             .env("RESULTS", &results)
@@ -158,14 +163,26 @@ fn the_slurm_array_shards_by_task_id_and_resumes_its_own_directory() {
             .env("SLURM_ARRAY_TASK_MIN", lo.to_string())
             .env("SLURM_ARRAY_TASK_MAX", hi.to_string())
             .env("SLURM_ARRAY_TASK_COUNT", (hi - lo + 1).to_string())
+            .envs(vars.iter().copied())
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
+    let task = |id: u32| -> String { task_with(id, &[]) };
     let first = task(lo);
     assert!(first.starts_with("sweep --shard auto"), "{first}");
     assert_eq!(flag_value(&first, "--out"), results.to_str());
+    // The default and any relative SCENARIO are the repository's files, wherever sbatch ran.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).canonicalize().unwrap();
+    let scenario = PathBuf::from(flag_value(&first, "--scenario").unwrap());
+    assert_eq!(scenario, repo.join("scenarios/gpu-reference.toml"), "{first}");
+    assert!(scenario.is_file());
+    let quick = task_with(lo, &[("SCENARIO", "scenarios/quick.toml")]);
+    assert_eq!(flag_value(&quick, "--scenario").map(PathBuf::from), Some(repo.join("scenarios/quick.toml")));
+    let absolute = dir.path().join("mine.toml");
+    let mine = task_with(lo, &[("SCENARIO", absolute.to_str().unwrap())]);
+    assert_eq!(flag_value(&mine, "--scenario"), absolute.to_str());
     assert!(first.contains("--port {port}"), "bench fills the port: {first}");
     // The last task's directory, as bench names it, exists: that task resumes it.
     let n = hi - lo + 1;
@@ -175,4 +192,117 @@ fn the_slurm_array_shards_by_task_id_and_resumes_its_own_directory() {
     std::fs::write(run.join("run.json"), "{}").unwrap();
     assert!(task(hi).starts_with(&format!("sweep --resume {}", run.display())), "{}", task(hi));
     assert!(task(lo).starts_with("sweep --shard auto"));
+    // Re-submitted on its own (--array=5: a one-task array), the task is told its shard.
+    let alone = |shard: &str| -> String {
+        let out = Command::new("bash")
+            .arg(&path)
+            .current_dir(dir.path())
+            .env("BENCH", &stub)
+            .env("MODEL", "/m.gguf")
+            .env("RESULTS", &results)
+            .env("TMPDIR", dir.path())
+            .env("SLURM_JOB_NAME", "ttft-bench")
+            .env("SLURM_ARRAY_JOB_ID", "78")
+            .env("SLURM_ARRAY_TASK_ID", "5")
+            .env("SLURM_ARRAY_TASK_MIN", "5")
+            .env("SLURM_ARRAY_TASK_MAX", "5")
+            .env("SLURM_ARRAY_TASK_COUNT", "1")
+            .env("RUN_ID", "ttft-bench-77")
+            .env("SHARD", shard)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(alone(&format!("{n}/{n}")).starts_with(&format!("sweep --resume {}", run.display())));
+    let other = alone(&format!("1/{n}"));
+    assert!(other.starts_with(&format!("sweep --shard 1/{n} ")), "{other}");
+}
+
+/// A small matrix for the pods' real sweeps below (the ConfigMap's 78-cell GPU scenario would take
+/// minutes against the scripted server): 2 contexts x cold/warm/hot x batch 1 and 2, 2 runs.
+const SMALL: &str = r#"
+preset = "llama.cpp"
+contexts = "256,512"
+cache_states = "cold,warm,hot"
+batch_sizes = "1,2"
+runs = 2
+output_tokens = 16
+thermal = "off"
+"#;
+
+#[test]
+fn each_pod_of_the_job_sweeps_its_own_shard_with_the_env_the_manifest_gives_it() {
+    let job = one("kubernetes/job.yaml");
+    let completions = job["spec"]["completions"].as_u64().unwrap();
+    let pod = &job["spec"]["template"]["spec"];
+    assert!(job["spec"]["ttlSecondsAfterFinished"].as_u64().is_some(), "finished Jobs are cleaned up");
+    let bench_container = container(pod, "containers", "bench");
+    // Its timing depends on its cores: a fixed number, never throttled below what it asked for.
+    let cpu = &bench_container["resources"];
+    assert!(cpu["requests"]["cpu"].is_string(), "{cpu}");
+    assert_eq!(cpu["requests"]["cpu"], cpu["limits"]["cpu"], "requests == limits");
+    let script: String =
+        bench_container["args"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+
+    let server = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let (results, config) = (dir.path().join("results"), dir.path().join("config"));
+    std::fs::create_dir_all(&results).unwrap();
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("scenario.toml"), SMALL).unwrap();
+    // The pod's paths and its sidecar's address, moved to this machine; the shell is the manifest's.
+    let local = script
+        .replace("/etc/ttft-bench", config.to_str().unwrap())
+        .replace("/results", results.to_str().unwrap())
+        .replace("http://127.0.0.1:8080", &server.url);
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("bench"), bin.join("bench")).unwrap();
+    let name = job["metadata"]["name"].as_str().unwrap();
+    for index in 0..completions {
+        // The env the Job gives the container: its literal values, and the fields it reads from
+        // the pod as the Job controller fills them in.
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(&local).env_clear().env("PATH", format!("{}:/usr/bin:/bin", bin.display()));
+        for var in bench_container["env"].as_array().unwrap() {
+            let key = var["name"].as_str().unwrap();
+            let value = match var["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                None => var["value"].as_str().unwrap().to_string(),
+                Some("metadata.annotations['batch.kubernetes.io/job-completion-index']") => index.to_string(),
+                Some("metadata.labels['batch.kubernetes.io/job-name']") => name.to_string(),
+                Some(other) => panic!("{key}: a field this test does not know: {other}"),
+            };
+            cmd.env(key, value);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "pod {index}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(&results).unwrap().map(|e| e.unwrap().path()).collect();
+    runs.sort();
+    let names: Vec<String> = runs.iter().map(|r| r.file_name().unwrap().to_string_lossy().into()).collect();
+    let expected: Vec<String> =
+        (1..=completions).map(|k| format!("{name}-shard{k}of{completions}")).collect();
+    assert_eq!(names, expected);
+    for (index, run) in runs.iter().enumerate() {
+        let meta: Value = serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+        assert_eq!(meta["config"]["shard"]["index"], index as u64 + 1);
+        assert_eq!(
+            meta["config"]["shard"]["origin"],
+            format!("JOB_COMPLETION_INDEX={index}, TTFT_BENCH_SHARD_COUNT={completions}")
+        );
+    }
+    let merged = dir.path().join("merged.json");
+    let mut args = vec!["merge".to_string()];
+    args.extend(runs.iter().map(|r| r.to_string_lossy().into_owned()));
+    args.extend(["-o".into(), merged.to_string_lossy().into(), "--expect".into()]);
+    args.push(config.join("scenario.toml").to_string_lossy().into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = common::bench(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Complete"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
