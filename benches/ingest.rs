@@ -290,7 +290,7 @@ fn shard_scenario() -> String {
 /// A sweep's config from a scenario file, resolved as `bench sweep --scenario FILE` resolves it.
 fn sweep_config(scenario: &Path) -> ttft_bench::config::SweepConfig {
     use clap::Parser;
-    use ttft_bench::cli::{Cli, Command as Verb};
+    use ttft_bench::command::{Cli, Command as Verb};
     let cli = Cli::try_parse_from([
         "bench",
         "sweep",
