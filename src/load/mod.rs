@@ -52,10 +52,11 @@ pub const PLOT_FILE: &str = "load-ttft-p99.svg";
     (prepare_late_ms) and in the send lag.\n\n\
     The table: per rate and cache state, TTFT and inter-token latency (ITL) percentiles in ms,\n\
     the achieved request rate, output tokens/s, and goodput (the share of requests that were\n\
-    good AND met the SLO). Per rate, the send lag (actual - scheduled send): a rate whose p99\n\
-    lag is above 1 ms was NOT honestly offered (the client, not the server, set the pace).\n\
-    The knee: the highest rate at which goodput, and goodput at every lower rate, is at least\n\
-    --slo-target.\n\n\
+    good AND met the SLO, TTFT counted from the scheduled send). Per rate, the send lag (actual\n\
+    - scheduled send): a rate whose p99 lag is above 1 ms, or 2% of its median TTFT where that\n\
+    is more, was NOT honestly offered (the client, not the server, set the pace). A p99 of fewer\n\
+    than 20 values is printed with its n. The knee: the highest honestly offered rate at which\n\
+    goodput, and goodput at every lower rate, is at least --slo-target.\n\n\
     Files in <out>/<run-id>/: measurements.jsonl (scenario load, run = the rate's position),\n\
     run.json, load-summary.json, load-ttft-p99.svg. Stopped early (a signal; a --server-cmd\n\
     server's crash: restarted, the rate run again), a load summarizes what finished and marks\n\
@@ -273,8 +274,7 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             }
             if !report.dishonest.is_empty() {
                 eprintln!(
-                    "rates not honestly offered (p99 send lag above {} ms: the client set the pace, not the server): {}",
-                    summary::HONEST_LAG_P99_MS,
+                    "rates not honestly offered (the client set the pace, not the server; left out of the knee): {}",
                     report.dishonest.join(", ")
                 );
             }
@@ -332,7 +332,10 @@ fn summarize(args: &LoadArgs, plan: &LoadPlan, dir: &std::path::Path) -> Result<
             .rates
             .iter()
             .filter(|r| !r.honestly_offered)
-            .map(|r| format!("{}/s", r.rate_per_s))
+            .map(|r| {
+                let p99 = r.send_lag_ms.p99.unwrap_or_default();
+                format!("{}/s (p99 send lag {p99:.3} ms > {} ms)", r.rate_per_s, r.honest_lag_limit_ms)
+            })
             .collect(),
         stopped: summary.rates.iter().filter(|r| r.stopped.is_some()).count(),
     })

@@ -5,16 +5,23 @@
 //!
 //! Definitions (docs/load.md says why):
 //! - a request meets the SLO when it is good (no error, every quality gate passed, its cache
-//!   state confirmed or unrefuted), its TTFT is at most the SLO's, and its mean inter-token gap is
-//!   at most the SLO's (a request with fewer than two streamed deltas has no gap to miss);
+//!   state confirmed or unrefuted), its TTFT counted from its *scheduled* send (send lag + TTFT:
+//!   the user arrived at the scheduled instant) is at most the SLO's, and its mean inter-token gap
+//!   is at most the SLO's (a request with fewer than two streamed deltas has no gap to miss);
 //! - goodput = requests meeting the SLO / requests scheduled (failed ones included);
 //! - ITL percentiles pool every gap between consecutive deltas of the good requests;
 //! - achieved rate and output tok/s divide by the rate's wall time: from its clock's start to the
 //!   end of its last response;
-//! - the knee is the highest rate whose goodput, and that of every lower rate, is at least the
-//!   target; rates without a request of that state, and rates stopped early (a signal, a server
-//!   crash: the requests they finished are the quick ones), neither count nor break the chain;
-//! - a rate is honestly offered when the p99 of its send lags is at most 1 ms.
+//! - the knee is the highest honestly offered rate whose goodput, and that of every lower rate, is
+//!   at least the target; a rate not honestly offered breaks the chain (what the server did at it
+//!   is not known: the client set the pace); rates without a request of that state, and rates
+//!   stopped early (a signal, a server crash: the requests they finished are the quick ones),
+//!   neither count nor break it;
+//! - a rate is honestly offered when the p99 of its send lags is at most `honest_lag_limit_ms`:
+//!   1 ms, or 2% of the rate's median TTFT where that is more (the lag's share of the latency it
+//!   distorts: 2.7 ms of lag beside 170 ms TTFTs changes no conclusion, 4.9 s does);
+//! - a p99 of fewer than `P99_MIN_N` values is printed with its n: it is close to the maximum, not
+//!   a 99th percentile.
 
 use serde::{Deserialize, Serialize};
 
@@ -23,9 +30,20 @@ use crate::meta::LoadPlan;
 use crate::record::{CacheState, Measurement};
 use crate::stats::Samples;
 
-/// A rate whose p99 send lag is above this was not offered as scheduled: the client, not the
-/// server, set the pace.
+/// A rate whose p99 send lag is above this (and above `HONEST_LAG_TTFT_SHARE` of its median
+/// TTFT) was not offered as scheduled: the client, not the server, set the pace.
 pub const HONEST_LAG_P99_MS: f64 = 1.0;
+
+/// The share of the rate's median TTFT that its p99 send lag may reach and still be honest.
+pub const HONEST_LAG_TTFT_SHARE: f64 = 0.02;
+
+/// Below this many values a p99 is printed with its n.
+pub const P99_MIN_N: usize = 20;
+
+/// The p99 send lag a rate may have and still count as honestly offered.
+pub fn honest_lag_limit_ms(median_ttft_ms: Option<f64>) -> f64 {
+    median_ttft_ms.map_or(HONEST_LAG_P99_MS, |t| HONEST_LAG_P99_MS.max(HONEST_LAG_TTFT_SHARE * t))
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
@@ -82,8 +100,11 @@ pub struct RateSummary {
     pub send_lag_ms: Percentiles,
     /// Requests whose preparation was not done at their instant.
     pub prepared_late: usize,
-    /// p99 send lag at most `HONEST_LAG_P99_MS`.
+    /// p99 send lag at most `honest_lag_limit_ms`.
     pub honestly_offered: bool,
+    /// The limit this rate was held to (`honest_lag_limit_ms` of its median TTFT).
+    #[serde(default)]
+    pub honest_lag_limit_ms: f64,
     /// From the rate's clock start to the end of its last response.
     pub wall_s: Option<f64>,
     pub states: Vec<StateSummary>,
@@ -122,9 +143,10 @@ pub fn mean_itl_ms(m: &Measurement) -> Option<f64> {
     (offsets.len() >= 2).then(|| (last - first) / (offsets.len() - 1) as f64)
 }
 
+/// Whether a request met the SLO, its TTFT counted from its scheduled send.
 pub fn meets(m: &Measurement, slo: &Slo) -> bool {
     good(m)
-        && m.ttft_ms.is_some_and(|t| t <= slo.ttft_ms)
+        && m.ttft_ms.is_some_and(|t| t + m.send_lag_ms.unwrap_or(0.0).max(0.0) <= slo.ttft_ms)
         && mean_itl_ms(m).is_none_or(|itl| itl <= slo.itl_ms)
 }
 
@@ -177,14 +199,17 @@ pub fn summarize(
         let wall_s = end_ms.map(|e| e / 1000.0);
         let mut per_state: Vec<StateSummary> =
             states.iter().map(|s| state_summary(Some(*s), &ms, &slo, wall_s)).collect();
-        per_state.push(state_summary(None, &ms, &slo, wall_s));
+        let all = state_summary(None, &ms, &slo, wall_s);
+        let limit = honest_lag_limit_ms(all.ttft_ms.p50);
+        per_state.push(all);
         out.push(RateSummary {
             run,
             rate_per_s: rate,
             arrivals_scheduled: ms.len(),
             stopped: None,
             sent: sent.len(),
-            honestly_offered: lag.p99.is_none_or(|p| p <= HONEST_LAG_P99_MS),
+            honestly_offered: lag.p99.is_none_or(|p| p <= limit),
+            honest_lag_limit_ms: limit,
             send_lag_ms: lag,
             prepared_late: sent.iter().filter(|m| m.prepare_late_ms.is_some_and(|l| l > 0.0)).count(),
             wall_s,
@@ -222,17 +247,21 @@ pub fn of_plan(records: &[Measurement], plan: &LoadPlan, states: &[CacheState]) 
     s
 }
 
-/// The highest rate whose goodput, and every lower rate's, is at least `target` (see the module).
+/// The highest honestly offered rate whose goodput, and every lower rate's, is at least `target`
+/// (see the module).
 pub fn knee(rates: &[RateSummary], state: Option<CacheState>, target: f64) -> Option<f64> {
-    let mut points: Vec<(f64, f64)> = rates
+    let mut points: Vec<(f64, f64, bool)> = rates
         .iter()
         .filter(|r| r.stopped.is_none())
-        .filter_map(|r| Some((r.rate_per_s, r.states.iter().find(|s| s.state == state)?.goodput?)))
+        .filter_map(|r| {
+            let goodput = r.states.iter().find(|s| s.state == state)?.goodput?;
+            Some((r.rate_per_s, goodput, r.honestly_offered))
+        })
         .collect();
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut best = None;
-    for (rate, goodput) in points {
-        if goodput < target {
+    for (rate, goodput, honest) in points {
+        if goodput < target || !honest {
             break;
         }
         best = Some(rate);
@@ -252,6 +281,10 @@ fn rate_label(r: &RateSummary) -> String {
 /// The table printed at the end of a run.
 pub fn table(s: &LoadSummary) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+    let p99 = |p: &Percentiles, digits: usize| match p.p99 {
+        Some(x) if p.n < P99_MIN_N => format!("{x:.digits$} (n={})", p.n),
+        v => v.map_or("-".to_string(), |x| format!("{x:.digits$}")),
+    };
     let mut out = String::from(
         "| Rate /s | State | Requests | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | Achieved /s | Output tok/s | Goodput |\n\
          |---------|-------|----------|----------|----------|----------|---------|---------|---------|-------------|--------------|---------|\n",
@@ -265,10 +298,10 @@ pub fn table(s: &LoadSummary) -> String {
                 st.requests,
                 f(st.ttft_ms.p50),
                 f(st.ttft_ms.p90),
-                f(st.ttft_ms.p99),
+                p99(&st.ttft_ms, 1),
                 f(st.itl_ms.p50),
                 f(st.itl_ms.p90),
-                f(st.itl_ms.p99),
+                p99(&st.itl_ms, 1),
                 st.achieved_rate_per_s.map_or("-".into(), |x| format!("{x:.2}")),
                 f(st.output_tps),
                 st.goodput.map_or("-".into(), |g| format!("{:.0}%", g * 100.0)),
@@ -287,18 +320,18 @@ pub fn table(s: &LoadSummary) -> String {
             r.sent,
             us(r.send_lag_ms.p50),
             us(r.send_lag_ms.p90),
-            us(r.send_lag_ms.p99),
+            p99(&r.send_lag_ms, 3),
             us(r.send_lag_ms.max),
             r.prepared_late,
             if r.honestly_offered {
                 "honestly".to_string()
             } else {
-                format!("NOT honestly (p99 lag > {} ms)", s.honest_lag_p99_ms)
+                format!("NOT honestly (p99 lag > {} ms)", r.honest_lag_limit_ms)
             },
         ));
     }
     out.push_str(&format!(
-        "\nKnee (highest rate with goodput >= {:.0}% at it and every lower rate; SLO {}):",
+        "\nKnee (highest honestly offered rate with goodput >= {:.0}% at it and every lower rate; SLO {}, TTFT from the scheduled send):",
         s.slo_target * 100.0,
         s.slo
     ));

@@ -35,12 +35,15 @@ fn goodput_counts_good_requests_within_both_limits_over_every_scheduled_one() {
     refuted.cache_state_confirmed = Some(false);
     let mut failed = rec(1, CacheState::Cold, 400.0, 100.0, 10.0);
     failed.error = Some(ErrorInfo::new(ErrorKind::Timeout, "no answer"));
+    // TTFT counts from the scheduled send: 500 ms with no lag is exactly the SLO's.
+    let mut at_limits = rec(1, CacheState::Warm, 500.0, 500.0, 50.0);
+    at_limits.send_lag_ms = Some(0.0);
     let records = vec![
         rec(1, CacheState::Cold, 0.0, 100.0, 10.0),   // meets both
         rec(1, CacheState::Cold, 100.0, 600.0, 10.0), // TTFT over 500
         rec(1, CacheState::Cold, 200.0, 100.0, 60.0), // ITL over 50
         failed,
-        rec(1, CacheState::Warm, 500.0, 500.0, 50.0), // exactly at both limits: meets
+        at_limits,                                    // exactly at both limits: meets
         refuted,                                      // a warm request served cold: failed
     ];
     let s = summarize(&records, &[(1, 2.0)], &[CacheState::Cold, CacheState::Warm], SLO, 0.9);
@@ -91,7 +94,7 @@ fn the_knee_is_the_top_of_the_unbroken_run_of_rates_meeting_the_target() {
 }
 
 #[test]
-fn a_rate_with_a_p99_send_lag_above_1_ms_is_not_honestly_offered() {
+fn a_rate_with_a_p99_send_lag_above_its_limit_is_not_honestly_offered() {
     let mut records: Vec<Measurement> =
         (0..100).map(|i| rec(1, CacheState::Cold, f64::from(i) * 10.0, 100.0, 10.0)).collect();
     records[99].send_lag_ms = Some(250.0);
@@ -99,13 +102,58 @@ fn a_rate_with_a_p99_send_lag_above_1_ms_is_not_honestly_offered() {
     // p99 (type 7) of 99 x 0.1 and 1 x 250 ms: h = 99 x 0.99 = 98.01, so: 0.1 + 0.01 x (250 - 0.1) = 2.599 ms.
     let p99 = s.rates[0].send_lag_ms.p99.unwrap();
     assert!((p99 - 2.599).abs() < 1e-9, "{p99}");
+    // The limit: 2% of the 100 ms median TTFT = 2 ms.
     assert!(!s.rates[0].honestly_offered);
     let text = table(&s);
     assert!(
-        text.contains("| 100 | 100 | 0.100 | 0.100 | 2.599 | 250.000 | 0 | NOT honestly (p99 lag > 1 ms) |"),
+        text.contains("| 100 | 100 | 0.100 | 0.100 | 2.599 | 250.000 | 0 | NOT honestly (p99 lag > 2 ms) |"),
         "{text}"
     );
-    assert!(text.contains("cold 100/s; all 100/s"), "{text}");
+    // The only rate was not honestly offered: nothing is known of the server at it.
+    assert!(text.contains("cold below the lowest rate; all below the lowest rate"), "{text}");
+}
+
+/// A 2-slot server under the llama.cpp preset at rising rates: every request finished within
+/// the SLO once sent, but at 8/s they waited seconds in the client for a slot. Before, the knee
+/// read 8/s and goodput 100%.
+#[test]
+fn the_knee_and_goodput_count_only_what_was_honestly_offered_from_the_scheduled_send() {
+    let at = |run: u32, lag_ms: f64| {
+        (0..40)
+            .map(|i| {
+                let mut m = rec(run, CacheState::Cold, f64::from(i) * 100.0, 170.0, 10.0);
+                m.send_lag_ms = Some(lag_ms);
+                m
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut records = at(1, 0.2);
+    records.extend(at(2, 2.7)); // 2.7 ms of lag beside 170 ms TTFTs: limit 3.4 ms, honest
+    records.extend(at(3, 4900.0)); // 4.9 s in the client's queue
+    let s = summarize(&records, &[(1, 0.5), (2, 1.0), (3, 8.0)], &[CacheState::Cold], SLO, 0.9);
+    let honest: Vec<bool> = s.rates.iter().map(|r| r.honestly_offered).collect();
+    assert_eq!(honest, [true, true, false]);
+    // 2% of the median TTFT (170 ms) = 3.4 ms; 1 ms where that is less.
+    assert!((s.rates[1].honest_lag_limit_ms - 3.4).abs() < 1e-9, "{}", s.rates[1].honest_lag_limit_ms);
+    // From the scheduled send, 4.9 s + 170 ms misses the 500 ms SLO: goodput 0 at 8/s.
+    assert_eq!(s.rates[2].states[1].goodput, Some(0.0));
+    assert_eq!(s.rates[1].states[1].goodput, Some(1.0));
+    assert_eq!(knee(&s.rates, None, 0.9), Some(1.0));
+    // Even with goodput met, a dishonest rate breaks the chain.
+    let mut forged = s.rates.clone();
+    forged[2].states[1].goodput = Some(1.0);
+    assert_eq!(knee(&forged, None, 0.9), Some(1.0));
+}
+
+#[test]
+fn a_p99_of_fewer_than_20_values_says_its_n() {
+    let records: Vec<Measurement> =
+        (0..12).map(|i| rec(1, CacheState::Cold, f64::from(i) * 100.0, 100.0 + f64::from(i), 10.0)).collect();
+    let s = summarize(&records, &[(1, 2.0)], &[CacheState::Cold], SLO, 0.9);
+    let text = table(&s);
+    // 12 TTFTs 100..111: p99 (type 7) = 110 + 0.89 x 1 = 110.89.
+    assert!(text.contains("| 110.9 (n=12) |"), "{text}");
+    assert!(text.contains("0.100 (n=12)"), "{text}");
 }
 
 #[test]
