@@ -192,6 +192,8 @@ fn full_records() -> Vec<Record> {
         physics: Some(PhysicsRecord { decode_ceiling_tps: Some(90.0), ..Default::default() }),
         error: Some(error.clone()),
         attempts: 2,
+        distinct_arrivals: Some(3),
+        page_cache: Some(crate::record::PageCache::Evicted),
     };
     let g = GroupRecord {
         schema_version: SCHEMA_VERSION,

@@ -291,6 +291,7 @@ async fn iteration_records(
                 request: req,
                 reload: false,
                 turns: Vec::new(),
+                page_cache: None,
             }
         })
         .collect();
