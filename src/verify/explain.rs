@@ -44,8 +44,9 @@ pub fn stream_burst(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
 }
 
 /// `warm_page_cache_unknown`: per run, how many warm records restored a saved session bench could
-/// not drop from the OS page cache (`page_cache` unknown, or a record written before it was kept):
-/// such a restore may have read memory, not the disk that "warm" claims.
+/// not drop from the OS page cache (`page_cache: "unknown"`): such a restore may have read memory,
+/// not the disk that "warm" claims. Records written before bench kept the field say nothing either
+/// way and are not counted (imports and older files would otherwise all raise it).
 pub fn warm_page_cache_unknown(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
     let mut runs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for r in records {
@@ -53,9 +54,10 @@ pub fn warm_page_cache_unknown(ctx: &Ctx, records: &[Record], out: &mut Vec<Find
         if m.cell.cache_state != CacheState::Warm || m.error.is_some() {
             continue;
         }
+        let Some(page_cache) = m.page_cache else { continue };
         let (unknown, all) = runs.entry(&m.run_id).or_default();
         *all += 1;
-        if m.page_cache != Some(PageCache::Evicted) {
+        if page_cache == PageCache::Unknown {
             *unknown += 1;
         }
     }
