@@ -107,10 +107,8 @@ fn page_cache_plan(config: &mut SweepConfig, preset: &Preset) {
         config.slot_dir = preset.slot_dir.clone();
     }
     let warm = config.cache_states.contains(&CacheState::Warm) && preset.supports_warm();
-    config.page_cache = warm.then(|| match (&config.slot_dir, &preset.saved_file) {
-        (Some(_), Some(_)) => PageCache::Evicted,
-        _ => PageCache::Unknown,
-    });
+    let reachable = config.slot_dir.is_some() && preset.saved_file.is_some();
+    config.page_cache = warm.then_some(if reachable { PageCache::Evicted } else { PageCache::Unknown });
 }
 
 /// Every `{env:NAME}` the plan's preset actions need is set: otherwise every cell would fail the
