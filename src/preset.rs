@@ -65,6 +65,15 @@ pub struct Preset {
     /// `Connection: close`, so their connection never returns to the pool (see docs/load.md).
     #[serde(default)]
     pub stream_closes_connection: bool,
+    /// The file the evict action leaves in the server's save directory (`{session}` and `{slot}`
+    /// filled), e.g. llama.cpp's `{session}.bin`. With that directory known, bench drops the
+    /// file from the OS page cache before the restore, so warm reads the disk it claims.
+    #[serde(default)]
+    pub saved_file: Option<String>,
+    /// The server's save directory, when the server runs on this host (`--slot-dir` overrides,
+    /// `--slot-save-path DIR` in `--server-cmd` also says it).
+    #[serde(default)]
+    pub slot_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -298,6 +307,15 @@ impl Preset {
             }
         }
         Ok(())
+    }
+
+    /// The saved file of `session` in `dir`, when the preset names one.
+    pub fn saved_path(
+        &self,
+        dir: &std::path::Path,
+        session: &Session,
+    ) -> Result<Option<std::path::PathBuf>, PresetError> {
+        self.saved_file.as_deref().map(|f| fill(f, session).map(|name| dir.join(name))).transpose()
     }
 
     pub fn supports_warm(&self) -> bool {

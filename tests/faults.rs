@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::scripted::{Behaviour, Fault, Scripted};
-use common::{measurements, run_dir, stderr};
+use common::{bench, measurements, records, run_dir, stderr};
 use serde_json::Value;
 use ttft_bench::client::{ChatRequest, Client, ClientOptions, Exchange, Limits, Message};
 use ttft_bench::record::ErrorKind;
@@ -541,6 +541,76 @@ fn sweep_records_each_fault_with_its_kind_and_finishes() {
         assert!(error["message"].as_str().unwrap().contains(text), "{fault:?}: {error}");
         assert_eq!(m["attempts"], 1, "{fault:?}");
         assert_eq!(server.measured_requests(), 1, "{fault:?}: sent once, never again");
+    }
+}
+
+/// The stream_burst flag of a record, when it has one.
+fn burst_flag(m: &Value) -> Option<Value> {
+    m["quality_flags"].as_array()?.iter().find(|f| f["flag"] == "stream_burst").cloned()
+}
+
+#[test]
+fn a_stream_flushed_at_once_is_flagged_kept_out_of_statistics_and_explained_by_verify() {
+    // The same sweep against a paced stream: one arrival per token, nothing flagged.
+    let paced = Scripted::start(Behaviour { token_ms: 10, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(&paced.url, dir.path(), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let m = &measurements(&run_dir(dir.path()))[0];
+    assert!(burst_flag(m).is_none() && m["quality_ok"] == true, "{m}");
+    assert!(m["distinct_arrivals"].as_u64().is_some_and(|n| n > 4), "{m}");
+
+    // Held back and flushed in one write: the server decoded for 62 ms, the client saw it at once.
+    let server = faulty(Fault::Burst);
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(&server.url, dir.path(), &["--batch-sizes", "1,2"]);
+    assert_eq!(out.status.code(), Some(1), "a failed quality gate is a finding: {}", stderr(&out));
+    let run = run_dir(dir.path());
+    let ms = measurements(&run);
+    assert_eq!(ms.len(), 3, "batch 1 and a batch of 2");
+    for m in &ms {
+        assert_eq!(m["quality_ok"], false, "{m}");
+        let flag = burst_flag(m).unwrap_or_else(|| panic!("no stream_burst flag: {m}"));
+        assert_eq!(flag["fails_gate"], true, "{flag}");
+        let reason = flag["reason"].as_str().unwrap();
+        let arrivals = m["distinct_arrivals"].as_u64().unwrap();
+        assert!(arrivals <= 2, "{m}");
+        assert!(
+            reason.starts_with(&format!("stream arrived in a burst (32 tokens in {arrivals} arrivals")),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("the server decoded for") && reason.contains("decode not measurable"),
+            "{reason}"
+        );
+    }
+    // The batch's averages hold no burst's times (its tokens still count).
+    let group = records(&run).into_iter().find(|r| r["record_type"] == "group").unwrap();
+    assert!(group["avg_ttft_ms"].is_null() && group["per_request_tps"].is_null(), "{group}");
+    assert_eq!(group["total_output_tokens"], 64, "{group}");
+
+    // verify explains the burst instead of calling the decode impossible.
+    let run_arg = run.to_str().unwrap();
+    let physics = ["--bandwidth-gbps", "32", "--tflops", "0.17", "--model-bytes", "1GB", "--params", "1B"];
+    let mut args = vec!["verify", run_arg];
+    args.extend_from_slice(&physics);
+    let out = bench(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("stream_burst"), "{text}");
+    assert!(text.contains("stream arrived in a burst (32 tokens in"), "{text}");
+    assert!(text.contains("decode not measurable"), "{text}");
+    assert!(!text.contains("decode_above_ceiling"), "{text}");
+
+    // The report's statistics leave the bursts out: no TTFT or decode sample in any cell.
+    let out = bench(&["report", run_arg, "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = report["cells"].as_array().unwrap_or_else(|| panic!("{report}"));
+    assert!(!cells.is_empty());
+    for c in cells {
+        assert_eq!(c["quality_ok"], 0, "{c}");
+        assert_eq!(c["ttft_ms"]["n"], 0, "{c}");
+        assert_eq!(c["decode_tps"]["n"], 0, "{c}");
     }
 }
 

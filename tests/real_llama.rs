@@ -190,6 +190,82 @@ fn warm_and_hot_beat_cold_with_confirmed_cache_states() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("cache_state_unconfirmed"));
 }
 
+/// A warm sweep of `extra` on the real server, into `out`: its measurements and run.json.
+fn warm_sweep(connect: &[&str], out: &std::path::Path, extra: &[&str]) -> (Vec<Value>, Value) {
+    let mut args = vec!["sweep"];
+    args.extend_from_slice(connect);
+    args.extend_from_slice(&[
+        "--preset",
+        "llama.cpp",
+        "--contexts",
+        "1024",
+        "--cache-states",
+        "warm",
+        "--runs",
+        "2",
+        "--output-tokens",
+        "16",
+        "--thermal",
+        "off",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    args.extend_from_slice(extra);
+    let done = bench(&args);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let run = run_dir(out);
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    (measurements(&run), meta)
+}
+
+/// verify's text on the one run under `out`.
+fn verify_text(out: &std::path::Path) -> String {
+    let done = bench(&["verify", run_dir(out).to_str().unwrap()]);
+    String::from_utf8_lossy(&done.stdout).to_string()
+}
+
+#[test]
+fn warm_says_whether_its_restore_read_the_disk_or_maybe_the_page_cache() {
+    let Some(server) = LlamaServer::start("page_cache", &[]) else { return };
+    let slots = server.slot_dir();
+    let slots_arg = slots.to_str().unwrap();
+    let connect = ["--server", server.url.as_str()];
+
+    // The save directory given: each saved session is dropped from the page cache before its restore.
+    let known = tempfile::tempdir().unwrap();
+    let (ms, meta) = warm_sweep(&connect, known.path(), &["--slot-dir", slots_arg]);
+    assert_eq!(ms.len(), 2);
+    for m in &ms {
+        assert_eq!(m["page_cache"], "evicted", "{m}");
+        assert_eq!(m["cache_state_confirmed"], true, "still restored, from disk: {m}");
+    }
+    assert_eq!(meta["config"]["page_cache"], "evicted", "{}", meta["config"]);
+    assert_eq!(meta["config"]["slot_dir"], slots_arg, "{}", meta["config"]);
+    assert!(!verify_text(known.path()).contains("warm_page_cache_unknown"));
+
+    // Without it bench cannot reach the file: unknown, and verify counts those records per run.
+    let unknown = tempfile::tempdir().unwrap();
+    let (ms, meta) = warm_sweep(&connect, unknown.path(), &[]);
+    for m in &ms {
+        assert_eq!(m["page_cache"], "unknown", "{m}");
+    }
+    assert_eq!(meta["config"]["page_cache"], "unknown");
+    let text = verify_text(unknown.path());
+    assert!(text.contains("warm_page_cache_unknown") && text.contains("2 of 2 warm records"), "{text}");
+
+    // A server bench starts itself with --slot-save-path: found in the command, fresh sessions too.
+    let Some(command) = common::llama::server_command("page_cache") else { return };
+    let saves = tempfile::tempdir().unwrap();
+    let command = format!("{command} --slot-save-path {}", saves.path().display());
+    let own = tempfile::tempdir().unwrap();
+    let (ms, meta) = warm_sweep(&["--server-cmd", &command], own.path(), &["--reuse-primes", "false"]);
+    for m in &ms {
+        assert_eq!(m["page_cache"], "evicted", "{m}");
+    }
+    assert_eq!(meta["config"]["slot_dir"], saves.path().to_str().unwrap());
+}
+
 #[test]
 fn concurrent_and_staggered_on_the_real_server() {
     let Some(server) = LlamaServer::start("concurrent", &[]) else { return };

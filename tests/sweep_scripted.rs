@@ -320,3 +320,37 @@ fn connection_refused_is_an_error_kind_not_a_panic() {
     assert_eq!(err.kind, ttft_bench::record::ErrorKind::Connect);
     assert!(ex.ttft_ms.is_none() && ex.e2e_ms.is_none());
 }
+
+#[test]
+fn a_warm_restore_bench_cannot_drop_from_the_page_cache_says_unknown_and_a_missing_save_fails_by_name() {
+    let server = Scripted::start(Behaviour::default());
+    // The server's save directory unknown: the restore may read memory; verify counts it.
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(&server.url, dir.path(), &["--preset", "llama.cpp", "--cache-states", "warm"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let m = only(dir.path());
+    assert_eq!(m["page_cache"], "unknown", "{m}");
+    let run = run_dir(dir.path());
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["config"]["page_cache"], "unknown", "{}", meta["config"]);
+    let out = bench(&["verify", run.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("warm_page_cache_unknown") && text.contains("1 of 1 warm records"), "{text}");
+    assert_eq!(out.status.code(), Some(0), "info never fails a run: {text}");
+
+    // A save directory that does not hold the saved session (this server keeps it in memory): the
+    // warm measurement fails naming the file, instead of passing as a disk read it was not.
+    let slots = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let slot_dir = slots.path().to_str().unwrap();
+    let out = sweep(
+        &server.url,
+        dir.path(),
+        &["--preset", "llama.cpp", "--cache-states", "warm", "--slot-dir", slot_dir],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let m = only(dir.path());
+    let message = m["error"]["message"].as_str().unwrap_or_else(|| panic!("{m}"));
+    assert!(message.contains("cannot drop the saved session") && message.contains(slot_dir), "{message}");
+    assert!(message.contains(".bin"), "{message}");
+}

@@ -47,7 +47,8 @@ struct Args {
     /// error-in-stream, truncate, hang, keep-alive, huge-line:BYTES, endless-stream, endless-body,
     /// huge-error-body, html200, invalid-utf8, hang-after-headers, echo-headers,
     /// slow-drip:BYTES:MS, drop-after-read, reset-mid-body, close-after-stream:MS (llama-server's
-    /// way: a finished stream's connection reads nothing more and closes MS later),
+    /// way: a finished stream's connection reads nothing more and closes MS later), burst (the
+    /// stream held back and flushed at once, like a buffering proxy),
     /// echo-key:escaped|completion|at-cut (the request's key said back `\/`-escaped, in the
     /// completion, or across the 2000th character of a 401 body).
     #[arg(long, default_value = "none", value_parser = parse_fault)]
@@ -111,6 +112,7 @@ fn parse_fault(text: &str) -> Result<Fault, FaultError> {
         "invalid-utf8" => Fault::InvalidUtf8,
         "hang-after-headers" => Fault::HangAfterHeaders,
         "echo-headers" => Fault::EchoHeaders,
+        "burst" => Fault::Burst,
         "slow-drip" => {
             Fault::SlowDrip { bytes: number("bytes")? as usize, every_ms: number("milliseconds")? }
         }

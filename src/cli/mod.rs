@@ -199,6 +199,13 @@ pub struct MeasureArgs {
     /// [default: openai].
     #[arg(long, help_heading = "Server")]
     pub preset: Option<String>,
+    /// The server's slot save directory, when the server runs on this host (llama-server's
+    /// --slot-save-path; found by itself in --server-cmd). Warm then drops each saved session from
+    /// the OS page cache before its restore, so the restore reads the disk (records say
+    /// page_cache: evicted); without it, page_cache: unknown (the restore may read memory, about
+    /// 2x faster on an H200).
+    #[arg(long, value_name = "DIR", help_heading = "Server")]
+    pub slot_dir: Option<PathBuf>,
 
     /// Context sizes in tokens: 1024..32768 (doubling), 1k,4k,32k, or both mixed; at least 64
     /// (the prompt's fixed parts) [default: 1024..4096].

@@ -128,6 +128,15 @@ pub struct SweepConfig {
     /// `--reuse-primes`: one session lifecycle measures cold, warm and hot of a (context, mode, run).
     #[serde(default)]
     pub reuse_primes: bool,
+    /// The server's slot save directory on this host (`--slot-dir`, `--slot-save-path DIR` in
+    /// `--server-cmd`, or the preset's `slot_dir`): where a warm session's saved file is found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_dir: Option<PathBuf>,
+    /// Warm cells planned: `evicted` when every saved session is dropped from the OS page cache
+    /// before its restore (the restore reads the disk), `unknown` when bench cannot reach the
+    /// saved file (the restore may read memory). Each warm record says the same for itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<crate::record::PageCache>,
 }
 
 /// `server_cmd` as written out: never with its keys, whatever file or output it goes to.
@@ -309,7 +318,27 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         physics: plan.physics.clone(),
         shard: None,
         reuse_primes: matrix.reuse_primes,
+        slot_dir: plan.slot_dir.clone().or_else(|| connection.server_cmd.as_deref().and_then(slot_save_path)),
+        page_cache: None,
     })
+}
+
+/// The directory a llama-server command line saves slots to (`--slot-save-path DIR` or
+/// `--slot-save-path=DIR`), quotes removed; None when it names none.
+pub fn slot_save_path(command: &str) -> Option<PathBuf> {
+    const FLAG: &str = "--slot-save-path";
+    let mut words = command.split_whitespace();
+    while let Some(word) = words.next() {
+        let value = match word.strip_prefix(FLAG) {
+            Some("") => words.next(),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        };
+        if let Some(v) = value.map(|v| v.trim_matches(|c| c == '"' || c == '\'')).filter(|v| !v.is_empty()) {
+            return Some(PathBuf::from(v));
+        }
+    }
+    None
 }
 
 /// A server address bench cannot use; it holds the address with any password redacted.

@@ -140,3 +140,28 @@ fn shipped_scenarios_parse_and_give_their_expectation() {
         expectation(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/paper.toml")));
     assert_eq!(paper.unwrap().matrix.cell_count(), 198 + 6);
 }
+
+#[test]
+fn the_slot_dir_comes_from_the_flag_else_from_the_server_command() {
+    let cmd = "llama-server -m m.gguf --slot-save-path /srv/slots/ --port {port}";
+    assert_eq!(slot_save_path(cmd), Some(PathBuf::from("/srv/slots/")));
+    assert_eq!(
+        slot_save_path("llama-server --slot-save-path='/srv/s' -c 8192"),
+        Some(PathBuf::from("/srv/s"))
+    );
+    assert_eq!(slot_save_path("llama-server -m m.gguf --port {port}"), None);
+    assert_eq!(
+        slot_save_path("llama-server --slot-save-path"),
+        None,
+        "a flag without its value names nothing"
+    );
+    let own = match Cli::try_parse_from(["bench", "sweep", "--server-cmd", cmd]).map(|c| c.command) {
+        Ok(Command::Sweep(a)) => resolve(&a).unwrap_or_else(|e| panic!("{e}")),
+        _ => panic!("a sweep with --server-cmd parses"),
+    };
+    assert_eq!(own.slot_dir, Some(PathBuf::from("/srv/slots/")));
+    let flag = resolve(&args(&["--slot-dir", "/mnt/nvme/slots"]).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(flag.unwrap_or_else(|e| panic!("{e}")).slot_dir, Some(PathBuf::from("/mnt/nvme/slots")));
+    let plain = resolve(&args(&[]).unwrap_or_else(|e| panic!("{e}"))).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plain.slot_dir, None);
+}

@@ -17,6 +17,7 @@
 //! | http_error | yes | non-2xx status |
 //! | request_failed | yes | connect, timeout, truncation, protocol or preset failure |
 //! | ttft_after_e2e | yes | impossible timing: clock misuse |
+//! | stream_burst | yes | the stream was held back and flushed at once (many tokens per distinct arrival, or the client saw the tokens spread over far less time than the server's own `timings` say it decoded): TTFT holds the decode and the decode rate is the client's read, not the server's |
 
 use std::collections::HashMap;
 
@@ -31,6 +32,23 @@ pub const MAX_NGRAM_REPEATS: usize = 5;
 pub const NGRAM_WORDS: usize = 4;
 /// Mean word length (characters) above which spacing is corrupt.
 pub const MAX_MEAN_WORD_CHARS: f64 = 20.0;
+
+/// A stream needs this many output tokens before its arrivals can show a burst.
+pub const BURST_MIN_TOKENS: u64 = 8;
+/// Output tokens per distinct arrival from which a stream counts as flushed at once, when its
+/// largest arrival also holds at least `BURST_LARGEST_SHARE` of its deltas. A paced stream brings
+/// one token per arrival, a few with multi-token deltas (speculative decoding); a paced stream
+/// read by a busy client arrives in groups of several tokens, so the count alone is not enough:
+/// a flushed stream arrives (almost) whole in one.
+pub const BURST_TOKENS_PER_ARRIVAL: f64 = 8.0;
+pub const BURST_LARGEST_SHARE: f64 = 0.5;
+/// Deltas stamped closer than this arrived together (one read, or one flush split in packets).
+pub const SAME_ARRIVAL_MS: f64 = 0.1;
+/// A stream counts as flushed at once when the client saw its tokens spread over less than this
+/// share of the time the server says it decoded them...
+pub const BURST_SPREAD_SHARE: f64 = 0.5;
+/// ...and the server decoded for at least this long (ms): shorter, the clocks' noise decides.
+pub const BURST_MIN_SERVER_DECODE_MS: f64 = 10.0;
 
 fn flag(code: QualityCode, fails_gate: bool, reason: String) -> QualityFlag {
     QualityFlag { flag: code, reason, fails_gate }
@@ -71,7 +89,75 @@ pub fn assess(m: &Measurement, full_output: &str) -> Vec<QualityFlag> {
         output_count_flags(&mut flags, m, out);
     }
     flags.extend(check_input_tokens(m.input_tokens, m.expected_input_tokens));
+    flags.extend(check_burst(m));
     flags
+}
+
+/// How many distinct arrival times `offsets_ms` (ascending) hold: a delta stamped within
+/// `SAME_ARRIVAL_MS` of the previous one arrived with it.
+pub fn distinct_arrivals(offsets_ms: &[f64]) -> u64 {
+    arrivals(offsets_ms).0
+}
+
+/// (distinct arrivals, deltas in the largest one) of `offsets_ms` (ascending).
+fn arrivals(offsets_ms: &[f64]) -> (u64, usize) {
+    let Some(first) = offsets_ms.first() else { return (0, 0) };
+    let (mut count, mut largest, mut run) = (1, 1, 1);
+    let mut last = *first;
+    for &t in &offsets_ms[1..] {
+        if t - last > SAME_ARRIVAL_MS {
+            count += 1;
+            run = 0;
+        }
+        run += 1;
+        largest = largest.max(run);
+        last = t;
+    }
+    (count, largest)
+}
+
+/// The server's own decode time (ms) between its first and last output token, from llama.cpp's
+/// `timings` (`predicted_ms` over `predicted_n` tokens); None when the server gives none.
+pub fn server_decode_ms(timings: Option<&serde_json::Value>) -> Option<f64> {
+    let t = timings?;
+    let (ms, n) = (t.get("predicted_ms")?.as_f64()?, t.get("predicted_n")?.as_f64()?);
+    (n >= 2.0 && ms.is_finite() && ms > 0.0).then(|| ms * (n - 1.0) / n)
+}
+
+/// `stream_burst`: a stream held back and flushed at once (by the server under load, or by a
+/// buffering proxy). Its first token arrives only with the rest, so TTFT holds the whole decode
+/// and the decode rate is how fast the client read the burst (on a real llama-server: TTFT
+/// 70.4 ms holding the server's 55 ms decode, "decode" 5994 tok/s). Seen either way: many
+/// tokens per distinct arrival time with most of them in one, or the client's spread of the tokens well under the
+/// server's own decode time. Fails the gate: neither TTFT nor decode is the server's.
+pub fn check_burst(m: &Measurement) -> Option<QualityFlag> {
+    if m.cell.mode != Mode::Streaming || m.error.is_some() {
+        return None;
+    }
+    let out = m.output_tokens.filter(|&n| n >= BURST_MIN_TOKENS)?;
+    let (first, last) = (m.token_offsets_ms.first()?, m.token_offsets_ms.last()?);
+    let (arrivals, largest) = arrivals(&m.token_offsets_ms);
+    let client_ms = last - first;
+    let server_ms = server_decode_ms(m.server_timings.as_ref());
+    let per_arrival = out as f64 / arrivals.max(1) as f64;
+    let largest_share = largest as f64 / m.token_offsets_ms.len() as f64;
+    let by_arrivals = per_arrival >= BURST_TOKENS_PER_ARRIVAL && largest_share >= BURST_LARGEST_SHARE;
+    let by_timings =
+        server_ms.is_some_and(|s| s >= BURST_MIN_SERVER_DECODE_MS && client_ms < BURST_SPREAD_SHARE * s);
+    if !(by_arrivals || by_timings) {
+        return None;
+    }
+    let server = server_ms.map_or(String::new(), |s| {
+        format!("; the server decoded for {s:.1} ms, the client saw the tokens within {client_ms:.1} ms")
+    });
+    Some(flag(
+        QualityCode::StreamBurst,
+        true,
+        format!(
+            "stream arrived in a burst ({out} tokens in {arrivals} arrivals{server}): TTFT holds the decode; \
+             decode not measurable"
+        ),
+    ))
 }
 
 /// `usage_missing`: no server token counts, or input_tokens 0 (rates would be guesses).

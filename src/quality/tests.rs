@@ -226,3 +226,39 @@ fn evidence_that_shows_nothing_confirms_nothing() {
     let reason = cache_verdict_reason(CacheState::Warm, Some(&nothing), Some(4096));
     assert!(reason.contains("shows nothing") && reason.contains("metrics"), "{reason}");
 }
+
+#[test]
+fn a_stream_flushed_at_once_is_a_burst_and_a_paced_or_grouped_one_is_not() {
+    let mut paced = m(Some(64), 64, 64);
+    paced.token_offsets_ms = (0..64).map(|i| 100.0 + 30.0 * f64::from(i)).collect();
+    assert_eq!(distinct_arrivals(&paced.token_offsets_ms), 64);
+    assert!(check_burst(&paced).is_none());
+    // A busy client reads the same paced stream in groups of 8: spread over the decode, no burst.
+    let mut grouped = paced.clone();
+    grouped.token_offsets_ms = (0..64).map(|i| 100.0 + 30.0 * f64::from(i / 8 * 8)).collect();
+    assert_eq!(distinct_arrivals(&grouped.token_offsets_ms), 8);
+    assert!(check_burst(&grouped).is_none());
+    // Held back and flushed at once: every token in one arrival.
+    let mut flushed = paced.clone();
+    flushed.token_offsets_ms = vec![1990.0; 64];
+    let flag = check_burst(&flushed).unwrap_or_else(|| panic!("a burst"));
+    assert!(flag.fails_gate);
+    assert!(
+        flag.reason.starts_with("stream arrived in a burst (64 tokens in 1 arrivals)"),
+        "{}",
+        flag.reason
+    );
+    assert!(codes(&assess(&flushed, TEXT)).contains(&QualityCode::StreamBurst));
+    // Arrivals 0.2 ms apart look paced; the server's own timings say it decoded for 1.9 s.
+    let mut squeezed = paced.clone();
+    squeezed.token_offsets_ms = (0..64).map(|i| 100.0 + 0.2 * f64::from(i)).collect();
+    assert!(check_burst(&squeezed).is_none(), "without timings there is no second opinion");
+    squeezed.server_timings = Some(serde_json::json!({"predicted_n": 64, "predicted_ms": 1920.0}));
+    let flag = check_burst(&squeezed).unwrap_or_else(|| panic!("a burst by the server's timings"));
+    assert!(flag.reason.contains("the server decoded for 1890.0 ms"), "{}", flag.reason);
+    paced.server_timings = squeezed.server_timings.clone();
+    assert!(check_burst(&paced).is_none(), "the client saw what the server decoded");
+    // Not streamed: nothing arrived token by token.
+    flushed.cell.mode = Mode::NonStreaming;
+    assert!(check_burst(&flushed).is_none());
+}

@@ -181,6 +181,11 @@ pub struct Measurement {
     pub expected_input_tokens: Option<u64>,
     /// Number of content/reasoning deltas received (a delta may hold several tokens).
     pub delta_count: u64,
+    /// Streaming: how many distinct arrival times the content deltas had (deltas stamped by one
+    /// read arrived together). With `output_tokens` it tells a paced stream from one held back and
+    /// flushed at once (quality flag `stream_burst`). Absent when not streaming and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct_arrivals: Option<u64>,
     /// (output_tokens - 1) / ((e2e_ms - ttft_ms) / 1000); null without usage or without a TTFT.
     pub decode_tps: Option<f64>,
     /// input_tokens / (ttft_ms / 1000).
@@ -191,6 +196,12 @@ pub struct Measurement {
     pub output_sample: String,
     /// Warm only: time of the explicit reload call (e.g. llama.cpp slot restore), also inside ttft_ms.
     pub reload_ms: Option<f64>,
+    /// Warm only: whether the restore read the saved session from disk. `evicted`: bench dropped
+    /// the saved file from the OS page cache (fsync, then POSIX_FADV_DONTNEED) before the timed
+    /// window; `unknown`: bench could not reach the file, so the restore may have read memory (on
+    /// an H200 about 2x faster than from disk: docs/page-cache.md). Absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<PageCache>,
     /// Hot only: the unmeasured turns that built the conversation.
     pub turns: Vec<TurnSummary>,
     /// What the server said about its cache for this request.
@@ -224,6 +235,25 @@ pub struct Measurement {
 
 fn one() -> u32 {
     1
+}
+
+/// Where a warm restore read the saved session from (`Measurement::page_cache`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PageCache {
+    /// The saved file was dropped from the OS page cache before the restore: it read the disk.
+    Evicted,
+    /// Bench could not reach the saved file: the restore may have read it from memory.
+    Unknown,
+}
+
+impl PageCache {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageCache::Evicted => "evicted",
+            PageCache::Unknown => "unknown",
+        }
+    }
 }
 
 /// An unmeasured turn of a hot conversation.

@@ -51,12 +51,16 @@ pub struct Measurement {
     pub cached_tokens: Option<u64>,
     pub expected_input_tokens: Option<u64>,
     pub delta_count: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct_arrivals: Option<u64>,
     pub decode_tps: Option<f64>,
     pub prefill_tps: Option<f64>,
     pub max_tokens: u32,
     pub finish_reason: Option<String>,
     pub output_sample: String,
     pub reload_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<crate::record::PageCache>,
     pub turns: Vec<TurnSummary>,
     pub cache_evidence: Option<CacheEvidence>,
     pub cache_state_confirmed: Option<bool>,

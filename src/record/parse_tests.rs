@@ -190,6 +190,8 @@ fn full_records() -> Vec<Record> {
         error: Some(error.clone()),
         attempts: 2,
         unexpected_bytes_dropped: true,
+        distinct_arrivals: Some(3),
+        page_cache: Some(crate::record::PageCache::Evicted),
     };
     let g = GroupRecord {
         schema_version: SCHEMA_VERSION,

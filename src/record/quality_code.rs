@@ -31,6 +31,9 @@ pub enum QualityCode {
     OutputMismatch,
     /// The session's cleanup failed after the measurement ended (recorded; it does not fail it).
     CleanupFailed,
+    /// The stream was held back and flushed at once: its TTFT holds the decode, and the decode
+    /// rate is not measurable.
+    StreamBurst,
     /// Origin import: the origin wrote 0 (or e2e) as TTFT where none was observed.
     OriginTtftNotMeasured,
     /// Origin import: the stand-in measurement of a batch the origin kept only totals of.
@@ -45,7 +48,7 @@ pub enum QualityCode {
 
 impl QualityCode {
     /// Every code this version knows (not `Other`).
-    pub const KNOWN: [QualityCode; 20] = [
+    pub const KNOWN: [QualityCode; 21] = [
         QualityCode::EmptyOutput,
         QualityCode::TooFewTokens,
         QualityCode::EarlyEos,
@@ -62,6 +65,7 @@ impl QualityCode {
         QualityCode::CacheStateUnconfirmed,
         QualityCode::OutputMismatch,
         QualityCode::CleanupFailed,
+        QualityCode::StreamBurst,
         QualityCode::OriginTtftNotMeasured,
         QualityCode::OriginBatchAggregate,
         QualityCode::OriginQualityUnchecked,
@@ -86,6 +90,7 @@ impl QualityCode {
             QualityCode::CacheStateUnconfirmed => "cache_state_unconfirmed",
             QualityCode::OutputMismatch => "output_mismatch",
             QualityCode::CleanupFailed => "cleanup_failed",
+            QualityCode::StreamBurst => "stream_burst",
             QualityCode::OriginTtftNotMeasured => "origin_ttft_not_measured",
             QualityCode::OriginBatchAggregate => "origin_batch_aggregate",
             QualityCode::OriginQualityUnchecked => "origin_quality_unchecked",

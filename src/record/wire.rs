@@ -21,7 +21,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, Vis
 use serde_json::Value;
 
 use super::{
-    CacheEvidence, CacheState, CellKey, ErrorInfo, GroupRecord, Measurement, Mode, PhysicsRecord,
+    CacheEvidence, CacheState, CellKey, ErrorInfo, GroupRecord, Measurement, Mode, PageCache, PhysicsRecord,
     QualityFlag, Scenario, StaggeredRecord, ThermalRecord, TurnSummary,
 };
 
@@ -112,12 +112,16 @@ pub(super) struct MeasurementWire<K: Depth> {
     cached_tokens: Option<u64>,
     expected_input_tokens: Option<u64>,
     delta_count: u64,
+    #[serde(default)]
+    distinct_arrivals: Option<u64>,
     decode_tps: Option<f64>,
     prefill_tps: Option<f64>,
     max_tokens: u32,
     finish_reason: Option<String>,
     output_sample: K::Text,
     reload_ms: Option<f64>,
+    #[serde(default, deserialize_with = "optional_enum")]
+    page_cache: Option<PageCache>,
     turns: Vec<TurnSummary>,
     cache_evidence: Option<CacheEvidence>,
     cache_state_confirmed: Option<bool>,
@@ -173,12 +177,14 @@ impl<K: Depth> From<MeasurementWire<K>> for Measurement {
             cached_tokens: w.cached_tokens,
             expected_input_tokens: w.expected_input_tokens,
             delta_count: w.delta_count,
+            distinct_arrivals: w.distinct_arrivals,
             decode_tps: w.decode_tps,
             prefill_tps: w.prefill_tps,
             max_tokens: w.max_tokens,
             finish_reason: w.finish_reason,
             output_sample: w.output_sample.kept(),
             reload_ms: w.reload_ms,
+            page_cache: w.page_cache,
             turns: w.turns,
             cache_evidence: w.cache_evidence,
             cache_state_confirmed: w.cache_state_confirmed,
@@ -358,6 +364,33 @@ fn unit_enum<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, 
     }
 
     d.deserialize_any(EnumVisitor(std::marker::PhantomData))
+}
+
+/// An optional unit enum (null or absent: None), a wrong type named as `unit_enum` names it.
+fn optional_enum<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    struct OptionVisitor<T>(std::marker::PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for OptionVisitor<T> {
+        type Value = Option<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("option")
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Option<T>, D2::Error> {
+            unit_enum(d).map(Some)
+        }
+    }
+
+    d.deserialize_option(OptionVisitor(std::marker::PhantomData))
 }
 
 /// A record type read alone ignores a `record_type` key (the store reads a line it knows the type

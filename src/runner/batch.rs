@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
+use crate::record::QualityCode;
 use crate::record::{
     CellKey, ErrorInfo, ErrorKind, GroupRecord, Measurement, Record, SCHEMA_VERSION, Scenario,
     StaggeredRecord,
@@ -73,6 +74,10 @@ pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Mea
     let total_output_tokens: u64 = ok.iter().filter_map(|m| m.output_tokens).sum();
     let mean =
         |values: Vec<f64>| (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+    // A stream flushed at once has no TTFT or decode of the server's own: its tokens count, its
+    // times do not.
+    let timed: Vec<&&Measurement> =
+        ok.iter().filter(|m| !m.quality_flags.iter().any(|f| f.flag == QualityCode::StreamBurst)).collect();
     let failed = (records.len() - ok.len()) as u32 + cell.batch_size.saturating_sub(records.len() as u32);
     GroupRecord {
         schema_version: SCHEMA_VERSION,
@@ -83,8 +88,8 @@ pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Mea
         wall_ms,
         system_tps: (wall_ms > 0.0 && total_output_tokens > 0)
             .then(|| total_output_tokens as f64 / (wall_ms / 1000.0)),
-        per_request_tps: mean(ok.iter().filter_map(|m| m.decode_tps).collect()),
-        avg_ttft_ms: mean(ok.iter().filter_map(|m| m.ttft_ms).collect()),
+        per_request_tps: mean(timed.iter().filter_map(|m| m.decode_tps).collect()),
+        avg_ttft_ms: mean(timed.iter().filter_map(|m| m.ttft_ms).collect()),
         avg_e2e_ms: mean(ok.iter().filter_map(|m| m.e2e_ms).collect()),
         total_output_tokens,
         requests_ok: ok.len() as u32,

@@ -166,6 +166,7 @@ fn ready(cell: &CellKey, l: &Lifecycle, mut request: ChatRequest, reload: bool) 
         request,
         reload,
         turns,
+        page_cache: None,
     }
 }
 
@@ -244,8 +245,12 @@ async fn warm(
             .await
             .map_err(|e| failed(ctx, cell, l, e, vec![]))?;
     }
+    let page_cache =
+        measure::drop_saved(ctx, &l.session).await.map_err(|e| failed(ctx, cell, l, e, vec![]))?;
     let reload = !ctx.preset.reload.is_empty();
-    let (m, _) = measure(ctx, ready(cell, l, l.request.clone(), reload), then).await;
+    let mut ready = ready(cell, l, l.request.clone(), reload);
+    ready.page_cache = Some(page_cache);
+    let (m, _) = measure(ctx, ready, then).await;
     // Reloaded (or served from disk) by the measured request: the session is in memory again.
     l.evicted = false;
     Ok(m)

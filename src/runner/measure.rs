@@ -14,8 +14,8 @@ use crate::client::{ChatRequest, Exchange, Message};
 use crate::preset::{Scope, Session};
 use crate::record::MetricsDelta;
 use crate::record::{
-    self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, SCHEMA_VERSION,
-    TurnSummary,
+    self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, PageCache,
+    SCHEMA_VERSION, TurnSummary,
 };
 
 use super::Ctx;
@@ -38,6 +38,8 @@ pub struct Ready {
     /// Warm with an explicit reload: run the preset's reload steps inside the timed window.
     pub reload: bool,
     pub turns: Vec<TurnSummary>,
+    /// Warm: whether the saved session was dropped from the OS page cache before the restore.
+    pub page_cache: Option<PageCache>,
 }
 
 /// Why a cell cannot be measured at all, before any session: its record says so.
@@ -96,11 +98,13 @@ pub async fn prepare_on(
     };
     let mut turns = Vec::new();
     let mut reload = false;
+    let mut page_cache = None;
     let mut expected = Some(expected_input_tokens);
     match cell.cache_state {
         CacheState::Cold => {}
         CacheState::Warm => {
             prime_and_evict(ctx, &request, &session).await.map_err(|e| fail(e, vec![]))?;
+            page_cache = Some(drop_saved(ctx, &session).await.map_err(|e| fail(e, vec![]))?);
             reload = !ctx.preset.reload.is_empty();
         }
         CacheState::Hot => {
@@ -130,6 +134,7 @@ pub async fn prepare_on(
         request,
         reload,
         turns,
+        page_cache,
     })
 }
 
@@ -198,6 +203,36 @@ pub async fn prime_and_evict(ctx: &Ctx, request: &ChatRequest, session: &Session
         return Err(ErrorInfo::new(err.kind, format!("warm priming request failed: {}", err.message)));
     }
     session_action(ctx, "evict", &ctx.preset.evict, session).await
+}
+
+/// Warm, after the evict and before the timed window: drops the session's saved file from the OS
+/// page cache where bench can reach it (the server's save directory is known and the preset names
+/// the file), so the restore reads the disk: `evicted`. Otherwise `unknown`: the restore may read
+/// the file from memory, which on an H200 was about 2x faster (docs/page-cache.md). A known file
+/// that cannot be dropped fails the measurement, naming it: a warm number must not silently
+/// become a memory number.
+pub async fn drop_saved(ctx: &Ctx, session: &Session) -> Result<PageCache, ErrorInfo> {
+    let Some(dir) = ctx.config.slot_dir.clone() else { return Ok(PageCache::Unknown) };
+    let path = match ctx.preset.saved_path(&dir, session) {
+        Ok(Some(path)) => path,
+        Ok(None) => return Ok(PageCache::Unknown),
+        Err(e) => return Err(ErrorInfo::new(ErrorKind::PresetAction, e.to_string())),
+    };
+    let shown = path.display().to_string();
+    let dropping = tokio::task::spawn_blocking(move || super::page_cache::drop_file(&path));
+    let dropped = ctx.harness.time(Part::Preset, dropping).await;
+    let error = |why: String| {
+        let message = format!(
+            "cannot drop the saved session {shown} from the OS page cache (slot dir {}): {why}",
+            dir.display()
+        );
+        Err(ErrorInfo::new(ErrorKind::PresetAction, message))
+    };
+    match dropped {
+        Ok(Ok(())) => Ok(PageCache::Evicted),
+        Ok(Err(e)) => error(e.to_string()),
+        Err(e) => error(e.to_string()),
+    }
 }
 
 /// Hot's turn 2 (unmeasured) after turn 1 answered `turn_1_output`; leaves `request` as turn 3.
@@ -284,6 +319,7 @@ pub async fn finish_then(
     m.turns = ready.turns;
     m.server_stats = stats;
     m.max_tokens = ready.request.max_tokens;
+    m.page_cache = ready.page_cache;
     if let Some(error) = fired.error {
         m.error = Some(error);
         return m;
@@ -321,6 +357,8 @@ pub(super) fn record_exchange(
     m.output_tokens = ex.usage.output_tokens;
     m.cached_tokens = ex.usage.cached_tokens;
     m.delta_count = ex.delta_count;
+    m.distinct_arrivals =
+        (m.cell.mode == Mode::Streaming).then(|| crate::quality::distinct_arrivals(&m.token_offsets_ms));
     m.decode_tps = record::decode_tps(m.output_tokens, m.ttft_ms, m.e2e_ms);
     m.prefill_tps = record::prefill_tps(m.input_tokens, m.ttft_ms);
     m.finish_reason = ex.finish_reason.clone();

@@ -17,6 +17,7 @@ pub mod harness_time;
 mod lifecycle;
 pub(crate) mod measure;
 pub(crate) mod open;
+mod page_cache;
 pub(crate) mod setup;
 mod soak;
 

@@ -18,7 +18,7 @@ use crate::meta::{PhysicsProfiles, ServerInfo, StaggerCalibration, ThermalBaseli
 use crate::preset::{ActionError, Preset, Scope};
 use crate::progress::Progress;
 use crate::prompt::{Nonces, Sizer};
-use crate::record::{CacheState, ErrorInfo, ErrorKind, ThermalRecord};
+use crate::record::{CacheState, ErrorInfo, ErrorKind, PageCache, ThermalRecord};
 use crate::server;
 
 /// Writes what setup learned into run.json, when there is a run (`bench plan` has none).
@@ -59,9 +59,12 @@ pub async fn prepare(
     let facts = preflight(&client, &config, &preset).await?;
     let mut config = config;
     config.model = Some(facts.model.clone());
+    page_cache_plan(&mut config, &preset);
     learn(journal, |m| {
         m.server = facts.info.clone();
         m.config.model = Some(facts.model.clone());
+        m.config.slot_dir = config.slot_dir.clone();
+        m.config.page_cache = config.page_cache;
     })?;
     let physics = physics(&mut config, &facts.info, journal, progress)?;
     let nonces = Nonces::new();
@@ -95,6 +98,17 @@ pub async fn prepare(
         ));
     }
     Ok(ctx)
+}
+
+/// Where warm's saved sessions are (the flag or command line, else the preset), and whether each
+/// can be dropped from the page cache before its restore; nothing to say without warm cells.
+fn page_cache_plan(config: &mut SweepConfig, preset: &Preset) {
+    if config.slot_dir.is_none() {
+        config.slot_dir = preset.slot_dir.clone();
+    }
+    let warm = config.cache_states.contains(&CacheState::Warm) && preset.supports_warm();
+    let reachable = config.slot_dir.is_some() && preset.saved_file.is_some();
+    config.page_cache = warm.then_some(if reachable { PageCache::Evicted } else { PageCache::Unknown });
 }
 
 /// Every `{env:NAME}` the plan's preset actions need is set: otherwise every cell would fail the

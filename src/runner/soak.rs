@@ -306,6 +306,7 @@ async fn iteration_records(
                 request: req,
                 reload: false,
                 turns: Vec::new(),
+                page_cache: None,
             }
         })
         .collect();

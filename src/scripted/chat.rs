@@ -231,7 +231,12 @@ pub(super) async fn chat(
     let interval = b.token_interval();
     let usage = json!({"prompt_tokens": input, "completion_tokens": n_out, "total_tokens": input + n_out as u64,
                        "prompt_tokens_details": {"cached_tokens": cached}});
-    let timings = json!({"cache_n": cached, "prompt_n": input - cached});
+    let mut timings = json!({"cache_n": cached, "prompt_n": input - cached});
+    if b.fault == Fault::Burst {
+        timings["prompt_ms"] = json!(first.as_secs_f64() * 1000.0);
+        timings["predicted_n"] = json!(n_out);
+        timings["predicted_ms"] = json!((interval * n_out).as_secs_f64() * 1000.0);
+    }
     if body["stream"].as_bool() != Some(true) {
         tokio::time::sleep_until(start + first + interval * n_out).await;
         let text: String = (0..n_out).map(token).collect();
@@ -285,6 +290,15 @@ pub(super) async fn chat(
             ));
         }
         events.push(data(Duration::ZERO, "[DONE]".to_string(), false));
+    }
+    if b.fault == Fault::Burst {
+        let due = start + events.iter().map(|e| e.delay).sum::<Duration>();
+        let all = Bytes::from(events.into_iter().map(|e| e.frame).collect::<Vec<_>>().concat());
+        let held = stream::once(async move {
+            tokio::time::sleep_until(due).await;
+            Ok::<_, Infallible>(all)
+        });
+        return sse_response(Body::from_stream(held));
     }
     if let Fault::SlowDrip { bytes, every_ms } = b.fault {
         let frames = events.into_iter().map(|e| e.frame).collect();

@@ -20,6 +20,7 @@
 //! ```
 
 mod cells;
+mod explain;
 mod finding;
 mod imported;
 mod inputs;

@@ -33,7 +33,8 @@ fn show(v: Option<u64>) -> String {
 }
 
 pub fn decode_above_ceiling(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
-    let Some(m) = judged(rec) else { return };
+    // A burst's client-side rate is no decode at all: `stream_burst` explains it.
+    let Some(m) = judged(rec).filter(|m| !super::explain::is_burst(m)) else { return };
     let (Some(hw), Some(model)) = (ctx.hardware, (ctx.model_for)(&m.cell.model)) else { return };
     let (Some(d), Some(c)) = (m.decode_tps, physics::ceilings(hw, &model, m).decode_ceiling_tps) else {
         return;

@@ -7,7 +7,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::finding::{Finding, Severity};
-use super::{cells, imported, outlier, records, sources};
+use super::{cells, explain, imported, outlier, records, sources};
 use crate::physics::{Hardware, ModelProfile, Profile};
 use crate::record::Record;
 use crate::results::load::Source;
@@ -28,11 +28,13 @@ pub enum RuleId {
     MeasurementFailed,
     QualityGateFailed,
     StaggeredNotOverlapped,
+    StreamBurst,
     WarmNotFaster,
     WarmSlowerExplained,
     HotSlowerThanWarm,
     HotSlowerExplained,
     BatchIncomplete,
+    WarmPageCacheUnknown,
     HardwareMismatch,
     ImportedUnknowns,
     RunOutlier,
@@ -203,6 +205,13 @@ pub const RULES: &[Rule] = &[
         "a batched staggered pair whose user B was sent after user A had finished: it measured nothing batched"
     ),
     rule!(
+        StreamBurst,
+        "stream_burst",
+        Info,
+        Check::Record(explain::stream_burst),
+        "a stream held back and flushed at once: TTFT holds the decode, the decode rate is the client's read (not impossible, not measurable)"
+    ),
+    rule!(
         WarmNotFaster,
         "warm_not_faster",
         Error,
@@ -236,6 +245,13 @@ pub const RULES: &[Rule] = &[
         Error,
         Check::Cell(cells::batch_incomplete),
         "a concurrent batch without all its member requests or its group record (a sweep killed mid-batch)"
+    ),
+    rule!(
+        WarmPageCacheUnknown,
+        "warm_page_cache_unknown",
+        Info,
+        Check::Cell(explain::warm_page_cache_unknown),
+        "warm records (counted per run) whose saved session bench could not drop from the OS page cache: the restore may have read memory, not disk"
     ),
     rule!(
         HardwareMismatch,
@@ -343,7 +359,7 @@ mod tests {
             assert_eq!(serde_json::to_value(rule.id).ok(), Some(serde_json::json!(rule.name)));
             assert!(!rule.reason.is_empty());
         }
-        assert_eq!(RULES.len(), 23);
+        assert_eq!(RULES.len(), 25);
     }
 
     #[test]

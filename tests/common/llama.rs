@@ -82,6 +82,11 @@ impl LlamaServer {
         assert!(url.starts_with("http://"), "{test}: no URL from the start script: {url:?}");
         Some(LlamaServer { url, state_dir, _turn: turn })
     }
+
+    /// The directory the server saves slots to (its `--slot-save-path`).
+    pub fn slot_dir(&self) -> PathBuf {
+        self.state_dir.path().join("slots")
+    }
 }
 
 impl Drop for LlamaServer {

@@ -43,8 +43,8 @@ fn goodput_counts_good_requests_within_both_limits_over_every_scheduled_one() {
         rec(1, CacheState::Cold, 100.0, 600.0, 10.0), // TTFT over 500
         rec(1, CacheState::Cold, 200.0, 100.0, 60.0), // ITL over 50
         failed,
-        at_limits,                                    // exactly at both limits: meets
-        refuted,                                      // a warm request served cold: failed
+        at_limits, // exactly at both limits: meets
+        refuted,   // a warm request served cold: failed
     ];
     let s = summarize(&records, &[(1, 2.0)], &[CacheState::Cold, CacheState::Warm], SLO, 0.9);
     let r = &s.rates[0];

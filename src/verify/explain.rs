@@ -1,0 +1,77 @@
+//! Rules that explain a record's numbers rather than fault them: a stream that arrived in one
+//! burst (its decode was never observable), and warm restores that may have read the OS page
+//! cache instead of the disk.
+
+use std::collections::BTreeMap;
+
+use super::finding::Finding;
+use super::rule::{Ctx, RuleId};
+use crate::physics;
+use crate::record::QualityCode;
+use crate::record::{CacheState, Measurement, PageCache, Record};
+
+/// Whether the record was flagged `stream_burst` when it was measured.
+pub fn is_burst(m: &Measurement) -> bool {
+    m.quality_flags.iter().any(|f| f.flag == QualityCode::StreamBurst)
+}
+
+/// `stream_burst`: a stream held back and flushed at once. Its client-side decode rate can be far
+/// above the physical ceiling without anything being faked: the tokens were decoded at the
+/// server's pace and read at the client's. `decode_above_ceiling` leaves such a record to this
+/// rule, which says what happened instead of calling the rate impossible.
+pub fn stream_burst(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+    let Record::Measurement(m) = rec else { return };
+    if m.error.is_some() || !is_burst(m) {
+        return;
+    }
+    let arrivals = m.distinct_arrivals.map_or("?".into(), |n| n.to_string());
+    let tokens = m.output_tokens.map_or("?".into(), |n| n.to_string());
+    let mut message =
+        format!("stream arrived in a burst ({tokens} tokens in {arrivals} arrivals); decode not measurable");
+    let ceiling = ctx
+        .hardware
+        .zip((ctx.model_for)(&m.cell.model))
+        .and_then(|(hw, model)| physics::ceilings(hw, &model, m).decode_ceiling_tps);
+    if let (Some(d), Some(c)) = (m.decode_tps, ceiling)
+        && d > c
+    {
+        message.push_str(&format!(
+            " (its {d:.0} tok/s above the {c:.0} tok/s ceiling is the client reading the burst, not the server decoding)"
+        ));
+    }
+    message.push_str("; its TTFT holds the decode: kept out of TTFT and decode statistics");
+    out.push(Finding::new(RuleId::StreamBurst, ctx.file, message).at(&m.run_id, &m.cell));
+}
+
+/// `warm_page_cache_unknown`: per run, how many warm records restored a saved session bench could
+/// not drop from the OS page cache (`page_cache: "unknown"`): such a restore may have read memory,
+/// not the disk that "warm" claims. Records written before bench kept the field say nothing either
+/// way and are not counted (imports and older files would otherwise all raise it).
+pub fn warm_page_cache_unknown(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
+    let mut runs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for r in records {
+        let Record::Measurement(m) = r else { continue };
+        if m.cell.cache_state != CacheState::Warm || m.error.is_some() {
+            continue;
+        }
+        let Some(page_cache) = m.page_cache else { continue };
+        let (unknown, all) = runs.entry(&m.run_id).or_default();
+        *all += 1;
+        if page_cache == PageCache::Unknown {
+            *unknown += 1;
+        }
+    }
+    for (run_id, (unknown, all)) in runs {
+        if unknown == 0 {
+            continue;
+        }
+        let message = format!(
+            "{unknown} of {all} warm records restored a saved session that may still have been in the OS page \
+             cache (page_cache unknown): their TTFT may read memory, not disk (on an H200 about 2x faster); \
+             give --slot-dir DIR, or --server-cmd with --slot-save-path, so bench drops the file first"
+        );
+        let mut f = Finding::new(RuleId::WarmPageCacheUnknown, ctx.file, message);
+        f.run_id = Some(run_id.to_string());
+        out.push(f);
+    }
+}
