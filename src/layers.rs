@@ -53,6 +53,7 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("progress", 10),
     ("clock", 10),
     ("input_file", 10),
+    ("ticks", 10),
     ("layers", 10),
 ];
 

@@ -11,7 +11,8 @@
 pub const MIN_TICK_SHARE: f64 = 0.06;
 
 /// Ticks for a log axis over [lo, hi] (both positive): `at` (the values the data sit at) where
-/// there are any inside it, else 1-2-5 steps (1..9 steps where 1-2-5 gives fewer than 3); thinned
+/// there are any inside it, else 1-2-5 steps (finer steps, 1..9 then halves and tenths, where the
+/// coarser give fewer than 3, so a narrow range still reads); thinned
 /// so that neighbours are at least `min_share` of the axis's log span apart (the first is kept).
 pub fn log_ticks(lo: f64, hi: f64, at: &[f64], min_share: f64) -> Vec<f64> {
     if !(lo > 0.0 && hi > lo && hi.is_finite()) {
@@ -20,8 +21,13 @@ pub fn log_ticks(lo: f64, hi: f64, at: &[f64], min_share: f64) -> Vec<f64> {
     let mut inside: Vec<f64> = at.iter().copied().filter(|v| *v >= lo && *v <= hi).collect();
     if inside.is_empty() {
         inside = steps(lo, hi, &[1.0, 2.0, 5.0]);
-        if inside.len() < 3 {
-            inside = steps(lo, hi, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+        for step in [1.0, 0.5, 0.1] {
+            if inside.len() >= 3 {
+                break;
+            }
+            let mantissas: Vec<f64> =
+                (0..).map(|i| 1.0 + step * f64::from(i)).take_while(|m| *m < 10.0).collect();
+            inside = steps(lo, hi, &mantissas);
         }
     }
     inside.sort_by(f64::total_cmp);
@@ -104,6 +110,8 @@ mod tests {
         assert_eq!(log_ticks(3.0, 600.0, &[], 0.0), [5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0]);
         // A narrow range (500..1500 ms) still gets several ticks.
         assert_eq!(log_ticks(500.0, 1500.0, &[], 0.0), [500.0, 600.0, 700.0, 800.0, 900.0, 1000.0]);
+        // Narrower still (27..45 ms, a scripted server's TTFTs): halves of the decade.
+        assert_eq!(log_ticks(27.0, 45.0, &[], 0.0), [30.0, 35.0, 40.0, 45.0]);
         assert!(log_ticks(0.0, 10.0, &[], 0.0).is_empty());
         assert_eq!(number_label(2000.0), "2000");
         assert_eq!(number_label(0.5), "0.5");

@@ -71,6 +71,7 @@ fn rate(run: u32, rate_per_s: f64, goodput: Option<f64>) -> RateSummary {
         run,
         rate_per_s,
         states: vec![StateSummary { state: None, goodput, ..Default::default() }],
+        honestly_offered: true,
         ..Default::default()
     }
 }
