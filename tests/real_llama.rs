@@ -213,8 +213,9 @@ fn warm_sweep(connect: &[&str], out: &std::path::Path, extra: &[&str]) -> (Vec<V
     ]);
     args.extend_from_slice(extra);
     let done = bench(&args);
-    assert!(done.status.success(), "{}", stderr(&done));
     let run = run_dir(out);
+    let records = std::fs::read_to_string(run.join("measurements.jsonl")).unwrap_or_default();
+    assert!(done.status.success(), "{}\nrecords:\n{records}", stderr(&done));
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
     (measurements(&run), meta)
 }

@@ -203,6 +203,8 @@ fn sample(flag: &str) -> Option<&'static str> {
         "model-bytes" => "1GB",
         "params" => "1B",
         "model-file" | "scenario" | "out" => "x.toml",
+        // Where warm restores are dropped from the page cache: part of what is measured.
+        "slot-dir" => "slots",
         "run-id" => "other",
         // The shard is part of the plan: a resumed shard finishes the slice in its run.json.
         "shard" => "1/2",
