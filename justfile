@@ -17,7 +17,8 @@ demo: server-build server-model
     url=$(bash scripts/llama-server.sh start --state-dir "$state")
     trap 'bash scripts/llama-server.sh stop --state-dir "$state"' EXIT
     echo "llama-server at $url" >&2
-    run=$(./target/release/bench sweep --server "$url" --scenario scenarios/demo.toml {{host}} --out results) || [ $? -eq 1 ]
+    # --slot-dir: the server saves slots there (scripts/llama-server.sh), so each warm restore reads the disk.
+    run=$(./target/release/bench sweep --server "$url" --scenario scenarios/demo.toml {{host}} --slot-dir "$state/slots" --out results) || [ $? -eq 1 ]
     # Findings (exit 1) are the point of the demo, not a failure of it; anything else is.
     ./target/release/bench verify "$run" || [ $? -eq 1 ]
     ./target/release/bench merge "$run" -o results/demo.json --expect scenarios/demo.toml || [ $? -eq 1 ]
@@ -27,7 +28,7 @@ demo: server-build server-model
     ./target/release/bench soak --server "$url" --concurrency 2 --iterations 5 --contexts 512 --output-tokens 32 --out results || [ $? -eq 1 ]
     # A second, smaller sweep of some of the same cells, compared with the first cell by cell.
     again=$(./target/release/bench sweep --server "$url" --preset llama.cpp --contexts 512,1024 --modes streaming \
-        --cache-states cold,warm --runs 3 --output-tokens 32 --thermal off --quiet --out results) || [ $? -eq 1 ]
+        --cache-states cold,warm --runs 3 --output-tokens 32 --thermal off --slot-dir "$state/slots" --quiet --out results) || [ $? -eq 1 ]
     ./target/release/bench compare "$run" "$again"
     echo "records: $run   canonical: results/demo.json   plots: results/demo-plots/" >&2
 
