@@ -281,12 +281,33 @@ fn signal_name(signal: i32) -> Option<&'static str> {
 
 type Reader = Option<tokio::task::JoinHandle<()>>;
 
+/// `command` run by `exec`, after any leading `NAME=value` assignments (sh reads `exec NAME=x cmd`
+/// as a command named `NAME=x`; `NAME=x exec cmd` gives cmd the variable).
+fn exec_line(command: &str) -> String {
+    let is_assignment = |word: &str| {
+        word.split_once('=').is_some_and(|(name, _)| {
+            name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    let mut rest = command.trim_start();
+    let mut assignments = String::new();
+    while let Some(word) =
+        rest.split_whitespace().next().filter(|w| is_assignment(w) && !w.contains(['\'', '"']))
+    {
+        assignments.push_str(word);
+        assignments.push(' ');
+        rest = rest[word.len()..].trim_start();
+    }
+    format!("{assignments}exec {rest}")
+}
+
 fn spawn(template: &str, port: u16, tail: &Arc<Mutex<VecDeque<String>>>) -> Result<(Child, Reader), Failure> {
     let command = template.replace("{port}", &port.to_string());
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         // `exec` so the server is the child itself: its signals and exit status are the server's.
-        .arg(format!("exec {command}"))
+        .arg(exec_line(&command))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -374,6 +395,15 @@ mod tests {
                 .unwrap();
         assert_eq!(err.exit_code(), crate::exit::SERVER);
         assert!(err.to_string().contains("exited with code 7") && err.to_string().contains("boom"), "{err}");
+    }
+
+    #[test]
+    fn leading_assignments_stay_before_exec() {
+        assert_eq!(exec_line("llama-server --port 8"), "exec llama-server --port 8");
+        assert_eq!(exec_line("API_KEY=x  B_2=y llama-server -m m"), "API_KEY=x B_2=y exec llama-server -m m");
+        assert_eq!(exec_line("llama-server --opt=a"), "exec llama-server --opt=a");
+        // A quoted value is left to the shell whole (split on whitespace it would be cut).
+        assert_eq!(exec_line("K='a b' srv"), "exec K='a b' srv");
     }
 
     #[test]
