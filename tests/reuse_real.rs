@@ -24,9 +24,23 @@ fn sweep(url: &str, out: &Path, reuse: bool) -> PathBuf {
     if !reuse {
         args.push("--reuse-primes=false");
     }
-    let out = bench(&args);
-    assert_eq!(out.status.code(), Some(0), "reuse {reuse}: {}", stderr(&out));
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    let done = bench(&args);
+    let run = PathBuf::from(String::from_utf8_lossy(&done.stdout).trim());
+    if done.status.code() != Some(0) {
+        let failed: Vec<String> = measurements(&run)
+            .into_iter()
+            .filter(|m| m["quality_ok"] != true || m["cache_state_confirmed"] == false)
+            .map(|m| {
+                format!("{} {} {}: {}", m["cache_state"], m["mode"], m["context_tokens"], m["quality_flags"])
+            })
+            .collect();
+        panic!(
+            "reuse {reuse}: exit {:?}: {}\nfailed records: {failed:#?}",
+            done.status.code(),
+            stderr(&done)
+        );
+    }
+    run
 }
 
 /// Per cell (state, mode, context, run): the prompt tokens the server computed for the measured

@@ -36,12 +36,14 @@ pub const MAX_MEAN_WORD_CHARS: f64 = 20.0;
 /// A stream needs this many output tokens before its arrivals can show a burst.
 pub const BURST_MIN_TOKENS: u64 = 8;
 /// Output tokens per distinct arrival from which a stream counts as flushed at once, when its
-/// largest arrival also holds at least `BURST_LARGEST_SHARE` of its deltas. A paced stream brings
+/// first arrival also holds at least `BURST_FIRST_SHARE` of its deltas. A paced stream brings
 /// one token per arrival, a few with multi-token deltas (speculative decoding); a paced stream
-/// read by a busy client arrives in groups of several tokens, so the count alone is not enough:
-/// a flushed stream arrives (almost) whole in one.
+/// read by a busy client arrives in groups of several tokens, so the count alone is not enough.
+/// What makes a burst distort TTFT is the first token arriving only with the rest: a stream whose
+/// first token came alone and whose rest came lumped (a busy server flushing its later tokens)
+/// still has a true TTFT and a true decode rate over its span.
 pub const BURST_TOKENS_PER_ARRIVAL: f64 = 8.0;
-pub const BURST_LARGEST_SHARE: f64 = 0.5;
+pub const BURST_FIRST_SHARE: f64 = 0.5;
 /// Deltas stamped closer than this arrived together (one read, or one flush split in packets).
 pub const SAME_ARRIVAL_MS: f64 = 0.1;
 /// A stream counts as flushed at once when the client saw its tokens spread over less than this
@@ -99,21 +101,20 @@ pub fn distinct_arrivals(offsets_ms: &[f64]) -> u64 {
     arrivals(offsets_ms).0
 }
 
-/// (distinct arrivals, deltas in the largest one) of `offsets_ms` (ascending).
+/// (distinct arrivals, deltas in the first one) of `offsets_ms` (ascending).
 fn arrivals(offsets_ms: &[f64]) -> (u64, usize) {
     let Some(first) = offsets_ms.first() else { return (0, 0) };
-    let (mut count, mut largest, mut run) = (1, 1, 1);
+    let (mut count, mut in_first) = (1, 1);
     let mut last = *first;
     for &t in &offsets_ms[1..] {
         if t - last > SAME_ARRIVAL_MS {
             count += 1;
-            run = 0;
+        } else if count == 1 {
+            in_first += 1;
         }
-        run += 1;
-        largest = largest.max(run);
         last = t;
     }
-    (count, largest)
+    (count, in_first)
 }
 
 /// The server's own decode time (ms) between its first and last output token, from llama.cpp's
@@ -128,20 +129,20 @@ pub fn server_decode_ms(timings: Option<&serde_json::Value>) -> Option<f64> {
 /// buffering proxy). Its first token arrives only with the rest, so TTFT holds the whole decode
 /// and the decode rate is how fast the client read the burst (on a real llama-server: TTFT
 /// 70.4 ms holding the server's 55 ms decode, "decode" 5994 tok/s). Seen either way: many
-/// tokens per distinct arrival time with most of them in one, or the client's spread of the tokens well under the
-/// server's own decode time. Fails the gate: neither TTFT nor decode is the server's.
+/// tokens per distinct arrival time with most of them in the first, or the client's spread of the
+/// tokens well under the server's own decode time. Fails the gate: neither TTFT nor decode is the server's.
 pub fn check_burst(m: &Measurement) -> Option<QualityFlag> {
     if m.cell.mode != Mode::Streaming || m.error.is_some() {
         return None;
     }
     let out = m.output_tokens.filter(|&n| n >= BURST_MIN_TOKENS)?;
     let (first, last) = (m.token_offsets_ms.first()?, m.token_offsets_ms.last()?);
-    let (arrivals, largest) = arrivals(&m.token_offsets_ms);
+    let (arrivals, in_first) = arrivals(&m.token_offsets_ms);
     let client_ms = last - first;
     let server_ms = server_decode_ms(m.server_timings.as_ref());
     let per_arrival = out as f64 / arrivals.max(1) as f64;
-    let largest_share = largest as f64 / m.token_offsets_ms.len() as f64;
-    let by_arrivals = per_arrival >= BURST_TOKENS_PER_ARRIVAL && largest_share >= BURST_LARGEST_SHARE;
+    let first_share = in_first as f64 / m.token_offsets_ms.len() as f64;
+    let by_arrivals = per_arrival >= BURST_TOKENS_PER_ARRIVAL && first_share >= BURST_FIRST_SHARE;
     let by_timings =
         server_ms.is_some_and(|s| s >= BURST_MIN_SERVER_DECODE_MS && client_ms < BURST_SPREAD_SHARE * s);
     if !(by_arrivals || by_timings) {

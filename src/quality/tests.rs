@@ -258,6 +258,16 @@ fn a_stream_flushed_at_once_is_a_burst_and_a_paced_or_grouped_one_is_not() {
     assert!(flag.reason.contains("the server decoded for 1890.0 ms"), "{}", flag.reason);
     paced.server_timings = squeezed.server_timings.clone();
     assert!(check_burst(&paced).is_none(), "the client saw what the server decoded");
+    // A busy server: the first token alone and on time, the other 15 lumped at the end of its
+    // 60 ms decode. TTFT is true and so is the decode rate over the span: no burst.
+    let mut lumped = m(Some(16), 16, 16);
+    lumped.token_offsets_ms = std::iter::once(20.0).chain(std::iter::repeat_n(80.4, 15)).collect();
+    lumped.server_timings = Some(serde_json::json!({"predicted_n": 16, "predicted_ms": 64.6}));
+    assert_eq!(distinct_arrivals(&lumped.token_offsets_ms), 2);
+    assert!(check_burst(&lumped).is_none());
+    // The same 16 tokens with the first held back among them: TTFT holds the decode.
+    lumped.token_offsets_ms = std::iter::repeat_n(20.0, 9).chain(std::iter::repeat_n(80.4, 7)).collect();
+    assert!(check_burst(&lumped).is_some());
     // Not streamed: nothing arrived token by token.
     flushed.cell.mode = Mode::NonStreaming;
     assert!(check_burst(&flushed).is_none());

@@ -54,7 +54,7 @@ pub fn server_command(test: &str) -> Option<String> {
     }
     let (bin, model) = (script_output(&["build"]), script_output(&["model", "tiny"]));
     Some(format!(
-        "{bin} -m {model} --host 127.0.0.1 --port {{port}} -c 8192 --parallel 2 -t 2 --metrics --cache-ram 0"
+        "{bin} -m {model} --host 127.0.0.1 --port {{port}} -c 8192 --parallel 2 -t 1 --metrics --cache-ram 0"
     ))
 }
 
@@ -68,7 +68,10 @@ impl LlamaServer {
         let turn = ONE_SERVER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let state_dir = tempfile::tempdir().unwrap();
         let mut cmd = Command::new("bash");
-        cmd.arg(script()).arg("start").arg("--state-dir").arg(state_dir.path());
+        // One decode thread: llama.cpp's threads spin while they decode, and on a 2-core machine two
+        // of them starve the server's HTTP thread, which then writes a whole stream at once (a burst
+        // the quality gate rightly fails). One thread leaves a core to the HTTP thread and the client.
+        cmd.arg(script()).arg("start").arg("--threads").arg("1").arg("--state-dir").arg(state_dir.path());
         if !extra.is_empty() {
             cmd.arg("--").args(extra);
         }
