@@ -349,7 +349,7 @@ fn balance(label: &str, scenario: &Path, counts: &[u32]) {
 /// run.json bench's sweep writes (its config resolved from the same flags, the shard planned by
 /// `shard::plan`), then one record per cell through bench's record writer.
 fn write_shard(scenario: &Path, out: &Path, index: u32, count: u32) {
-    use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
+    use ttft_bench::meta::{HostFacts, RunMeta, RunStatus};
     let mut config = sweep_config(scenario);
     let spec = ttft_bench::shard::ShardSpec { index, count, origin: format!("--shard {index}/{count}") };
     let shard = ttft_bench::shard::plan(&config.matrix(), &spec).expect("the matrix has enough units");
@@ -357,26 +357,9 @@ fn write_shard(scenario: &Path, out: &Path, index: u32, count: u32) {
     config.shard = Some(shard);
     let run_id = ttft_bench::shard::run_id("20260205T213000Z-job", &spec);
     let meta = RunMeta {
-        schema_version: SCHEMA_VERSION,
-        run_id: run_id.clone(),
-        harness: Harness::current(),
-        started_at: "2026-02-05T21:30:00.000Z".into(),
         ended_at: Some("2026-02-05T21:40:00.000Z".into()),
         status: RunStatus::Complete,
-        resumed_at: vec![],
-        config,
-        server: ServerInfo::default(),
-        host: HostFacts::default(),
-        prompt_sizing: None,
-        thermal_baseline: None,
-        physics: None,
-        stagger_calibration: None,
-        forecast: None,
-        server_crashes: vec![],
-        harness_time: None,
-        arrival_stamps: None,
-        soak: None,
-        load: None,
+        ..RunMeta::started(run_id.clone(), config, "2026-02-05T21:30:00.000Z".into(), HostFacts::default())
     };
     let mut rng = Rng::new(u64::from(index));
     let mut writer = ttft_bench::store::start_run(&out.join(&run_id), &meta).expect("start the shard");

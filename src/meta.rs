@@ -64,6 +64,35 @@ pub struct RunMeta {
     pub arrival_stamps: Option<ArrivalStamps>,
 }
 
+impl RunMeta {
+    /// A run as it begins: `config` to measure, started at `started_at` on `host`, nothing
+    /// measured or learned about the server yet (every later section empty).
+    pub fn started(run_id: String, config: SweepConfig, started_at: String, host: HostFacts) -> RunMeta {
+        RunMeta {
+            schema_version: crate::record::SCHEMA_VERSION,
+            run_id,
+            harness: Harness::current(),
+            started_at,
+            ended_at: None,
+            status: RunStatus::Running,
+            resumed_at: Vec::new(),
+            config,
+            server: ServerInfo::default(),
+            host,
+            prompt_sizing: None,
+            thermal_baseline: None,
+            physics: None,
+            stagger_calibration: None,
+            forecast: None,
+            server_crashes: Vec::new(),
+            harness_time: None,
+            arrival_stamps: None,
+            soak: None,
+            load: None,
+        }
+    }
+}
+
 /// Where a run's arrival times came from, so a figure never rests on the fallback unawares
 /// (docs/client-lanes.md). `direct`: plain HTTP read by bench's own HTTP/1.1 path, each read
 /// carrying the kernel's arrival stamp where the kernel gives one. `reqwest`: HTTPS, a proxy, or

@@ -145,33 +145,17 @@ fn located_duplicates_are_decided_as_whole_ones_are() {
 fn write_run_json(run: &Path, run_id: &str, build_info: &str) {
     use clap::Parser;
     use ttft_bench::command::{Cli, Command as Verb};
-    use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
+    use ttft_bench::meta::{HostFacts, RunMeta, RunStatus, ServerInfo};
     let argv = ["bench", "sweep", "--server", "http://127.0.0.1:1", "--model", "m", "--output-tokens", "3"];
     let Verb::Sweep(args) = Cli::try_parse_from(argv).unwrap().command else { panic!("parsed as sweep") };
+    let config = ttft_bench::config::resolve(&args).unwrap();
     let meta = RunMeta {
-        schema_version: SCHEMA_VERSION,
-        run_id: run_id.into(),
-        harness: Harness::current(),
-        started_at: "2026-02-05T21:30:00.000Z".into(),
-        ended_at: None,
         status: RunStatus::Complete,
-        resumed_at: vec![],
-        config: ttft_bench::config::resolve(&args).unwrap(),
         server: ServerInfo {
             props: Some(serde_json::json!({"build_info": build_info})),
             ..Default::default()
         },
-        host: HostFacts::default(),
-        prompt_sizing: None,
-        thermal_baseline: None,
-        physics: None,
-        stagger_calibration: None,
-        forecast: None,
-        server_crashes: vec![],
-        harness_time: None,
-        arrival_stamps: None,
-        soak: None,
-        load: None,
+        ..RunMeta::started(run_id.into(), config, "2026-02-05T21:30:00.000Z".into(), HostFacts::default())
     };
     std::fs::write(run.join("run.json"), serde_json::to_string_pretty(&meta).unwrap()).unwrap();
 }

@@ -8,7 +8,7 @@ use assert_cmd::Command;
 use clap::Parser;
 use serde_json::{Value, json};
 use ttft_bench::command::{Cli, Command as Verb};
-use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
+use ttft_bench::meta::{Harness, HostFacts, RunMeta, ServerInfo};
 use ttft_bench::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
 use ttft_bench::results::load::read_run_json;
 use ttft_bench::results::run_meta::RunMetaView;
@@ -95,26 +95,13 @@ fn what_a_sweep_writes_reads_back_through_the_typed_view() {
     let Verb::Sweep(args) = cli.command else { panic!("parsed as sweep") };
     let config = ttft_bench::config::resolve(&args).unwrap();
     let meta = RunMeta {
-        schema_version: SCHEMA_VERSION,
-        run_id: "20260101T000000Z-cold".into(),
-        harness: Harness::current(),
-        started_at: "2026-01-01T00:00:00.000Z".into(),
-        ended_at: None,
-        status: RunStatus::Running,
-        resumed_at: vec![],
-        config,
         server: ServerInfo { props: Some(json!({"build_info": "b4567"})), ..Default::default() },
-        host: HostFacts { cpu_brand: "Apple M4 Pro".into(), arch: "aarch64".into(), ..Default::default() },
-        prompt_sizing: None,
-        thermal_baseline: None,
-        physics: None,
-        stagger_calibration: None,
-        forecast: None,
-        server_crashes: vec![],
-        harness_time: None,
-        arrival_stamps: None,
-        soak: None,
-        load: None,
+        ..RunMeta::started(
+            "20260101T000000Z-cold".into(),
+            config,
+            "2026-01-01T00:00:00.000Z".into(),
+            HostFacts { cpu_brand: "Apple M4 Pro".into(), arch: "aarch64".into(), ..Default::default() },
+        )
     };
     let text = serde_json::to_string_pretty(&meta).unwrap();
     let read = read_run_json("run.json", text.as_bytes()).unwrap();

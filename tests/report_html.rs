@@ -12,7 +12,7 @@ use clap::Parser;
 use scraper::{ElementRef, Html, Selector};
 use serde_json::{Value, json};
 use ttft_bench::command::{Cli, Command as Verb};
-use ttft_bench::meta::{Harness, HostFacts, RunMeta, RunStatus, ServerInfo};
+use ttft_bench::meta::{Harness, HostFacts, RunMeta, ServerInfo};
 use ttft_bench::record::{
     CacheEvidence, CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario, StaggeredRecord,
 };
@@ -111,31 +111,19 @@ fn run_json(tolerance: &str) -> Value {
     let cli = Cli::try_parse_from(argv.iter().chain(&more)).unwrap();
     let Verb::Sweep(args) = cli.command else { panic!("parsed as sweep") };
     let meta = RunMeta {
-        schema_version: SCHEMA_VERSION,
-        run_id: "r1".into(),
-        harness: Harness::current(),
-        started_at: "2026-01-01T00:00:00Z".into(),
         ended_at: Some("2026-01-01T01:00:00Z".into()),
-        status: RunStatus::Running,
-        resumed_at: vec![],
-        config: ttft_bench::config::resolve(&args).unwrap(),
         server: ServerInfo {
             base_url: "http://gpu-box:8080".into(),
             command: Some(EVIL_COMMAND.into()),
             props: Some(json!({"build_info": "b4567-test"})),
             ..Default::default()
         },
-        host: HostFacts { cpu_brand: "Apple M4 Pro".into(), arch: "aarch64".into(), ..Default::default() },
-        prompt_sizing: None,
-        thermal_baseline: None,
-        physics: None,
-        stagger_calibration: None,
-        forecast: None,
-        server_crashes: vec![],
-        soak: None,
-        load: None,
-        harness_time: None,
-        arrival_stamps: None,
+        ..RunMeta::started(
+            "r1".into(),
+            ttft_bench::config::resolve(&args).unwrap(),
+            "2026-01-01T00:00:00Z".into(),
+            HostFacts { cpu_brand: "Apple M4 Pro".into(), arch: "aarch64".into(), ..Default::default() },
+        )
     };
     let mut raw = serde_json::to_value(&meta).unwrap();
     raw["shard"] = json!({"index": 2, "count": 4});

@@ -10,8 +10,7 @@ use super::Journal;
 use crate::cli::SweepArgs;
 use crate::config::{self, SweepConfig};
 use crate::exit::Failure;
-use crate::meta::{Harness, HostFacts, Resumption, RunMeta, RunStatus, ServerInfo};
-use crate::record::SCHEMA_VERSION;
+use crate::meta::{HostFacts, Resumption, RunMeta, RunStatus};
 use crate::shard;
 use crate::store::{self, RunLock};
 
@@ -81,28 +80,7 @@ fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Fa
             dir.display()
         )));
     }
-    let meta = RunMeta {
-        schema_version: SCHEMA_VERSION,
-        run_id,
-        harness: Harness::current(),
-        started_at: crate::clock::now_rfc3339(),
-        ended_at: None,
-        status: RunStatus::Running,
-        resumed_at: Vec::new(),
-        config: config.clone(),
-        server: ServerInfo::default(),
-        host: HostFacts::collect(),
-        prompt_sizing: None,
-        thermal_baseline: None,
-        physics: None,
-        stagger_calibration: None,
-        forecast: None,
-        server_crashes: Vec::new(),
-        harness_time: None,
-        arrival_stamps: None,
-        soak: None,
-        load: None,
-    };
+    let meta = RunMeta::started(run_id, config.clone(), crate::clock::now_rfc3339(), HostFacts::collect());
     Ok((config, dir, meta, false))
 }
 
