@@ -40,6 +40,12 @@ test: server-build server-model
 test-fast:
     cargo test
 
+# the inner loop: fmt, clippy, unit tests and the in-process/scripted-server tests (tests/it), no real server
+check:
+    cargo fmt --all -- --check
+    cargo clippy --all-targets -- -D warnings
+    cargo test --lib --bins --test it
+
 # fmt + clippy, as CI runs them
 lint:
     cargo fmt --all -- --check

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates tests/fixtures/import/ by running the real tools against a real llama-server.
 # Not run in CI (it installs several GB of Python packages); run it by hand when a tool's format
-# changes, then check `cargo test --test import_tools`.
+# changes, then check `cargo test --test it import_tools::`.
 #
 # The committed fixtures were written on 2026-11-23 (CPython 3.11.7, llama-server from
 # scripts/llama-server.sh, the generated `tiny` model) by:

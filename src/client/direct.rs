@@ -14,7 +14,7 @@
 //!
 //! The rules are the reqwest path's: the window opens before the connection is taken or made, a
 //! request is sent a second time only when its connection could not be made, and failures carry
-//! the same kinds and messages (tests/faults.rs runs both paths).
+//! the same kinds and messages (tests/it/faults.rs runs both paths).
 
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;

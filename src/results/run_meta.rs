@@ -7,7 +7,7 @@
 //! physics inputs and the harness accept no unknown field. Sections may be absent (hand-written or
 //! partial run.json files are read), but a section that is present must have its expected shape.
 //!
-//! `tests/merge_run_meta.rs` serializes the `meta::RunMeta` a sweep writes and reads it back through
+//! `tests/it/merge_run_meta.rs` serializes the `meta::RunMeta` a sweep writes and reads it back through
 //! this view, so a rename on the writing side fails that test rather than emptying a reader.
 
 use std::path::PathBuf;

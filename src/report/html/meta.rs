@@ -3,7 +3,7 @@
 //!
 //! The highlights are read from the verbatim document by JSON pointer, not through a typed view:
 //! this is display only, a partial or older run.json shows what it has, and the whole document is
-//! printed under each summary, so nothing is hidden when a field moves. `tests/report_html.rs`
+//! printed under each summary, so nothing is hidden when a field moves. `tests/real/report_html.rs`
 //! writes a run.json from the sweep's own `meta::RunMeta` and checks the highlights, so a rename on
 //! the writing side fails that test instead of emptying a line here.
 

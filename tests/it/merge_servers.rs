@@ -1,0 +1,108 @@
+//! Runs of one model measured against different servers, or with different settings, are not
+//! pooled silently: `bench merge` lists every disagreement as a conflict and exits 1 without
+//! writing (unless `--allow-conflicts`), and `bench report` of several runs names what it pooled.
+//! Every run here is a real `bench sweep` against the scripted server.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use common::scripted::{Behaviour, Scripted};
+use common::{bench, stderr};
+use serde_json::Value;
+
+/// A one-cell cold sweep into `out/<run_id>`.
+fn sweep(url: &str, out: &Path, run_id: &str, output_tokens: &str) -> PathBuf {
+    let args = [
+        "sweep",
+        "--server",
+        url,
+        "--out",
+        out.to_str().unwrap(),
+        "--run-id",
+        run_id,
+        "--quiet",
+        "--thermal",
+        "off",
+        "--contexts",
+        "256",
+        "--modes",
+        "streaming",
+        "--cache-states",
+        "cold",
+        "--runs",
+        "1",
+        "--output-tokens",
+        output_tokens,
+    ];
+    let done = bench(&args);
+    assert!(done.status.success(), "{run_id}: {}", stderr(&done));
+    out.join(run_id)
+}
+
+fn merge(inputs: &[&Path], out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["merge"];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    args.extend(["-o", out.to_str().unwrap()]);
+    args.extend_from_slice(extra);
+    bench(&args)
+}
+
+/// Fails when runs against two servers merge with no conflict (the older run's records replaced
+/// by the newer's), when runs of 32 and 64 output tokens share cells with exit 0, when a report
+/// of several runs does not say what it pooled, or when a URL's password is printed.
+#[test]
+fn runs_against_other_servers_or_settings_are_conflicts_not_a_silent_merge() {
+    let first = Scripted::start(Behaviour::default());
+    let second = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let with_password = second.url.replace("http://", "http://bench:hunter2-secret@");
+    let a = sweep(&first.url, &runs, "a", "32");
+    let again = sweep(&first.url, &runs, "again", "32");
+    let other_server = sweep(&with_password, &runs, "other-server", "32");
+    let longer = sweep(&first.url, &runs, "longer", "64");
+    let out = dir.path().join("merged.json");
+
+    // The same server and settings: one measurement, pooled.
+    let same = merge(&[&a, &again], &out, &[]);
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(doc["conflicts"], serde_json::json!([]));
+    std::fs::remove_file(&out).unwrap();
+
+    let redacted = second.url.replace("http://", "http://[redacted]@");
+    for (other, setting, values) in [
+        (&other_server, "server_url", [first.url.as_str(), redacted.as_str()]),
+        (&longer, "output_tokens", ["32", "64"]),
+    ] {
+        let refused = merge(&[&a, other], &out, &[]);
+        let err = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(1), "{setting}: {err}");
+        assert!(!out.exists(), "{setting}: nothing written without --allow-conflicts");
+        assert!(err.contains(&format!("conflict: {setting} differs between sources: ")), "{err}");
+        assert!(values.iter().all(|v| err.contains(v)), "{setting}: {err}");
+        assert!(err.contains("--allow-conflicts"), "{err}");
+        assert!(!err.contains("hunter2-secret"), "{err}");
+
+        let allowed = merge(&[&a, other], &out, &["--allow-conflicts"]);
+        assert_eq!(allowed.status.code(), Some(0), "{setting}: {}", stderr(&allowed));
+        let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        let conflicts = doc["conflicts"].as_array().unwrap();
+        let found = conflicts.iter().find(|c| c["setting"] == setting).unwrap_or_else(|| panic!("{doc:#}"));
+        assert!(found["model"].is_string(), "the model whose runs disagree: {found}");
+        std::fs::remove_file(&out).unwrap();
+
+        let report = bench(&["report", a.to_str().unwrap(), other.to_str().unwrap()]);
+        let err = stderr(&report);
+        assert_eq!(report.status.code(), Some(0), "{err}");
+        let pooled =
+            err.lines().find(|l| l.starts_with("note: pooled 2 runs: ")).unwrap_or_else(|| panic!("{err}"));
+        let other_id = other.file_name().unwrap().to_str().unwrap();
+        assert!(pooled.contains("a (") && pooled.contains(&format!("{other_id} (")), "{pooled}");
+        assert!(pooled.contains(&first.url), "{pooled}");
+        assert!(err.contains(&format!("warning: conflict: {setting} differs")), "{err}");
+        let shown = format!("{}{err}", String::from_utf8_lossy(&report.stdout));
+        assert!(!shown.contains("hunter2-secret"), "{shown}");
+    }
+}

@@ -1,0 +1,239 @@
+//! `--server-cmd` through the binary: the command's secrets never reach a file or an output, and
+//! the server (with everything it forked) never outlives bench, however bench ends.
+
+#![cfg(target_os = "linux")]
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::stderr;
+use serde_json::Value;
+
+/// Guards against a hang only; nothing here is timed.
+const HANG: Duration = Duration::from_secs(120);
+
+const FLAG_KEY: &str = "sk-cmdflag-0123456789";
+const TOKEN: &str = "hf_cmdtoken_abcdef123";
+const ENV_PASSWORD: &str = "envpass-0987654321";
+
+fn scripted_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_bench-scripted-server")
+}
+
+fn spawn_bench(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(args)
+        .env("TTFT_TEST_CMD_KEY", FLAG_KEY)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(child: Child) -> Output {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    rx.recv_timeout(HANG).expect("bench did not end").unwrap()
+}
+
+fn bench(args: &[&str]) -> Output {
+    finish(spawn_bench(args))
+}
+
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < HANG, "{what} did not happen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether `pid` is a live process (a zombie waiting for its reaper is not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Every pid in `pidfile` is gone within a few seconds (the kill -9 guard acts asynchronously).
+fn assert_gone(pidfile: &Path, when: &str) {
+    let pids: Vec<u32> =
+        std::fs::read_to_string(pidfile).unwrap().split_whitespace().map(|p| p.parse().unwrap()).collect();
+    assert!(!pids.is_empty());
+    let start = Instant::now();
+    while pids.iter().any(|&p| alive(p)) {
+        if start.elapsed() > Duration::from_secs(10) {
+            let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+            for &p in &left {
+                // SAFETY: kill(2) of a process this test's command started; cleanup only.
+                unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
+            }
+            panic!("{when}: processes of the server command are still running: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every file under `dir`, as text.
+fn files_under(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).to_string();
+                out.push((path, text));
+            }
+        }
+    }
+    out
+}
+
+fn sweep_flags<'a>(out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec!["sweep", "--out", out.to_str().unwrap(), "--run-id", "run", "--thermal", "off"];
+    all.extend(["--contexts", "256", "--output-tokens", "24", "--max-restarts", "0"]);
+    all.extend_from_slice(extra);
+    all
+}
+
+/// Fails when the keys of a `--server-cmd` (a flag, a `--flag=value`, an environment assignment,
+/// the same key given with --api-key-env) reach run.json, the records, the HTML report, the
+/// merged file, stdout or stderr, or when the crashed server's stderr tail carries them.
+#[test]
+fn the_keys_of_a_server_command_never_reach_a_file_or_an_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let first_record = out.join("run").join("measurements.jsonl");
+    // Like llama-server, it prints its arguments at start; it dies (kill -9 of the server, the
+    // wrapper exits 1) once the first record is written, so the crash and its stderr tail land in
+    // run.json.
+    let cmd = format!(
+        "env DB_PASSWORD={ENV_PASSWORD} sh -c 'echo \"server args: $* pw $DB_PASSWORD\" >&2; \
+         {bin} --port {{port}} --first-token-ms 200 --token-ms 1 & p=$!; \
+         until [ -s {rec} ]; do sleep 0.05; done; kill -9 $p; echo \"dying with $2\" >&2; exit 1' \
+         srv --api-key {FLAG_KEY} --hf-token={TOKEN}",
+        bin = scripted_bin(),
+        rec = first_record.display(),
+    );
+    let mut outputs = Vec::new();
+    let sweep = bench(&sweep_flags(
+        &out,
+        &["--server-cmd", &cmd, "--runs", "5", "--api-key-env", "TTFT_TEST_CMD_KEY"],
+    ));
+    assert_eq!(sweep.status.code(), Some(3), "{}", stderr(&sweep));
+    let run = out.join("run");
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    let tail = meta["server_crashes"][0]["stderr_tail"].to_string();
+    assert!(tail.contains("server args: --api-key [redacted] --hf-token=[redacted] pw [redacted]"), "{meta}");
+    assert!(tail.contains("dying with [redacted]"), "{meta}");
+    let written = meta["config"]["server_cmd"].as_str().unwrap();
+    assert!(written.contains("env DB_PASSWORD=[redacted] sh -c") && written.contains("--api-key [redacted]"));
+    outputs.push(sweep);
+    let run_s = run.to_str().unwrap();
+    let html = dir.path().join("report.html");
+    let merged = dir.path().join("merged.jsonl");
+    for args in [
+        vec!["report", run_s, "--format", "html", "-o", html.to_str().unwrap()],
+        vec!["report", run_s, "--format", "markdown"],
+        vec!["merge", run_s, "-o", merged.to_str().unwrap()],
+        vec!["verify", run_s],
+    ] {
+        outputs.push(bench(&args));
+    }
+    // A resume must be given the command again: what is written has its keys masked.
+    let resume = bench(&["sweep", "--resume", run_s]);
+    assert_eq!(resume.status.code(), Some(2), "{}", stderr(&resume));
+    assert!(stderr(&resume).contains("pass --server-cmd again"), "{}", stderr(&resume));
+    outputs.push(resume);
+    // A server command that exits at start: its words are quoted on stderr.
+    let dies = format!("sh -c 'echo \"bad key $2\" >&2; exit 7' srv --token {TOKEN} # {{port}}");
+    let early = bench(&sweep_flags(&dir.path().join("early"), &["--server-cmd", &dies]));
+    assert_eq!(early.status.code(), Some(3), "{}", stderr(&early));
+    assert!(stderr(&early).contains("bad key [redacted]"), "{}", stderr(&early));
+    outputs.push(early);
+    let mut texts: Vec<(String, String)> =
+        files_under(dir.path()).into_iter().map(|(p, t)| (p.display().to_string(), t)).collect();
+    assert!(texts.iter().any(|(p, _)| p.ends_with("report.html")) && merged.exists());
+    for (i, o) in outputs.iter().enumerate() {
+        texts.push((format!("stdout of call {i}"), String::from_utf8_lossy(&o.stdout).to_string()));
+        texts.push((format!("stderr of call {i}"), stderr(o)));
+    }
+    for (what, text) in &texts {
+        for secret in [FLAG_KEY, TOKEN, ENV_PASSWORD] {
+            assert!(!text.contains(secret), "{secret} leaked into {what}: {text}");
+        }
+    }
+}
+
+/// A wrapper that forks the scripted server and waits for it, writing both pids to `pidfile`.
+fn forking_cmd(pidfile: &Path) -> String {
+    format!(
+        "sh -c '{bin} --port {{port}} --first-token-ms 100 --token-ms 1 & echo $! $$ > {pids}; wait'",
+        bin = scripted_bin(),
+        pids = pidfile.display()
+    )
+}
+
+/// Fails when a forking server command is left running after a clean run (bench killed only the
+/// wrapper, its child held the port).
+#[test]
+fn a_forking_server_command_ends_with_a_clean_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let cmd = forking_cmd(&pidfile);
+    let out = bench(&sweep_flags(&dir.path().join("out"), &["--server-cmd", &cmd, "--runs", "1"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_gone(&pidfile, "after a clean run");
+}
+
+/// Fails when SIGTERM or kill -9 of bench leaves the server command (or what it forked) running.
+#[test]
+fn a_server_command_dies_with_bench_on_sigterm_and_kill_9() {
+    for (signal, code) in [(libc::SIGTERM, Some(130)), (libc::SIGKILL, None)] {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pids");
+        let cmd = forking_cmd(&pidfile);
+        let out = dir.path().join("out");
+        let records = out.join("run").join("measurements.jsonl");
+        let child = spawn_bench(&sweep_flags(&out, &["--server-cmd", &cmd, "--runs", "20"]));
+        wait_for("a first record", || std::fs::metadata(&records).is_ok_and(|m| m.len() > 0));
+        // SAFETY: kill(2) of the bench this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        let output = finish(child);
+        assert_eq!(output.status.code(), code, "signal {signal}: {}", stderr(&output));
+        assert_gone(&pidfile, &format!("after signal {signal} to bench"));
+    }
+}
+
+/// Fails when a server command that never answers is waited on for a fixed 300 s, or the wait
+/// ends without saying what was awaited and what the server said, or leaves it running.
+#[test]
+fn a_server_that_never_answers_is_given_up_after_the_start_timeout_and_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pids");
+    let cmd = format!(
+        "sh -c 'echo loading weights from disk >&2; sleep 600 & echo $! $$ > {}; wait' srv {{port}}",
+        pidfile.display()
+    );
+    let out = bench(&sweep_flags(
+        &dir.path().join("out"),
+        &["--server-cmd", &cmd, "--runs", "1", "--server-start-timeout", "1s"],
+    ));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("did not answer http://127.0.0.1:")
+            && err.contains("/health (or /v1/models) within 1s (--server-start-timeout)")
+            && err.contains("loading weights from disk"),
+        "{err}"
+    );
+    assert!(err.contains("waiting for http://127.0.0.1:"), "what is awaited is said: {err}");
+    assert_gone(&pidfile, "after the start timeout");
+}

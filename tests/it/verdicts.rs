@@ -1,0 +1,185 @@
+//! Verdicts held to evidence: a warm or hot row is confirmed only by evidence that the cache served
+//! its prompt (counters that did not move prove nothing), and `bench verify` recomputes every
+//! verdict a record stores from the record's own evidence, so an edited file is caught.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::scripted::{Behaviour, Scripted};
+use common::{bench, measurements, records, run_dir, stderr};
+use serde_json::Value;
+
+fn sweep(url: &str, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "sweep",
+        "--server",
+        url,
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--thermal",
+        "off",
+        "--contexts",
+        "256",
+        "--runs",
+        "1",
+        "--output-tokens",
+        "24",
+        "--preset",
+        "llama.cpp",
+        "--cache-states",
+        "cold,warm,hot",
+    ];
+    args.extend_from_slice(extra);
+    bench(&args)
+}
+
+fn verify_json(target: &Path) -> (i32, Value) {
+    let out = bench(&["verify", target.to_str().unwrap(), "--format", "json"]);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap_or(-1), report)
+}
+
+fn findings<'a>(report: &'a Value, rule: &str) -> Vec<&'a Value> {
+    report["findings"].as_array().unwrap().iter().filter(|f| f["rule"] == rule).collect()
+}
+
+fn of_state<'a>(ms: &'a [Value], state: &str) -> Vec<&'a Value> {
+    ms.iter().filter(|m| m["cache_state"] == state).collect()
+}
+
+#[test]
+fn counters_that_did_not_move_confirm_no_warm_or_hot_row_and_the_sweep_exits_1() {
+    // The scripted server's Anthropic endpoint never reaches its llama.cpp counters, and its
+    // non-streaming reply says nothing of a cache: the only evidence is /metrics deltas of 0.
+    let server = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(&server.url, dir.path(), &["--api", "anthropic", "--modes", "non-streaming"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let run = run_dir(dir.path());
+    let ms = measurements(&run);
+    for state in ["warm", "hot"] {
+        let rows = of_state(&ms, state);
+        assert!(!rows.is_empty(), "no {state} rows: {ms:#?}");
+        for m in rows {
+            assert_eq!(m["cache_evidence"]["source"], "metrics", "{m:#}");
+            assert_eq!(m["cache_evidence"]["cached_tokens"], 0, "{m:#}");
+            assert_eq!(
+                m["cache_state_confirmed"], false,
+                "evidence that shows nothing confirmed {state}: {m:#}"
+            );
+            assert_eq!(m["quality_ok"], false, "{m:#}");
+            let flag = m["quality_flags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["flag"] == "cache_state_unconfirmed")
+                .unwrap_or_else(|| panic!("no cache_state_unconfirmed flag: {m:#}"));
+            assert!(flag["reason"].as_str().unwrap().contains("shows nothing"), "{flag:#}");
+        }
+    }
+    for m in of_state(&ms, "cold") {
+        assert_eq!(m["cache_state_confirmed"], Value::Null, "nothing shows cold either: {m:#}");
+    }
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 1, "{report:#}");
+    let unconfirmed = findings(&report, "cache_state_unconfirmed");
+    assert_eq!(unconfirmed.len(), 2, "{report:#}");
+    assert!(findings(&report, "stored_verdict_disagrees").is_empty(), "{report:#}");
+}
+
+#[test]
+fn evidence_that_the_cache_served_the_prompt_confirms_warm_and_hot() {
+    // The same sweep over OpenAI chat: the server's timings show the slot's tokens were served.
+    let server = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(&server.url, dir.path(), &["--modes", "non-streaming"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ms = measurements(&run_dir(dir.path()));
+    assert_eq!(ms.len(), 3, "{ms:#?}");
+    for m in &ms {
+        assert_eq!(m["cache_state_confirmed"], true, "{m:#}");
+    }
+    let (code, report) = verify_json(&run_dir(dir.path()));
+    assert_eq!(code, 0, "{report:#}");
+}
+
+/// Rewrites measurements.jsonl with `edit` applied to the record `pick` chooses; returns that
+/// record's run id and started_at.
+fn edit_record(run: &Path, pick: impl Fn(&Value) -> bool, edit: impl Fn(&mut Value)) -> (String, String) {
+    let mut recs = records(run);
+    let target = recs.iter_mut().find(|r| pick(r)).expect("a record to edit");
+    edit(target);
+    let who =
+        (target["run_id"].as_str().unwrap().to_string(), target["started_at"].as_str().unwrap().to_string());
+    let text: String = recs.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(run.join("measurements.jsonl"), text).unwrap();
+    who
+}
+
+#[test]
+fn verify_recomputes_the_cache_verdict_and_names_an_edited_record() {
+    let server = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(&server.url, dir.path(), &["--modes", "streaming"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = run_dir(dir.path());
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 0, "the sweep as written verifies: {report:#}");
+
+    // A cold record, confirmed, whose evidence now says the server served most of it from a cache.
+    let is_cold = |r: &Value| r["record_type"] == "measurement" && r["cache_state"] == "cold";
+    let (run_id, started_at) = edit_record(&run, is_cold, |r| {
+        assert_eq!(r["cache_state_confirmed"], true, "{r:#}");
+        let input = r["input_tokens"].as_u64().unwrap();
+        r["cache_evidence"]["cached_tokens"] = (input - 6).into();
+        r["cache_evidence"]["prompt_evaluated_tokens"] = 6.into();
+    });
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 1, "{report:#}");
+    let disagree = findings(&report, "stored_verdict_disagrees");
+    assert_eq!(disagree.len(), 1, "{report:#}");
+    let f = disagree[0];
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["run_id"], run_id.as_str());
+    assert_eq!(f["cell"]["cache_state"], "cold", "{f:#}");
+    let message = f["message"].as_str().unwrap();
+    assert!(message.contains(&started_at), "names the record: {message}");
+    assert!(message.contains("cache_state_confirmed true but its evidence gives false"), "{message}");
+    assert!(message.contains("quality_ok true"), "{message}");
+    let unconfirmed = findings(&report, "cache_state_unconfirmed");
+    assert_eq!(unconfirmed.len(), 1, "{report:#}");
+    assert_eq!(unconfirmed[0]["cell"]["cache_state"], "cold");
+}
+
+#[test]
+fn verify_recomputes_quality_and_physics_verdicts_of_an_edited_record() {
+    let server = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let physics =
+        ["--bandwidth-gbps", "1000", "--tflops", "100", "--model-bytes", "0.1GB", "--params", "0.1B"];
+    let mut extra = vec!["--modes", "streaming"];
+    extra.extend(physics);
+    let out = sweep(&server.url, dir.path(), &extra);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = run_dir(dir.path());
+    assert_eq!(verify_json(&run).0, 0);
+
+    // Usage removed but quality_ok left true, and a decode rate doubled without its fraction.
+    let is_measurement = |r: &Value| r["record_type"] == "measurement";
+    let (run_id, _) = edit_record(&run, is_measurement, |r| {
+        assert!(r["physics"]["decode_fraction"].is_number(), "{r:#}");
+        r["output_tokens"] = Value::Null;
+        r["decode_tps"] = (r["decode_tps"].as_f64().unwrap() * 2.0).into();
+    });
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 1, "{report:#}");
+    let disagree = findings(&report, "stored_verdict_disagrees");
+    assert_eq!(disagree.len(), 1, "{report:#}");
+    assert_eq!(disagree[0]["run_id"], run_id.as_str());
+    let message = disagree[0]["message"].as_str().unwrap();
+    assert!(message.contains("quality_ok true but the gate fails on usage_missing"), "{message}");
+    assert!(message.contains("physics.decode_fraction"), "{message}");
+}

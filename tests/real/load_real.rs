@@ -1,0 +1,61 @@
+//! `bench load` against the real llama-server at low rates: cold and hot sessions under Poisson
+//! arrivals, each request's cache state proven by the server's own counts (timings.cache_n).
+
+use crate::common;
+
+use common::llama::LlamaServer;
+use common::{bench, measurements, run_dir, stderr};
+use serde_json::Value;
+
+/// llama-server ends the connection after every streamed response without announcing it; a
+/// cleanup sent right after a stream used to go out on that connection now and then and be lost
+/// (about one run in three of this test). The llama.cpp preset's `stream_closes_connection` keeps
+/// such connections out of the pool (tests/it/preset_connections.rs, tests/it/load_cli.rs).
+#[test]
+fn a_real_server_at_low_rates_serves_cold_and_hot_arrivals_as_claimed() {
+    let Some(server) = LlamaServer::start("load_real", &[]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "load",
+        "--server",
+        &server.url,
+        "--preset",
+        "llama.cpp",
+        "--rates",
+        "0.5,1",
+        "--duration",
+        "5s",
+        "--mix",
+        "cold=0.5,hot=0.5",
+        "--contexts",
+        "512",
+        "--output-tokens",
+        "16",
+        "--thermal",
+        "off",
+        "--quiet",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let run = run_dir(dir.path());
+    let ms = measurements(&run);
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    let scheduled: usize = meta["load"]["rates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["arrivals"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(ms.len(), scheduled, "{}", stderr(&out));
+    assert!(!ms.is_empty(), "the seeded schedule has arrivals at 0.5 and 1/s over 5 s");
+    for m in &ms {
+        assert!(m["error"].is_null(), "{}: {}", m["cache_state"], m["error"]);
+        assert_eq!(m["cache_state_confirmed"], true, "{} {}", m["cache_state"], m["cache_evidence"]);
+        assert!(m["ttft_ms"].as_f64().unwrap() > 0.0);
+    }
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("load-summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["rates"].as_array().unwrap().len(), 2);
+    // Exit 1 is possible only as a finding about the client's schedule on a loaded machine.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+}

@@ -1,0 +1,12 @@
+//! Tests against real programs: a llama-server the project builds, and Chromium. They skip with a
+//! message where the program is missing, unless TTFT_BENCH_REQUIRE_LLAMA / TTFT_BENCH_REQUIRE_CHROMIUM is set.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod load_real;
+mod real_llama;
+mod report_html;
+mod reuse_real;
+mod shard_llama;
+mod soak;
