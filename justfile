@@ -32,13 +32,17 @@ demo: server-build server-model
     ./target/release/bench compare "$run" "$again"
     echo "records: $run   canonical: results/demo.json   plots: results/demo-plots/" >&2
 
-# all tests: unit, scripted-server and real llama-server end to end (builds the server once, ~15 min)
+# all tests: unit, scripted-server and real llama-server end to end (builds the server once, ~15 min).
+# The real-program tests run one at a time: two llama-servers decoding at once on a small machine starve
+# each other's HTTP threads, and the streams they send then arrive in bursts.
 test: server-build server-model
-    cargo test
+    cargo test --lib --bins --test it
+    cargo test --test real -- --test-threads 1
 
 # tests without building llama.cpp (real-server tests skip with a message)
 test-fast:
-    cargo test
+    cargo test --lib --bins --test it
+    cargo test --test real -- --test-threads 1
 
 # the inner loop: fmt, clippy, unit tests and the in-process/scripted-server tests (tests/it), no real server
 check:

@@ -6,9 +6,11 @@
 //! under paused tokio time and check every number exactly; the sweep passes the real `fire`.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::record::QualityCode;
@@ -130,7 +132,8 @@ pub async fn staggered(ctx: &Ctx, cell: &CellKey) -> Record {
         }
     };
     let ready = [&a, &b];
-    let pair = stagger(batched, delay_ms, |i| measure::fire(ctx, ready[i]));
+    let pair =
+        stagger(batched, delay_ms, |i, at, opened| measure::fire_announcing(ctx, ready[i], at, opened));
     let (fired_a, fired_b, arrival_ms) = ctx.harness.time(Part::Measured, pair).await;
     let ma = measure::finish(ctx, a, fired_a, None, None).await;
     let mb = measure::finish(ctx, b, fired_b, None, None).await;
@@ -138,23 +141,33 @@ pub async fn staggered(ctx: &Ctx, cell: &CellKey) -> Record {
     Record::Staggered(Box::new(rec))
 }
 
-/// Fires A (`fire(0)`) and B (`fire(1)`): B `delay_ms` after A opened its window (batched), or
-/// after A finished (sequential). Returns both and B's arrival, ms after A's window opened.
+/// What a request waits for before its window opens (B: A's start plus the delay).
+pub type Gate = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Fires A (`fire(0, ..)`) and B (`fire(1, ..)`): B `delay_ms` after A opened its window (batched),
+/// or after A finished (sequential). `fire(i, gate, opened)` opens request i's window when `gate`
+/// completes and tells `opened` that instant. B counts its delay from A's real window, so a slow
+/// start of A (a busy client machine) cannot bring B in early. Returns both and B's arrival, ms
+/// after A's window opened.
 pub async fn stagger<F, Fut>(batched: bool, delay_ms: f64, fire: F) -> (Fired, Fired, f64)
 where
-    F: Fn(usize) -> Fut,
+    F: Fn(usize, Gate, Option<oneshot::Sender<Instant>>) -> Fut,
     Fut: Future<Output = Fired>,
 {
+    let now = || -> Gate { Box::pin(std::future::ready(())) };
     let (a, b) = if batched {
-        let b_due = Instant::now() + Duration::from_secs_f64(delay_ms.max(0.0) / 1000.0);
-        let later_b = async {
-            tokio::time::sleep_until(b_due).await;
-            fire(1).await
-        };
-        tokio::join!(fire(0), later_b)
+        let delay = Duration::from_secs_f64(delay_ms.max(0.0) / 1000.0);
+        let (opened, a_opened) = oneshot::channel();
+        let b_gate: Gate = Box::pin(async move {
+            // A that never opened (it failed first) leaves B nothing to wait for.
+            if let Ok(a_start) = a_opened.await {
+                tokio::time::sleep_until(a_start + delay).await;
+            }
+        });
+        tokio::join!(fire(0, now(), Some(opened)), fire(1, b_gate, None))
     } else {
-        let a = fire(0).await;
-        (a, fire(1).await)
+        let a = fire(0, now(), None).await;
+        (a, fire(1, now(), None).await)
     };
     // From A's window to B's, each as its record counts it (the client's queueing left out).
     let arrival_ms = b.sent_at().saturating_duration_since(a.sent_at()).as_secs_f64() * 1000.0;

@@ -254,6 +254,17 @@ pub async fn fire(ctx: &Ctx, ready: &Ready) -> Fired {
 /// `fire`, with the window opening when `at` completes (after serialization): `bench load` sends
 /// at scheduled instants.
 pub async fn fire_at(ctx: &Ctx, ready: &Ready, at: impl std::future::Future<Output = ()>) -> Fired {
+    fire_announcing(ctx, ready, at, None).await
+}
+
+/// `fire_at`, telling `opened` the instant the window opened, so that a request due some time after
+/// this one (the staggered B) counts from this one's real start, not from when it was asked for.
+pub async fn fire_announcing(
+    ctx: &Ctx,
+    ready: &Ready,
+    at: impl std::future::Future<Output = ()>,
+    opened: Option<tokio::sync::oneshot::Sender<Instant>>,
+) -> Fired {
     let prepared = match ctx.client.prepare(&ready.request) {
         Ok(p) => p,
         Err(e) => {
@@ -263,6 +274,10 @@ pub async fn fire_at(ctx: &Ctx, ready: &Ready, at: impl std::future::Future<Outp
     };
     at.await;
     let window_start = Instant::now();
+    if let Some(opened) = opened {
+        // Nobody waiting (B already failed) is fine: the instant is only a schedule.
+        let _ = opened.send(window_start);
+    }
     let mut reload_ms = None;
     if ready.reload {
         let p = &ctx.preset;

@@ -24,8 +24,24 @@ fn cell(scenario: Scenario, batch_size: u32) -> CellKey {
 /// A request that waits `lag_ms` before it is sent, then answers: first token at `ttft_ms`, last
 /// byte at `e2e_ms`, both counted from its own send.
 async fn fake(lag_ms: u64, ttft_ms: f64, e2e_ms: f64) -> Fired {
+    fake_gated(lag_ms, ttft_ms, e2e_ms, Box::pin(std::future::ready(())), None).await
+}
+
+/// `fake`, opening its window when `gate` completes (after its lag) and announcing it, as the
+/// sweep's `fire_announcing` does.
+async fn fake_gated(
+    lag_ms: u64,
+    ttft_ms: f64,
+    e2e_ms: f64,
+    gate: Gate,
+    opened: Option<oneshot::Sender<Instant>>,
+) -> Fired {
     tokio::time::sleep(Duration::from_millis(lag_ms)).await;
+    gate.await;
     let window_start = Instant::now();
+    if let Some(opened) = opened {
+        opened.send(window_start).unwrap();
+    }
     tokio::time::sleep(Duration::from_secs_f64(e2e_ms / 1000.0)).await;
     let exchange = Exchange {
         start: Some(window_start.into_std()),
@@ -82,7 +98,8 @@ async fn a_failed_member_fails_the_group_and_leaves_its_numbers_out() {
 #[tokio::test(start_paused = true)]
 async fn batched_b_arrives_after_the_delay_and_waits_from_the_wall_start() {
     let plan = [(100.0, 1000.0), (300.0, 500.0)];
-    let (a, b, arrival) = stagger(true, 250.0, |i| fake(0, plan[i].0, plan[i].1)).await;
+    let (a, b, arrival) =
+        stagger(true, 250.0, |i, gate, opened| fake_gated(0, plan[i].0, plan[i].1, gate, opened)).await;
     assert_eq!(arrival, 250.0);
     let (ma, mb) = (measurement(0, &a, a.window_start, 20), measurement(1, &b, a.window_start, 20));
     let mut rec = StaggeredRecord::default();
@@ -95,8 +112,20 @@ async fn batched_b_arrives_after_the_delay_and_waits_from_the_wall_start() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn b_counts_its_delay_from_a_window_that_opened_late() {
+    // A's client takes 400 ms to open its window (a busy machine); B is still due 250 ms after it.
+    let (a, b, arrival) = stagger(true, 250.0, |i, gate, opened| {
+        fake_gated(if i == 0 { 400 } else { 0 }, 100.0, 1000.0, gate, opened)
+    })
+    .await;
+    assert_eq!(arrival, 250.0);
+    assert_eq!(b.window_start.duration_since(a.window_start), Duration::from_millis(250));
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_b_sent_after_a_finished_did_not_overlap() {
-    let (a, b, arrival) = stagger(true, 2000.0, |_| fake(0, 100.0, 500.0)).await;
+    let (a, b, arrival) =
+        stagger(true, 2000.0, |_, gate, opened| fake_gated(0, 100.0, 500.0, gate, opened)).await;
     assert_eq!(arrival, 2000.0);
     let mut rec = StaggeredRecord::default();
     fill_staggered(
@@ -112,6 +141,9 @@ async fn a_b_sent_after_a_finished_did_not_overlap() {
 
 #[tokio::test(start_paused = true)]
 async fn the_sequential_twin_sends_b_when_a_has_finished() {
-    let (_, _, arrival) = stagger(false, 250.0, |i| fake(0, 100.0, if i == 0 { 700.0 } else { 300.0 })).await;
+    let (_, _, arrival) = stagger(false, 250.0, |i, gate, opened| {
+        fake_gated(0, 100.0, if i == 0 { 700.0 } else { 300.0 }, gate, opened)
+    })
+    .await;
     assert_eq!(arrival, 700.0);
 }
