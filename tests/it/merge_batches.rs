@@ -57,12 +57,9 @@ fn group(run_id: &str, started_at: &str, ok: bool) -> Record {
     }))
 }
 
+/// A run directory of `records` as a sweep leaves it.
 fn write_run(dir: &Path, name: &str, records: &[Record]) -> PathBuf {
-    let run = dir.join(name);
-    std::fs::create_dir_all(&run).unwrap();
-    let lines: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
-    run
+    crate::common::runs::write(dir, name, records)
 }
 
 const EARLY: &str = "2026-01-01T00:00:00Z";
