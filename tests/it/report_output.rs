@@ -98,12 +98,9 @@ fn records() -> Vec<Record> {
     v
 }
 
+/// A run directory of `records()` as a sweep leaves it.
 fn run_dir(dir: &Path) -> PathBuf {
-    let run = dir.join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    let lines: String = records().iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
-    run
+    crate::common::runs::write(dir, "run", &records())
 }
 
 fn close(a: Option<f64>, b: f64) -> bool {
@@ -270,12 +267,9 @@ fn bench_bounded(args: &[&std::ffi::OsStr]) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// A run directory of `records` as a sweep leaves it.
 fn write_records(dir: &Path, records: &[Record]) -> PathBuf {
-    let run = dir.join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    let lines: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
-    run
+    crate::common::runs::write(dir, "run", records)
 }
 
 fn staggered(run: u32, wait: f64) -> Record {

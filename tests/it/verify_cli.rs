@@ -184,20 +184,24 @@ fn warm_slower_than_cold_on_an_h200_is_explained_by_storage_physics() {
     assert_eq!(found(&report), vec![("info".into(), "warm_slower_explained".into()); 2]);
 }
 
-fn run_dir(jsonl: &str, run_json: Value) -> tempfile::TempDir {
+/// A run directory as a sweep on a host with `cpu_brand` given `flags` leaves it, holding the
+/// records of the fixture `jsonl` (`common::runs`). Returns (its temp parent, the run).
+fn run_dir(jsonl: &str, cpu_brand: &str, flags: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    use crate::common::runs;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(fixture(jsonl), dir.path().join("measurements.jsonl")).unwrap();
-    std::fs::write(dir.path().join("run.json"), run_json.to_string()).unwrap();
-    dir
+    let records = runs::records_of(&fixture(jsonl));
+    let mut flags = flags.to_vec();
+    flags.extend(["--model", records[0].cell().model.as_str()]);
+    let host = ttft_bench::meta::HostFacts { cpu_brand: cpu_brand.into(), ..Default::default() };
+    let meta = ttft_bench::meta::RunMeta { host, ..runs::meta("r", &flags) };
+    let run = runs::write_with(dir.path(), "r", &meta, &records);
+    (dir, run)
 }
 
 #[test]
 fn physics_falls_back_to_run_json_and_the_builtin_model_table() {
-    let dir = run_dir(
-        "decode_77_7.jsonl",
-        serde_json::json!({"host": {"cpu_brand": "Apple M4 Pro"}, "config": {"physics": {"hardware": "m4-pro"}}}),
-    );
-    let (code, report) = verify_json(&[dir.path()], &[]);
+    let (_dir, run) = run_dir("decode_77_7.jsonl", "Apple M4 Pro", &["--hardware", "m4-pro"]);
+    let (code, report) = verify_json(&[&run], &[]);
     only(&report, "error", "decode_above_ceiling");
     assert_eq!(code, 1);
     assert_eq!(report["physics"][0]["models"][0]["source"], "builtin");
@@ -205,11 +209,8 @@ fn physics_falls_back_to_run_json_and_the_builtin_model_table() {
 
 #[test]
 fn hardware_other_than_the_hosts_is_a_warning() {
-    let dir = run_dir(
-        "clean_m4_pro.jsonl",
-        serde_json::json!({"host": {"cpu_brand": "Apple M4 Max"}, "config": {"physics": {"hardware": "m4-max-40c"}}}),
-    );
-    let (code, report) = verify_json(&[dir.path()], &M4_PRO_GEMMA);
+    let (_dir, run) = run_dir("clean_m4_pro.jsonl", "Apple M4 Max", &["--hardware", "m4-max-40c"]);
+    let (code, report) = verify_json(&[&run], &M4_PRO_GEMMA);
     let f = only(&report, "warning", "hardware_mismatch");
     assert_eq!(code, 0);
     let msg = f["message"].as_str().unwrap();
@@ -218,8 +219,8 @@ fn hardware_other_than_the_hosts_is_a_warning() {
 
 #[test]
 fn without_hardware_the_note_suggests_the_hosts_profile() {
-    let dir = run_dir("clean_m4_pro.jsonl", serde_json::json!({"host": {"cpu_brand": "Apple M4 Pro"}}));
-    let (_, report) = verify_json(&[dir.path()], &[]);
+    let (_dir, run) = run_dir("clean_m4_pro.jsonl", "Apple M4 Pro", &[]);
+    let (_, report) = verify_json(&[&run], &[]);
     assert!(report["notes"].to_string().contains("try --hardware m4-pro"), "{report:#}");
 }
 
