@@ -544,6 +544,36 @@ fn sweep_records_each_fault_with_its_kind_and_finishes() {
     }
 }
 
+/// Fails when the binary's two transports give a sweep different verdicts on the same bytes: the
+/// record says the same (kind and words) over bench's direct path and over reqwest, and run.json
+/// names the transport that read it.
+#[test]
+fn a_sweep_records_the_same_verdict_over_both_transports() {
+    for fault in [Fault::Html200, Fault::InvalidUtf8, Fault::DropAfterRead] {
+        let mut seen = Vec::new();
+        for transport in ["direct", "reqwest"] {
+            let server = faulty(fault.clone());
+            let dir = tempfile::tempdir().unwrap();
+            let out = assert_cmd::Command::cargo_bin("bench")
+                .unwrap()
+                .env("TTFT_BENCH_TRANSPORT", transport)
+                .args(["sweep", "--server", &server.url, "--out", dir.path().to_str().unwrap()])
+                .args(["--contexts", "256", "--runs", "1", "--output-tokens", "32", "--thermal", "off"])
+                .timeout(HANG)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(1), "{fault:?} over {transport}: {}", stderr(&out));
+            let (error, _) = only_error(dir.path());
+            let meta: Value =
+                serde_json::from_str(&std::fs::read_to_string(run_dir(dir.path()).join("run.json")).unwrap())
+                    .unwrap();
+            assert_eq!(meta["arrival_stamps"]["transport"], transport, "{fault:?}");
+            seen.push(error);
+        }
+        assert_eq!(seen[0], seen[1], "{fault:?}: direct, then reqwest");
+    }
+}
+
 /// The stream_burst flag of a record, when it has one.
 fn burst_flag(m: &Value) -> Option<Value> {
     m["quality_flags"].as_array()?.iter().find(|f| f["flag"] == "stream_burst").cloned()

@@ -93,6 +93,26 @@ fn a_half_written_batch_never_beats_an_earlier_complete_one() {
     let rep = &doc.provenance.replaced[0];
     assert_eq!(rep.kept.run_id, "early");
     assert!(rep.losers[0].reason.contains("partial batch: group record missing"), "{}", rep.losers[0].reason);
+
+    // The binary writes the same choice: the early run's whole batch, the late half-batch named.
+    let out = dir.path().join("merged.json");
+    let late_dir = dir.path().join("late");
+    let early_dir = dir.path().join("early");
+    Command::cargo_bin("bench")
+        .unwrap()
+        .arg("merge")
+        .arg(&late_dir)
+        .arg(&early_dir)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(0);
+    let merged = load::load(&out).unwrap();
+    let written = cell_records(&merged.records);
+    assert_eq!(written.len(), 3, "{written:?}");
+    assert!(written.iter().all(|r| r.run_id() == "early"), "{written:?}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("partial batch: group record missing"), "the loser's reason is in the file");
 }
 
 #[test]
