@@ -357,16 +357,17 @@ fn negative_and_non_finite_times_never_enter_statistics() {
 
 #[test]
 fn report_of_an_input_without_records_exits_2_unless_allowed() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("measurements.jsonl"), "").unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    // A run that measured nothing, as its sweep left it.
+    let dir = crate::common::runs::write(parent.path(), "empty", &[]);
     Command::cargo_bin("bench")
         .unwrap()
         .arg("report")
-        .arg(dir.path())
+        .arg(&dir)
         .assert()
         .code(2)
-        .stderr(predicates::str::contains(format!("no records in {}", dir.path().display())));
-    Command::cargo_bin("bench").unwrap().arg("report").arg(dir.path()).arg("--allow-empty").assert().code(0);
+        .stderr(predicates::str::contains(format!("no records in {}", dir.display())));
+    Command::cargo_bin("bench").unwrap().arg("report").arg(&dir).arg("--allow-empty").assert().code(0);
 }
 
 #[test]
