@@ -112,14 +112,19 @@ impl<'a> CellLoop<'a> {
             match self.survive_crash(cell).await? {
                 Survived::NoCrash => {}
                 Survived::Restarted => {
-                    // The cell the crash spoiled is measured again on the restarted server (its
-                    // failed records stay on disk: merge and resume prefer the good ones).
                     unanswered = 0;
                     // The restarted server has none of the lifecycle's session.
                     self.lifecycle = None;
-                    records = self.one(i, cell, next).await?;
-                    if let Survived::Gone(why) = self.survive_crash(cell).await? {
-                        return Ok(Stop::ServerGone(why));
+                    // The cell the crash spoiled is measured again on the restarted server (its
+                    // failed records stay on disk: merge and resume prefer the good ones). A cell
+                    // whose records are all good was answered whole before the server died (the
+                    // crash is seen only after the cell's records are written): measuring it again
+                    // would give the cell two good measurements.
+                    if !records.iter().all(Record::is_good) {
+                        records = self.one(i, cell, next).await?;
+                        if let Survived::Gone(why) = self.survive_crash(cell).await? {
+                            return Ok(Stop::ServerGone(why));
+                        }
                     }
                 }
                 Survived::Gone(why) => return Ok(Stop::ServerGone(why)),

@@ -102,3 +102,34 @@ impl Drop for LlamaServer {
             .output();
     }
 }
+
+/// Whether a missing llama-server or model is a failure here (TTFT_BENCH_REQUIRE_LLAMA=1, set by
+/// .ci/run) instead of a skip.
+pub fn required() -> bool {
+    std::env::var("TTFT_BENCH_REQUIRE_LLAMA").as_deref() == Ok("1")
+}
+
+/// The project's tiny generated model (scripts/gen_model.py "tiny") in the cache
+/// (`$TTFT_BENCH_CACHE`, else ~/.cache/ttft-bench).
+pub fn tiny_model(test: &str) -> Option<PathBuf> {
+    let cache = std::env::var_os("TTFT_BENCH_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ttft-bench")));
+    tiny_model_in(cache.as_deref(), test, required())
+}
+
+/// `cache`'s tiny model, or None after saying why it is absent; absent while `required`, a
+/// failure: a test that skips where CI promised the model would prove nothing.
+pub fn tiny_model_in(cache: Option<&std::path::Path>, test: &str, required: bool) -> Option<PathBuf> {
+    let path = cache.map(|c| c.join("models/tiny.gguf"));
+    if let Some(path) = path.as_ref().filter(|p| p.is_file()) {
+        return Some(path.clone());
+    }
+    let shown = path
+        .map_or("no cache directory (neither TTFT_BENCH_CACHE nor HOME)".into(), |p| p.display().to_string());
+    if required {
+        panic!("{test}: the tiny model is required (TTFT_BENCH_REQUIRE_LLAMA=1) but {shown} is absent");
+    }
+    eprintln!("SKIPPED {test}: {shown} absent (bash scripts/llama-server.sh model tiny generates it)");
+    None
+}

@@ -4,6 +4,7 @@
 
 pub mod llama;
 pub mod origin;
+pub mod runs;
 pub mod scripted;
 
 use std::path::{Path, PathBuf};

@@ -62,11 +62,9 @@ fn non_streaming(model: &str, ctx: u32, e2es: &[f64]) -> Vec<Record> {
         .collect()
 }
 
+/// A run directory of `records` as a sweep leaves it.
 fn write(dir: &Path, name: &str, records: &[Record]) -> PathBuf {
-    let path = dir.join(name);
-    let lines: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(&path, lines).unwrap();
-    path
+    common::runs::write(dir, name, records)
 }
 
 fn bench(args: &[&str], inputs: &[&Path]) -> std::process::Output {
@@ -108,7 +106,7 @@ fn pair(dir: &Path) -> (PathBuf, PathBuf) {
     cand.extend(streaming("m", 2048, &[85.0, 105.0, 115.0, 100.0, 98.0]));
     cand.extend(streaming("m", 4096, &[120.0; 5]));
     cand.extend(non_streaming("m", 1024, &[500.0; 3]));
-    (write(dir, "base.jsonl", &base), write(dir, "cand.jsonl", &cand))
+    (write(dir, "base", &base), write(dir, "cand", &cand))
 }
 
 #[test]
@@ -148,9 +146,7 @@ fn verdicts_are_exact_on_chosen_ttfts() {
     let out = bench(&[], &[&base, &cand]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains(
-            "cand.jsonl beats base.jsonl in 2 of 4 cells, loses 1, 1 no difference (by TTFT ms, E2E ms)"
-        ),
+        text.contains("cand beats base in 2 of 4 cells, loses 1, 1 no difference (by TTFT ms, E2E ms)"),
         "{text}"
     );
     for line in text.lines() {
@@ -158,7 +154,7 @@ fn verdicts_are_exact_on_chosen_ttfts() {
     }
     let out = bench(&["--format", "markdown"], &[&base, &cand]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("| cell ") && text.contains("### cand.jsonl vs base.jsonl"), "{text}");
+    assert!(text.contains("| cell ") && text.contains("### cand vs base"), "{text}");
 }
 
 #[test]
@@ -179,7 +175,7 @@ fn higher_decode_is_faster_and_one_run_is_too_few() {
     cand.extend(streaming("m", 2048, &[50.0]));
     let mut base = base;
     base.extend(streaming("m", 2048, &[100.0]));
-    let (b, c) = (write(dir.path(), "b.jsonl", &base), write(dir.path(), "c.jsonl", &cand));
+    let (b, c) = (write(dir.path(), "b", &base), write(dir.path(), "c", &cand));
     let (_, doc) = compare_json(&[&b, &c], &[]);
     let one = cell(&doc, 1024, "streaming");
     assert_eq!(one["verdict"], "no_difference");
@@ -194,8 +190,8 @@ fn higher_decode_is_faster_and_one_run_is_too_few() {
 #[test]
 fn builds_naming_their_model_differently_are_matched_without_the_model_and_it_is_said() {
     let dir = tempfile::tempdir().unwrap();
-    let b = write(dir.path(), "b.jsonl", &streaming("/models/build-a.gguf", 1024, &[100.0; 3]));
-    let c = write(dir.path(), "c.jsonl", &streaming("/models/build-b.gguf", 1024, &[50.0; 3]));
+    let b = write(dir.path(), "b", &streaming("/models/build-a.gguf", 1024, &[100.0; 3]));
+    let c = write(dir.path(), "c", &streaming("/models/build-b.gguf", 1024, &[50.0; 3]));
     let (code, doc) = compare_json(&[&b, &c], &[]);
     assert_eq!(code, 0);
     assert_eq!(doc["candidates"][0]["matched_by"], "cell_without_model");
@@ -209,7 +205,7 @@ fn builds_naming_their_model_differently_are_matched_without_the_model_and_it_is
     // Two models on one side: no guessing which pairs with which; nothing in common is exit 2.
     let mut two = streaming("x", 1024, &[100.0; 3]);
     two.extend(streaming("y", 1024, &[100.0; 3]));
-    let t = write(dir.path(), "two.jsonl", &two);
+    let t = write(dir.path(), "two", &two);
     let out = bench(&[], &[&t, &c]);
     assert_eq!(out.status.code(), Some(2));
     assert!(common::stderr(&out).contains("nothing to compare"), "{}", common::stderr(&out));
@@ -324,11 +320,11 @@ fn failing_records() -> Vec<Record> {
 #[test]
 fn every_failure_category_is_counted_from_the_records() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "failing.jsonl", &failing_records());
-    let good = write(dir.path(), "good.jsonl", &streaming("m", 1024, &[100.0; 3]));
+    let f = write(dir.path(), "failing", &failing_records());
+    let good = write(dir.path(), "good", &streaming("m", 1024, &[100.0; 3]));
     let dead = write(
         dir.path(),
-        "dead.jsonl",
+        "dead",
         &[failed(
             m(key("m", 1024, CacheState::Cold, Mode::Streaming, 1), None, 0.0),
             ErrorKind::Timeout,
@@ -374,12 +370,10 @@ fn cells_missing_from_the_expected_matrix() {
         "contexts = \"1024,2048\"\nmodes = \"streaming\"\ncache_states = \"cold\"\nruns = 3\n",
     )
     .unwrap();
-    let run = dir.path().join("run");
-    std::fs::create_dir(&run).unwrap();
     let mut records = streaming("m", 1024, &[100.0; 3]);
     records.extend(streaming("m", 2048, &[100.0]));
-    write(&run, "measurements.jsonl", &records);
-    let other = write(dir.path(), "other.jsonl", &streaming("m", 1024, &[100.0; 3]));
+    let run = write(dir.path(), "run", &records);
+    let other = write(dir.path(), "other", &streaming("m", 1024, &[100.0; 3]));
     let (code, doc) = compare_json(&[&run, &other], &["--expect", scenario.to_str().unwrap()]);
     assert_eq!(code, 0, "{doc:#}");
     let base = &doc["failures"][0];
@@ -471,15 +465,14 @@ fn bad_input_exits_2_naming_the_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let (base, cand) = pair(dir.path());
     let broken = dir.path().join("broken.jsonl");
-    let first = std::fs::read_to_string(&cand).unwrap().lines().next().unwrap().to_string();
+    let first =
+        std::fs::read_to_string(cand.join("measurements.jsonl")).unwrap().lines().next().unwrap().to_string();
     std::fs::write(&broken, format!("{first}\n{{\"record_type\": \"measurement\", \"oops\n{first}\n"))
         .unwrap();
     let out = bench(&[], &[&base, &broken]);
     assert_eq!(out.status.code(), Some(2));
     assert!(common::stderr(&out).contains("broken.jsonl:2"), "{}", common::stderr(&out));
-    let empty = dir.path().join("empty");
-    std::fs::create_dir(&empty).unwrap();
-    std::fs::write(empty.join("measurements.jsonl"), "").unwrap();
+    let empty = write(dir.path(), "empty", &[]);
     let out = bench(&[], &[&base, &empty]);
     assert_eq!(out.status.code(), Some(2));
     assert!(common::stderr(&out).contains("no records"), "{}", common::stderr(&out));
@@ -589,7 +582,7 @@ fn group_records_alone_do_not_count_as_failures() {
         ..Default::default()
     })));
     let dir = tempfile::tempdir().unwrap();
-    let b = write(dir.path(), "b.jsonl", &v);
+    let b = write(dir.path(), "b", &v);
     let (_, doc) = compare_json(&[&b, &b], &[]);
     assert_eq!(
         (doc["failures"][0]["status"].as_str(), doc["failures"][0]["failed_records"].as_u64()),

@@ -544,6 +544,36 @@ fn sweep_records_each_fault_with_its_kind_and_finishes() {
     }
 }
 
+/// Fails when the binary's two transports give a sweep different verdicts on the same bytes: the
+/// record says the same (kind and words) over bench's direct path and over reqwest, and run.json
+/// names the transport that read it.
+#[test]
+fn a_sweep_records_the_same_verdict_over_both_transports() {
+    for fault in [Fault::Html200, Fault::InvalidUtf8, Fault::DropAfterRead] {
+        let mut seen = Vec::new();
+        for transport in ["direct", "reqwest"] {
+            let server = faulty(fault.clone());
+            let dir = tempfile::tempdir().unwrap();
+            let out = assert_cmd::Command::cargo_bin("bench")
+                .unwrap()
+                .env("TTFT_BENCH_TRANSPORT", transport)
+                .args(["sweep", "--server", &server.url, "--out", dir.path().to_str().unwrap()])
+                .args(["--contexts", "256", "--runs", "1", "--output-tokens", "32", "--thermal", "off"])
+                .timeout(HANG)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(1), "{fault:?} over {transport}: {}", stderr(&out));
+            let (error, _) = only_error(dir.path());
+            let meta: Value =
+                serde_json::from_str(&std::fs::read_to_string(run_dir(dir.path()).join("run.json")).unwrap())
+                    .unwrap();
+            assert_eq!(meta["arrival_stamps"]["transport"], transport, "{fault:?}");
+            seen.push(error);
+        }
+        assert_eq!(seen[0], seen[1], "{fault:?}: direct, then reqwest");
+    }
+}
+
 /// The stream_burst flag of a record, when it has one.
 fn burst_flag(m: &Value) -> Option<Value> {
     m["quality_flags"].as_array()?.iter().find(|f| f["flag"] == "stream_burst").cloned()
@@ -746,8 +776,19 @@ fn echoed_keys_are_redacted_everywhere() {
             stderr(&out)
         };
         assert!(message.contains("HTTP 401") && message.contains("[redacted]"), "{preset}: {message}");
-        // The server did get the keys: the test would catch a leak.
-        let sent: Vec<String> = server.log().iter().flat_map(|l| l.headers.values().cloned()).collect();
+        // The server did get the keys (each where its preset sends it): the test would catch a leak.
+        let log = server.log();
+        let sent: Vec<String> = log.iter().flat_map(|l| l.headers.values().cloned()).collect();
         assert!(sent.iter().any(|v| v.contains(API_KEY)), "{preset}");
+        if preset == "agent-memory" {
+            let admin = log.iter().find(|l| l.method == "DELETE" && l.path == "/admin/caches");
+            let admin = admin.unwrap_or_else(|| panic!("the reset action never reached the server"));
+            assert_eq!(
+                admin.headers.get("x-admin-key").map(String::as_str),
+                Some(ADMIN_KEY),
+                "{:?}",
+                admin.headers
+            );
+        }
     }
 }

@@ -43,6 +43,7 @@ mod store_lock;
 mod sweep_harness_time;
 mod sweep_runner;
 mod sweep_scripted;
+mod sweep_stops;
 mod tls;
 mod verdicts;
 mod verify_cli;

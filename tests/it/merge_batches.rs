@@ -57,12 +57,9 @@ fn group(run_id: &str, started_at: &str, ok: bool) -> Record {
     }))
 }
 
+/// A run directory of `records` as a sweep leaves it.
 fn write_run(dir: &Path, name: &str, records: &[Record]) -> PathBuf {
-    let run = dir.join(name);
-    std::fs::create_dir_all(&run).unwrap();
-    let lines: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
-    run
+    crate::common::runs::write(dir, name, records)
 }
 
 const EARLY: &str = "2026-01-01T00:00:00Z";
@@ -96,6 +93,26 @@ fn a_half_written_batch_never_beats_an_earlier_complete_one() {
     let rep = &doc.provenance.replaced[0];
     assert_eq!(rep.kept.run_id, "early");
     assert!(rep.losers[0].reason.contains("partial batch: group record missing"), "{}", rep.losers[0].reason);
+
+    // The binary writes the same choice: the early run's whole batch, the late half-batch named.
+    let out = dir.path().join("merged.json");
+    let late_dir = dir.path().join("late");
+    let early_dir = dir.path().join("early");
+    Command::cargo_bin("bench")
+        .unwrap()
+        .arg("merge")
+        .arg(&late_dir)
+        .arg(&early_dir)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(0);
+    let merged = load::load(&out).unwrap();
+    let written = cell_records(&merged.records);
+    assert_eq!(written.len(), 3, "{written:?}");
+    assert!(written.iter().all(|r| r.run_id() == "early"), "{written:?}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("partial batch: group record missing"), "the loser's reason is in the file");
 }
 
 #[test]

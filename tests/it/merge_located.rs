@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use ttft_bench::merge;
+use ttft_bench::meta::{RunMeta, ServerInfo};
 use ttft_bench::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
 use ttft_bench::results::canonical;
 use ttft_bench::results::load::{self, Detail};
@@ -32,16 +33,26 @@ fn record(context_tokens: u32, run: u32, started_at: &str, offsets: Vec<f64>) ->
     }))
 }
 
-/// A run directory of `records`, the first with `EXACT_TTFT` as its text has it, one indented
-/// and a blank line among them, in an order other than the canonical one.
+/// A run directory of `records` as a sweep leaves it (`common::runs`), the first record's TTFT
+/// `EXACT_TTFT`; then edited the way a person may edit a text file (one line indented, a blank line
+/// among them) and left in an order other than the canonical one. Returns the record lines as
+/// bench wrote them.
 fn run_dir(dir: &Path, name: &str, records: &[Record]) -> (PathBuf, Vec<String>) {
-    let mut lines: Vec<String> = records.iter().map(|r| serde_json::to_string(r).unwrap()).collect();
-    lines[0] = lines[0].replace("\"ttft_ms\":900.0", &format!("\"ttft_ms\":{EXACT_TTFT}"));
-    assert!(lines[0].contains(EXACT_TTFT));
-    let run = dir.join(name);
-    std::fs::create_dir_all(&run).unwrap();
+    run_dir_with(dir, name, &crate::common::runs::meta(name, &["--output-tokens", "3"]), records)
+}
+
+fn run_dir_with(dir: &Path, name: &str, meta: &RunMeta, records: &[Record]) -> (PathBuf, Vec<String>) {
+    let mut records = records.to_vec();
+    if let Record::Measurement(m) = &mut records[0] {
+        m.ttft_ms = Some(EXACT_TTFT.parse().unwrap());
+    }
+    let run = crate::common::runs::write_with(dir, name, meta, &records);
+    let jsonl = run.join("measurements.jsonl");
+    let written = std::fs::read_to_string(&jsonl).unwrap();
+    let lines: Vec<String> = written.lines().map(str::to_string).collect();
+    assert!(lines[0].contains(&format!("\"ttft_ms\":{EXACT_TTFT}")), "bench wrote its digits");
     let text = format!("{}\n\n  {}\n{}\n", lines[0], lines[1], lines[2..].join("\n"));
-    std::fs::write(run.join("measurements.jsonl"), text).unwrap();
+    std::fs::write(&jsonl, text).unwrap();
     (run, lines)
 }
 
@@ -141,23 +152,15 @@ fn located_duplicates_are_decided_as_whole_ones_are() {
     assert_eq!(load::load(&out).unwrap().records, whole.doc.records);
 }
 
-/// A run.json as a sweep writes it (`meta::RunMeta`), its server reporting `build_info`.
-fn write_run_json(run: &Path, run_id: &str, build_info: &str) {
-    use clap::Parser;
-    use ttft_bench::command::{Cli, Command as Verb};
-    use ttft_bench::meta::{HostFacts, RunMeta, RunStatus, ServerInfo};
-    let argv = ["bench", "sweep", "--server", "http://127.0.0.1:1", "--model", "m", "--output-tokens", "3"];
-    let Verb::Sweep(args) = Cli::try_parse_from(argv).unwrap().command else { panic!("parsed as sweep") };
-    let config = ttft_bench::config::resolve(&args).unwrap();
-    let meta = RunMeta {
-        status: RunStatus::Complete,
+/// run.json of a sweep (`common::runs`) whose server reports `build_info`.
+fn build_meta(run_id: &str, build_info: &str) -> RunMeta {
+    RunMeta {
         server: ServerInfo {
             props: Some(serde_json::json!({"build_info": build_info})),
             ..Default::default()
         },
-        ..RunMeta::started(run_id.into(), config, "2026-02-05T21:30:00.000Z".into(), HostFacts::default())
-    };
-    std::fs::write(run.join("run.json"), serde_json::to_string_pretty(&meta).unwrap()).unwrap();
+        ..crate::common::runs::meta(run_id, &["--output-tokens", "3"])
+    }
 }
 
 /// Fails when the binary copies a record whose input changed in place between reading and
@@ -171,18 +174,18 @@ fn the_binary_refuses_an_input_changed_while_it_merges_and_writes_nothing() {
     use std::io::Read;
     let dir = tempfile::tempdir().unwrap();
     let t = "2026-02-05T21:30:00.000Z";
-    let (a, _) = run_dir(
+    let (a, _) = run_dir_with(
         dir.path(),
         "a",
+        &build_meta("a", &"A".repeat(4 << 20)),
         &[record(1024, 1, t, vec![]), record(2048, 1, t, vec![]), record(4096, 1, t, vec![])],
     );
-    let (b, _) = run_dir(
+    let (b, _) = run_dir_with(
         dir.path(),
         "b",
+        &build_meta("b", &"B".repeat(4 << 20)),
         &[record(1024, 2, t, vec![]), record(2048, 2, t, vec![]), record(4096, 2, t, vec![])],
     );
-    write_run_json(&a, "a", &"A".repeat(4 << 20));
-    write_run_json(&b, "b", &"B".repeat(4 << 20));
     let out = dir.path().join("out").join("merged.json");
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("bench"))
         .arg("merge")

@@ -28,12 +28,9 @@ fn record(context_tokens: u32) -> Record {
     }))
 }
 
+/// A run directory of `records` as a sweep leaves it.
 fn run_dir(dir: &Path, name: &str, records: &[Record]) -> PathBuf {
-    let run = dir.join(name);
-    std::fs::create_dir_all(&run).unwrap();
-    let text: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(run.join("measurements.jsonl"), text).unwrap();
-    run
+    crate::common::runs::write(dir, name, records)
 }
 
 #[test]

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::common;
+
 use assert_cmd::Command;
 use serde_json::json;
 use ttft_bench::merge;
@@ -44,18 +46,14 @@ fn measurement(run_id: &str, cell: CellKey, started_at: &str, ok: bool) -> Recor
     }))
 }
 
+/// A run directory as a sweep leaves it (`common::runs`), with `--thermal-tolerance` where given.
 fn write_run(dir: &Path, name: &str, records: &[Record], tolerance: Option<f64>) -> PathBuf {
-    let run = dir.join(name);
-    std::fs::create_dir_all(&run).unwrap();
-    let lines: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
-    if let Some(t) = tolerance {
-        let meta = json!({"run_id": name, "config": {"output_tokens": 64,
-            "thermal": {"policy": "probe", "tolerance": t, "min_cooldown_s": 10.0, "max_cooldown_s": 240.0}},
-            "harness": {"name": "ttft-bench", "version": "0.1.0", "git_sha": "abc"}});
-        std::fs::write(run.join("run.json"), meta.to_string()).unwrap();
+    let tolerance = tolerance.map(|t| t.to_string());
+    let mut flags = vec!["--output-tokens", "64"];
+    if let Some(t) = &tolerance {
+        flags.extend(["--tolerance", t.as_str()]);
     }
-    run
+    common::runs::write_with(dir, name, &common::runs::meta(name, &flags), records)
 }
 
 fn kept(doc: &ttft_bench::results::canonical::Canonical, c: &CellKey) -> Record {

@@ -32,29 +32,44 @@ fn record(run_id: &str, context_tokens: u32) -> Record {
     }))
 }
 
-fn run_dir(dir: &Path, name: &str, context_tokens: u32, meta: &Value) -> PathBuf {
-    let run = dir.join(name);
-    std::fs::create_dir_all(&run).unwrap();
-    std::fs::write(
-        run.join("measurements.jsonl"),
-        serde_json::to_string(&record(name, context_tokens)).unwrap() + "\n",
-    )
-    .unwrap();
-    std::fs::write(run.join("run.json"), serde_json::to_string_pretty(meta).unwrap()).unwrap();
-    run
+/// A run directory as a sweep with `flags` leaves it (`common::runs`), its run.json then edited by
+/// `edit` the way a writer renaming a field would change it. Returns the run and its run.json text.
+fn run_dir(
+    dir: &Path,
+    name: &str,
+    context_tokens: u32,
+    flags: &[&str],
+    edit: impl FnOnce(&mut Value),
+) -> (PathBuf, String) {
+    let run = crate::common::runs::write_with(
+        dir,
+        name,
+        &crate::common::runs::meta(name, flags),
+        &[record(name, context_tokens)],
+    );
+    let path = run.join("run.json");
+    let mut meta: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut meta);
+    let text = serde_json::to_string_pretty(&meta).unwrap();
+    std::fs::write(&path, &text).unwrap();
+    (run, text)
 }
 
-fn thermal_meta(name: &str, thermal: Value) -> Value {
-    json!({"run_id": name, "config": {"output_tokens": 64, "thermal": thermal}})
+/// Renames `config.SECTION.FROM` to `TO`, keeping its value (or giving it `value` where absent).
+fn rename(meta: &mut Value, section: &str, from: &str, to: &str, value: Value) {
+    let section = meta["config"][section].as_object_mut().unwrap();
+    let kept = section.remove(from).filter(|v| !v.is_null()).unwrap_or(value);
+    section.insert(to.into(), kept);
 }
 
 #[test]
 fn a_renamed_thermal_field_is_an_error_not_a_missing_conflict() {
     let dir = tempfile::tempdir().unwrap();
-    let a = run_dir(dir.path(), "a", 1024, &thermal_meta("a", json!({"policy": "probe", "tolerance": 0.05})));
+    let (a, _) = run_dir(dir.path(), "a", 1024, &["--tolerance", "0.05"], |_| {});
     // As if the writer had renamed `tolerance`: before, this merged with exit 0 and no conflict.
-    let b =
-        run_dir(dir.path(), "b", 2048, &thermal_meta("b", json!({"policy": "probe", "tolerance_frac": 0.2})));
+    let (b, _) = run_dir(dir.path(), "b", 2048, &["--tolerance", "0.2"], |m| {
+        rename(m, "thermal", "tolerance", "tolerance_frac", json!(0.2));
+    });
     let out = dir.path().join("out.json");
     let assert = Command::cargo_bin("bench")
         .unwrap()
@@ -75,12 +90,15 @@ fn a_renamed_thermal_field_is_an_error_not_a_missing_conflict() {
 #[test]
 fn a_renamed_physics_field_is_an_error_not_a_skipped_ceiling() {
     let dir = tempfile::tempdir().unwrap();
-    let meta = json!({"config": {"physics": {"hardware_profile": "m4-pro"}}});
-    let run = run_dir(dir.path(), "r", 1024, &meta);
+    // As if the writer had renamed `hardware`.
+    let (run, text) = run_dir(dir.path(), "r", 1024, &[], |m| {
+        rename(m, "physics", "hardware", "hardware_profile", json!("m4-pro"));
+    });
+    let line = 1 + text.lines().position(|l| l.contains("\"hardware_profile\"")).unwrap();
     let assert = Command::cargo_bin("bench").unwrap().arg("verify").arg(&run).assert().code(2);
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
     assert!(
-        stderr.contains("run.json:4: not a bench run.json: unknown field `hardware_profile`"),
+        stderr.contains(&format!("run.json:{line}: not a bench run.json: unknown field `hardware_profile`")),
         "{stderr}"
     );
 }

@@ -98,12 +98,9 @@ fn records() -> Vec<Record> {
     v
 }
 
+/// A run directory of `records()` as a sweep leaves it.
 fn run_dir(dir: &Path) -> PathBuf {
-    let run = dir.join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    let lines: String = records().iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
-    run
+    crate::common::runs::write(dir, "run", &records())
 }
 
 fn close(a: Option<f64>, b: f64) -> bool {
@@ -270,12 +267,9 @@ fn bench_bounded(args: &[&std::ffi::OsStr]) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// A run directory of `records` as a sweep leaves it.
 fn write_records(dir: &Path, records: &[Record]) -> PathBuf {
-    let run = dir.join("run");
-    std::fs::create_dir_all(&run).unwrap();
-    let lines: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
-    run
+    crate::common::runs::write(dir, "run", records)
 }
 
 fn staggered(run: u32, wait: f64) -> Record {
@@ -363,16 +357,17 @@ fn negative_and_non_finite_times_never_enter_statistics() {
 
 #[test]
 fn report_of_an_input_without_records_exits_2_unless_allowed() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("measurements.jsonl"), "").unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    // A run that measured nothing, as its sweep left it.
+    let dir = crate::common::runs::write(parent.path(), "empty", &[]);
     Command::cargo_bin("bench")
         .unwrap()
         .arg("report")
-        .arg(dir.path())
+        .arg(&dir)
         .assert()
         .code(2)
-        .stderr(predicates::str::contains(format!("no records in {}", dir.path().display())));
-    Command::cargo_bin("bench").unwrap().arg("report").arg(dir.path()).arg("--allow-empty").assert().code(0);
+        .stderr(predicates::str::contains(format!("no records in {}", dir.display())));
+    Command::cargo_bin("bench").unwrap().arg("report").arg(&dir).arg("--allow-empty").assert().code(0);
 }
 
 #[test]

@@ -189,9 +189,18 @@ fn concurrent_batch_is_released_together_with_a_correct_group_record() {
     // Records keep microseconds, so the sum of two rounded values may differ from the rounded wall in the last bit.
     let last_end = ends.iter().copied().fold(0.0, f64::max);
     assert!((wall - last_end).abs() < 0.002, "wall {wall} ms is the last member's end {last_end} ms");
-    assert!((group["system_tps"].as_f64().unwrap() - 48.0 / (wall / 1000.0)).abs() < 1e-9);
-    let avg_ttft = (ms[0]["ttft_ms"].as_f64().unwrap() + ms[1]["ttft_ms"].as_f64().unwrap()) / 2.0;
-    assert!((group["avg_ttft_ms"].as_f64().unwrap() - avg_ttft).abs() < 1e-9);
+    // Checked against the script, not the code's formulas (runner::batch's unit tests hold those to
+    // literals): each member's first token comes 150 ms after its request and its 24th 23 x 3 ms
+    // later, so no member ends before 219 ms from the release, and the batch's 48 tokens came at
+    // no more than 48 / 0.219 s = 219.18 tok/s.
+    assert!(wall >= 219.0, "{group}");
+    let system_tps = group["system_tps"].as_f64().unwrap();
+    assert!(system_tps > 0.0 && system_tps <= 219.18, "{group}");
+    // The mean TTFT lies between the members' own, both at least the scripted 150 ms.
+    let ttfts: Vec<f64> = ms.iter().map(|m| m["ttft_ms"].as_f64().unwrap()).collect();
+    let avg_ttft = group["avg_ttft_ms"].as_f64().unwrap();
+    assert!(ttfts.iter().all(|t| *t >= 150.0), "{ttfts:?}");
+    assert!(avg_ttft >= ttfts[0].min(ttfts[1]) && avg_ttft <= ttfts[0].max(ttfts[1]), "{avg_ttft} {ttfts:?}");
 }
 
 #[test]
@@ -234,8 +243,11 @@ fn staggered_b_arrives_after_the_delay_and_waits_from_wall_start() {
     assert!(seq_arrival >= f(sequential, "user_a_e2e_ms"), "sequential B starts after A finished");
     assert!(sequential["stagger_delay_ms"].is_null());
     assert!(close(f(sequential, "total_wall_ms"), seq_arrival + f(sequential, "user_b_e2e_ms")));
-    let tokens = 2.0 * 24.0;
-    assert!((f(sequential, "system_tps") - tokens / (f(sequential, "total_wall_ms") / 1000.0)).abs() < 1e-9);
+    // From the script, not the code's formula: each user's stream takes at least 300 ms + 23 x 10 ms
+    // = 530 ms, so the sequential pair's 48 tokens took at least 1.06 s: at most 45.28 tok/s.
+    assert!(f(sequential, "total_wall_ms") >= 1060.0, "{sequential}");
+    let system_tps = f(sequential, "system_tps");
+    assert!(system_tps > 0.0 && system_tps <= 45.28, "{sequential}");
     assert_eq!(sequential["user_b_token_offsets_ms"].as_array().unwrap().len(), 24);
     // Exact server-side gap check: B's chat hit the server ~120 ms after A's in the batched run.
     let log = server.log();

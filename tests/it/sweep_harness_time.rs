@@ -10,7 +10,9 @@ use serde_json::Value;
 
 #[test]
 fn a_sweep_reports_its_harness_time_and_the_parts_add_up_within_its_wall_time() {
-    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 1, ..Default::default() });
+    // Tokens 10 ms apart arrive one by one even on a busy machine (1 ms apart, a starved client read
+    // them in a few reads and the quality gate rightly failed the stream as a burst).
+    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 10, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
     let flags = ["--contexts", "256,512", "--runs", "2", "--output-tokens", "24", "--thermal", "off"];
@@ -34,10 +36,15 @@ fn a_sweep_reports_its_harness_time_and_the_parts_add_up_within_its_wall_time() 
         s("measured_s") > 0.0 && s("priming_s") > 0.0 && s("preset_s") > 0.0 && s("write_s") > 0.0,
         "{t}"
     );
-    let harness =
-        s("prompt_s") + s("preset_s") + s("metrics_s") + s("write_s") + s("thermal_s") + s("other_s");
-    assert!((s("harness_s") - harness).abs() < 1e-9, "{t}");
-    assert!((s("harness_fraction") - harness / s("wall_s")).abs() < 1e-9, "{t}");
+    // What the harness share means, not the code's sum (runner::harness_time's unit tests hold that
+    // to literals): the wall is the server's work (measured, priming) and the harness's time, with
+    // nothing left over; and the line on stderr prints the share run.json keeps.
+    let servers = s("measured_s") + s("priming_s");
+    assert!((servers + s("harness_s") - s("wall_s")).abs() < 1e-6, "{t}");
+    assert!((0.0..1.0).contains(&s("harness_fraction")), "{t}");
+    let printed =
+        format!("harness time between cells: {:.1}% of {:.1} s", 100.0 * s("harness_fraction"), s("wall_s"));
+    assert!(stderr(&result).contains(&printed), "{printed} in {}", stderr(&result));
     // Plain HTTP goes the direct path, and run.json says how its reads were stamped.
     let stamps = &meta["arrival_stamps"];
     assert_eq!(stamps["transport"], "direct", "{stamps}");

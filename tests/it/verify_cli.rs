@@ -140,17 +140,17 @@ fn the_paper_run_stands_out_among_five_normal_runs() {
 #[test]
 fn runs_are_compared_across_files_given_together() {
     let dir = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(fixture("paper_run_outlier.jsonl")).unwrap();
-    let mut files = Vec::new();
-    for (i, chunk) in text.lines().collect::<Vec<_>>().chunks(3).enumerate() {
-        let path = dir.path().join(format!("run{i}.jsonl"));
-        std::fs::write(&path, chunk.join("\n") + "\n").unwrap();
-        files.push(path);
-    }
+    // Each run of the fixture in a run directory of its own, as its sweep would leave it.
+    let records = crate::common::runs::records_of(&fixture("paper_run_outlier.jsonl"));
+    let files: Vec<PathBuf> = records
+        .chunks(3)
+        .enumerate()
+        .map(|(i, chunk)| crate::common::runs::write(dir.path(), &format!("run{i}"), chunk))
+        .collect();
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     let (_, report) = verify_json(&paths, &[]);
     let f = only(&report, "warning", "run_outlier");
-    assert!(f["file"].as_str().unwrap().ends_with("run2.jsonl"), "{f}");
+    assert!(f["file"].as_str().unwrap().contains("run2"), "{f}");
     // One file alone has no siblings to be compared with.
     let (_, report) = verify_json(&paths[..1], &[]);
     assert_eq!(found(&report), vec![]);
@@ -184,20 +184,24 @@ fn warm_slower_than_cold_on_an_h200_is_explained_by_storage_physics() {
     assert_eq!(found(&report), vec![("info".into(), "warm_slower_explained".into()); 2]);
 }
 
-fn run_dir(jsonl: &str, run_json: Value) -> tempfile::TempDir {
+/// A run directory as a sweep on a host with `cpu_brand` given `flags` leaves it, holding the
+/// records of the fixture `jsonl` (`common::runs`). Returns (its temp parent, the run).
+fn run_dir(jsonl: &str, cpu_brand: &str, flags: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    use crate::common::runs;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(fixture(jsonl), dir.path().join("measurements.jsonl")).unwrap();
-    std::fs::write(dir.path().join("run.json"), run_json.to_string()).unwrap();
-    dir
+    let records = runs::records_of(&fixture(jsonl));
+    let mut flags = flags.to_vec();
+    flags.extend(["--model", records[0].cell().model.as_str()]);
+    let host = ttft_bench::meta::HostFacts { cpu_brand: cpu_brand.into(), ..Default::default() };
+    let meta = ttft_bench::meta::RunMeta { host, ..runs::meta("r", &flags) };
+    let run = runs::write_with(dir.path(), "r", &meta, &records);
+    (dir, run)
 }
 
 #[test]
 fn physics_falls_back_to_run_json_and_the_builtin_model_table() {
-    let dir = run_dir(
-        "decode_77_7.jsonl",
-        serde_json::json!({"host": {"cpu_brand": "Apple M4 Pro"}, "config": {"physics": {"hardware": "m4-pro"}}}),
-    );
-    let (code, report) = verify_json(&[dir.path()], &[]);
+    let (_dir, run) = run_dir("decode_77_7.jsonl", "Apple M4 Pro", &["--hardware", "m4-pro"]);
+    let (code, report) = verify_json(&[&run], &[]);
     only(&report, "error", "decode_above_ceiling");
     assert_eq!(code, 1);
     assert_eq!(report["physics"][0]["models"][0]["source"], "builtin");
@@ -205,11 +209,8 @@ fn physics_falls_back_to_run_json_and_the_builtin_model_table() {
 
 #[test]
 fn hardware_other_than_the_hosts_is_a_warning() {
-    let dir = run_dir(
-        "clean_m4_pro.jsonl",
-        serde_json::json!({"host": {"cpu_brand": "Apple M4 Max"}, "config": {"physics": {"hardware": "m4-max-40c"}}}),
-    );
-    let (code, report) = verify_json(&[dir.path()], &M4_PRO_GEMMA);
+    let (_dir, run) = run_dir("clean_m4_pro.jsonl", "Apple M4 Max", &["--hardware", "m4-max-40c"]);
+    let (code, report) = verify_json(&[&run], &M4_PRO_GEMMA);
     let f = only(&report, "warning", "hardware_mismatch");
     assert_eq!(code, 0);
     let msg = f["message"].as_str().unwrap();
@@ -218,8 +219,8 @@ fn hardware_other_than_the_hosts_is_a_warning() {
 
 #[test]
 fn without_hardware_the_note_suggests_the_hosts_profile() {
-    let dir = run_dir("clean_m4_pro.jsonl", serde_json::json!({"host": {"cpu_brand": "Apple M4 Pro"}}));
-    let (_, report) = verify_json(&[dir.path()], &[]);
+    let (_dir, run) = run_dir("clean_m4_pro.jsonl", "Apple M4 Pro", &[]);
+    let (_, report) = verify_json(&[&run], &[]);
     assert!(report["notes"].to_string().contains("try --hardware m4-pro"), "{report:#}");
 }
 
@@ -562,24 +563,25 @@ fn absurd_flag_values_exit_2_naming_the_flag() {
 
 #[test]
 fn an_input_without_records_exits_2_unless_allowed() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("measurements.jsonl"), "").unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    // A run that measured nothing, as its sweep left it.
+    let dir = crate::common::runs::write(parent.path(), "empty", &[]);
     Command::cargo_bin("bench")
         .unwrap()
         .arg("verify")
-        .arg(dir.path())
+        .arg(&dir)
         .assert()
         .code(2)
-        .stderr(predicates::str::contains(format!("no records in {}", dir.path().display())));
+        .stderr(predicates::str::contains(format!("no records in {}", dir.display())));
     // With records elsewhere, the empty input is still named.
     Command::cargo_bin("bench")
         .unwrap()
         .arg("verify")
         .arg(fixture("clean_m4_pro.jsonl"))
-        .arg(dir.path())
+        .arg(&dir)
         .assert()
         .code(2)
         .stderr(predicates::str::contains("no records in"));
-    let (code, report) = verify_json(&[dir.path()], &["--allow-empty"]);
+    let (code, report) = verify_json(&[&dir], &["--allow-empty"]);
     assert_eq!((code, report["summary"]["records"].as_u64()), (0, Some(0)));
 }

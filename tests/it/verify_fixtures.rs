@@ -255,7 +255,6 @@ fn staggered_h200(recorded: bool) -> Vec<Record> {
             [(Scenario::StaggeredBatched, 2000.0, 2190.0), (Scenario::StaggeredSequential, 505.0, 691.0)]
         {
             let a_e2e: f64 = 500.0;
-            let overlap = (a_e2e - arrival).max(0.0);
             out.push(Record::Staggered(Box::new(StaggeredRecord {
                 schema_version: SCHEMA_VERSION,
                 run_id: "20261122T0315Z-h200".into(),
@@ -276,8 +275,10 @@ fn staggered_h200(recorded: bool) -> Vec<Record> {
                 user_b_e2e_ms: Some(b_wait - arrival + 320.0),
                 user_b_arrival_ms: Some(arrival),
                 user_b_ttft_from_wall_start_ms: Some(b_wait),
-                overlapped: recorded.then_some(overlap > 0.0),
-                overlap_ms: recorded.then_some(overlap),
+                // A finished at 500 ms; B was sent at 2000 ms (batched) or 505 ms (sequential):
+                // neither overlapped.
+                overlapped: recorded.then_some(false),
+                overlap_ms: recorded.then_some(0.0),
                 total_wall_ms: Some(b_wait + 320.0),
                 user_a_output_tokens: Some(64),
                 user_b_output_tokens: Some(64),

@@ -1,27 +1,34 @@
 //! The GGUF reader on the project's own generated model (scripts/gen_model.py "tiny": 4 layers,
 //! 256 wide, 4 heads, f16, 64K context), and `bench verify --model-file` with it. Skips with a
-//! message when the model has not been generated on this machine (CI always generates it).
+//! message when the model has not been generated on this machine, and fails instead under
+//! TTFT_BENCH_REQUIRE_LLAMA=1 (CI always generates it).
+
+use crate::common;
 
 use std::path::PathBuf;
 
 use ttft_bench::physics::model;
 
-fn tiny_model() -> Option<PathBuf> {
-    let cache = std::env::var_os("TTFT_BENCH_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ttft-bench")))?;
-    let path = cache.join("models/tiny.gguf");
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!("SKIP: {} absent (bash scripts/llama-server.sh model tiny generates it)", path.display());
-        None
-    }
+fn tiny_model(test: &str) -> Option<PathBuf> {
+    common::llama::tiny_model(test)
+}
+
+/// Fails when a missing model is skipped although TTFT_BENCH_REQUIRE_LLAMA=1 promised it (a CI run
+/// that could not generate it would pass with nothing checked).
+#[test]
+fn a_missing_model_fails_where_the_real_server_is_required() {
+    let empty = tempfile::tempdir().unwrap();
+    assert!(common::llama::tiny_model_in(Some(empty.path()), "t", false).is_none(), "skipped");
+    let required = std::panic::catch_unwind(|| common::llama::tiny_model_in(Some(empty.path()), "t", true));
+    let why = *required.expect_err("a failure when required").downcast::<String>().unwrap();
+    assert!(why.contains("TTFT_BENCH_REQUIRE_LLAMA=1") && why.contains("models/tiny.gguf"), "{why}");
 }
 
 #[test]
 fn the_tiny_generated_model_profiles_as_its_generator_built_it() {
-    let Some(path) = tiny_model() else { return };
+    let Some(path) = tiny_model("the_tiny_generated_model_profiles_as_its_generator_built_it") else {
+        return;
+    };
     let m = model::from_file(&path).unwrap();
     assert_eq!((m.n_layer, m.n_embd, m.n_head, m.head_dim), (Some(4), Some(256), Some(4), Some(64)));
     assert_eq!(m.context_length, Some(65536));

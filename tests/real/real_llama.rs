@@ -308,8 +308,12 @@ fn concurrent_and_staggered_on_the_real_server() {
     // whether it did is recorded (not asserted: on a shared machine A's duration varies).
     let delay = f(batched, "stagger_delay_ms");
     assert!(f(batched, "user_b_arrival_ms") >= delay);
-    let overlapped = f(batched, "user_b_arrival_ms") < f(batched, "user_a_e2e_ms");
-    assert_eq!(batched["overlapped"], overlapped, "{batched}");
+    // The overlap's arithmetic is held to literals in quality's and runner::batch's unit tests;
+    // here, what it must mean on a real server: B overlapped A for some time only if the pair is
+    // called overlapped, and never longer than A ran after B was sent.
+    let overlap_ms = f(batched, "overlap_ms");
+    assert_eq!(batched["overlapped"], overlap_ms > 0.0, "{batched}");
+    assert!(overlap_ms <= f(batched, "user_a_e2e_ms") - delay, "{batched}");
     assert!(f(sequential, "user_b_arrival_ms") >= f(sequential, "user_a_e2e_ms"));
     assert_eq!(sequential["overlapped"], false, "{sequential}");
     assert_eq!(batched["quality_ok"], true, "{batched}");

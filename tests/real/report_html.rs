@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use crate::common;
+
 use assert_cmd::Command;
-use clap::Parser;
 use scraper::{ElementRef, Html, Selector};
 use serde_json::{Value, json};
-use ttft_bench::command::{Cli, Command as Verb};
 use ttft_bench::meta::{Harness, HostFacts, RunMeta, ServerInfo};
 use ttft_bench::record::{
     CacheEvidence, CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario, StaggeredRecord,
@@ -102,41 +102,27 @@ fn records() -> Vec<Record> {
     v
 }
 
-/// The run.json a sweep writes (`meta::RunMeta`), measured on "h200" by a host whose CPU suggests
-/// another profile (verify's hardware_mismatch: a finding about the run, not a cell), with a
-/// `shard` section as a sharded sweep would add.
-fn run_json(tolerance: &str) -> Value {
-    let argv = ["bench", "sweep", "--server", "http://gpu-box:8080", "--tolerance", tolerance];
+/// The run.json a sweep writes (`common::runs`), measured on "h200" by a host whose CPU suggests
+/// another profile (verify's hardware_mismatch: a finding about the run, not a cell), sweeping
+/// shard 2 of 3 (`--shard 2/3`, kept in `config.shard`).
+fn run_json(tolerance: &str) -> RunMeta {
+    let flags = ["--server", "http://gpu-box:8080", "--tolerance", tolerance, "--shard", "2/3"];
     let more = ["--model", "m", "--hardware", "h200", "--output-tokens", "64"];
-    let cli = Cli::try_parse_from(argv.iter().chain(&more)).unwrap();
-    let Verb::Sweep(args) = cli.command else { panic!("parsed as sweep") };
-    let meta = RunMeta {
-        ended_at: Some("2026-01-01T01:00:00Z".into()),
+    let meta = common::runs::meta("r1", &[&flags[..], &more[..]].concat());
+    RunMeta {
         server: ServerInfo {
             base_url: "http://gpu-box:8080".into(),
             command: Some(EVIL_COMMAND.into()),
             props: Some(json!({"build_info": "b4567-test"})),
             ..Default::default()
         },
-        ..RunMeta::started(
-            "r1".into(),
-            ttft_bench::config::resolve(&args).unwrap(),
-            "2026-01-01T00:00:00Z".into(),
-            HostFacts { cpu_brand: "Apple M4 Pro".into(), arch: "aarch64".into(), ..Default::default() },
-        )
-    };
-    let mut raw = serde_json::to_value(&meta).unwrap();
-    raw["shard"] = json!({"index": 2, "count": 4});
-    raw
+        host: HostFacts { cpu_brand: "Apple M4 Pro".into(), arch: "aarch64".into(), ..Default::default() },
+        ..meta
+    }
 }
 
-fn run_dir(dir: &Path, name: &str, records: &[Record], meta: &Value) -> PathBuf {
-    let run = dir.join(name);
-    std::fs::create_dir_all(&run).unwrap();
-    let lines: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
-    std::fs::write(run.join("measurements.jsonl"), lines).unwrap();
-    std::fs::write(run.join("run.json"), serde_json::to_string_pretty(meta).unwrap()).unwrap();
-    run
+fn run_dir(dir: &Path, name: &str, records: &[Record], meta: &RunMeta) -> PathBuf {
+    common::runs::write_with(dir, name, meta, records)
 }
 
 fn bench(args: &[&std::ffi::OsStr]) -> Output {
@@ -375,7 +361,7 @@ fn the_runs_metadata_is_shown() {
     assert!(field("thermal").contains("0.15"), "{}", field("thermal"));
     assert!(field("host").starts_with("Apple M4 Pro · aarch64"), "{}", field("host"));
     let shard = field("shard");
-    assert!(shard.contains(r#""index":2"#) && shard.contains(r#""count":4"#), "{shard}");
+    assert!(shard.contains(r#""index":2"#) && shard.contains(r#""count":3"#), "{shard}");
     assert_eq!(section.select(&sel("details pre")).count(), 1, "the whole run.json, folded");
 }
 
