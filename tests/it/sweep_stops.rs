@@ -105,8 +105,8 @@ fn by_run(records: &[Value]) -> BTreeMap<u64, Vec<bool>> {
 ///
 /// The server is killed twice over, in two sweeps: as the second record appears (bench may still
 /// be syncing it, and sees the crash only after that cell, whose records are all good), and 100 ms
-/// later (inside the third cell's 400 ms prefill, or, on a slow machine, before it connects:
-/// either way the third cell fails and is the one spoiled).
+/// later (inside the third cell's 400 ms prefill, or before it connects: either way that cell
+/// fails and is the one spoiled).
 #[test]
 fn a_crashed_server_is_restarted_and_the_spoiled_cell_measured_again() {
     for delay_ms in [0, 100] {
@@ -141,9 +141,11 @@ fn a_crashed_server_is_restarted_and_the_spoiled_cell_measured_again() {
         }
         let spoiled: Vec<u64> = cells.iter().filter(|(_, g)| g.len() > 1).map(|(r, _)| *r).collect();
         if delay_ms > 0 {
-            assert_eq!(spoiled, [3], "the cell in flight at the crash, measured twice: {cells:?}");
+            // The third cell, unless a starved test thread slept past its 400 ms prefill.
+            assert_eq!(spoiled.len(), 1, "the cell in flight at the crash, measured twice: {cells:?}");
+            assert!(spoiled[0] >= 3, "not one recorded before the kill: {cells:?}");
             let in_flight = crashes[0]["in_flight"].as_str().unwrap();
-            assert!(in_flight.contains("run 3"), "{in_flight}");
+            assert!(in_flight.contains(&format!("run {}", spoiled[0])), "{in_flight}");
             // Its failed record is a finding.
             assert_eq!(out.status.code(), Some(1), "{err}");
         } else if spoiled.is_empty() {
