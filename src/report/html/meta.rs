@@ -49,7 +49,7 @@ const OURS: &[(&str, Pick)] = &[
     ("runs / output tokens", Pick::All(&["/config/runs", "/config/output_tokens"], " / ")),
     ("thermal", Pick::First(&["/config/thermal"])),
     ("thermal baseline tok/s", Pick::First(&["/thermal_baseline/baseline_tps"])),
-    ("shard", Pick::First(&["/shard", "/config/shard"])),
+    ("shard", Pick::First(&["/config/shard"])),
     ("server crashes", Pick::Count("/server_crashes")),
     ("resumed", Pick::Count("/resumed_at")),
     ("TLS verification off", Pick::First(&["/config/insecure"])),
