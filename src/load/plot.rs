@@ -234,7 +234,8 @@ pub fn write_curve(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
     let named = pts.iter().filter_map(|&(users, x, p50, p99)| Some((users, x, finite(p99.or(p50)?))));
     chart
         .draw_series(named.map(|(users, x, y)| {
-            Text::new(super::summary::users_label(users), (x, y), ("sans-serif", 13).into_font()).into_dyn()
+            EmptyElement::at((x, y))
+                + Text::new(super::summary::users_label(users), (6, -18), ("sans-serif", 13).into_font())
         }))
         .map_err(|e| fail(&e))?;
     let slo = finite(s.slo.ttft_ms);

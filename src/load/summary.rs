@@ -412,7 +412,9 @@ pub fn table(s: &LoadSummary) -> String {
             p99(&r.send_lag_ms, 3),
             us(r.send_lag_ms.max),
             r.prepared_late,
-            if r.honestly_offered {
+            if r.concurrency.is_some() {
+                "closed loop (no rate)".to_string()
+            } else if r.honestly_offered {
                 "honestly".to_string()
             } else {
                 format!("NOT honestly (p99 lag > {} ms)", r.honest_lag_limit_ms)

@@ -27,7 +27,7 @@ const SEED: u64 = 11;
 /// The share of a schedule's arrivals whose TTFT (the wait for a slot, then the first token) is
 /// within the SLO.
 fn queue_goodput(arrivals_ms: &[f64]) -> f64 {
-    let mut free = vec![0.0f64; SLOTS];
+    let mut free = [0.0f64; SLOTS];
     let mut met = 0;
     for &at in arrivals_ms {
         let (i, &soonest) = free.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).unwrap();
