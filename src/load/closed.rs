@@ -30,6 +30,11 @@ use crate::meta::Arrival;
 use crate::record::Measurement;
 use crate::stats::Rng;
 
+/// Requests in a row that failed after which a user stops: a server answering every request
+/// with an error at once would otherwise be asked thousands of times a second for the rest of the
+/// level. Its failed records stay, and the level's goodput shows them.
+pub const FAILED_IN_A_ROW: u32 = 3;
+
 /// One level to run.
 #[derive(Clone, Debug)]
 pub struct LevelPlan {
@@ -70,7 +75,8 @@ pub async fn run<D: Driver>(
         let mut rng = user_rng(plan.seed, plan.users, user);
         let level = plan.users;
         users.spawn(async move {
-            while Instant::now() < end {
+            let mut failed = 0;
+            while Instant::now() < end && failed < FAILED_IN_A_ROW {
                 let state = mix.draw(unit_open(&mut rng) - f64::EPSILON);
                 let index = next_index.fetch_add(1, Ordering::Relaxed);
                 let Some(lease) = pool.acquire(index).await else { return };
@@ -89,6 +95,7 @@ pub async fn run<D: Driver>(
                         stamp(&mut m);
                         m.warmup = intent < warm_until;
                         let _ = sink.send(*m);
+                        failed += 1;
                         continue;
                     }
                 };
@@ -102,6 +109,7 @@ pub async fn run<D: Driver>(
                 m.actual_send_ms = Some(ms(sent.saturating_duration_since(origin)));
                 m.send_lag_ms = Some(ms(sent.saturating_duration_since(due)));
                 m.warmup = sent < warm_until;
+                failed = if m.error.is_some() { failed + 1 } else { 0 };
                 let _ = sink.send(m);
             }
         });

@@ -203,3 +203,44 @@ fn the_rate_plot_shows_p50_and_p99_named_as_in_the_table_with_ticks_apart() {
     assert!(row.len() >= 5, "{row:?}");
     assert_apart(&row);
 }
+
+/// A level of 0 users, the same level twice, a warm-up as long as the level, a warm-up for an open
+/// loop (whose rates start with their pipeline full), or levels beside rates: refused before
+/// anything is created (exit 2), naming the flag.
+#[test]
+fn closed_loop_flags_are_refused_up_front_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = "http://127.0.0.1:1";
+    for (extra, says) in [
+        (&["--concurrency", "0,4"][..], "--concurrency"),
+        (&["--concurrency", "4,4"][..], "listed twice"),
+        (&["--concurrency", "1,4", "--duration", "2s", "--warmup", "2s"][..], "--warmup"),
+        (&["--rates", "1,2", "--warmup", "1s"][..], "--warmup"),
+        (&["--concurrency", "1,4", "--rates", "1,2"][..], "--rates"),
+        (&["--rates", "auto", "--search-steps", "0"][..], "--search-steps"),
+    ] {
+        let out = load(url, dir.path(), extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{extra:?}: {}", stderr(&out));
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no run directory");
+}
+
+/// A server that answers every measured request with an error at once: each user stops after
+/// three failures in a row, its failed records kept, instead of asking thousands of times a second
+/// for the rest of the level.
+#[test]
+fn a_user_whose_requests_keep_failing_stops_after_three_in_a_row() {
+    use common::scripted::Fault;
+    let server = Scripted::start(Behaviour { fault: Fault::Status(500, "overloaded"), ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        load(&server.url, dir.path(), &["--concurrency", "2", "--duration", "3s", "--output-tokens", "24"]);
+    assert_eq!(out.status.code(), Some(1), "failed measurements are a finding: {}", stderr(&out));
+    let ms = measurements(&run_dir(dir.path()));
+    for user in 0..2 {
+        let mine: Vec<&Value> = ms.iter().filter(|m| m["user_id"] == user).collect();
+        assert_eq!(mine.len(), 3, "user {user}: {}", mine.len());
+        assert!(mine.iter().all(|m| m["error"]["http_status"] == 500), "{mine:?}");
+    }
+}
