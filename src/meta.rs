@@ -280,10 +280,16 @@ pub struct Arrival {
 
 /// One rate as planned: its run number (the records' `run`: its position in `--rates`, 1-based;
 /// a repeat after a server crash gets the next free number), its rate and its schedule.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RateSchedule {
     pub run: u32,
+    /// The offered rate; 0 for a closed-loop level (`concurrency`), which offers no rate: its
+    /// users send when their last request ends.
     pub rate_per_s: f64,
+    /// `--concurrency`: this run is a closed loop of this many users (its `arrivals` are empty:
+    /// each user draws its cache states in turn from the mix, seeded by the seed, level and user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
     pub arrivals: Vec<Arrival>,
     /// When the rate's clock started (RFC 3339, UTC); the arrivals' `at_ms` count from it.
     pub clock_started_at: Option<String>,
@@ -299,7 +305,7 @@ pub struct RateSchedule {
 
 /// Everything `bench load` offers, as run.json records it (`load`): enough to re-create every
 /// schedule and to recompute the summary from the records.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadPlan {
     /// Seed of the arrival schedules (and of the prompt text).
     pub seed: u64,
@@ -316,6 +322,53 @@ pub struct LoadPlan {
     /// from its preparation to its cleanup, so at most this many are prepared or in flight.
     pub slots_held: Option<u32>,
     pub rates: Vec<RateSchedule>,
+    /// Closed-loop levels (`--concurrency`): requests sent in each level's first `warmup_s` are
+    /// recorded (`warmup: true`) and left out of its statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_s: Option<f64>,
+    /// `--rates auto`: the search for the highest rate honestly offered that meets the SLO target,
+    /// every step as it was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<RateSearch>,
+}
+
+/// `--rates auto`: a synchronous pass (one user) and a saturation pass (many users) bound the
+/// rate; open-loop rates then bisect the bound, at most `max_steps` of them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RateSearch {
+    pub max_steps: u32,
+    /// Users of the saturation pass.
+    pub saturation_users: u32,
+    pub steps: Vec<SearchStep>,
+    /// The highest rate that passed (None: none did, or the search was cut short).
+    pub found_rate_per_s: Option<f64>,
+    /// Whether the search ran all its steps (or knew its answer before).
+    pub finished: bool,
+}
+
+/// One run of the search: its kind (`synchronous`, `saturation` or `rate`), what it measured and,
+/// for a rate, whether it passed (honestly offered and goodput at least the target).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchStep {
+    pub run: u32,
+    pub kind: String,
+    /// The offered rate (a rate step) or the users (a pass).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Good requests per second the run achieved.
+    pub achieved_rate_per_s: Option<f64>,
+    pub goodput: Option<f64>,
+    pub ttft_p99_ms: Option<f64>,
+    pub send_lag_p99_ms: Option<f64>,
+    pub honestly_offered: bool,
+    /// A rate step: met the target and was honestly offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    /// The bracket [lo, hi] after this step (requests/s): lo passed (or is 0), hi failed (or is
+    /// the saturation throughput); None before the saturation pass bounds it.
+    pub bracket_per_s: Option<(f64, f64)>,
 }
 
 /// What run.json records of a soak's settings, and its outcome.

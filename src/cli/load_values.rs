@@ -21,6 +21,10 @@ pub enum LoadSpecError {
     RateNotPositive(String),
     #[error("{text:?}: at most {max} requests/s")]
     RateTooHigh { text: String, max: f64 },
+    #[error("{0:?} is not a number of users from 1 to 1024 (example: 1,4,16,64)")]
+    NotLevel(String),
+    #[error("{0} users are listed twice")]
+    LevelTwice(u32),
     #[error("rate {0} is listed twice")]
     RateTwice(String),
     #[error("{0:?} is not state=share (example: cold=0.5,warm=0.2,hot=0.3)")]
@@ -57,13 +61,24 @@ impl FromStr for Rate {
     }
 }
 
-/// `--rates`: a comma list of rates, none twice.
+/// `--rates`: a comma list of rates, none twice; or `auto` (an empty list): search for the highest
+/// rate that is honestly offered and meets the SLO target.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rates(pub Vec<Rate>);
+
+impl Rates {
+    /// `--rates auto`.
+    pub fn is_auto(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 impl FromStr for Rates {
     type Err = LoadSpecError;
     fn from_str(spec: &str) -> Result<Rates, LoadSpecError> {
+        if spec.trim() == "auto" {
+            return Ok(Rates(Vec::new()));
+        }
         let mut out: Vec<Rate> = Vec::new();
         for part in spec.split(',') {
             let rate: Rate = part.parse()?;
@@ -73,6 +88,31 @@ impl FromStr for Rates {
             out.push(rate);
         }
         Ok(Rates(out))
+    }
+}
+
+/// The most users one closed-loop level may have (each is a task and a session on the server).
+pub const MAX_USERS: u32 = 1024;
+
+/// `--concurrency`: closed-loop levels, users per level, comma-separated, none twice (`1,4,16,64`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Levels(pub Vec<u32>);
+
+impl FromStr for Levels {
+    type Err = LoadSpecError;
+    fn from_str(spec: &str) -> Result<Levels, LoadSpecError> {
+        let mut out: Vec<u32> = Vec::new();
+        for part in spec.split(',').map(str::trim) {
+            let users: u32 = part.parse().map_err(|_| LoadSpecError::NotLevel(part.into()))?;
+            if users == 0 || users > MAX_USERS {
+                return Err(LoadSpecError::NotLevel(part.into()));
+            }
+            if out.contains(&users) {
+                return Err(LoadSpecError::LevelTwice(users));
+            }
+            out.push(users);
+        }
+        Ok(Levels(out))
     }
 }
 
@@ -211,5 +251,9 @@ mod tests {
             "0".parse::<Rate>().is_err() && "-1".parse::<Rate>().is_err() && "1e9".parse::<Rate>().is_err()
         );
         assert_eq!("0.5".parse::<Rate>().unwrap(), Rate(0.5));
+        assert!("auto".parse::<Rates>().unwrap().is_auto() && !"1".parse::<Rates>().unwrap().is_auto());
+        assert_eq!("1,4,16".parse::<Levels>().unwrap(), Levels(vec![1, 4, 16]));
+        assert!("0".parse::<Levels>().unwrap_err().to_string().contains("number of users"));
+        assert!("4,4".parse::<Levels>().unwrap_err().to_string().contains("twice"));
     }
 }

@@ -18,7 +18,7 @@ use crate::spec::{Api, ThermalChoice};
 use crate::spec::{Contexts, Count, List, Span, Tokens};
 
 mod load_values;
-pub use load_values::{LoadSpecError, MAX_RATE_PER_S, Mix, Rate, Rates, Slo};
+pub use load_values::{Levels, LoadSpecError, MAX_RATE_PER_S, MAX_USERS, Mix, Rate, Rates, Slo};
 
 /// Bounds of the matrix flags: large enough for any real sweep, small enough that a typo
 /// (`--runs 4000000000`) is an error instead of a plan that never ends.

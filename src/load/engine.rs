@@ -136,13 +136,13 @@ pub struct RateClock {
 
 /// Server slots free to lease; None when sessions are not slot-bound (each gets its index).
 #[derive(Clone)]
-struct SlotPool(Option<(Arc<Semaphore>, FreeSlots)>);
+pub(super) struct SlotPool(Option<(Arc<Semaphore>, FreeSlots)>);
 
 /// The slot numbers not leased now.
 type FreeSlots = Arc<Mutex<Vec<u32>>>;
 
-struct Lease {
-    slot: u32,
+pub(super) struct Lease {
+    pub(super) slot: u32,
     _permit: Option<OwnedSemaphorePermit>,
     free: Option<FreeSlots>,
 }
@@ -156,14 +156,14 @@ impl Drop for Lease {
 }
 
 impl SlotPool {
-    fn new(slots: Option<usize>) -> SlotPool {
+    pub(super) fn new(slots: Option<usize>) -> SlotPool {
         SlotPool(slots.map(|n| {
             let n = n.max(1);
             (Arc::new(Semaphore::new(n)), Arc::new(Mutex::new((0..n as u32).rev().collect())))
         }))
     }
 
-    async fn acquire(&self, index: u32) -> Option<Lease> {
+    pub(super) async fn acquire(&self, index: u32) -> Option<Lease> {
         let Some((sem, free)) = &self.0 else {
             return Some(Lease { slot: index, _permit: None, free: None });
         };
@@ -177,7 +177,7 @@ impl SlotPool {
 type Prepared<D> = (Result<<D as Driver>::Ready, Box<Measurement>>, Lease, OwnedSemaphorePermit);
 
 /// Milliseconds from whole nanoseconds: exact for any whole number of ms (secs * 1000 is not).
-fn ms(d: Duration) -> f64 {
+pub(super) fn ms(d: Duration) -> f64 {
     d.as_nanos() as f64 / 1e6
 }
 

@@ -5,11 +5,13 @@
 //! fsync'd as it finishes; the summary (`summary`), a plot (`plot`) and the table come from the
 //! records. docs/load.md explains the method.
 
+pub mod closed;
 pub mod engine;
 pub mod plot;
 pub mod prepare;
 pub mod run;
 pub mod schedule;
+pub mod search;
 pub mod summary;
 
 use std::path::PathBuf;
@@ -23,7 +25,8 @@ pub use summary::LoadSummary;
 use run::{End, LivePlan};
 
 use crate::cli::{
-    ConnectionArgs, MAX_BATCH, MAX_OUTPUT_TOKENS, MeasureArgs, Mix, Rates, Slo, SweepArgs, ThermalArgs,
+    ConnectionArgs, Levels, MAX_BATCH, MAX_OUTPUT_TOKENS, MeasureArgs, Mix, Rates, Slo, SweepArgs,
+    ThermalArgs,
 };
 use crate::exit::{self, Failure};
 use crate::meta::{LoadPlan, RunStatus};
@@ -36,15 +39,19 @@ use crate::store;
 
 /// The summary file in the run directory.
 pub const SUMMARY_FILE: &str = "load-summary.json";
-/// The plot in the run directory.
+/// The plot in the run directory: TTFT p50 and p99 against the offered rate.
 pub const PLOT_FILE: &str = "load-ttft-p99.svg";
+/// The closed loop's plot: output tokens/s against TTFT p50 and p99, a point per level.
+pub const CURVE_FILE: &str = "load-throughput-latency.svg";
 
 #[derive(Debug, Args, Clone)]
 #[command(after_help = "Examples:\n  \
     bench load --server http://127.0.0.1:8080 --preset llama.cpp --rates 0.5,1,2,4,8 \\\n      \
     --duration 60s --mix cold=0.5,warm=0.2,hot=0.3 --contexts 4k\n  \
     bench load --server http://127.0.0.1:8000 --preset vllm --rates 1,2,4 \\\n      \
-    --mix cold=0.7,hot=0.3 --slo ttft=1s,itl=40ms\n\n\
+    --mix cold=0.7,hot=0.3 --slo ttft=1s,itl=40ms\n  \
+    bench load --server URL --concurrency 1,4,16,64 --duration 60s --mix cold=0.5,hot=0.5\n  \
+    bench load --server URL --rates auto --slo ttft=500ms --search-steps 6\n\n\
     For each rate, requests arrive at the instants of a Poisson process (seeded by --seed;\n\
     the schedule is in run.json), each on a session of its own in a cache state drawn from\n\
     --mix. A session is prepared (primed, evicted, its earlier turns sent) before its instant,\n\
@@ -57,17 +64,41 @@ pub const PLOT_FILE: &str = "load-ttft-p99.svg";
     is more, was NOT honestly offered (the client, not the server, set the pace). A p99 of fewer\n\
     than 20 values is printed with its n. The knee: the highest honestly offered rate at which\n\
     goodput, and goodput at every lower rate, is at least --slo-target.\n\n\
+    Closed loop (--concurrency): per level, N users each send their next request when the last\n\
+    ended; requests sent in the first --warmup (default a tenth of --duration) are recorded\n\
+    (warmup: true) and left out; the table gives requests/s, output tok/s, TTFT and ITL\n\
+    p50/p90/p99 and goodput per level, records carry concurrency and user_id, and\n\
+    load-throughput-latency.svg plots output tok/s against TTFT p50 and p99 per level.\n\n\
+    Rate search (--rates auto): a synchronous pass (1 user) and a saturation pass (64 users)\n\
+    bound the rate; then up to --search-steps open-loop rates bisect between them. A rate passes\n\
+    when it was honestly offered and its goodput (the mix as a whole) is at least --slo-target;\n\
+    the answer is the highest rate that passed. Every step is in run.json (load.search) and in a\n\
+    table on stderr.\n\n\
     Files in <out>/<run-id>/: measurements.jsonl (scenario load, run = the rate's position),\n\
-    run.json, load-summary.json, load-ttft-p99.svg. Stopped early (a signal; a --server-cmd\n\
-    server's crash: restarted, the rate run again), a load summarizes what finished and marks\n\
-    the rate it cut short. Exit codes: 0 all good; 1 failed measurements, a rate not honestly\n\
+    run.json, load-summary.json, load-ttft-p99.svg (TTFT p50 and p99 against the rate).\n\
+    Stopped early (a signal; a --server-cmd server's crash: restarted, the rate run again), a\n\
+    load summarizes what finished and marks the rate it cut short. Exit codes: 0 all good; 1 failed measurements, a rate not honestly\n\
     offered or cut short; 3 the server is gone; 130 interrupted. Method: docs/load.md.")]
 pub struct LoadArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
-    /// Offered arrival rates, requests/s, comma-separated; each runs for --duration.
+    /// Offered arrival rates, requests/s, comma-separated; each runs for --duration. `auto`:
+    /// search for the highest rate honestly offered that meets --slo-target (a synchronous pass,
+    /// a saturation pass, then up to --search-steps rates bisecting between them).
     #[arg(long, default_value = "0.5,1,2,4,8", help_heading = "Load")]
     pub rates: Rates,
+    /// Closed loop instead of rates: levels of N users (e.g. 1,4,16,64), each user sending its
+    /// next request when its last one ended, each level for --duration; the table and
+    /// load-throughput-latency.svg give throughput against latency per level.
+    #[arg(long, value_name = "USERS", conflicts_with_all = ["rates", "concurrency_limit"], help_heading = "Load")]
+    pub concurrency: Option<Levels>,
+    /// Closed loop: requests sent in each level's first SPAN are warm-up (recorded with
+    /// `warmup: true`, left out of the statistics) [default: a tenth of --duration].
+    #[arg(long, value_name = "SPAN", help_heading = "Load")]
+    pub warmup: Option<Span>,
+    /// `--rates auto`: at most this many rates offered after the two passes.
+    #[arg(long, default_value = "6", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=30), help_heading = "Load")]
+    pub search_steps: u32,
     /// How long arrivals come at each rate (the rate then drains its requests in flight).
     #[arg(long, default_value = "60s", help_heading = "Load")]
     pub duration: Span,
@@ -163,6 +194,19 @@ fn check(args: &LoadArgs) -> Result<(), Failure> {
     if args.duration.secs() <= 0.0 {
         return Err(Failure::usage("--duration: must be more than 0"));
     }
+    if let Some(w) = args.warmup
+        && w.secs() >= args.duration.secs()
+    {
+        return Err(Failure::usage(format!(
+            "--warmup {w}: must be shorter than --duration {}, or nothing is left to measure",
+            args.duration
+        )));
+    }
+    if args.warmup.is_some() && args.concurrency.is_none() && !args.rates.is_auto() {
+        return Err(Failure::usage(
+            "--warmup: only a closed loop (--concurrency, or the passes of --rates auto) has a warm-up; an open loop's rate starts with its pipeline full",
+        ));
+    }
     for r in &args.rates.0 {
         let n = r.0 * args.duration.secs();
         if n > schedule::MAX_ARRIVALS as f64 / 2.0 {
@@ -200,6 +244,21 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     let journal = opened.journal.clone();
     let config = opened.config.clone();
     let rates: Vec<f64> = args.rates.0.iter().map(|r| r.0).collect();
+    let closed = args.concurrency.is_some() || args.rates.is_auto();
+    let runs = match (&args.concurrency, args.rates.is_auto()) {
+        (Some(levels), _) => levels
+            .0
+            .iter()
+            .enumerate()
+            .map(|(i, &users)| crate::meta::RateSchedule {
+                run: i as u32 + 1,
+                concurrency: Some(users),
+                ..Default::default()
+            })
+            .collect(),
+        (None, true) => vec![search::first(1)],
+        (None, false) => schedule::plan_rates(config.seed, &rates, args.duration.secs(), &args.mix),
+    };
     let plan = LoadPlan {
         seed: config.seed,
         duration_s: args.duration.secs(),
@@ -210,7 +269,13 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         concurrency_limit: args.concurrency_limit.map(|c| c.0),
         prepare_ahead: args.prepare_ahead.0,
         slots_held: None,
-        rates: schedule::plan_rates(config.seed, &rates, args.duration.secs(), &args.mix),
+        rates: runs,
+        warmup_s: closed.then(|| args.warmup.map_or(args.duration.secs() / 10.0, |w| w.secs())),
+        search: args.rates.is_auto().then(|| crate::meta::RateSearch {
+            max_steps: args.search_steps,
+            saturation_users: search::SATURATION_USERS,
+            ..Default::default()
+        }),
     };
     let live = LivePlan::new(plan, journal.clone())?;
     let progress = Arc::new(Progress::new(0, args.quiet));
@@ -322,8 +387,19 @@ fn summarize(args: &LoadArgs, plan: &LoadPlan, dir: &std::path::Path) -> Result<
     if let Err(e) = plot::write(&dir.join(PLOT_FILE), &summary) {
         eprintln!("warning: no plot: {e}");
     }
+    if let Err(e) = plot::write_curve(&dir.join(CURVE_FILE), &summary) {
+        eprintln!("warning: no plot: {e}");
+    }
     crate::output::print(&summary::table(&summary))
         .map_err(|e| Failure::io(format!("cannot print the summary: {e}")))?;
+    if let Some(s) = &plan.search {
+        eprint!(
+            "\nRate search (--rates auto; the mix as a whole, SLO {}, target {:.0}%):\n{}",
+            plan.slo,
+            plan.slo_target * 100.0,
+            search::table(s)
+        );
+    }
     let failed = records.iter().filter(|m| !Record::Measurement(Box::new((*m).clone())).is_good()).count();
     Ok(Report {
         requests: records.len(),
@@ -334,7 +410,8 @@ fn summarize(args: &LoadArgs, plan: &LoadPlan, dir: &std::path::Path) -> Result<
             .filter(|r| !r.honestly_offered)
             .map(|r| {
                 let p99 = r.send_lag_ms.p99.unwrap_or_default();
-                format!("{}/s (p99 send lag {p99:.3} ms > {} ms)", r.rate_per_s, r.honest_lag_limit_ms)
+                let load = r.concurrency.map_or(format!("{}/s", r.rate_per_s), summary::users_label);
+                format!("{load} (p99 send lag {p99:.3} ms > {} ms)", r.honest_lag_limit_ms)
             })
             .collect(),
         stopped: summary.rates.iter().filter(|r| r.stopped.is_some()).count(),

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::{engine, prepare, summary};
+use super::{closed, engine, prepare, summary};
 use crate::exit::Failure;
 use crate::meta::{LoadPlan, RateSchedule};
 use crate::progress::Progress;
@@ -100,9 +100,31 @@ enum RateEnd {
     Refused,
 }
 
-/// "rate 4/s (run 2)"
+/// "rate 4/s (run 2)", "16 users (run 3)"
 fn label(rate: &RateSchedule) -> String {
-    format!("rate {}/s (run {})", rate.rate_per_s, rate.run)
+    match rate.concurrency {
+        Some(users) => format!("{} (run {})", summary::users_label(users), rate.run),
+        None => format!("rate {}/s (run {})", rate.rate_per_s, rate.run),
+    }
+}
+
+/// What one run of the plan is: an open-loop rate or a closed-loop level.
+enum Unit {
+    Rate(engine::RatePlan),
+    Level(closed::LevelPlan),
+}
+
+impl Unit {
+    async fn run(
+        self,
+        driver: Arc<prepare::Real>,
+        sink: tokio::sync::mpsc::UnboundedSender<Measurement>,
+    ) -> engine::RateClock {
+        match self {
+            Unit::Rate(plan) => engine::run(driver, plan, sink).await,
+            Unit::Level(plan) => closed::run(driver, plan, sink).await,
+        }
+    }
 }
 
 /// Setup, then every rate of the plan (which grows when a crashed rate is repeated).
@@ -145,11 +167,14 @@ pub async fn run(
             restart(sup, crash, &journal, &progress).await?;
         }
         let total = live.get().rates.len();
+        let what = match rate.concurrency {
+            Some(_) => "closed loop".to_string(),
+            None => format!("{} arrivals", rate.arrivals.len()),
+        };
         progress.note(&format!(
-            "{} ({} of {total}): {} arrivals over {} ...",
+            "{} ({} of {total}): {what} over {} ...",
             label(&rate),
             i + 1,
-            rate.arrivals.len(),
             humantime::format_duration(Duration::from_secs_f64(live.get().duration_s))
         ));
         if let Err(e) = measure::begin_cell(&ctx).await {
@@ -161,13 +186,26 @@ pub async fn run(
             run: rate.run,
             thermal: Some(thermal),
         });
-        let engine_plan = engine::RatePlan {
-            rate_per_s: rate.rate_per_s,
-            arrivals: rate.arrivals.clone(),
-            ahead: prepare_ahead as usize,
-            slots: slots.map(|s| s as usize),
-            concurrency_limit: concurrency_limit.map(|c| c as usize),
-            timer: engine::Timer::Precise,
+        let unit = match rate.concurrency {
+            Some(users) => {
+                let p = live.get();
+                Unit::Level(closed::LevelPlan {
+                    users,
+                    duration: Duration::from_secs_f64(p.duration_s),
+                    warmup: Duration::from_secs_f64(p.warmup_s.unwrap_or(0.0)),
+                    seed: p.seed,
+                    mix: crate::cli::Mix(p.mix.clone()),
+                    slots: slots.map(|s| s as usize),
+                })
+            }
+            None => Unit::Rate(engine::RatePlan {
+                rate_per_s: rate.rate_per_s,
+                arrivals: rate.arrivals.clone(),
+                ahead: prepare_ahead as usize,
+                slots: slots.map(|s| s as usize),
+                concurrency_limit: concurrency_limit.map(|c| c as usize),
+                timer: engine::Timer::Precise,
+            }),
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Measurement>();
         let (gone_tx, gone_rx) = tokio::sync::oneshot::channel();
@@ -175,7 +213,7 @@ pub async fn run(
         let began = Instant::now();
         let since = || format!("{:.1} s after it began", began.elapsed().as_secs_f64());
         let end = tokio::select! {
-            clock = engine::run(driver, engine_plan, tx) => RateEnd::Done(clock),
+            clock = unit.run(driver, tx) => RateEnd::Done(clock),
             crash = crashed(supervisor.as_mut(), || format!("{}, {}", label(&rate), since())) => {
                 RateEnd::Crashed(crash)
             }
@@ -204,6 +242,9 @@ pub async fn run(
                     }
                 })?;
                 note_rate(&progress, &rate, &written);
+                if live.get().search.is_some() {
+                    live.update(|p| super::search::advance(p, rate.run, &written))?;
+                }
                 if !written.is_empty() && written.iter().all(unanswered) {
                     // Every later rate would fail the same way, one timeout per request.
                     return Err(Failure::server(format!(

@@ -16,7 +16,7 @@ use crate::stats::Rng;
 pub const MAX_ARRIVALS: usize = 1_000_000;
 
 /// A number in (0, 1]: 53 random bits, never 0 (its logarithm is taken).
-fn unit_open(rng: &mut Rng) -> f64 {
+pub(super) fn unit_open(rng: &mut Rng) -> f64 {
     ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
 }
 
@@ -51,6 +51,7 @@ pub fn plan_rates(seed: u64, rates: &[f64], duration_s: f64, mix: &Mix) -> Vec<R
             clock_started_at: None,
             stopped: None,
             repeats_run: None,
+            concurrency: None,
         })
         .collect()
 }

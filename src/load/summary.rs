@@ -20,6 +20,9 @@
 //! - a rate is honestly offered when the p99 of its send lags is at most `honest_lag_limit_ms`:
 //!   1 ms, or 2% of the rate's median TTFT where that is more (the lag's share of the latency it
 //!   distorts: 2.7 ms of lag beside 170 ms TTFTs changes no conclusion, 4.9 s does);
+//! - a closed-loop level (`--concurrency`) offers no rate, so it is never "not honestly offered":
+//!   its users wait for the client's delays as for the server's, which slows the loop and hides
+//!   nothing; its statistics leave its warm-up out and its wall time counts from the warm-up's end;
 //! - a p99 of fewer than `P99_MIN_N` values is printed with its n: it is close to the maximum, not
 //!   a 99th percentile.
 
@@ -88,7 +91,15 @@ pub struct StateSummary {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RateSummary {
     pub run: u32,
+    /// The offered rate; 0 for a closed-loop level.
     pub rate_per_s: f64,
+    /// A closed-loop level: its users. Its statistics are of its steady state (the requests sent
+    /// after its warm-up); `wall_s` counts from the warm-up's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// Requests of a closed-loop level sent in its warm-up, left out of its statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_requests: Option<usize>,
     /// Arrivals the rate's schedule held (its records number as many unless it was stopped).
     #[serde(default)]
     pub arrivals_scheduled: usize,
@@ -115,6 +126,20 @@ pub struct Knee {
     pub state: Option<CacheState>,
     /// None: the goodput target was missed already at the lowest rate (or no rate had requests).
     pub rate_per_s: Option<f64>,
+    /// A closed loop (no rate was offered): the most users at which goodput, and goodput at
+    /// every lower level, is at least the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+}
+
+/// One run to summarize: an open-loop rate, or a closed-loop level whose first `warmup_ms` are
+/// left out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunKey {
+    pub run: u32,
+    pub rate_per_s: f64,
+    pub concurrency: Option<u32>,
+    pub warmup_ms: f64,
 }
 
 /// The summary file (`load-summary.json`).
@@ -184,38 +209,62 @@ pub fn summarize(
     slo: Slo,
     slo_target: f64,
 ) -> LoadSummary {
-    let mut out = Vec::new();
-    for &(run, rate) in rates {
-        let ms: Vec<&Measurement> = records
-            .iter()
-            .filter(|m| m.cell.scenario == crate::record::Scenario::Load && m.cell.run == run)
-            .collect();
-        let sent: Vec<&Measurement> = ms.iter().copied().filter(|m| m.actual_send_ms.is_some()).collect();
-        let lag = Percentiles::of(sent.iter().filter_map(|m| m.send_lag_ms));
-        let end_ms = sent
-            .iter()
-            .filter_map(|m| Some(m.actual_send_ms? + m.e2e_ms?))
-            .fold(None, |a: Option<f64>, e| Some(a.map_or(e, |a| a.max(e))));
-        let wall_s = end_ms.map(|e| e / 1000.0);
-        let mut per_state: Vec<StateSummary> =
-            states.iter().map(|s| state_summary(Some(*s), &ms, &slo, wall_s)).collect();
-        let all = state_summary(None, &ms, &slo, wall_s);
-        let limit = honest_lag_limit_ms(all.ttft_ms.p50);
-        per_state.push(all);
-        out.push(RateSummary {
-            run,
-            rate_per_s: rate,
-            arrivals_scheduled: ms.len(),
-            stopped: None,
-            sent: sent.len(),
-            honestly_offered: lag.p99.is_none_or(|p| p <= limit),
-            honest_lag_limit_ms: limit,
-            send_lag_ms: lag,
-            prepared_late: sent.iter().filter(|m| m.prepare_late_ms.is_some_and(|l| l > 0.0)).count(),
-            wall_s,
-            states: per_state,
-        });
+    let keys: Vec<RunKey> = rates
+        .iter()
+        .map(|&(run, rate_per_s)| RunKey { run, rate_per_s, concurrency: None, warmup_ms: 0.0 })
+        .collect();
+    summarize_runs(records, &keys, states, slo, slo_target)
+}
+
+/// One run's summary (see `summarize_runs`).
+pub fn run_summary(records: &[Measurement], key: &RunKey, states: &[CacheState], slo: &Slo) -> RateSummary {
+    let all_of_run: Vec<&Measurement> = records
+        .iter()
+        .filter(|m| m.cell.scenario == crate::record::Scenario::Load && m.cell.run == key.run)
+        .collect();
+    // A closed level's statistics are of its steady state: its warm-up is left out.
+    let ms: Vec<&Measurement> = all_of_run.iter().copied().filter(|m| !m.warmup).collect();
+    let sent: Vec<&Measurement> = ms.iter().copied().filter(|m| m.actual_send_ms.is_some()).collect();
+    let lag = Percentiles::of(sent.iter().filter_map(|m| m.send_lag_ms));
+    let end_ms = sent
+        .iter()
+        .filter_map(|m| Some(m.actual_send_ms? + m.e2e_ms?))
+        .fold(None, |a: Option<f64>, e| Some(a.map_or(e, |a| a.max(e))));
+    let wall_s = end_ms.map(|e| (e - key.warmup_ms) / 1000.0).filter(|w| *w > 0.0);
+    let mut per_state: Vec<StateSummary> =
+        states.iter().map(|s| state_summary(Some(*s), &ms, slo, wall_s)).collect();
+    let all = state_summary(None, &ms, slo, wall_s);
+    let limit = honest_lag_limit_ms(all.ttft_ms.p50);
+    per_state.push(all);
+    RateSummary {
+        run: key.run,
+        rate_per_s: key.rate_per_s,
+        concurrency: key.concurrency,
+        warmup_requests: key.concurrency.map(|_| all_of_run.len() - ms.len()),
+        arrivals_scheduled: ms.len(),
+        stopped: None,
+        sent: sent.len(),
+        // A closed level offers no rate: its users wait for the client as for the server, so its
+        // send lag (shown) slows the loop down and misstates nothing.
+        honestly_offered: key.concurrency.is_some() || lag.p99.is_none_or(|p| p <= limit),
+        honest_lag_limit_ms: limit,
+        send_lag_ms: lag,
+        prepared_late: sent.iter().filter(|m| m.prepare_late_ms.is_some_and(|l| l > 0.0)).count(),
+        wall_s,
+        states: per_state,
     }
+}
+
+/// The summary of every run in `keys`, in their order, from the records of scenario `load` among
+/// `records`; `states` are the mix's states, in order.
+pub fn summarize_runs(
+    records: &[Measurement],
+    keys: &[RunKey],
+    states: &[CacheState],
+    slo: Slo,
+    slo_target: f64,
+) -> LoadSummary {
+    let out: Vec<RateSummary> = keys.iter().map(|k| run_summary(records, k, states, &slo)).collect();
     let knees = knees(&out, states, slo_target);
     LoadSummary { slo, slo_target, honest_lag_p99_ms: HONEST_LAG_P99_MS, rates: out, knees }
 }
@@ -223,7 +272,17 @@ pub fn summarize(
 fn knees(rates: &[RateSummary], states: &[CacheState], slo_target: f64) -> Vec<Knee> {
     let mut keys: Vec<Option<CacheState>> = states.iter().copied().map(Some).collect();
     keys.push(None);
-    keys.into_iter().map(|state| Knee { state, rate_per_s: knee(rates, state, slo_target) }).collect()
+    // Knees of the offered rates where any were offered, else of the closed-loop levels.
+    let closed = rates.iter().all(|r| r.concurrency.is_some());
+    keys.into_iter()
+        .map(|state| {
+            let at = knee(rates, state, slo_target);
+            match closed {
+                true => Knee { state, rate_per_s: None, concurrency: at.map(|c| c as u32) },
+                false => Knee { state, rate_per_s: at, concurrency: None },
+            }
+        })
+        .collect()
 }
 
 /// The summary of a run as its plan (run.json `load`) says it went: every rate that began (all of
@@ -237,10 +296,20 @@ pub fn of_plan(records: &[Measurement], plan: &LoadPlan, states: &[CacheState]) 
             r.clock_started_at.is_some() || r.stopped.is_some() || records.iter().any(|m| m.cell.run == r.run)
         })
         .collect();
-    let runs: Vec<(u32, f64)> = began.iter().map(|r| (r.run, r.rate_per_s)).collect();
-    let mut s = summarize(records, &runs, states, plan.slo, plan.slo_target);
+    let runs: Vec<RunKey> = began
+        .iter()
+        .map(|r| RunKey {
+            run: r.run,
+            rate_per_s: r.rate_per_s,
+            concurrency: r.concurrency,
+            warmup_ms: r.concurrency.map_or(0.0, |_| plan.warmup_s.unwrap_or(0.0) * 1000.0),
+        })
+        .collect();
+    let mut s = summarize_runs(records, &runs, states, plan.slo, plan.slo_target);
     for (summary, planned) in s.rates.iter_mut().zip(&began) {
-        summary.arrivals_scheduled = planned.arrivals.len();
+        if planned.concurrency.is_none() {
+            summary.arrivals_scheduled = planned.arrivals.len();
+        }
         summary.stopped = planned.stopped.clone();
     }
     s.knees = knees(&s.rates, states, plan.slo_target);
@@ -248,14 +317,15 @@ pub fn of_plan(records: &[Measurement], plan: &LoadPlan, states: &[CacheState]) 
 }
 
 /// The highest honestly offered rate whose goodput, and every lower rate's, is at least `target`
-/// (see the module).
+/// (see the module); where no rate was offered, the same of the closed-loop levels' users.
 pub fn knee(rates: &[RateSummary], state: Option<CacheState>, target: f64) -> Option<f64> {
+    let closed = rates.iter().all(|r| r.concurrency.is_some());
     let mut points: Vec<(f64, f64, bool)> = rates
         .iter()
-        .filter(|r| r.stopped.is_none())
+        .filter(|r| r.stopped.is_none() && r.concurrency.is_some() == closed)
         .filter_map(|r| {
             let goodput = r.states.iter().find(|s| s.state == state)?.goodput?;
-            Some((r.rate_per_s, goodput, r.honestly_offered))
+            Some((r.concurrency.map_or(r.rate_per_s, f64::from), goodput, r.honestly_offered))
         })
         .collect();
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -273,9 +343,27 @@ pub fn label(state: Option<CacheState>) -> &'static str {
     state.map_or("all", CacheState::as_str)
 }
 
-/// "4", or "4 (stopped)" for a rate that ended early.
+/// "1 user", "16 users".
+pub fn users_label(users: u32) -> String {
+    if users == 1 { "1 user".into() } else { format!("{users} users") }
+}
+
+/// "4", "16 users", or "4 (stopped)" for a rate that ended early.
 fn rate_label(r: &RateSummary) -> String {
-    if r.stopped.is_some() { format!("{} (stopped)", r.rate_per_s) } else { r.rate_per_s.to_string() }
+    let load = match r.concurrency {
+        Some(users) => users_label(users),
+        None => r.rate_per_s.to_string(),
+    };
+    if r.stopped.is_some() { format!("{load} (stopped)") } else { load }
+}
+
+/// The first column's name: "Rate /s", "Users", or both where a run has both (`--rates auto`).
+fn load_header(s: &LoadSummary) -> &'static str {
+    match (s.rates.iter().any(|r| r.concurrency.is_none()), s.rates.iter().any(|r| r.concurrency.is_some())) {
+        (true, true) => "Rate /s or users",
+        (false, true) => "Users",
+        _ => "Rate /s",
+    }
 }
 
 /// The table printed at the end of a run.
@@ -285,8 +373,9 @@ pub fn table(s: &LoadSummary) -> String {
         Some(x) if p.n < P99_MIN_N => format!("{x:.digits$} (n={})", p.n),
         v => v.map_or("-".to_string(), |x| format!("{x:.digits$}")),
     };
-    let mut out = String::from(
-        "| Rate /s | State | Requests | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | Achieved /s | Output tok/s | Goodput |\n\
+    let head = load_header(s);
+    let mut out = format!(
+        "| {head} | State | Requests | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | Achieved /s | Output tok/s | Goodput |\n\
          |---------|-------|----------|----------|----------|----------|---------|---------|---------|-------------|--------------|---------|\n",
     );
     for r in &s.rates {
@@ -308,10 +397,10 @@ pub fn table(s: &LoadSummary) -> String {
             ));
         }
     }
-    out.push_str(
-        "\n| Rate /s | Sent | Send lag p50 ms | p90 | p99 | max | Prepared late | Offered |\n\
+    out.push_str(&format!(
+        "\n| {head} | Sent | Send lag p50 ms | p90 | p99 | max | Prepared late | Offered |\n\
          |---------|------|-----------------|-----|-----|-----|---------------|---------|\n",
-    );
+    ));
     let us = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     for r in &s.rates {
         out.push_str(&format!(
@@ -323,20 +412,36 @@ pub fn table(s: &LoadSummary) -> String {
             p99(&r.send_lag_ms, 3),
             us(r.send_lag_ms.max),
             r.prepared_late,
-            if r.honestly_offered {
+            if r.concurrency.is_some() {
+                "closed loop (no rate)".to_string()
+            } else if r.honestly_offered {
                 "honestly".to_string()
             } else {
                 format!("NOT honestly (p99 lag > {} ms)", r.honest_lag_limit_ms)
             },
         ));
     }
-    out.push_str(&format!(
-        "\nKnee (highest honestly offered rate with goodput >= {:.0}% at it and every lower rate; SLO {}, TTFT from the scheduled send):",
-        s.slo_target * 100.0,
-        s.slo
-    ));
+    let closed = s.rates.iter().all(|r| r.concurrency.is_some()) && !s.rates.is_empty();
+    out.push_str(&if closed {
+        format!(
+            "\nKnee (most users with goodput >= {:.0}% at it and every lower level, steady state; SLO {}):",
+            s.slo_target * 100.0,
+            s.slo
+        )
+    } else {
+        format!(
+            "\nKnee (highest honestly offered rate with goodput >= {:.0}% at it and every lower rate; SLO {}, TTFT from the scheduled send):",
+            s.slo_target * 100.0,
+            s.slo
+        )
+    });
     for k in &s.knees {
-        let at = k.rate_per_s.map_or("below the lowest rate".to_string(), |r| format!("{r}/s"));
+        let at = match (k.rate_per_s, k.concurrency) {
+            (Some(r), _) => format!("{r}/s"),
+            (None, Some(c)) => users_label(c),
+            (None, None) if closed => "below the lowest level".into(),
+            (None, None) => "below the lowest rate".into(),
+        };
         out.push_str(&format!(" {} {at};", label(k.state)));
     }
     out.pop();

@@ -164,6 +164,17 @@ pub struct Measurement {
     /// eviction) was still running; 0 when it was ready in time. Part of `send_lag_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepare_late_ms: Option<f64>,
+    /// `bench load --concurrency`: the closed-loop level (users) this request was sent at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// `bench load --concurrency`: the user (0-based) that sent it; a user sends its next request
+    /// when this one has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<u32>,
+    /// `bench load --concurrency`: sent in the level's warm-up (its first `--warmup`), so left out
+    /// of the level's statistics: the users all start at once, which is not the steady state.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warmup: bool,
     /// Response headers received.
     pub first_byte_ms: Option<f64>,
     /// First SSE event of any kind (role-only chunks included). Null when not streaming.

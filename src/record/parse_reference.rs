@@ -41,6 +41,12 @@ pub struct Measurement {
     pub actual_send_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepare_late_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<u32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warmup: bool,
     pub first_byte_ms: Option<f64>,
     pub first_event_ms: Option<f64>,
     pub ttft_ms: Option<f64>,

@@ -102,6 +102,12 @@ pub(super) struct MeasurementWire<K: Depth> {
     actual_send_ms: Option<f64>,
     #[serde(default)]
     prepare_late_ms: Option<f64>,
+    #[serde(default)]
+    concurrency: Option<u32>,
+    #[serde(default)]
+    user_id: Option<u32>,
+    #[serde(default)]
+    warmup: bool,
     first_byte_ms: Option<f64>,
     first_event_ms: Option<f64>,
     ttft_ms: Option<f64>,
@@ -167,6 +173,9 @@ impl<K: Depth> From<MeasurementWire<K>> for Measurement {
             scheduled_send_ms: w.scheduled_send_ms,
             actual_send_ms: w.actual_send_ms,
             prepare_late_ms: w.prepare_late_ms,
+            concurrency: w.concurrency,
+            user_id: w.user_id,
+            warmup: w.warmup,
             first_byte_ms: w.first_byte_ms,
             first_event_ms: w.first_event_ms,
             ttft_ms: w.ttft_ms,

@@ -168,6 +168,7 @@ fn a_rate_stopped_early_is_shown_but_left_out_of_the_knee_and_a_rate_never_begun
         clock_started_at: started.then(|| "t".to_string()),
         stopped: stopped.map(str::to_string),
         repeats_run: None,
+        concurrency: None,
     };
     let plan = LoadPlan {
         seed: 1,
@@ -184,6 +185,7 @@ fn a_rate_stopped_early_is_shown_but_left_out_of_the_knee_and_a_rate_never_begun
             rate(2, 2.0, 4, true, Some("interrupted by a signal 0.5 s after it began")),
             rate(3, 4.0, 8, false, None),
         ],
+        ..Default::default()
     };
     // Every finished request met the SLO, at both rates that began.
     let records =
