@@ -183,6 +183,15 @@ pub struct ConnectionArgs {
     /// run.json (config.insecure) and printed by verify.
     #[arg(long, help_heading = "Connection (may change on --resume)")]
     pub insecure: bool,
+    /// An HTTP header sent with every request, 'Name: value' (repeat the flag for more). Values of
+    /// credential headers (Authorization, Cookie, and names with key, token, secret, password or
+    /// auth) are never written out: run.json shows them masked, and --resume needs them again.
+    #[arg(
+        long = "header",
+        value_name = "'NAME: VALUE'",
+        help_heading = "Connection (may change on --resume)"
+    )]
+    pub header: Option<Vec<String>>,
 }
 
 /// What is measured. Fixed for the life of a run: refused with `--resume`.
@@ -192,7 +201,8 @@ pub struct MeasureArgs {
     /// Model name sent in requests [default: the first model the server lists].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
-    /// API dialect: openai (/v1/chat/completions) or anthropic (/v1/messages) [default: openai].
+    /// API dialect: openai (/v1/chat/completions), anthropic (/v1/messages) or openai-completions
+    /// (/v1/completions: the conversation as one prompt string) [default: openai].
     #[arg(long, help_heading = "Server")]
     pub api: Option<Api>,
     /// Server preset (openai, llama.cpp, vllm, sglang, agent-memory) or a preset TOML file
@@ -256,6 +266,20 @@ pub struct MeasureArgs {
     #[arg(long, help_heading = "Staggered pair")]
     pub stagger_runs: Option<Count<MAX_RUNS>>,
 
+    /// A JSON object merged into every request body, e.g. '{"ignore_eos": true, "top_k": 1}'
+    /// (recorded in run.json). Keys bench sets itself are refused: model, messages, prompt,
+    /// stream, stream_options, max_tokens, max_completion_tokens, temperature, n (use the flags).
+    #[arg(long, value_name = "JSON", help_heading = "Request")]
+    pub extra_body: Option<crate::spec::JsonObject>,
+    /// Sampling temperature of every request [default: 0, greedy].
+    #[arg(long, value_parser = crate::spec::finite, help_heading = "Request")]
+    #[serde(deserialize_with = "crate::spec::finite_option")]
+    pub temperature: Option<f64>,
+    /// Discarded requests before the thermal baseline and the first cell (the first requests
+    /// after a server starts are slower) [default: 1].
+    #[arg(long, value_name = "N", help_heading = "Request")]
+    pub warmup: Option<u32>,
+
     #[command(flatten)]
     #[serde(flatten)]
     pub thermal: ThermalArgs,
@@ -268,14 +292,17 @@ pub struct MeasureArgs {
 #[derive(Debug, Args, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ThermalArgs {
-    /// probe (wait for a TPS probe to recover), fixed:30s, or off [default: probe].
+    /// probe (wait for a TPS probe to recover), fixed:30s, or off [default: probe]. The sweep
+    /// prints at its start what the gate is expected to cost; on a datacenter GPU with steady
+    /// clocks, --thermal off skips it.
     #[arg(long, help_heading = "Thermal gate")]
     pub thermal: Option<ThermalChoice>,
     /// The probe must reach (1 - tolerance) x baseline before the next measurement [default: 0.20].
     #[arg(long, value_parser = crate::spec::finite, help_heading = "Thermal gate")]
     #[serde(deserialize_with = "crate::spec::finite_option")]
     pub tolerance: Option<f64>,
-    /// Wait at least this long after every measurement (probe policy) [default: 10s].
+    /// Wait at least this long after every measurement (probe policy) [default: 0s: the probe
+    /// decides; scenarios/paper.toml keeps the origin's 10s].
     #[arg(long, help_heading = "Thermal gate")]
     pub min_cooldown: Option<Span>,
     /// Never wait longer than this for recovery [default: 240s].

@@ -82,6 +82,7 @@ impl<'a> CellLoop<'a> {
                     humantime::format_duration(std::time::Duration::from_secs(eta_s.round() as u64)),
                     rates.source
                 ));
+                note.note(&cost::thermal_line(&ctx.config.thermal, cells.len(), &rates, eta_s));
                 let forecast = Forecast { rates, eta_s, cells: cells.len() };
                 journal.update(|m| m.forecast = Some(forecast))?;
                 (Progress::weighted(costs, note.is_quiet()), Some(eta_s))

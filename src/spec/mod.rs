@@ -311,9 +311,11 @@ impl<T: fmt::Display> Serialize for List<T> {
 
 mod choice;
 mod error;
+mod json_object;
 
 pub use choice::{Api, StaggerDelay, ThermalChoice};
 pub use error::SpecError;
+pub use json_object::JsonObject;
 
 #[cfg(test)]
 mod tests {
