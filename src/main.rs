@@ -14,7 +14,7 @@ fn block_on(work: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Res
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Sweep(args) => block_on(ttft_bench::runner::run(args)),
+        Command::Sweep(args) => block_on(ttft_bench::command::sweep(args)),
         Command::Plan(args) => block_on(ttft_bench::runner::plan(args)),
         Command::Soak(args) => block_on(ttft_bench::runner::soak(args)),
         Command::Load(args) => block_on(ttft_bench::load::load(args)),

@@ -40,6 +40,7 @@ mod server_cmd;
 mod shard_deploy;
 mod shard_partition;
 mod shard_sweep;
+mod stdout_convention;
 mod store_lock;
 mod sweep_harness_time;
 mod sweep_runner;
