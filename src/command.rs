@@ -1,8 +1,6 @@
 //! The `bench` command line: its verbs and each verb's arguments. The top of the layer table
 //! (src/layers.rs): it names every verb, and nothing below it names a verb.
 
-use std::process::ExitCode;
-
 use clap::{Parser, Subcommand};
 
 use crate::cli::{PlanArgs, SoakArgs, SweepArgs};
@@ -54,25 +52,4 @@ pub enum Command {
     /// Open-loop load: Poisson arrivals at each rate, a mix of cold, warm and hot sessions; TTFT,
     /// inter-token latency and goodput per rate and cache state, and where the SLO breaks.
     Load(Box<LoadArgs>),
-}
-
-/// `bench sweep`: the sweep, then (when it finished) its numbers per cell on stderr, computed as
-/// `bench report` computes them, and the run directory alone on the last stdout line, for scripts.
-/// Composed here because the driving verbs never read what the reading verbs compute.
-pub async fn sweep(args: &SweepArgs) -> anyhow::Result<ExitCode> {
-    let swept = crate::runner::run(args).await?;
-    if let Some(dir) = &swept.finished {
-        if !args.quiet {
-            match crate::results::load::load(dir) {
-                Ok(source) => eprint!(
-                    "per cell (median p50 / p99; `bench report {}` has the full table):\n{}",
-                    dir.display(),
-                    crate::report::summary(&source.records)
-                ),
-                Err(e) => eprintln!("warning: no summary: {e}"),
-            }
-        }
-        crate::output::println(&dir.display().to_string())?;
-    }
-    Ok(swept.code)
 }

@@ -156,6 +156,9 @@ pub fn thermal_s(cells: usize, policy: &ThermalPolicy, rates: &Rates) -> f64 {
     cells as f64 * cooldown_s(policy, rates)
 }
 
+/// Where the gate buys nothing, and how to skip it.
+const THERMAL_OFF_HINT: &str = "on a datacenter GPU with steady clocks, --thermal off skips it";
+
 /// What the thermal gate is expected to cost, said before the first cell, and how to turn it off
 /// where it buys nothing: a datacenter GPU holds its clocks under a benchmark's load, while the
 /// gate's waits and probes can be most of a short sweep's time.
@@ -172,8 +175,7 @@ pub fn thermal_line(policy: &ThermalPolicy, cells: usize, rates: &Rates, eta_s: 
     };
     let cost = thermal_s(cells, policy, rates);
     format!(
-        "thermal gate: {gate}; expected to cost at least {} of the forecast {} ({:.0}%); on a datacenter \
-         GPU with steady clocks, --thermal off skips it",
+        "thermal gate: {gate}; expected to cost at least {} of the forecast {} ({:.0}%); {THERMAL_OFF_HINT}",
         show(cost),
         show(eta_s),
         100.0 * cost / eta_s.max(1e-9)
