@@ -233,9 +233,22 @@ pub struct MeasureArgs {
     /// Largest context measured with batch sizes above 1 (e.g. 16k) [default: no limit].
     #[arg(long, help_heading = "Matrix")]
     pub concurrent_max_context: Option<Tokens>,
-    /// Repetitions of every cell [default: 3].
+    /// Repetitions of every cell, or auto: repeat each cell until the 95% interval of its median
+    /// TTFT (E2E where it has no TTFT) is within --target-ci of the median, at least --min-runs
+    /// and at most --max-runs times [default: 3].
+    #[arg(long, value_name = "N|auto", help_heading = "Matrix")]
+    pub runs: Option<crate::spec::Runs<MAX_RUNS>>,
+    /// With --runs auto: how close the interval's ends must be to the median, e.g. 5% or 0.05
+    /// [default: 5%].
+    #[arg(long, value_name = "PCT", help_heading = "Matrix")]
+    pub target_ci: Option<String>,
+    /// With --runs auto: runs of every cell before the interval is looked at [default: 5; the
+    /// distribution-free 95% interval of a median needs 6 values].
     #[arg(long, help_heading = "Matrix")]
-    pub runs: Option<Count<MAX_RUNS>>,
+    pub min_runs: Option<Count<MAX_RUNS>>,
+    /// With --runs auto: the most runs of a cell [default: 30].
+    #[arg(long, help_heading = "Matrix")]
+    pub max_runs: Option<Count<MAX_RUNS>>,
     /// max_tokens of every measured request [default: 64].
     #[arg(long, help_heading = "Matrix")]
     pub output_tokens: Option<Count<MAX_OUTPUT_TOKENS>>,

@@ -155,9 +155,65 @@ pub struct SweepConfig {
     /// `--warmup`: discarded requests before the thermal baseline (runs before the flag had one).
     #[serde(default = "default_warmup")]
     pub warmup: u32,
+    /// `--runs auto`: `runs` is then the most runs of a cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_auto: Option<AutoRuns>,
 }
 
 pub const DEFAULT_WARMUP: u32 = 1;
+pub const DEFAULT_TARGET_CI: f64 = 0.05;
+pub const DEFAULT_MIN_RUNS: u32 = 5;
+pub const DEFAULT_MAX_RUNS: u32 = 30;
+
+/// `--runs auto`: each matrix point is repeated until the 95% interval of its median TTFT (E2E
+/// for non-streaming) lies within `target_ci` of the median on both sides, after at least
+/// `min_runs` and at most `max_runs` runs (the matrix's `runs` is `max_runs`; the runs a point
+/// did not need are skipped). As criterion and hyperfine do, the sample decides its own size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoRuns {
+    /// A share of the median (0.05 is 5%).
+    pub target_ci: f64,
+    pub min_runs: u32,
+    pub max_runs: u32,
+}
+
+/// `--target-ci`: `5%` or `0.05`, above 0 and below 1.
+fn parse_share(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let value = match t.strip_suffix('%') {
+        Some(p) => crate::spec::finite(p).map(|v| v / 100.0),
+        None => crate::spec::finite(t),
+    }
+    .map_err(|e| e.to_string())?;
+    if value > 0.0 && value < 1.0 {
+        Ok(value)
+    } else {
+        Err(format!("{t:?} must be above 0% and below 100% (e.g. 5%)"))
+    }
+}
+
+/// The `--runs auto` settings, or None for a fixed number of runs (the auto-only flags are then
+/// refused: they would do nothing).
+pub fn validate_auto_runs(plan: &MeasureArgs, origins: &Origins) -> Result<Option<AutoRuns>, ConfigError> {
+    if plan.runs != Some(crate::spec::Runs::Auto) {
+        for key in ["target_ci", "min_runs", "max_runs"] {
+            if origins.flags.contains(key) || origins.keys.contains(key) {
+                return Err(origins.invalid(key, "applies only with --runs auto"));
+            }
+        }
+        return Ok(None);
+    }
+    let target_ci = match &plan.target_ci {
+        Some(t) => parse_share(t).map_err(|m| origins.invalid("target_ci", m))?,
+        None => DEFAULT_TARGET_CI,
+    };
+    let min_runs = plan.min_runs.map_or(DEFAULT_MIN_RUNS, |c| c.0);
+    let max_runs = plan.max_runs.map_or(DEFAULT_MAX_RUNS, |c| c.0);
+    if max_runs < min_runs {
+        return Err(origins.invalid("max_runs", format!("{max_runs} is below --min-runs ({min_runs})")));
+    }
+    Ok(Some(AutoRuns { target_ci, min_runs, max_runs }))
+}
 
 fn default_warmup() -> u32 {
     DEFAULT_WARMUP
@@ -369,6 +425,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     }
     let extra_body = plan.extra_body.clone().map(|b| b.0).unwrap_or_default();
     validate_extra_body(&extra_body).map_err(|m| origins.invalid("extra_body", m))?;
+    let runs_auto = validate_auto_runs(&plan, &origins)?;
     let temperature = plan.temperature.unwrap_or(0.0);
     if temperature < 0.0 {
         return Err(origins.invalid("temperature", format!("{temperature} must be at least 0")));
@@ -407,6 +464,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         temperature,
         headers,
         warmup: plan.warmup.unwrap_or(DEFAULT_WARMUP),
+        runs_auto,
     })
 }
 
@@ -513,7 +571,11 @@ pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, 
         modes: list_or(&plan.modes, vec![Mode::Streaming]),
         cache_states: list_or(&plan.cache_states, vec![CacheState::Cold]),
         batch_sizes: plan.batch_sizes.as_ref().map_or(vec![1], |l| l.0.iter().map(|c| c.0).collect()),
-        runs: plan.runs.map_or(DEFAULT_RUNS, |c| c.0),
+        runs: match plan.runs {
+            None => DEFAULT_RUNS,
+            Some(crate::spec::Runs::Fixed(n)) => n,
+            Some(crate::spec::Runs::Auto) => plan.max_runs.map_or(DEFAULT_MAX_RUNS, |c| c.0),
+        },
         concurrent_max_context: plan.concurrent_max_context.map(|t| t.0),
         staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),
         reuse_primes: plan.reuse_primes != Some(false),

@@ -33,6 +33,7 @@ mod report_output;
 mod report_scripted;
 mod request_knobs;
 mod reuse_primes;
+mod runs_auto;
 mod scenarios_scripted;
 mod schema;
 mod scripted_server;
