@@ -162,3 +162,38 @@ fn openai_completions_sends_a_prompt_string_and_reads_text_chunks_and_usage() {
     assert!(streamed["ttft_ms"].as_f64().unwrap() >= 30.0, "{streamed}");
     assert_eq!(streamed["delta_count"], 24);
 }
+
+#[test]
+fn a_resumed_run_asks_again_for_a_credential_header_it_never_wrote_down() {
+    let server = Scripted::start(Behaviour { first_token_ms: 10, token_ms: 2, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let auth = format!("X-Api-Key: {SECRET}");
+    let out = sweep(&server.url, dir.path(), &["--header", &auth]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    let run = run_dir(dir.path());
+    let resume = |extra: &[&str]| {
+        let mut args = vec!["sweep", "--resume", run.to_str().unwrap(), "--server", &server.url];
+        args.extend_from_slice(extra);
+        bench(&args)
+    };
+    let out = resume(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("pass --header again"), "{}", stderr(&out));
+    server.clear_log();
+    let out = resume(&["--header", &auth]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    assert!(
+        server
+            .log()
+            .iter()
+            .filter(|l| l.path == "/v1/chat/completions")
+            .all(|l| l.headers["x-api-key"] == SECRET)
+    );
+    let meta = run_json(&run);
+    assert_eq!(
+        meta["resumed_at"][0]["changed"]["headers"], "X-Api-Key: [redacted]",
+        "{}",
+        meta["resumed_at"]
+    );
+    assert!(!all_text(&run).contains("knob-secret"));
+}
