@@ -149,6 +149,39 @@ fn cooldown_s(policy: &ThermalPolicy, rates: &Rates) -> f64 {
     }
 }
 
+/// Seconds the thermal gate is expected to add to `cells` cells: the policy's cooldown before
+/// each (for `probe`, its minimum and one probe; a machine that does not recover at once costs
+/// more probes, 5 s apart).
+pub fn thermal_s(cells: usize, policy: &ThermalPolicy, rates: &Rates) -> f64 {
+    cells as f64 * cooldown_s(policy, rates)
+}
+
+/// Where the gate buys nothing, and how to skip it.
+const THERMAL_OFF_HINT: &str = "on a datacenter GPU with steady clocks, --thermal off skips it";
+
+/// What the thermal gate is expected to cost, said before the first cell, and how to turn it off
+/// where it buys nothing: a datacenter GPU holds its clocks under a benchmark's load, while the
+/// gate's waits and probes can be most of a short sweep's time.
+pub fn thermal_line(policy: &ThermalPolicy, cells: usize, rates: &Rates, eta_s: f64) -> String {
+    let show =
+        |s: f64| humantime::format_duration(std::time::Duration::from_secs(s.round() as u64)).to_string();
+    let gate = match policy {
+        ThermalPolicy::Off => return "thermal gate: off (no cooldown between cells)".to_string(),
+        ThermalPolicy::Fixed { cooldown_s } => format!("fixed {cooldown_s}s before every cell"),
+        ThermalPolicy::Probe { min_cooldown_s, tolerance, .. } => format!(
+            "probe before every cell (min cooldown {min_cooldown_s}s, recovered within {:.0}% of the baseline)",
+            tolerance * 100.0
+        ),
+    };
+    let cost = thermal_s(cells, policy, rates);
+    format!(
+        "thermal gate: {gate}; expected to cost at least {} of the forecast {} ({:.0}%); {THERMAL_OFF_HINT}",
+        show(cost),
+        show(eta_s),
+        100.0 * cost / eta_s.max(1e-9)
+    )
+}
+
 /// Seconds a cell costs less when it continues a session lifecycle (`--reuse-primes`): warm
 /// skips its priming request, hot its turn 1.
 fn reused_s(cell: &CellKey, config: &SweepConfig, rates: &Rates) -> f64 {

@@ -14,7 +14,7 @@ fn block_on(work: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Res
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Sweep(args) => block_on(ttft_bench::runner::run(args)),
+        Command::Sweep(args) => block_on(sweep(args)),
         Command::Plan(args) => block_on(ttft_bench::runner::plan(args)),
         Command::Soak(args) => block_on(ttft_bench::runner::soak(args)),
         Command::Load(args) => block_on(ttft_bench::load::load(args)),
@@ -30,4 +30,26 @@ fn main() -> ExitCode {
             exit::code(exit::code_of(&err))
         }
     }
+}
+
+/// `bench sweep`: the sweep, then (when it finished) its numbers per cell on stderr, computed as
+/// `bench report` computes them, and the run directory alone on the last stdout line, for scripts.
+/// Composed here, above the library's layers: the driving verbs never read what the reading
+/// verbs compute (src/layers.rs).
+async fn sweep(args: &ttft_bench::cli::SweepArgs) -> anyhow::Result<ExitCode> {
+    let swept = ttft_bench::runner::run(args).await?;
+    if let Some(dir) = &swept.finished {
+        if !args.quiet {
+            match ttft_bench::results::load::load(dir) {
+                Ok(source) => eprint!(
+                    "per cell (median p50 / p99; `bench report {}` has the full table):\n{}",
+                    dir.display(),
+                    ttft_bench::report::summary(&source.records)
+                ),
+                Err(e) => eprintln!("warning: no summary: {e}"),
+            }
+        }
+        ttft_bench::output::println(&dir.display().to_string())?;
+    }
+    Ok(swept.code)
 }

@@ -62,6 +62,32 @@ pub struct RunMeta {
     /// a soak's or a load's whole run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrival_stamps: Option<ArrivalStamps>,
+    /// `--runs auto`: per matrix point, how many runs it took and the interval its median reached.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs_auto: Vec<AutoRunsCell>,
+}
+
+/// One matrix point of a `--runs auto` sweep (`config.runs_auto` says the target).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoRunsCell {
+    /// The cell's label without its run (`ctx 1024 cold streaming b1`).
+    pub cell: String,
+    /// Runs measured (each run of a batch is one, whatever its size).
+    pub runs: u32,
+    /// What the interval is of: `ttft_ms`, or `e2e_ms` for non-streaming cells.
+    pub metric: String,
+    /// Values the interval is computed from (good records only).
+    pub n: usize,
+    pub median_ms: Option<f64>,
+    /// The distribution-free interval of the median (`stats`) and its exact coverage.
+    pub ci_lo_ms: Option<f64>,
+    pub ci_hi_ms: Option<f64>,
+    pub ci_level: Option<f64>,
+    /// The interval's farther end from the median, as a share of the median.
+    pub ci_half_width_share: Option<f64>,
+    /// The interval met the target (at 95% coverage or more) and the cell's remaining runs were
+    /// skipped; false when `max_runs` ran out first.
+    pub within_target: bool,
 }
 
 impl RunMeta {
@@ -89,6 +115,7 @@ impl RunMeta {
             arrival_stamps: None,
             soak: None,
             load: None,
+            runs_auto: Vec::new(),
         }
     }
 }

@@ -106,6 +106,30 @@ fn secret_flag(flag: &str) -> bool {
             || name.contains("secret"))
 }
 
+/// Whether an HTTP header carries a credential: Authorization and Proxy-Authorization, Cookie,
+/// and any name with key, token, secret, password or auth in it (`X-Api-Key`, `X-Auth-Token`).
+pub fn secret_header(name: &str) -> bool {
+    let name = name.trim().to_ascii_lowercase();
+    name == "cookie"
+        || ["key", "token", "secret", "password", "passwd", "auth"].iter().any(|word| name.contains(word))
+}
+
+/// A `--header` line (`Name: value`) fit to be written or shown: a credential header's value is
+/// masked and registered (whole, and the part after a scheme such as `Bearer`), so it is also
+/// masked wherever else it shows up (a server echoing it).
+pub fn redact_header(line: &str) -> String {
+    let Some((name, value)) = line.split_once(':') else { return redact(line) };
+    let value = value.trim();
+    if !secret_header(name) {
+        return redact(line);
+    }
+    register(value);
+    if let Some((_, credential)) = value.split_once(' ') {
+        register(credential.trim());
+    }
+    format!("{}: {MASK}", name.trim())
+}
+
 /// Whether an environment assignment's name (`API_KEY`, `HF_TOKEN`, `DB_PASSWORD`) holds a secret.
 fn secret_variable(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();

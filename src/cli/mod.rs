@@ -183,6 +183,15 @@ pub struct ConnectionArgs {
     /// run.json (config.insecure) and printed by verify.
     #[arg(long, help_heading = "Connection (may change on --resume)")]
     pub insecure: bool,
+    /// An HTTP header sent with every request, 'Name: value' (repeat the flag for more). Values of
+    /// credential headers (Authorization, Cookie, and names with key, token, secret, password or
+    /// auth) are never written out: run.json shows them masked, and --resume needs them again.
+    #[arg(
+        long = "header",
+        value_name = "'NAME: VALUE'",
+        help_heading = "Connection (may change on --resume)"
+    )]
+    pub header: Option<Vec<String>>,
 }
 
 /// What is measured. Fixed for the life of a run: refused with `--resume`.
@@ -192,7 +201,8 @@ pub struct MeasureArgs {
     /// Model name sent in requests [default: the first model the server lists].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
-    /// API dialect: openai (/v1/chat/completions) or anthropic (/v1/messages) [default: openai].
+    /// API dialect: openai (/v1/chat/completions), anthropic (/v1/messages) or openai-completions
+    /// (/v1/completions: the conversation as one prompt string) [default: openai].
     #[arg(long, help_heading = "Server")]
     pub api: Option<Api>,
     /// Server preset (openai, llama.cpp, vllm, sglang, agent-memory) or a preset TOML file
@@ -223,9 +233,22 @@ pub struct MeasureArgs {
     /// Largest context measured with batch sizes above 1 (e.g. 16k) [default: no limit].
     #[arg(long, help_heading = "Matrix")]
     pub concurrent_max_context: Option<Tokens>,
-    /// Repetitions of every cell [default: 3].
+    /// Repetitions of every cell, or auto: repeat each cell until the 95% interval of its median
+    /// TTFT (E2E where it has no TTFT) is within --target-ci of the median, at least --min-runs
+    /// and at most --max-runs times [default: 3].
+    #[arg(long, value_name = "N|auto", help_heading = "Matrix")]
+    pub runs: Option<crate::spec::Runs<MAX_RUNS>>,
+    /// With --runs auto: how close the interval's ends must be to the median, e.g. 5% or 0.05
+    /// [default: 5%].
+    #[arg(long, value_name = "PCT", help_heading = "Matrix")]
+    pub target_ci: Option<String>,
+    /// With --runs auto: runs of every cell before the interval is looked at [default: 5; the
+    /// distribution-free 95% interval of a median needs 6 values].
     #[arg(long, help_heading = "Matrix")]
-    pub runs: Option<Count<MAX_RUNS>>,
+    pub min_runs: Option<Count<MAX_RUNS>>,
+    /// With --runs auto: the most runs of a cell [default: 30].
+    #[arg(long, help_heading = "Matrix")]
+    pub max_runs: Option<Count<MAX_RUNS>>,
     /// max_tokens of every measured request [default: 64].
     #[arg(long, help_heading = "Matrix")]
     pub output_tokens: Option<Count<MAX_OUTPUT_TOKENS>>,
@@ -256,6 +279,20 @@ pub struct MeasureArgs {
     #[arg(long, help_heading = "Staggered pair")]
     pub stagger_runs: Option<Count<MAX_RUNS>>,
 
+    /// A JSON object merged into every request body, e.g. '{"ignore_eos": true, "top_k": 1}'
+    /// (recorded in run.json). Keys bench sets itself are refused: model, messages, prompt,
+    /// stream, stream_options, max_tokens, max_completion_tokens, temperature, n (use the flags).
+    #[arg(long, value_name = "JSON", help_heading = "Request")]
+    pub extra_body: Option<crate::spec::JsonObject>,
+    /// Sampling temperature of every request [default: 0, greedy].
+    #[arg(long, value_parser = crate::spec::finite, help_heading = "Request")]
+    #[serde(deserialize_with = "crate::spec::finite_option")]
+    pub temperature: Option<f64>,
+    /// Discarded requests before the thermal baseline and the first cell (the first requests
+    /// after a server starts are slower) [default: 1].
+    #[arg(long, value_name = "N", help_heading = "Request")]
+    pub warmup: Option<u32>,
+
     #[command(flatten)]
     #[serde(flatten)]
     pub thermal: ThermalArgs,
@@ -268,14 +305,17 @@ pub struct MeasureArgs {
 #[derive(Debug, Args, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ThermalArgs {
-    /// probe (wait for a TPS probe to recover), fixed:30s, or off [default: probe].
+    /// probe (wait for a TPS probe to recover), fixed:30s, or off [default: probe]. The sweep
+    /// prints at its start what the gate is expected to cost; on a datacenter GPU with steady
+    /// clocks, --thermal off skips it.
     #[arg(long, help_heading = "Thermal gate")]
     pub thermal: Option<ThermalChoice>,
     /// The probe must reach (1 - tolerance) x baseline before the next measurement [default: 0.20].
     #[arg(long, value_parser = crate::spec::finite, help_heading = "Thermal gate")]
     #[serde(deserialize_with = "crate::spec::finite_option")]
     pub tolerance: Option<f64>,
-    /// Wait at least this long after every measurement (probe policy) [default: 10s].
+    /// Wait at least this long after every measurement (probe policy) [default: 0s: the probe
+    /// decides; scenarios/paper.toml keeps the origin's 10s].
     #[arg(long, help_heading = "Thermal gate")]
     pub min_cooldown: Option<Span>,
     /// Never wait longer than this for recovery [default: 240s].

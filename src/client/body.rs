@@ -336,7 +336,7 @@ async fn read_whole(api: Api, limits: &Limits, source: &mut impl Body, window: W
         }
     };
     match api {
-        Api::Openai => openai::on_whole(&value, ex),
+        Api::Openai | Api::OpenaiCompletions => openai::on_whole(&value, ex),
         Api::Anthropic => anthropic::on_whole(&value, ex),
     }
 }

@@ -98,6 +98,18 @@ pub struct ChatRequest {
     pub headers: Vec<(String, String)>,
 }
 
+/// What the user adds to every request (`--extra-body`, `--temperature`, `--header`), applied
+/// by `Client::prepare` to every request the client sends: measured, calibration and probe alike.
+#[derive(Clone, Debug, Default)]
+pub struct RequestKnobs {
+    /// Merged into the body where neither bench nor the preset set the key (the config refuses
+    /// bench's own keys; a preset's session fields win, since the cache state depends on them).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// None: bench's greedy 0.
+    pub temperature: Option<f64>,
+    pub headers: Vec<(String, String)>,
+}
+
 /// Token counts as the server reported them. `None` means the server did not say.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Usage {
@@ -243,6 +255,7 @@ pub struct Client {
     api_key: Option<String>,
     timeout: Duration,
     options: ClientOptions,
+    knobs: RequestKnobs,
 }
 
 /// A request ready to go: everything that costs time is done before the clock starts.
@@ -289,7 +302,13 @@ impl Client {
             api_key,
             timeout,
             options,
+            knobs: RequestKnobs::default(),
         })
+    }
+
+    /// What every request of this client carries besides bench's own fields.
+    pub fn set_knobs(&mut self, knobs: RequestKnobs) {
+        self.knobs = knobs;
     }
 
     pub fn base(&self) -> &str {
@@ -321,10 +340,19 @@ impl Client {
 
     /// Builds and serializes the request. Call before starting any clock.
     pub fn prepare(&self, req: &ChatRequest) -> anyhow::Result<Prepared> {
-        let (path, body) = match self.api {
+        let (path, mut body) = match self.api {
             Api::Openai => ("/v1/chat/completions", openai::body(req)),
             Api::Anthropic => ("/v1/messages", anthropic::body(req)),
+            Api::OpenaiCompletions => ("/v1/completions", openai::completions_body(req)),
         };
+        if let Some(fields) = body.as_object_mut() {
+            if let Some(t) = self.knobs.temperature {
+                fields.insert("temperature".into(), serde_json::json!(t));
+            }
+            for (k, v) in &self.knobs.extra_body {
+                fields.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
         let bytes = serde_json::to_vec(&body)?;
         let mut builder = self
             .http
@@ -338,7 +366,7 @@ impl Client {
             }
         }
         builder = self.auth(builder);
-        for (k, v) in &req.headers {
+        for (k, v) in self.knobs.headers.iter().chain(&req.headers) {
             builder = builder.header(k.as_str(), v.as_str());
         }
         let request = builder.build()?;
@@ -350,10 +378,10 @@ impl Client {
     pub fn auth(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         let builder = match self.api {
             Api::Anthropic => builder.header("anthropic-version", "2023-06-01"),
-            Api::Openai => builder,
+            Api::Openai | Api::OpenaiCompletions => builder,
         };
         match (&self.api_key, self.api) {
-            (Some(key), Api::Openai) => builder.bearer_auth(key),
+            (Some(key), Api::Openai | Api::OpenaiCompletions) => builder.bearer_auth(key),
             (Some(key), Api::Anthropic) => builder.header("x-api-key", key),
             (None, _) => builder,
         }

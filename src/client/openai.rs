@@ -33,6 +33,19 @@ pub(super) fn body(req: &ChatRequest) -> Value {
     body
 }
 
+/// The same request for `/v1/completions`: the conversation as one prompt string (each message's
+/// text, a blank line between), and `choices[].text` in the answer (read by `on_event` and
+/// `on_whole` beside chat's `delta`/`message`).
+pub(super) fn completions_body(req: &ChatRequest) -> Value {
+    let prompt = req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n\n");
+    let mut body = body(req);
+    if let Some(obj) = body.as_object_mut() {
+        obj.remove("messages");
+        obj.insert("prompt".into(), Value::String(prompt));
+    }
+    body
+}
+
 pub(super) fn on_event(data: &str, at_ms: f64, ex: &mut Exchange) -> EventOutcome {
     let data = data.trim();
     if data == "[DONE]" {
@@ -43,6 +56,9 @@ pub(super) fn on_event(data: &str, at_ms: f64, ex: &mut Exchange) -> EventOutcom
     }
     if let Some(chunk) = token_chunk(data) {
         for choice in chunk.choices {
+            if let Some(text) = choice.text {
+                ex.on_text(at_ms, &text, false);
+            }
             if let Some(delta) = choice.delta {
                 for text in [delta.reasoning_content, delta.reasoning].into_iter().flatten() {
                     ex.on_text(at_ms, &text, true);
@@ -76,6 +92,9 @@ fn on_event_as_value(data: &str, at_ms: f64, ex: &mut Exchange) -> EventOutcome 
     // `choices` may be empty (usage-only chunk) or missing: never index blindly (docs/design.md, "Pitfalls").
     if let Some(choices) = chunk.get("choices").and_then(Value::as_array) {
         for choice in choices {
+            if let Some(text) = choice.get("text").and_then(Value::as_str) {
+                ex.on_text(at_ms, text, false);
+            }
             if let Some(delta) = choice.get("delta") {
                 for key in ["reasoning_content", "reasoning"] {
                     if let Some(text) = delta.get(key).and_then(Value::as_str) {
@@ -119,6 +138,9 @@ struct TokenChunk<'a> {
 
 #[derive(Default, Deserialize)]
 struct TokenChoice<'a> {
+    /// `/v1/completions` chunks carry their text here.
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     delta: Option<TokenDelta<'a>>,
     #[serde(borrow, default)]
@@ -153,6 +175,9 @@ pub(super) fn on_whole(value: &Value, ex: &mut Exchange) {
         if let Some(text) = message.get("content").and_then(Value::as_str) {
             ex.content.push_str(text);
         }
+    }
+    if let Some(text) = choice.get("text").and_then(Value::as_str) {
+        ex.content.push_str(text);
     }
     ex.finish_reason = choice.get("finish_reason").and_then(Value::as_str).map(str::to_string);
     take_usage(value, ex);

@@ -42,7 +42,7 @@ impl StreamState {
                 ex.first_event_ms = Some(at_ms);
             }
             let outcome = match self.api {
-                Api::Openai => openai::on_event(&event.data, at_ms, ex),
+                Api::Openai | Api::OpenaiCompletions => openai::on_event(&event.data, at_ms, ex),
                 Api::Anthropic => anthropic::on_event(&event.event, &event.data, at_ms, ex),
             };
             if outcome == EventOutcome::Done {

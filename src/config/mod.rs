@@ -40,6 +40,11 @@ fn default_max_restarts() -> u32 {
     DEFAULT_MAX_RESTARTS
 }
 pub const DEFAULT_STAGGER_SHARE: f64 = 0.5;
+/// The probe policy's minimum wait after a measurement. None by default: the probe itself says
+/// when decode speed is back (a fixed 10 s minimum made 98% of an 18-cell CPU sweep waiting).
+/// A scenario that reproduces a study keeps that study's minimum (`scenarios/paper.toml`: 10 s).
+pub const DEFAULT_MIN_COOLDOWN_S: f64 = 0.0;
+pub const DEFAULT_MAX_COOLDOWN_S: f64 = 240.0;
 pub const DEFAULT_STAGGER_CONTEXT: u32 = 4096;
 /// The smallest prompt a cell can be measured with. The nonce line and the question take about 30
 /// tokens on common tokenizers and a chat template up to 30 more, so below this no prompt has room
@@ -137,6 +142,129 @@ pub struct SweepConfig {
     /// saved file (the restore may read memory). Each warm record says the same for itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache: Option<crate::record::PageCache>,
+    /// `--extra-body`: merged into every request body (never one of bench's own keys).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra_body: serde_json::Map<String, Value>,
+    /// `--temperature` of every request; 0 (greedy) unless given.
+    #[serde(default)]
+    pub temperature: f64,
+    /// `--header` lines (`Name: value`) sent with every request. Written out with credential
+    /// values masked (`secrets::redact_header`): a resume passes them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", serialize_with = "redacted_headers")]
+    pub headers: Vec<String>,
+    /// `--warmup`: discarded requests before the thermal baseline (runs before the flag had one).
+    #[serde(default = "default_warmup")]
+    pub warmup: u32,
+    /// `--runs auto`: `runs` is then the most runs of a cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_auto: Option<AutoRuns>,
+}
+
+pub const DEFAULT_WARMUP: u32 = 1;
+pub const DEFAULT_TARGET_CI: f64 = 0.05;
+pub const DEFAULT_MIN_RUNS: u32 = 5;
+pub const DEFAULT_MAX_RUNS: u32 = 30;
+
+/// `--runs auto`: each matrix point is repeated until the 95% interval of its median TTFT (E2E
+/// for non-streaming) lies within `target_ci` of the median on both sides, after at least
+/// `min_runs` and at most `max_runs` runs (the matrix's `runs` is `max_runs`; the runs a point
+/// did not need are skipped). As criterion and hyperfine do, the sample decides its own size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AutoRuns {
+    /// A share of the median (0.05 is 5%).
+    pub target_ci: f64,
+    pub min_runs: u32,
+    pub max_runs: u32,
+}
+
+/// `--target-ci`: `5%` or `0.05`, above 0 and below 1.
+fn parse_share(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let value = match t.strip_suffix('%') {
+        Some(p) => crate::spec::finite(p).map(|v| v / 100.0),
+        None => crate::spec::finite(t),
+    }
+    .map_err(|e| e.to_string())?;
+    if value > 0.0 && value < 1.0 {
+        Ok(value)
+    } else {
+        Err(format!("{t:?} must be above 0% and below 100% (e.g. 5%)"))
+    }
+}
+
+/// The `--runs auto` settings, or None for a fixed number of runs (the auto-only flags are then
+/// refused: they would do nothing).
+pub fn validate_auto_runs(plan: &MeasureArgs, origins: &Origins) -> Result<Option<AutoRuns>, ConfigError> {
+    if plan.runs != Some(crate::spec::Runs::Auto) {
+        for key in ["target_ci", "min_runs", "max_runs"] {
+            if origins.flags.contains(key) || origins.keys.contains(key) {
+                return Err(origins.invalid(key, "applies only with --runs auto"));
+            }
+        }
+        return Ok(None);
+    }
+    let target_ci = match &plan.target_ci {
+        Some(t) => parse_share(t).map_err(|m| origins.invalid("target_ci", m))?,
+        None => DEFAULT_TARGET_CI,
+    };
+    let min_runs = plan.min_runs.map_or(DEFAULT_MIN_RUNS, |c| c.0);
+    let max_runs = plan.max_runs.map_or(DEFAULT_MAX_RUNS, |c| c.0);
+    if max_runs < min_runs {
+        return Err(origins.invalid("max_runs", format!("{max_runs} is below --min-runs ({min_runs})")));
+    }
+    Ok(Some(AutoRuns { target_ci, min_runs, max_runs }))
+}
+
+fn default_warmup() -> u32 {
+    DEFAULT_WARMUP
+}
+
+/// Request body keys bench sets itself, and the flag that sets each: `--extra-body` may not
+/// replace them (a body with another `max_tokens` or `stream` would measure something else than
+/// the record says).
+pub const OWNED_BODY_KEYS: [(&str, &str); 9] = [
+    ("model", "--model"),
+    ("messages", "--contexts"),
+    ("prompt", "--contexts"),
+    ("stream", "--modes"),
+    ("stream_options", "--modes (bench asks for usage in every stream)"),
+    ("max_tokens", "--output-tokens"),
+    ("max_completion_tokens", "--output-tokens"),
+    ("temperature", "--temperature"),
+    ("n", "nothing: bench measures one choice per request"),
+];
+
+/// Request headers bench sets itself (framing and content negotiation).
+const OWNED_HEADERS: [&str; 6] =
+    ["content-type", "content-length", "host", "accept", "connection", "transfer-encoding"];
+
+/// `headers` as written out: credential values masked.
+fn redacted_headers<S: serde::Serializer>(headers: &[String], s: S) -> Result<S::Ok, S::Error> {
+    headers.iter().map(|h| crate::secrets::redact_header(h)).collect::<Vec<_>>().serialize(s)
+}
+
+/// The name and value of a `--header` line, checked as HTTP allows them.
+pub fn parse_header(line: &str) -> Result<(String, String), String> {
+    let Some((name, value)) = line.split_once(':') else {
+        return Err(format!("{:?} is not 'Name: value'", crate::secrets::redact_header(line)));
+    };
+    let (name, value) = (name.trim(), value.trim());
+    reqwest::header::HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("{name:?} is not an HTTP header name"))?;
+    reqwest::header::HeaderValue::from_str(value)
+        .map_err(|_| format!("the value of {name} is not a valid HTTP header value"))?;
+    if OWNED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        return Err(format!("{name} is set by bench itself"));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
+/// The extra body, unless it names a key bench sets itself.
+pub fn validate_extra_body(body: &serde_json::Map<String, Value>) -> Result<(), String> {
+    match OWNED_BODY_KEYS.iter().find(|(key, _)| body.contains_key(*key)) {
+        None => Ok(()),
+        Some((key, flag)) => Err(format!("{key:?} is set by bench itself (use {flag}), not by --extra-body")),
+    }
 }
 
 /// `server_cmd` as written out: never with its keys, whatever file or output it goes to.
@@ -290,6 +418,18 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     if let Some(cmd) = &connection.server_cmd {
         crate::secrets::redact_command(cmd);
     }
+    let headers = connection.header.clone().unwrap_or_default();
+    for line in &headers {
+        crate::secrets::redact_header(line);
+        parse_header(line).map_err(|m| origins.invalid("header", m))?;
+    }
+    let extra_body = plan.extra_body.clone().map(|b| b.0).unwrap_or_default();
+    validate_extra_body(&extra_body).map_err(|m| origins.invalid("extra_body", m))?;
+    let runs_auto = validate_auto_runs(&plan, &origins)?;
+    let temperature = plan.temperature.unwrap_or(0.0);
+    if temperature < 0.0 {
+        return Err(origins.invalid("temperature", format!("{temperature} must be at least 0")));
+    }
     Ok(SweepConfig {
         server: crate::secrets::redact_url(&server),
         server_url: server,
@@ -320,6 +460,11 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         reuse_primes: matrix.reuse_primes,
         slot_dir: plan.slot_dir.clone().or_else(|| connection.server_cmd.as_deref().and_then(slot_save_path)),
         page_cache: None,
+        extra_body,
+        temperature,
+        headers,
+        warmup: plan.warmup.unwrap_or(DEFAULT_WARMUP),
+        runs_auto,
     })
 }
 
@@ -426,7 +571,11 @@ pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, 
         modes: list_or(&plan.modes, vec![Mode::Streaming]),
         cache_states: list_or(&plan.cache_states, vec![CacheState::Cold]),
         batch_sizes: plan.batch_sizes.as_ref().map_or(vec![1], |l| l.0.iter().map(|c| c.0).collect()),
-        runs: plan.runs.map_or(DEFAULT_RUNS, |c| c.0),
+        runs: match plan.runs {
+            None => DEFAULT_RUNS,
+            Some(crate::spec::Runs::Fixed(n)) => n,
+            Some(crate::spec::Runs::Auto) => plan.max_runs.map_or(DEFAULT_MAX_RUNS, |c| c.0),
+        },
         concurrent_max_context: plan.concurrent_max_context.map(|t| t.0),
         staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),
         reuse_primes: plan.reuse_primes != Some(false),
@@ -475,8 +624,8 @@ fn validate_thermal(plan: &MeasureArgs, origins: &Origins) -> Result<ThermalPoli
                     format!("{tolerance} must be at least 0 and below 1 (e.g. 0.20)"),
                 ));
             }
-            let min_cooldown_s = t.min_cooldown.map_or(10.0, |s| s.secs());
-            let max_cooldown_s = t.max_cooldown.map_or(240.0, |s| s.secs());
+            let min_cooldown_s = t.min_cooldown.map_or(DEFAULT_MIN_COOLDOWN_S, |s| s.secs());
+            let max_cooldown_s = t.max_cooldown.map_or(DEFAULT_MAX_COOLDOWN_S, |s| s.secs());
             if max_cooldown_s < min_cooldown_s {
                 return Err(origins.invalid(
                     "max_cooldown",

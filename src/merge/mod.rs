@@ -138,6 +138,8 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
         replaced,
         args.output.display()
     );
+    // The output path alone on stdout, for scripts (the completeness table of --expect follows).
+    output::println(&args.output.display().to_string()).map_err(|e| Failure::io(format!("stdout: {e}")))?;
     let code = check_expectation(args, &doc, expectation);
     crate::results::load::release(doc);
     code

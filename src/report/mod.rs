@@ -307,6 +307,12 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
         .collect()
 }
 
+/// A run's numbers in a few lines, as `bench report` computes them (`cells`): what a sweep
+/// prints at its end, before its run directory.
+pub fn summary(records: &[Record]) -> String {
+    table::compact(&cells(records))
+}
+
 pub fn is_staggered(id: &CellId) -> bool {
     matches!(id.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
 }
@@ -396,6 +402,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         Some(path) => {
             crate::store::write_atomic(path, out.as_bytes()).map_err(|e| Failure::io(e.to_string()))?;
             eprintln!("wrote {}", path.display());
+            // The output path alone on stdout, for scripts.
+            output::println(&path.display().to_string())?;
         }
         None => output::print(&out)?,
     }

@@ -93,6 +93,50 @@ fn decode_or_system(c: &CellStats) -> String {
     }
 }
 
+/// The numbers a sweep ends with, one line per cell (staggered pairs left to the report): cache
+/// state, context, mode and batch, then TTFT p50/p99, ITL p50/p99 and decode tok/s, each as the
+/// report's table shows it (the same `CellStats`), and how many records passed.
+pub fn compact(cells: &[CellStats]) -> String {
+    let rows: Vec<[String; 6]> = cells
+        .iter()
+        .filter(|c| !is_staggered(&c.id))
+        .map(|c| {
+            [
+                c.id.cache_state.as_str().to_string(),
+                context(c.id.context_tokens),
+                if c.id.mode == Mode::Streaming { "stream" } else { "non-str" }.to_string(),
+                format!("b{}", c.id.batch_size),
+                format!(
+                    "TTFT ms p50/p99 {}  ITL ms p50/p99 {}  decode tok/s {}",
+                    p50_p99(&c.ttft_ms),
+                    p50_p99(&c.itl_ms),
+                    decode_or_system(c)
+                ),
+                format!("{}/{} ok", c.quality_ok, c.records),
+            ]
+        })
+        .collect();
+    let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..4).map(width).collect();
+    let mut out = String::new();
+    for r in &rows {
+        out.push_str(&format!(
+            "  {:<w0$} {:>w1$} {:<w2$} {:<w3$}  {}  ({})\n",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3]
+        ));
+    }
+    out
+}
+
 /// The cell table's header; `cell_row` gives the matching row (markdown and HTML show every
 /// column in one table; a terminal's 100 columns cannot hold them, so it shows the latency columns
 /// and the per-token columns as two tables: `TERMINAL_SPLIT`).

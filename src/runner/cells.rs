@@ -16,7 +16,7 @@ use crate::exit::Failure;
 use crate::meta::Forecast;
 use crate::plan::lifecycle_key;
 use crate::progress::Progress;
-use crate::record::{CellKey, ErrorKind, Record, Scenario};
+use crate::record::{CellKey, ErrorKind, Mode, Record, Scenario};
 use crate::store::{self, RecordWriter, TornTail};
 use crate::supervise::Supervisor;
 
@@ -46,6 +46,120 @@ pub struct CellLoop<'a> {
     pub supervisor: Option<Supervisor>,
     /// The session lifecycle in progress (`--reuse-primes`).
     lifecycle: Option<lifecycle::Lifecycle>,
+    /// `--runs auto`: what each matrix point has measured, and which need no more runs.
+    auto: Option<AutoRuns>,
+}
+
+/// `--runs auto` as the loop goes: per matrix point (a cell with run 0) its runs and values.
+struct AutoRuns {
+    target: crate::config::AutoRuns,
+    points: std::collections::BTreeMap<CellKey, (u32, Vec<f64>)>,
+    settled: BTreeSet<CellKey>,
+}
+
+/// A cell's matrix point: the cell without its run.
+fn point(cell: &CellKey) -> CellKey {
+    CellKey { run: 0, ..cell.clone() }
+}
+
+impl AutoRuns {
+    /// Seeded with the records a resumed run already holds.
+    fn new(target: crate::config::AutoRuns, dir: &Path) -> Result<AutoRuns, Failure> {
+        let mut auto = AutoRuns { target, points: Default::default(), settled: BTreeSet::new() };
+        let path = dir.join(store::MEASUREMENTS_FILE);
+        if path.exists() {
+            let records =
+                store::read_records(&path, TornTail::Skip).map_err(|e| Failure::usage(e.to_string()))?;
+            let mut runs: std::collections::BTreeMap<CellKey, BTreeSet<u32>> = Default::default();
+            for r in &records {
+                runs.entry(point(r.cell())).or_default().insert(r.cell().run);
+            }
+            for (p, seen) in runs {
+                let at = records.iter().filter(|r| point(r.cell()) == p).cloned().collect::<Vec<_>>();
+                auto.add_values(&p, &at);
+                if let Some(entry) = auto.points.get_mut(&p) {
+                    entry.0 = seen.len() as u32;
+                }
+                auto.judge(&p);
+            }
+        }
+        Ok(auto)
+    }
+
+    /// The value a record adds to its point: TTFT, or E2E where the mode has no TTFT.
+    fn add_values(&mut self, p: &CellKey, records: &[Record]) {
+        let entry = self.points.entry(p.clone()).or_default();
+        for r in records {
+            if let Record::Measurement(m) = r
+                && r.is_good()
+                && let Some(v) = if m.cell.mode == Mode::Streaming { m.ttft_ms } else { m.e2e_ms }
+            {
+                entry.1.push(v);
+            }
+        }
+    }
+
+    /// One more run of `cell` measured `records`.
+    fn add(&mut self, cell: &CellKey, records: &[Record]) {
+        let p = point(cell);
+        self.add_values(&p, records);
+        self.points.entry(p.clone()).or_default().0 += 1;
+        self.judge(&p);
+    }
+
+    /// Where point `p` stands; settled when its interval meets the target.
+    fn judge(&mut self, p: &CellKey) -> crate::meta::AutoRunsCell {
+        let (runs, values) = self.points.get(p).cloned().unwrap_or_default();
+        let s = crate::stats::summarize(&values);
+        let share = match (s.median, s.median_ci_lo, s.median_ci_hi) {
+            (Some(m), Some(lo), Some(hi)) if m > 0.0 => Some((m - lo).max(hi - m) / m),
+            _ => None,
+        };
+        let within = runs >= self.target.min_runs
+            && s.median_ci_level.is_some_and(|l| l >= 0.95)
+            && share.is_some_and(|w| w <= self.target.target_ci);
+        if within {
+            self.settled.insert(p.clone());
+        }
+        crate::meta::AutoRunsCell {
+            cell: format!("{p:#}").trim_end_matches(" run 0").to_string(),
+            runs,
+            metric: if p.mode == Mode::Streaming { "ttft_ms" } else { "e2e_ms" }.to_string(),
+            n: s.n,
+            median_ms: s.median,
+            ci_lo_ms: s.median_ci_lo,
+            ci_hi_ms: s.median_ci_hi,
+            ci_level: s.median_ci_level,
+            ci_half_width_share: share,
+            within_target: within,
+        }
+    }
+
+    /// Whether `cell` is not needed. Staggered pairs keep their own runs. Under `--reuse-primes`
+    /// the cache states of one (context, mode, run) share a session, so they are skipped together,
+    /// once every one of them is settled.
+    fn skip(&self, cell: &CellKey, config: &crate::config::SweepConfig) -> bool {
+        if is_staggered(cell) {
+            return false;
+        }
+        if config.reuse_primes && lifecycle_key(cell).is_some() {
+            return config.cache_states.iter().all(|&state| {
+                let scenario = match state {
+                    crate::record::CacheState::Cold => Scenario::Cold,
+                    crate::record::CacheState::Warm => Scenario::Warm,
+                    crate::record::CacheState::Hot => Scenario::Hot,
+                };
+                self.settled.contains(&CellKey { scenario, cache_state: state, ..point(cell) })
+            });
+        }
+        self.settled.contains(&point(cell))
+    }
+
+    /// Every point's standing, for run.json.
+    fn report(&mut self) -> Vec<crate::meta::AutoRunsCell> {
+        let points: Vec<CellKey> = self.points.keys().cloned().collect();
+        points.iter().map(|p| self.judge(p)).collect()
+    }
 }
 
 impl<'a> CellLoop<'a> {
@@ -82,6 +196,7 @@ impl<'a> CellLoop<'a> {
                     humantime::format_duration(std::time::Duration::from_secs(eta_s.round() as u64)),
                     rates.source
                 ));
+                note.note(&cost::thermal_line(&ctx.config.thermal, cells.len(), &rates, eta_s));
                 let forecast = Forecast { rates, eta_s, cells: cells.len() };
                 journal.update(|m| m.forecast = Some(forecast))?;
                 (Progress::weighted(costs, note.is_quiet()), Some(eta_s))
@@ -100,6 +215,10 @@ impl<'a> CellLoop<'a> {
             eta_s,
             supervisor: None,
             lifecycle: None,
+            auto: match &ctx.config.runs_auto {
+                Some(target) => Some(AutoRuns::new(target.clone(), journal.dir())?),
+                None => None,
+            },
         })
     }
 
@@ -107,6 +226,10 @@ impl<'a> CellLoop<'a> {
         let mut unanswered = 0;
         let cells = std::mem::take(&mut self.cells);
         for (i, cell) in cells.iter().enumerate() {
+            if self.auto.as_ref().is_some_and(|a| a.skip(cell, &self.ctx.config)) {
+                // A point known well enough: its remaining runs are not measured.
+                continue;
+            }
             let next = cells.get(i + 1);
             let mut records = self.one(i, cell, next).await?;
             match self.survive_crash(cell).await? {
@@ -128,6 +251,11 @@ impl<'a> CellLoop<'a> {
                     }
                 }
                 Survived::Gone(why) => return Ok(Stop::ServerGone(why)),
+            }
+            if let Some(auto) = &mut self.auto {
+                auto.add(cell, &records);
+                let standing = auto.report();
+                self.journal.update(|m| m.runs_auto = standing)?;
             }
             unanswered = if records.iter().all(unanswered_record) { unanswered + 1 } else { 0 };
             if unanswered >= UNANSWERED_CELLS {

@@ -23,6 +23,8 @@ struct PlanOutput<'a> {
     total_cells: usize,
     forecast_s: Option<f64>,
     rates: Option<&'a Rates>,
+    /// The thermal gate the sweep would run with (its cost is part of `forecast_s`).
+    thermal: &'a crate::config::ThermalPolicy,
 }
 
 #[derive(Serialize)]
@@ -101,6 +103,7 @@ fn print(config: &SweepConfig, rates: Option<&Rates>, model: &str, format: PlanF
                 total_cells: cells.len(),
                 forecast_s: total,
                 rates,
+                thermal: &config.thermal,
             };
             crate::output::println(&serde_json::to_string_pretty(&out)?)?;
         }
@@ -113,9 +116,13 @@ fn print(config: &SweepConfig, rates: Option<&Rates>, model: &str, format: PlanF
                 text.push_str(&format!("{:>5}  {:<60} {shown}\n", i + 1, format!("{cell:#}")));
             }
             text.push_str(&match (total, rates) {
-                (Some(t), Some(r)) => {
-                    format!("{} cells, forecast {} ({})\n", cells.len(), clock(t), r.source)
-                }
+                (Some(t), Some(r)) => format!(
+                    "{} cells, forecast {} ({})\n{}\n",
+                    cells.len(),
+                    clock(t),
+                    r.source,
+                    cost::thermal_line(&config.thermal, cells.len(), r, t)
+                ),
                 _ => format!(
                     "{} cells (no forecast: give --server to calibrate, or --from RUN)\n",
                     cells.len()

@@ -158,8 +158,15 @@ pub enum Outcome {
     Failed(Failure),
 }
 
+/// How a sweep ended: its exit code, and the run directory when the sweep finished (the caller
+/// prints its numbers, then the directory alone on stdout: `command::sweep`).
+pub struct Swept {
+    pub code: ExitCode,
+    pub finished: Option<std::path::PathBuf>,
+}
+
 /// Entry point of `bench sweep`.
-pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
     let opened = open::open(args)?;
     let journal = opened.journal.clone();
     let progress = Arc::new(Progress::new(0, args.quiet));
@@ -185,7 +192,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<ExitCode> {
             Outcome::Failed(failure) => Err(failure.into()),
             _ => {
                 eprintln!("interrupted before anything was measured; nothing was kept");
-                Ok(exit::code(exit::INTERRUPTED))
+                Ok(Swept { code: exit::code(exit::INTERRUPTED), finished: None })
             }
         };
     }
@@ -261,7 +268,7 @@ async fn work(
 }
 
 /// Ends run.json and says what happened. Every path leaves run.json saying how the run ended.
-fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<ExitCode> {
+fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Swept> {
     let finished = matches!(outcome, Outcome::Done { stop: Stop::Finished, .. });
     let status = if finished { RunStatus::Complete } else { RunStatus::Interrupted };
     let written = journal.update(|m| {
@@ -270,6 +277,7 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Exi
     });
     let dir = journal.dir().display();
     let resume = format!("bench sweep --resume {dir}");
+    let mut finished = None;
     let code = match outcome {
         Outcome::Signal => {
             eprintln!("interrupted: every finished measurement is in {dir}; finish with: {resume}");
@@ -297,12 +305,12 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Exi
                 eprintln!("{}", forecast_line(took_s, eta_s));
                 eprintln!("{}", harness_time::line(&harness));
             }
-            crate::output::println(&dir.to_string())?;
+            finished = Some(journal.dir().to_path_buf());
             if failed > 0 { exit::FINDINGS } else { exit::SUCCESS }
         }
     };
     written?;
-    Ok(exit::code(code))
+    Ok(Swept { code: exit::code(code), finished })
 }
 
 /// "took 1m 21s (forecast 1m 15s, -7%)": the cost model judged against the run.

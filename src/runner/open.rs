@@ -115,7 +115,7 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
         Some(flag) => Err(Failure::usage(format!(
             "{flag} cannot be combined with --resume: what a run measures is fixed in its run.json \
              (only the connection settings --server, --server-cmd, --server-start-timeout, \
-             --max-restarts, --api-key-env and --request-timeout may change); start a new run instead"
+             --max-restarts, --api-key-env, --request-timeout and --header may change); start a new run instead"
         ))),
     }
 }
@@ -158,6 +158,20 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     } else if meta.config.server_cmd.as_deref().is_some_and(|cmd| cmd.contains(crate::secrets::MASK)) {
         return Err(Failure::usage(format!(
             "{}: the server command had secrets, which are never written out: pass --server-cmd again",
+            path.display()
+        )));
+    }
+    if let Some(headers) = &c.header {
+        for line in headers {
+            crate::secrets::redact_header(line);
+            config::parse_header(line).map_err(|m| Failure::usage(format!("--header: {m}")))?;
+        }
+        meta.config.headers = headers.clone();
+        let shown: Vec<String> = headers.iter().map(|h| crate::secrets::redact_header(h)).collect();
+        changed.insert("headers".to_string(), shown.join("; "));
+    } else if meta.config.headers.iter().any(|h| h.contains(crate::secrets::MASK)) {
+        return Err(Failure::usage(format!(
+            "{}: the request headers had credentials, which are never written out: pass --header again",
             path.display()
         )));
     }

@@ -55,7 +55,14 @@ pub async fn prepare(
         // Even with --quiet: turning verification off is never silent.
         eprintln!("warning: --insecure: the server's TLS certificate is not verified");
     }
-    let client = Client::new(&config.server_url, config.api, api_key, timeout, options)?;
+    let mut client = Client::new(&config.server_url, config.api, api_key, timeout, options)?;
+    client.set_knobs(crate::client::RequestKnobs {
+        extra_body: config.extra_body.clone(),
+        temperature: (config.temperature != 0.0).then_some(config.temperature),
+        // Checked when the config was resolved (and on resume): a line that fails here never
+        // came through either.
+        headers: config.headers.iter().filter_map(|h| crate::config::parse_header(h).ok()).collect(),
+    });
     let facts = preflight(&client, &config, &preset).await?;
     let mut config = config;
     config.model = Some(facts.model.clone());
@@ -280,12 +287,23 @@ pub struct ThermalGate {
 }
 
 impl ThermalGate {
-    /// Discards one warm-up request (the first request after a server starts is slower), then
-    /// takes the baseline probes.
+    /// Discards `--warmup` requests (the first requests after a server starts are slower), then
+    /// takes the baseline probes. The last warm-up's E2E is kept, with the first error.
     pub async fn start(ctx: &Ctx, progress: &Progress) -> ThermalGate {
-        progress.note("warming up the server (one discarded request) ...");
+        let n = ctx.config.warmup;
+        if n > 0 {
+            progress.note(&format!(
+                "warming up the server ({n} discarded request{}) ...",
+                if n == 1 { "" } else { "s" }
+            ));
+        }
         let min_context = ctx.config.contexts.iter().copied().min().unwrap_or(512);
-        let (_, e2e, error) = probe_request(ctx, min_context / 2, 8).await;
+        let (mut e2e, mut error) = (None, None);
+        for _ in 0..n {
+            let (_, took, failed) = probe_request(ctx, min_context / 2, 8).await;
+            e2e = took;
+            error = error.or(failed);
+        }
         let mut probes = Vec::new();
         let mut probe_e2e = Vec::new();
         if matches!(ctx.config.thermal, ThermalPolicy::Probe { .. }) {

@@ -86,8 +86,12 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
             m.soak = Some(s.clone());
         }
     })?;
+    // The table is for people (stderr, even with --quiet: it is the soak's verdict); stdout
+    // gets the run directory alone, for scripts, as every verb that writes a run does.
     if let Some(s) = &summary {
-        crate::output::print(&table(s))?;
+        eprint!("{}", table(s));
+        eprintln!("records in {}", journal.dir().display());
+        crate::output::println(&journal.dir().display().to_string())?;
     }
     Ok(exit::code(code))
 }

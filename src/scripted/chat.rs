@@ -179,6 +179,35 @@ pub(super) async fn chat(
     let read_at = Instant::now();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     record_from(&s, Some(peer.0), "POST", "/v1/chat/completions", &headers, &body);
+    serve(s, peer, headers, body, read_at, false).await
+}
+
+/// OpenAI legacy completions: the prompt string served as one user message without a chat
+/// template, answered with `choices[].text` (no role chunk).
+pub(super) async fn completions(
+    State(s): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<net::Peer>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let read_at = Instant::now();
+    let mut body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record_from(&s, Some(peer.0), "POST", "/v1/completions", &headers, &body);
+    let prompt = body["prompt"].as_str().unwrap_or("").to_string();
+    if let Some(fields) = body.as_object_mut() {
+        fields.insert("messages".into(), json!([{"role": "user", "content": prompt}]));
+    }
+    serve(s, peer, headers, body, read_at, true).await
+}
+
+async fn serve(
+    s: AppState,
+    peer: net::Peer,
+    headers: HeaderMap,
+    body: Value,
+    read_at: Instant,
+    completions: bool,
+) -> Response {
     let b = lock(&s.behaviour).clone();
     // Faults (and other quirks) hit only measured-size requests, so prompt calibration (max_tokens 1) and the
     // warm-up (8) get through and the sweep reaches its measurements. A server without a tokenizer and
@@ -211,9 +240,10 @@ pub(super) async fn chat(
             }
         }
     }
-    let (mut trace, permit, start) = admit(&s, "/v1/chat/completions", &body, read_at).await;
+    let path = if completions { "/v1/completions" } else { "/v1/chat/completions" };
+    let (mut trace, permit, start) = admit(&s, path, &body, read_at).await;
     trace.timing.tokens_per_chunk = b.tokens_per_chunk.max(1);
-    let prompt = prompt_words(&body);
+    let prompt = if completions { words(body["prompt"].as_str().unwrap_or("")) } else { prompt_words(&body) };
     // Cache evidence like the server imitated: llama.cpp slot, agent-memory session, or vLLM prefix.
     let agent = headers.get("x-session-id").and_then(|v| v.to_str().ok());
     let cached = lock(&s.slots).serve(body["id_slot"].as_u64(), agent, &prompt);
@@ -240,8 +270,12 @@ pub(super) async fn chat(
     if body["stream"].as_bool() != Some(true) {
         tokio::time::sleep_until(start + first + interval * n_out).await;
         let text: String = (0..n_out).map(token).collect();
-        let mut resp = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                               "finish_reason": "length"}], "timings": timings});
+        let choice = if completions {
+            json!({"index": 0, "text": text, "finish_reason": "length"})
+        } else {
+            json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
+        };
+        let mut resp = json!({"choices": [choice], "timings": timings});
         if b.usage {
             resp["usage"] = usage;
         }
@@ -256,7 +290,7 @@ pub(super) async fn chat(
         content,
     };
     let mut events: Vec<Event> = Vec::new();
-    if b.role_chunk {
+    if b.role_chunk && !completions {
         let role = json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}]});
         events.push(data(Duration::ZERO, role.to_string(), false));
     }
@@ -270,7 +304,11 @@ pub(super) async fn chat(
             text.insert_str(0, &echo);
         }
         let delay = if produced == 0 { first } else { interval * k };
-        let chunk = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
+        let chunk = if completions {
+            json!({"choices": [{"index": 0, "text": text}]})
+        } else {
+            json!({"choices": [{"index": 0, "delta": {"content": text}}]})
+        };
         events.push(data(delay, chunk.to_string(), true));
         if produced == 0 && b.fault == Fault::ErrorInStream {
             let error = json!({"error": {"message": "scripted failure", "code": 500}});
@@ -280,7 +318,11 @@ pub(super) async fn chat(
         produced += k;
     }
     if b.fault != Fault::ErrorInStream && b.fault != Fault::Truncate {
-        let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]});
+        let finish = if completions {
+            json!({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+        } else {
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+        };
         events.push(data(Duration::ZERO, finish.to_string(), false));
         if b.usage {
             events.push(data(

@@ -275,6 +275,7 @@ impl Scripted {
             .route("/metrics", get(routes::metrics))
             .route("/slots/{id}", post(routes::slot_action))
             .route("/v1/chat/completions", post(chat::chat))
+            .route("/v1/completions", post(chat::completions))
             .route("/v1/messages", post(chat::messages))
             .fallback(routes::anything)
             .with_state(state.clone());

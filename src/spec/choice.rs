@@ -15,6 +15,9 @@ use super::{Span, SpecError, Written};
 pub enum Api {
     Openai,
     Anthropic,
+    /// OpenAI legacy completions (`/v1/completions`): a prompt string, `choices[].text` chunks.
+    #[serde(rename = "openai-completions", alias = "openai_completions")]
+    OpenaiCompletions,
 }
 
 impl FromStr for Api {
@@ -23,9 +26,12 @@ impl FromStr for Api {
         match s.trim() {
             "openai" => Ok(Api::Openai),
             "anthropic" => Ok(Api::Anthropic),
-            other => {
-                Err(SpecError::Unknown { what: "api", value: other.into(), allowed: "openai, anthropic" })
-            }
+            "openai-completions" => Ok(Api::OpenaiCompletions),
+            other => Err(SpecError::Unknown {
+                what: "api",
+                value: other.into(),
+                allowed: "openai, anthropic, openai-completions",
+            }),
         }
     }
 }
@@ -35,6 +41,7 @@ impl fmt::Display for Api {
         f.write_str(match self {
             Api::Openai => "openai",
             Api::Anthropic => "anthropic",
+            Api::OpenaiCompletions => "openai-completions",
         })
     }
 }

@@ -122,6 +122,50 @@ impl<const MAX: u32> fmt::Display for Count<MAX> {
     }
 }
 
+/// `--runs`: a whole number from 1 to `MAX`, or `auto` (each cell repeated until its median is
+/// known well enough: `--target-ci`). A scenario file writes `runs = 3` or `runs = "auto"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runs<const MAX: u32> {
+    Fixed(u32),
+    Auto,
+}
+
+impl<const MAX: u32> FromStr for Runs<MAX> {
+    type Err = SpecError;
+    fn from_str(text: &str) -> Result<Self, SpecError> {
+        match text.trim() {
+            "auto" => Ok(Runs::Auto),
+            other => other.parse::<Count<MAX>>().map(|c| Runs::Fixed(c.0)),
+        }
+    }
+}
+
+impl<const MAX: u32> Serialize for Runs<MAX> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Runs::Fixed(n) => s.serialize_u32(*n),
+            Runs::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de, const MAX: u32> Deserialize<'de> for Runs<MAX> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Number(u64),
+            Text(String),
+        }
+        match Given::deserialize(d)? {
+            Given::Number(n) => {
+                Count::<MAX>::try_from(n).map(|c| Runs::Fixed(c.0)).map_err(de::Error::custom)
+            }
+            Given::Text(t) => t.parse().map_err(de::Error::custom),
+        }
+    }
+}
+
 /// `2s`, `1500ms`, `4m`, or a bare number of seconds (`30`, `0.5`); at most `MAX_DURATION_S`.
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
 pub struct Span(pub Duration);
@@ -311,9 +355,11 @@ impl<T: fmt::Display> Serialize for List<T> {
 
 mod choice;
 mod error;
+mod json_object;
 
 pub use choice::{Api, StaggerDelay, ThermalChoice};
 pub use error::SpecError;
+pub use json_object::JsonObject;
 
 #[cfg(test)]
 mod tests {

@@ -213,6 +213,12 @@ fn sample(flag: &str) -> Option<&'static str> {
         "server-start-timeout" => "20s",
         // A server that exits at once: the resume applies it and stops on it.
         "server-cmd" => "exit 7 # {port}",
+        // A request header says how to reach the server (a proxy's routing, a credential).
+        "header" => "X-Trace: resumed",
+        "extra-body" => r#"{"top_k": 1}"#,
+        "temperature" => "0.5",
+        "warmup" | "min-runs" | "max-runs" => "2",
+        "target-ci" => "5%",
         _ => return None,
     })
 }
@@ -234,6 +240,7 @@ fn every_sweep_flag_either_applies_on_resume_or_is_refused() {
         "ca-cert",
         "insecure",
         "quiet",
+        "header",
     ];
     let ca_pem = dir.path().join("ca.pem");
     std::fs::write(&ca_pem, Scripted::start_tls(Behaviour::default()).ca_pem.unwrap()).unwrap();

@@ -28,7 +28,7 @@ fn a_soak_that_stays_correct_passes_every_request() {
     let dir = tempfile::tempdir().unwrap();
     let out = soak(&server.url, dir.path(), &["--concurrency", "4", "--iterations", "3"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let table = String::from_utf8_lossy(&out.stdout);
+    let table = stderr(&out);
     assert!(table.contains("| PASS 12/12 (3 iterations x 4) |"), "{table}");
     let run = run_dir(dir.path());
     let recs = records(&run);
@@ -69,11 +69,7 @@ fn different_greedy_text_under_load_is_a_finding_even_without_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let out = soak(&server.url, dir.path(), &["--concurrency", "2", "--iterations", "2"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("| FAIL 0/4"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(stderr(&out).contains("| FAIL 0/4"), "{}", stderr(&out));
     let recs = records(&run_dir(dir.path()));
     let m = recs.iter().find(|r| r["record_type"] == "measurement").unwrap();
     let flag =
@@ -129,7 +125,7 @@ fn a_real_server_killed_with_sigsegv_mid_soak_is_recorded_and_survived() {
     let recs = records(&run);
     let last = recs.iter().rev().find(|r| r["record_type"] == "measurement").unwrap();
     assert_eq!(last["quality_ok"], true, "the restarted server answered: {last}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("| FAIL"));
+    assert!(stderr(&out).contains("| FAIL"));
 }
 
 #[test]
