@@ -329,6 +329,9 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let where_ = dir.display();
+    // The run directory alone on stdout, however the run ended, for scripts to capture.
+    crate::output::println(&where_.to_string())
+        .map_err(|e| Failure::io(format!("cannot print the run directory: {e}")))?;
     match outcome {
         Ok(End::Done) => {
             if !args.quiet {
@@ -390,8 +393,8 @@ fn summarize(args: &LoadArgs, plan: &LoadPlan, dir: &std::path::Path) -> Result<
     if let Err(e) = plot::write_curve(&dir.join(CURVE_FILE), &summary) {
         eprintln!("warning: no plot: {e}");
     }
-    crate::output::print(&summary::table(&summary))
-        .map_err(|e| Failure::io(format!("cannot print the summary: {e}")))?;
+    // People's text on stderr; stdout is left to the run directory alone (as every verb does).
+    eprint!("{}", summary::table(&summary));
     if let Some(s) = &plan.search {
         eprint!(
             "\nRate search (--rates auto; the mix as a whole, SLO {}, target {:.0}%):\n{}",

@@ -72,8 +72,10 @@ fn a_load_run_records_every_arrival_with_its_schedule_and_proven_cache_state() {
     assert_eq!(summary["rates"].as_array().unwrap().len(), 2);
     assert_eq!(summary["knees"].as_array().unwrap().len(), 4, "cold, warm, hot and all");
     assert!(run.join("load-ttft-p99.svg").exists());
-    let table = String::from_utf8_lossy(&out.stdout);
+    let table = stderr(&out);
     assert!(table.contains("| Rate /s | State |") && table.contains("Knee"), "{table}");
+    // stdout is the run directory alone, for scripts (the table is on stderr).
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{}\n", run.display()));
 }
 
 #[test]

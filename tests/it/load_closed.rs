@@ -158,7 +158,7 @@ fn a_closed_loop_sends_each_user_s_next_request_when_its_last_ended_and_finds_th
     }
     let knee = summary["knees"].as_array().unwrap().iter().find(|k| k["state"].is_null()).unwrap().clone();
     assert_eq!(knee["concurrency"], 2, "two slots: 4 users queue past the SLO; {summary}");
-    let table = String::from_utf8_lossy(&out.stdout);
+    let table = stderr(&out);
     assert!(table.contains("| Users | State |") && table.contains("| 4 users | all |"), "{table}");
     assert!(table.contains("all 2 users"), "{table}");
     assert!(!run.join("load-ttft-p99.svg").exists(), "no rate was offered");
@@ -187,7 +187,7 @@ fn the_rate_plot_shows_p50_and_p99_named_as_in_the_table_with_ticks_apart() {
     );
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
     let run = run_dir(dir.path());
-    let table = String::from_utf8_lossy(&out.stdout);
+    let table = stderr(&out);
     assert!(table.contains("TTFT p50") && table.contains("TTFT p99"), "{table}");
     let texts = labels(&run.join("load-ttft-p99.svg"));
     let axis = texts.iter().find(|l| l.text.starts_with("TTFT ms")).unwrap_or_else(|| panic!("{texts:?}"));
