@@ -137,6 +137,30 @@ pub struct SweepConfig {
     /// saved file (the restore may read memory). Each warm record says the same for itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache: Option<crate::record::PageCache>,
+    /// `--dataset`: the file (path, size, CRC-32) and the rows measured, each with its token
+    /// count once the server counted it. It replaces `contexts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<crate::dataset::Dataset>,
+    /// `--turns`: hot measures this turn (absent in run.json: the default, 3).
+    #[serde(default = "default_turns", skip_serializing_if = "is_default_turns")]
+    pub turns: u32,
+    /// `--think-time`: the pause between a hot conversation's turns, ms (absent: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub think_time_ms: f64,
+}
+
+pub const DEFAULT_TURNS: u32 = 3;
+
+fn default_turns() -> u32 {
+    DEFAULT_TURNS
+}
+
+fn is_default_turns(turns: &u32) -> bool {
+    *turns == DEFAULT_TURNS
+}
+
+fn is_zero(ms: &f64) -> bool {
+    *ms == 0.0
 }
 
 /// `server_cmd` as written out: never with its keys, whatever file or output it goes to.
@@ -156,6 +180,12 @@ impl SweepConfig {
             concurrent_max_context: self.concurrent_max_context,
             staggered: self.staggered.as_ref().map(|s| (s.context_tokens, s.runs)),
             reuse_primes: self.reuse_primes,
+            dataset_rows: self
+                .dataset
+                .iter()
+                .flat_map(|d| &d.rows)
+                .map(|r| (r.row, r.tokens.unwrap_or(0)))
+                .collect(),
         }
     }
 }
@@ -280,6 +310,14 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         }
     };
     let thermal = validate_thermal(&plan, &origins)?;
+    let dataset = validate_dataset(args, &plan, &origins)?;
+    let turns = plan.turns.map_or(DEFAULT_TURNS, |c| c.0);
+    if turns < 2 {
+        return Err(origins.invalid(
+            "turns",
+            "hot needs at least 2 turns: turn 1 builds the cache the last turn is measured on",
+        ));
+    }
     // Secrets are known before anything is written or printed: the key of --api-key-env may also
     // be spelled out in --server-cmd, and the command's own keys may show up in its stderr.
     if let Some(var) = &connection.api_key_env
@@ -320,7 +358,38 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         reuse_primes: matrix.reuse_primes,
         slot_dir: plan.slot_dir.clone().or_else(|| connection.server_cmd.as_deref().and_then(slot_save_path)),
         page_cache: None,
+        dataset,
+        turns,
+        think_time_ms: plan.think_time.map_or(0.0, |s| s.secs() * 1000.0),
     })
+}
+
+/// `--dataset`, read whole (every row checked) and sampled. It replaces `--contexts`, so both
+/// given is refused; so is `--shard` (a shard's cells are dealt before the rows are counted).
+fn validate_dataset(
+    args: &SweepArgs,
+    plan: &MeasureArgs,
+    origins: &Origins,
+) -> Result<Option<crate::dataset::Dataset>, ConfigError> {
+    let Some(path) = &plan.dataset else {
+        if plan.dataset_limit.is_some() {
+            return Err(origins.invalid("dataset_limit", "needs --dataset"));
+        }
+        return Ok(None);
+    };
+    if plan.contexts.is_some() {
+        return Err(origins.invalid(
+            "contexts",
+            "--dataset replaces --contexts (each row is measured at its own length): give one of them",
+        ));
+    }
+    if args.shard.is_some() {
+        return Err(origins.invalid("dataset", "a dataset sweep cannot be sharded (yet): drop --shard"));
+    }
+    let seed = plan.seed.unwrap_or(DEFAULT_SEED);
+    crate::dataset::Dataset::load(path, plan.dataset_limit.map(|c| c.0), seed)
+        .map(Some)
+        .map_err(|e| ConfigError::Missing(e.to_string()))
 }
 
 /// The directory a llama-server command line saves slots to (`--slot-save-path DIR` or
@@ -430,6 +499,7 @@ pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, 
         concurrent_max_context: plan.concurrent_max_context.map(|t| t.0),
         staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),
         reuse_primes: plan.reuse_primes != Some(false),
+        dataset_rows: vec![],
     };
     let small = |key: &str, tokens: u32| {
         origins.invalid(

@@ -25,6 +25,7 @@ pub struct Real {
 impl Real {
     fn cell(&self, arrival: &Arrival) -> CellKey {
         CellKey {
+            dataset_row: None,
             model: self.ctx.model.clone(),
             scenario: Scenario::Load,
             cache_state: arrival.state,
