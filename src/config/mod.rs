@@ -335,7 +335,8 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         api: plan.api.unwrap_or(Api::Openai),
         preset: plan.preset.clone().unwrap_or_else(|| "openai".to_string()),
         scenario_file: args.scenario.clone(),
-        contexts: matrix.contexts,
+        // A dataset replaces the contexts: its rows are the context axis (`matrix`).
+        contexts: if dataset.is_some() { Vec::new() } else { matrix.contexts },
         modes: matrix.modes,
         cache_states: matrix.cache_states,
         batch_sizes: matrix.batch_sizes,

@@ -263,3 +263,60 @@ fn turns_beyond_three_measure_turn_n_on_the_cache_and_keep_every_earlier_turn() 
         assert!(hot["think_ms"].as_f64().unwrap() >= 100.0, "{hot}");
     }
 }
+
+#[test]
+fn a_load_sends_dataset_rows_and_hot_arrivals_are_sessions_of_n_turns() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let file = fixture("prompts.jsonl");
+    let args = [
+        "load",
+        "--server",
+        &server.url,
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--quiet",
+        "--thermal",
+        "off",
+        "--preset",
+        "llama.cpp",
+        "--rates",
+        "2",
+        "--duration",
+        "3s",
+        "--mix",
+        "cold=0.5,hot=0.5",
+        "--output-tokens",
+        "8",
+        "--dataset",
+        file.to_str().unwrap(),
+        "--turns",
+        "4",
+        "--think-time",
+        "50ms",
+    ];
+    let out = bench(&args);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    let run = run_dir(dir.path());
+    let rows = run_json(&run)["config"]["dataset"]["rows"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 3);
+    let ms = measurements(&run);
+    assert!(!ms.is_empty());
+    for m in &ms {
+        assert_eq!(m["scenario"], "load");
+        let index = m["request_index"].as_u64().unwrap() as usize;
+        let row = &rows[index % rows.len()];
+        assert_eq!(m["dataset_row"], row["row"], "arrival i sends row i mod n: {m}");
+        assert_eq!(m["context_tokens"], row["tokens"], "{m}");
+        if m["error"].is_null() {
+            assert_eq!(m["cache_state_confirmed"], true, "{m}");
+        }
+        if m["cache_state"] == "hot" && m["error"].is_null() {
+            let turns = m["turns"].as_array().unwrap();
+            assert_eq!(turns.len(), 3, "turns 1 to 3 prepared, turn 4 sent at the arrival: {m}");
+            assert!(turns[1..].iter().all(|t| t["think_ms"].as_f64().unwrap() >= 50.0), "{m}");
+            assert!(m["think_ms"].as_f64().unwrap() >= 50.0, "{m}");
+        }
+    }
+    assert!(ms.iter().any(|m| m["cache_state"] == "hot" && m["error"].is_null()), "no hot arrival: {ms:?}");
+}
