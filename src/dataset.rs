@@ -169,20 +169,13 @@ impl Dataset {
     }
 }
 
-/// `n` of `rows` drawn without replacement by a seeded shuffle, kept in file order.
+/// `n` of `rows` drawn without replacement by a seeded shuffle (the project's one seeded
+/// generator, `stats::Rng`), kept in file order.
 fn sample(rows: Vec<Row>, n: usize, seed: u64) -> Vec<Row> {
-    let mut state = seed ^ 0xDA7A_5E7;
-    let mut next = move || {
-        // splitmix64: a fixed, portable sequence for a seed.
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let mut rng = crate::stats::Rng::new(seed ^ 0x0DA7_A5E7);
     let mut order: Vec<usize> = (0..rows.len()).collect();
     for i in (1..order.len()).rev() {
-        order.swap(i, (next() % (i as u64 + 1)) as usize);
+        order.swap(i, rng.below(i + 1));
     }
     let mut keep: Vec<usize> = order.into_iter().take(n).collect();
     keep.sort_unstable();

@@ -113,9 +113,12 @@ impl Matrix {
     }
 }
 
+/// A session lifecycle: (context, dataset row, mode, run).
+pub type LifecycleKey = (u32, Option<u32>, Mode, u32);
+
 /// The session lifecycle a cell belongs to under `--reuse-primes`: its (context, mode, run), for
 /// the single-request cache-state cells (and its dataset row); None for batches and staggered pairs.
-pub fn lifecycle_key(cell: &CellKey) -> Option<(u32, Option<u32>, Mode, u32)> {
+pub fn lifecycle_key(cell: &CellKey) -> Option<LifecycleKey> {
     matches!(cell.scenario, Scenario::Cold | Scenario::Warm | Scenario::Hot).then_some((
         cell.context_tokens,
         cell.dataset_row,

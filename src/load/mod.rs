@@ -72,7 +72,7 @@ pub struct LoadArgs {
     #[arg(long, default_value = "60s", help_heading = "Load")]
     pub duration: Span,
     /// Share of arrivals per cache state: cold (nothing cached), warm (reloaded from disk; needs a
-    /// preset that evicts, e.g. llama.cpp), hot (turn 3 of a live conversation).
+    /// preset that evicts, e.g. llama.cpp), hot (turn N of a live conversation, --turns, default 3).
     #[arg(long, default_value = "cold=1", help_heading = "Load")]
     pub mix: Mix,
     /// A request meets the SLO when its TTFT and its mean inter-token latency are at most these.

@@ -18,7 +18,7 @@
 //! starts a fresh one of its own, priming itself as a plain cell does.
 
 use crate::client::ChatRequest;
-use crate::plan::{continues_lifecycle, lifecycle_key};
+use crate::plan::{LifecycleKey, continues_lifecycle, lifecycle_key};
 use crate::preset::Session;
 use crate::record::{CacheState, CellKey, ErrorInfo, Measurement, Mode, Record, TurnSummary};
 
@@ -28,7 +28,7 @@ use super::measure::{self, Ready, Then};
 
 /// The session a lifecycle runs on, and what it has been through.
 pub struct Lifecycle {
-    key: (String, Option<(u32, Option<u32>, Mode, u32)>),
+    key: (String, Option<LifecycleKey>),
     id: String,
     session: Session,
     nonce: String,
@@ -108,7 +108,7 @@ pub async fn step(
 async fn start(
     ctx: &Ctx,
     cell: &CellKey,
-    key: (String, Option<(u32, Option<u32>, Mode, u32)>),
+    key: (String, Option<LifecycleKey>),
 ) -> Result<Lifecycle, Box<Measurement>> {
     if let Err(error) = ctx.harness.time(Part::Preset, measure::begin_cell(ctx)).await {
         let mut m = measure::blank(ctx, cell, 0, "");

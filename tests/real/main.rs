@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod datasets_real;
 mod load_real;
 mod real_llama;
 mod report_html;
