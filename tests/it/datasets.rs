@@ -320,3 +320,33 @@ fn a_load_sends_dataset_rows_and_hot_arrivals_are_sessions_of_n_turns() {
     }
     assert!(ms.iter().any(|m| m["cache_state"] == "hot" && m["error"].is_null()), "no hot arrival: {ms:?}");
 }
+
+#[test]
+fn a_resumed_dataset_run_reads_its_file_again_and_refuses_one_that_changed() {
+    let server = server();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prompts.txt");
+    std::fs::copy(fixture("prompts.txt"), &file).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = sweep(&server.url, &out_dir, &["--dataset", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_dir(&out_dir);
+    let before = std::fs::read_to_string(run.join("measurements.jsonl")).unwrap();
+
+    let resume =
+        |dir: &Path| bench(&["sweep", "--resume", dir.to_str().unwrap(), "--server", &server.url, "--quiet"]);
+    let out = resume(&run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(run.join("measurements.jsonl")).unwrap(),
+        before,
+        "every row was done"
+    );
+
+    std::fs::write(&file, "A different first prompt.\n").unwrap();
+    let out = resume(&run);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(file.to_str().unwrap()) && err.contains("changed since the run began"), "{err}");
+    assert_eq!(std::fs::read_to_string(run.join("measurements.jsonl")).unwrap(), before, "nothing measured");
+}
