@@ -30,6 +30,7 @@ demo: server-build server-model
     again=$(./target/release/bench sweep --server "$url" --preset llama.cpp --contexts 512,1024 --modes streaming \
         --cache-states cold,warm --runs 3 --output-tokens 32 --thermal off --slot-dir "$state/slots" --quiet --out results) || [ $? -eq 1 ]
     ./target/release/bench compare "$run" "$again"
+    ./target/release/bench sweep --server "$url" --preset llama.cpp --dataset tests/fixtures/datasets/sharegpt.json --cache-states cold,hot --turns 4 --runs 1 --output-tokens 16 --thermal off --quiet --out results || [ $? -eq 1 ]
     echo "records: $run   canonical: results/demo.json   plots: results/demo-plots/" >&2
 
 # all tests: unit, scripted-server and real llama-server end to end (builds the server once, ~15 min).

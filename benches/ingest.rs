@@ -135,6 +135,7 @@ fn records(n: usize) -> Vec<Record> {
                 for mode in [Mode::Streaming, Mode::NonStreaming] {
                     let batch_size = if (run as usize + i).is_multiple_of(10) { 4 } else { 1 };
                     let cell = CellKey {
+                        dataset_row: None,
                         model: "bench/ingest-8b".into(),
                         scenario: Scenario::of(cache_state, batch_size),
                         cache_state,

@@ -42,6 +42,8 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("quality", 47),
     ("physics", 46),
     ("plan", 45),
+    // prompts users bring (`--dataset`)
+    ("dataset", 44),
     // the record model
     ("record", 30),
     // leaves

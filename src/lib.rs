@@ -11,6 +11,7 @@ pub mod command;
 pub mod compare;
 pub mod config;
 pub mod cost;
+pub mod dataset;
 pub mod exit;
 pub mod input_file;
 pub mod layers;

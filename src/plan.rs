@@ -24,6 +24,9 @@ pub struct Matrix {
     pub staggered: Option<(u32, u32)>,
     /// `--reuse-primes`: batch-1 cells ordered as session lifecycles (cache state innermost).
     pub reuse_primes: bool,
+    /// `--dataset`: (row, token count) of every row measured, in file order. When given it
+    /// replaces `contexts`: each row is a context of its own, named by its row.
+    pub dataset_rows: Vec<(u32, u32)>,
 }
 
 impl Matrix {
@@ -34,20 +37,30 @@ impl Matrix {
         let mut n = 0usize;
         for &batch_size in &self.batch_sizes {
             let contexts = self
-                .contexts
+                .points()
                 .iter()
-                .filter(|&&c| batch_size == 1 || self.concurrent_max_context.is_none_or(|max| c <= max))
+                .filter(|&&(c, _)| batch_size == 1 || self.concurrent_max_context.is_none_or(|max| c <= max))
                 .count();
             n = n.saturating_add(contexts.saturating_mul(per_context));
         }
         n.saturating_add(self.staggered.map_or(0, |(_, runs)| 2 * runs as usize))
     }
 
+    /// The context axis: (context, dataset row) of each point, rows replacing contexts when a
+    /// dataset is measured.
+    fn points(&self) -> Vec<(u32, Option<u32>)> {
+        if self.dataset_rows.is_empty() {
+            self.contexts.iter().map(|&c| (c, None)).collect()
+        } else {
+            self.dataset_rows.iter().map(|&(row, tokens)| (tokens, Some(row))).collect()
+        }
+    }
+
     /// Every cell for `model`, in execution order.
     pub fn cells(&self, model: &str) -> Vec<CellKey> {
         let mut cells = Vec::new();
         for &batch_size in &self.batch_sizes {
-            for &context_tokens in &self.contexts {
+            for (context_tokens, dataset_row) in self.points() {
                 if batch_size > 1 && self.concurrent_max_context.is_some_and(|max| context_tokens > max) {
                     continue;
                 }
@@ -57,6 +70,7 @@ impl Matrix {
                     cache_state,
                     mode,
                     context_tokens,
+                    dataset_row,
                     batch_size,
                     run,
                 };
@@ -83,6 +97,7 @@ impl Matrix {
             for run in 1..=runs {
                 for scenario in [Scenario::StaggeredBatched, Scenario::StaggeredSequential] {
                     cells.push(CellKey {
+                        dataset_row: None,
                         model: model.to_string(),
                         scenario,
                         cache_state: CacheState::Cold,
@@ -98,11 +113,15 @@ impl Matrix {
     }
 }
 
+/// A session lifecycle: (context, dataset row, mode, run).
+pub type LifecycleKey = (u32, Option<u32>, Mode, u32);
+
 /// The session lifecycle a cell belongs to under `--reuse-primes`: its (context, mode, run), for
-/// the single-request cache-state cells; None for batches and staggered pairs.
-pub fn lifecycle_key(cell: &CellKey) -> Option<(u32, Mode, u32)> {
+/// the single-request cache-state cells (and its dataset row); None for batches and staggered pairs.
+pub fn lifecycle_key(cell: &CellKey) -> Option<LifecycleKey> {
     matches!(cell.scenario, Scenario::Cold | Scenario::Warm | Scenario::Hot).then_some((
         cell.context_tokens,
+        cell.dataset_row,
         cell.mode,
         cell.run,
     ))
@@ -130,6 +149,7 @@ mod tests {
             concurrent_max_context: Some(1024),
             staggered: Some((4096, 1)),
             reuse_primes: false,
+            dataset_rows: vec![],
         }
     }
 
@@ -221,6 +241,7 @@ mod tests {
             concurrent_max_context: Some(16384),
             staggered: Some((4096, 3)),
             reuse_primes: false,
+            dataset_rows: vec![],
         };
         let cells = m.cells("m");
         let staggered = cells

@@ -25,6 +25,10 @@ pub use load_values::{Levels, LoadSpecError, MAX_RATE_PER_S, MAX_USERS, Mix, Rat
 pub const MAX_RUNS: u32 = 10_000;
 pub const MAX_BATCH: u32 = 4_096;
 pub const MAX_OUTPUT_TOKENS: u32 = 1_048_576;
+/// Turns of a hot conversation: an agent's session runs to dozens, a typo to millions.
+pub const MAX_TURNS: u32 = 256;
+/// Rows sampled from a dataset (`--dataset-limit`).
+pub const MAX_DATASET_ROWS: u32 = 1_000_000;
 
 #[derive(Debug, Args, Default, Clone)]
 #[command(after_help = "Examples:\n  \
@@ -292,6 +296,24 @@ pub struct MeasureArgs {
     /// after a server starts are slower) [default: 1].
     #[arg(long, value_name = "N", help_heading = "Request")]
     pub warmup: Option<u32>,
+    /// Measure the prompts of a file instead of generated ones: ShareGPT JSON (`conversations` of
+    /// `from`/`value`), JSONL of {"prompt": ...} or {"messages": [...]}, or text (one prompt a
+    /// line). Replaces --contexts: each row is measured at its own length (its token count is the
+    /// record's context_tokens, its row the record's dataset_row); cold still opens with a unique
+    /// nonce; hot replays the row's own later user turns.
+    #[arg(long, value_name = "FILE", help_heading = "Workload")]
+    pub dataset: Option<PathBuf>,
+    /// Measure N rows of --dataset, drawn with --seed (the same seed, the same rows) [default: every row].
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub dataset_limit: Option<Count<MAX_DATASET_ROWS>>,
+    /// Turns of a hot conversation: hot measures turn N on the cache turns 1 to N-1 built; every
+    /// earlier turn's TTFT is kept in the record's `turns` (at least 2) [default: 3].
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub turns: Option<Count<MAX_TURNS>>,
+    /// Pause between a hot conversation's turns (a user reading and typing, an agent running a
+    /// tool), e.g. 2s; each pause is recorded as measured (`think_ms`) [default: 0s].
+    #[arg(long, value_name = "DURATION", help_heading = "Workload")]
+    pub think_time: Option<Span>,
 
     #[command(flatten)]
     #[serde(flatten)]

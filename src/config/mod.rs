@@ -158,6 +158,16 @@ pub struct SweepConfig {
     /// `--runs auto`: `runs` is then the most runs of a cell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs_auto: Option<AutoRuns>,
+    /// `--dataset`: the file (path, size, CRC-32) and the rows measured, each with its token
+    /// count once the server counted it. It replaces `contexts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<crate::dataset::Dataset>,
+    /// `--turns`: hot measures this turn (absent in run.json: the default, 3).
+    #[serde(default = "default_turns", skip_serializing_if = "is_default_turns")]
+    pub turns: u32,
+    /// `--think-time`: the pause between a hot conversation's turns, ms (absent: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub think_time_ms: f64,
 }
 
 pub const DEFAULT_WARMUP: u32 = 1;
@@ -267,6 +277,20 @@ pub fn validate_extra_body(body: &serde_json::Map<String, Value>) -> Result<(), 
     }
 }
 
+pub const DEFAULT_TURNS: u32 = 3;
+
+fn default_turns() -> u32 {
+    DEFAULT_TURNS
+}
+
+fn is_default_turns(turns: &u32) -> bool {
+    *turns == DEFAULT_TURNS
+}
+
+fn is_zero(ms: &f64) -> bool {
+    *ms == 0.0
+}
+
 /// `server_cmd` as written out: never with its keys, whatever file or output it goes to.
 fn redacted_command<S: serde::Serializer>(command: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
     command.as_deref().map(crate::secrets::redact_command).serialize(s)
@@ -284,6 +308,12 @@ impl SweepConfig {
             concurrent_max_context: self.concurrent_max_context,
             staggered: self.staggered.as_ref().map(|s| (s.context_tokens, s.runs)),
             reuse_primes: self.reuse_primes,
+            dataset_rows: self
+                .dataset
+                .iter()
+                .flat_map(|d| &d.rows)
+                .map(|r| (r.row, r.tokens.unwrap_or(0)))
+                .collect(),
         }
     }
 }
@@ -408,6 +438,14 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         }
     };
     let thermal = validate_thermal(&plan, &origins)?;
+    let dataset = validate_dataset(args, &plan, &origins)?;
+    let turns = plan.turns.map_or(DEFAULT_TURNS, |c| c.0);
+    if turns < 2 {
+        return Err(origins.invalid(
+            "turns",
+            "hot needs at least 2 turns: turn 1 builds the cache the last turn is measured on",
+        ));
+    }
     // Secrets are known before anything is written or printed: the key of --api-key-env may also
     // be spelled out in --server-cmd, and the command's own keys may show up in its stderr.
     if let Some(var) = &connection.api_key_env
@@ -437,7 +475,8 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         api: plan.api.unwrap_or(Api::Openai),
         preset: plan.preset.clone().unwrap_or_else(|| "openai".to_string()),
         scenario_file: args.scenario.clone(),
-        contexts: matrix.contexts,
+        // A dataset replaces the contexts: its rows are the context axis (`matrix`).
+        contexts: if dataset.is_some() { Vec::new() } else { matrix.contexts },
         modes: matrix.modes,
         cache_states: matrix.cache_states,
         batch_sizes: matrix.batch_sizes,
@@ -465,7 +504,38 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         headers,
         warmup: plan.warmup.unwrap_or(DEFAULT_WARMUP),
         runs_auto,
+        dataset,
+        turns,
+        think_time_ms: plan.think_time.map_or(0.0, |s| s.secs() * 1000.0),
     })
+}
+
+/// `--dataset`, read whole (every row checked) and sampled. It replaces `--contexts`, so both
+/// given is refused; so is `--shard` (a shard's cells are dealt before the rows are counted).
+fn validate_dataset(
+    args: &SweepArgs,
+    plan: &MeasureArgs,
+    origins: &Origins,
+) -> Result<Option<crate::dataset::Dataset>, ConfigError> {
+    let Some(path) = &plan.dataset else {
+        if plan.dataset_limit.is_some() {
+            return Err(origins.invalid("dataset_limit", "needs --dataset"));
+        }
+        return Ok(None);
+    };
+    if plan.contexts.is_some() {
+        return Err(origins.invalid(
+            "contexts",
+            "--dataset replaces --contexts (each row is measured at its own length): give one of them",
+        ));
+    }
+    if args.shard.is_some() {
+        return Err(origins.invalid("dataset", "a dataset sweep cannot be sharded (yet): drop --shard"));
+    }
+    let seed = plan.seed.unwrap_or(DEFAULT_SEED);
+    crate::dataset::Dataset::load(path, plan.dataset_limit.map(|c| c.0), seed)
+        .map(Some)
+        .map_err(|e| ConfigError::Missing(e.to_string()))
 }
 
 /// The directory a llama-server command line saves slots to (`--slot-save-path DIR` or
@@ -579,6 +649,7 @@ pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, 
         concurrent_max_context: plan.concurrent_max_context.map(|t| t.0),
         staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),
         reuse_primes: plan.reuse_primes != Some(false),
+        dataset_rows: vec![],
     };
     let small = |key: &str, tokens: u32| {
         origins.invalid(

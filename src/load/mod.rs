@@ -103,7 +103,7 @@ pub struct LoadArgs {
     #[arg(long, default_value = "60s", help_heading = "Load")]
     pub duration: Span,
     /// Share of arrivals per cache state: cold (nothing cached), warm (reloaded from disk; needs a
-    /// preset that evicts, e.g. llama.cpp), hot (turn 3 of a live conversation).
+    /// preset that evicts, e.g. llama.cpp), hot (turn N of a live conversation, --turns, default 3).
     #[arg(long, default_value = "cold=1", help_heading = "Load")]
     pub mix: Mix,
     /// A request meets the SLO when its TTFT and its mean inter-token latency are at most these.
@@ -129,6 +129,21 @@ pub struct LoadArgs {
     /// max_tokens of every measured request [default: 64].
     #[arg(long, help_heading = "Load")]
     pub output_tokens: Option<Count<MAX_OUTPUT_TOKENS>>,
+    /// Prompts of a file instead of generated ones (as `bench sweep --dataset`): arrival i sends
+    /// row i mod n of the rows sampled, at its own length; replaces --contexts.
+    #[arg(long, value_name = "FILE", help_heading = "Workload")]
+    pub dataset: Option<PathBuf>,
+    /// Rows of --dataset used, drawn with --seed [default: every row].
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub dataset_limit: Option<Count<{ crate::cli::MAX_DATASET_ROWS }>>,
+    /// Hot arrivals are sessions of N turns: turns 1 to N-1 are prepared ahead (each kept in the
+    /// record's turns), turn N is the request sent at the arrival instant [default: 3].
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub turns: Option<Count<{ crate::cli::MAX_TURNS }>>,
+    /// Pause between a hot session's turns while it is prepared (recorded as measured, think_ms)
+    /// [default: 0s].
+    #[arg(long, value_name = "DURATION", help_heading = "Workload")]
+    pub think_time: Option<Span>,
     /// Model name sent in requests [default: the first model the server lists].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
@@ -161,7 +176,15 @@ fn sweep_args(args: &LoadArgs) -> SweepArgs {
             model: args.model.clone(),
             api: args.api,
             preset: args.preset.clone(),
-            contexts: Some(args.contexts.clone().unwrap_or(Contexts(vec![4096]))),
+            // A dataset replaces the context (each row keeps its own length).
+            contexts: match args.dataset {
+                Some(_) => args.contexts.clone(),
+                None => Some(args.contexts.clone().unwrap_or(Contexts(vec![4096]))),
+            },
+            dataset: args.dataset.clone(),
+            dataset_limit: args.dataset_limit,
+            turns: args.turns,
+            think_time: args.think_time,
             modes: Some(List(vec![Mode::Streaming])),
             cache_states: Some(List(states)),
             output_tokens: args.output_tokens,
@@ -263,7 +286,12 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         seed: config.seed,
         duration_s: args.duration.secs(),
         mix: args.mix.shares(),
-        context_tokens: config.contexts.first().copied().unwrap_or(4096),
+        // 0 with a dataset: each record's context is its row's own.
+        context_tokens: config.contexts.first().copied().unwrap_or(if config.dataset.is_some() {
+            0
+        } else {
+            4096
+        }),
         slo: args.slo,
         slo_target: args.slo_target,
         concurrency_limit: args.concurrency_limit.map(|c| c.0),

@@ -23,13 +23,18 @@ pub struct Real {
 }
 
 impl Real {
-    fn cell(&self, arrival: &Arrival) -> CellKey {
+    /// Arrival `index`'s cell: with `--dataset`, row `index` mod n of the rows sampled, at its own
+    /// length.
+    fn cell(&self, index: u32, arrival: &Arrival) -> CellKey {
+        let rows = self.ctx.config.dataset.as_ref().map_or(&[][..], |d| &d.rows[..]);
+        let row = (!rows.is_empty()).then(|| &rows[index as usize % rows.len()]);
         CellKey {
+            dataset_row: row.map(|r| r.row),
             model: self.ctx.model.clone(),
             scenario: Scenario::Load,
             cache_state: arrival.state,
             mode: Mode::Streaming,
-            context_tokens: self.context_tokens,
+            context_tokens: row.map_or(self.context_tokens, |r| r.tokens.unwrap_or(0)),
             batch_size: 1,
             run: self.run,
         }
@@ -43,7 +48,7 @@ impl Driver for Real {
     async fn prepare(&self, index: u32, arrival: Arrival, slot: u32) -> Result<Ready, Box<Measurement>> {
         // new_session spreads sessions over slots by the number it is given: the leased slot.
         let session = self.ctx.new_session(slot);
-        measure::prepare_on(&self.ctx, &self.cell(&arrival), index, session).await.map_err(|mut m| {
+        measure::prepare_on(&self.ctx, &self.cell(index, &arrival), index, session).await.map_err(|mut m| {
             m.thermal = self.thermal.clone();
             m
         })
@@ -65,7 +70,7 @@ impl Driver for Real {
     }
 
     fn blank(&self, index: u32, arrival: Arrival) -> Measurement {
-        let mut m = measure::blank(&self.ctx, &self.cell(&arrival), index, "");
+        let mut m = measure::blank(&self.ctx, &self.cell(index, &arrival), index, "");
         m.thermal = self.thermal.clone();
         m
     }

@@ -33,6 +33,7 @@ fn m4_pro_gemma() -> (Hardware, ModelProfile) {
 fn measurement(state: CacheState, input: u64, ttft_ms: f64, decode_tps: f64) -> Measurement {
     Measurement {
         cell: CellKey {
+            dataset_row: None,
             model: "m".into(),
             scenario: Scenario::Cold,
             cache_state: state,

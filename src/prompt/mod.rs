@@ -30,6 +30,11 @@ pub fn document(seed: u64, nonce: &str, words: usize) -> String {
     format!("[ref {nonce}] Notes:\n\n{}{QUESTION}", text::words(seed, words))
 }
 
+/// A dataset row's first message behind the nonce, so no prefix cache can serve it cold.
+pub fn with_nonce(nonce: &str, text: &str) -> String {
+    format!("[ref {nonce}] {text}")
+}
+
 /// Unique 12-digit nonces: a per-process random base plus a counter. Digits keep the token count
 /// of every nonce the same on common tokenizers, so sizing stays exact.
 pub struct Nonces {

@@ -117,6 +117,27 @@ impl Sizer {
         }
     }
 
+    /// Tokens the server will count for `messages` (turn 1 of a dataset row, nonce line included):
+    /// one message by the tokenizer plus the measured template overhead, or by the calibrated
+    /// line over its words; several (a system prompt first) by the server's own usage of a
+    /// `max_tokens: 1` request, since each message adds template tokens of its own.
+    pub async fn count(&self, client: &Client, messages: Vec<Message>) -> Result<u64, SizingError> {
+        if messages.len() > 1 {
+            return prompt_tokens_of(client, &self.model, messages).await;
+        }
+        let text = messages.first().map_or("", |m| m.content.as_str());
+        match &self.counter {
+            Counter::Tokenizer { overhead } => {
+                let n = count_tokens(client, &self.model, text).await? as i64 + overhead;
+                Ok(n.max(1) as u64)
+            }
+            Counter::Line { intercept, per_word } => {
+                let words = text.split_whitespace().count() as f64;
+                Ok((intercept + per_word * words).round().max(1.0) as u64)
+            }
+        }
+    }
+
     /// Builds a prompt of `nominal` tokens (chat template included) starting with `nonce`.
     pub async fn build(
         &self,
@@ -237,9 +258,13 @@ async fn count_tokens(client: &Client, model: &str, text: &str) -> Result<u64, S
 
 /// usage.prompt_tokens of a non-streaming `max_tokens: 1` request.
 async fn prompt_tokens(client: &Client, model: &str, text: &str) -> Result<u64, SizingError> {
+    prompt_tokens_of(client, model, vec![Message::new("user", text)]).await
+}
+
+async fn prompt_tokens_of(client: &Client, model: &str, messages: Vec<Message>) -> Result<u64, SizingError> {
     let req = ChatRequest {
         model: model.to_string(),
-        messages: vec![Message::new("user", text)],
+        messages,
         max_tokens: 1,
         stream: false,
         ..Default::default()

@@ -143,8 +143,13 @@ pub struct CellKey {
     pub scenario: Scenario,
     pub cache_state: CacheState,
     pub mode: Mode,
-    /// Nominal prompt size in tokens, chat template included.
+    /// Nominal prompt size in tokens, chat template included (a dataset row's own count).
     pub context_tokens: u32,
+    /// `--dataset`: the row measured (1-based, as run.json's `config.dataset.rows` lists it), so
+    /// two rows of one length stay two cells in resume, merge and report. Absent for generated
+    /// prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_row: Option<u32>,
     pub batch_size: u32,
     /// 1-based repetition number.
     pub run: u32,
@@ -159,6 +164,9 @@ impl std::fmt::Display for CellKey {
             write!(f, "{} ", self.model)?;
         }
         write!(f, "ctx {} ", self.context_tokens)?;
+        if let Some(row) = self.dataset_row {
+            write!(f, "row {row} ")?;
+        }
         match self.scenario {
             Scenario::Concurrent => write!(f, "concurrent/{}", self.cache_state)?,
             other => f.write_str(other.as_str())?,

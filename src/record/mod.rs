@@ -213,8 +213,13 @@ pub struct Measurement {
     /// an H200 about 2x faster than from disk: docs/page-cache.md). Absent in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache: Option<PageCache>,
-    /// Hot only: the unmeasured turns that built the conversation.
+    /// Hot only: the unmeasured turns that built the conversation (turns 1 to N-1 of `--turns N`),
+    /// each with its own TTFT when the cell streams.
     pub turns: Vec<TurnSummary>,
+    /// Hot with `--think-time`: the pause between the previous turn's answer and this (measured)
+    /// turn's send, as the clock measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_ms: Option<f64>,
     /// What the server said about its cache for this request.
     pub cache_evidence: Option<CacheEvidence>,
     /// Whether the evidence matches the claimed cache state; null when the server gives none.
@@ -271,6 +276,10 @@ impl PageCache {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TurnSummary {
     pub turn: u32,
+    /// `--think-time`: the pause between the previous turn's answer and this turn's send, as the
+    /// clock measured it (absent for turn 1 and without a think time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_ms: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
     pub input_tokens: Option<u64>,

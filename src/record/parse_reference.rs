@@ -68,6 +68,8 @@ pub struct Measurement {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache: Option<crate::record::PageCache>,
     pub turns: Vec<TurnSummary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_ms: Option<f64>,
     pub cache_evidence: Option<CacheEvidence>,
     pub cache_state_confirmed: Option<bool>,
     pub server_timings: Option<serde_json::Value>,

@@ -113,6 +113,7 @@ fn the_fixtures_read_the_same_as_through_the_derive() {
 /// Records with every field filled (and the load fields present), one of each type.
 fn full_records() -> Vec<Record> {
     let cell = CellKey {
+        dataset_row: Some(3),
         model: "org/model \"quoted\" é".into(),
         scenario: Scenario::Concurrent,
         cache_state: CacheState::Warm,
@@ -167,6 +168,7 @@ fn full_records() -> Vec<Record> {
         finish_reason: Some("length".into()),
         output_sample: "text".into(),
         reload_ms: Some(7.0),
+        think_ms: Some(250.5),
         turns: vec![TurnSummary {
             turn: 1,
             ttft_ms: Some(1.0),

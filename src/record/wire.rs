@@ -85,6 +85,8 @@ pub(super) struct MeasurementWire<K: Depth> {
     #[serde(deserialize_with = "unit_enum")]
     mode: Mode,
     context_tokens: u32,
+    #[serde(default)]
+    dataset_row: Option<u32>,
     batch_size: u32,
     run: u32,
     request_index: u32,
@@ -129,6 +131,8 @@ pub(super) struct MeasurementWire<K: Depth> {
     #[serde(default, deserialize_with = "optional_enum")]
     page_cache: Option<PageCache>,
     turns: Vec<TurnSummary>,
+    #[serde(default)]
+    think_ms: Option<f64>,
     cache_evidence: Option<CacheEvidence>,
     cache_state_confirmed: Option<bool>,
     server_timings: Option<K::Json>,
@@ -160,6 +164,7 @@ impl<K: Depth> From<MeasurementWire<K>> for Measurement {
                 cache_state: w.cache_state,
                 mode: w.mode,
                 context_tokens: w.context_tokens,
+                dataset_row: w.dataset_row,
                 batch_size: w.batch_size,
                 run: w.run,
             },
@@ -195,6 +200,7 @@ impl<K: Depth> From<MeasurementWire<K>> for Measurement {
             reload_ms: w.reload_ms,
             page_cache: w.page_cache,
             turns: w.turns,
+            think_ms: w.think_ms,
             cache_evidence: w.cache_evidence,
             cache_state_confirmed: w.cache_state_confirmed,
             server_timings: K::json(w.server_timings),
@@ -224,6 +230,8 @@ pub(super) struct GroupWire {
     #[serde(deserialize_with = "unit_enum")]
     mode: Mode,
     context_tokens: u32,
+    #[serde(default)]
+    dataset_row: Option<u32>,
     batch_size: u32,
     run: u32,
     group_id: String,
@@ -254,6 +262,7 @@ impl From<GroupWire> for GroupRecord {
                 cache_state: w.cache_state,
                 mode: w.mode,
                 context_tokens: w.context_tokens,
+                dataset_row: w.dataset_row,
                 batch_size: w.batch_size,
                 run: w.run,
             },
@@ -286,6 +295,8 @@ pub(super) struct StaggeredWire<K: Depth> {
     #[serde(deserialize_with = "unit_enum")]
     mode: Mode,
     context_tokens: u32,
+    #[serde(default)]
+    dataset_row: Option<u32>,
     batch_size: u32,
     run: u32,
     started_at: String,
@@ -323,6 +334,7 @@ impl<K: Depth> From<StaggeredWire<K>> for StaggeredRecord {
                 cache_state: w.cache_state,
                 mode: w.mode,
                 context_tokens: w.context_tokens,
+                dataset_row: w.dataset_row,
                 batch_size: w.batch_size,
                 run: w.run,
             },

@@ -210,6 +210,7 @@ fn measurement_cell(cx: &Context, line: usize, r: &MeasurementRow) -> Result<Cel
     let model = model.ok_or_else(|| bad(cx, line, "no model_id in the row or the file".into()))?;
     let scenario = Scenario::of(cache_state, r.batch_size);
     Ok(CellKey {
+        dataset_row: None,
         model,
         scenario,
         cache_state,
@@ -341,6 +342,7 @@ fn staggered_record(cx: &Context, line: usize, r: StaggeredRow) -> Result<Stagge
         schema_version: SCHEMA_VERSION,
         run_id: cx.run_id.to_string(),
         cell: CellKey {
+            dataset_row: None,
             model,
             scenario,
             cache_state: CacheState::Cold,

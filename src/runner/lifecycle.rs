@@ -8,7 +8,7 @@
 //!    then, when warm follows, the session is evicted at once: before the thermal wait, so nothing
 //!    the probe does to the server's memory can reach the saved session;
 //! 2. warm: the reload and the same turn-1 request, measured (the reload inside TTFT as always);
-//! 3. hot: turn 2 unmeasured, then turn 3, measured.
+//! 3. hot: turns 2 to N-1 unmeasured (`--turns N`, default 3), then turn N, measured.
 //!
 //! The thermal gate still runs before every measured request. Each measured request is judged by
 //! its own cache evidence exactly as on a fresh session, so a state the server did not produce
@@ -18,7 +18,7 @@
 //! starts a fresh one of its own, priming itself as a plain cell does.
 
 use crate::client::ChatRequest;
-use crate::plan::{continues_lifecycle, lifecycle_key};
+use crate::plan::{LifecycleKey, continues_lifecycle, lifecycle_key};
 use crate::preset::Session;
 use crate::record::{CacheState, CellKey, ErrorInfo, Measurement, Mode, Record, TurnSummary};
 
@@ -28,7 +28,7 @@ use super::measure::{self, Ready, Then};
 
 /// The session a lifecycle runs on, and what it has been through.
 pub struct Lifecycle {
-    key: (String, Option<(u32, Mode, u32)>),
+    key: (String, Option<LifecycleKey>),
     id: String,
     session: Session,
     nonce: String,
@@ -108,7 +108,7 @@ pub async fn step(
 async fn start(
     ctx: &Ctx,
     cell: &CellKey,
-    key: (String, Option<(u32, Mode, u32)>),
+    key: (String, Option<LifecycleKey>),
 ) -> Result<Lifecycle, Box<Measurement>> {
     if let Err(error) = ctx.harness.time(Part::Preset, measure::begin_cell(ctx)).await {
         let mut m = measure::blank(ctx, cell, 0, "");
@@ -167,6 +167,7 @@ fn ready(cell: &CellKey, l: &Lifecycle, mut request: ChatRequest, reload: bool) 
         reload,
         turns,
         page_cache: None,
+        after_turn: None,
     }
 }
 
@@ -205,6 +206,7 @@ async fn cold(
     if m.error.is_none() {
         let summary = TurnSummary {
             turn: 1,
+            think_ms: None,
             ttft_ms: m.ttft_ms,
             e2e_ms: m.e2e_ms,
             input_tokens: m.input_tokens,
@@ -256,7 +258,7 @@ async fn warm(
     Ok(m)
 }
 
-/// Turn 2 unmeasured on top of turn 1, then turn 3, measured as the hot cell.
+/// Turns 2 to N-1 unmeasured on top of turn 1, then turn N, measured as the hot cell.
 async fn hot(
     ctx: &Ctx,
     cell: &CellKey,
@@ -266,14 +268,17 @@ async fn hot(
     prime(ctx, cell, l).await?;
     let Some((content, t1)) = l.turn_1.clone() else { return Err(failed(ctx, cell, l, lost(), vec![])) };
     let mut request = l.request.clone();
-    let second = measure::hot_turn_2(ctx, &mut request, &content).await;
-    let turns = vec![t1, measure::turn_summary(2, &second)];
-    if let Some(err) = second.error {
-        let error = ErrorInfo::new(err.kind, format!("hot turn 2 failed: {}", err.message));
+    request.stream = cell.mode == Mode::Streaming;
+    let later = measure::later_turns(ctx, cell, &mut request, &content).await;
+    let mut turns = vec![t1];
+    turns.extend(later.turns);
+    if let Some(error) = later.error {
         return Err(failed(ctx, cell, l, error, turns));
     }
+    measure::think(ctx).await;
     let mut ready = ready(cell, l, request, false);
     ready.turns = turns;
+    ready.after_turn = Some(later.ended);
     let (m, _) = measure(ctx, ready, then).await;
     Ok(m)
 }

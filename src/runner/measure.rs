@@ -11,6 +11,7 @@
 use tokio::time::Instant;
 
 use crate::client::{ChatRequest, Exchange, Message};
+use crate::dataset::Row;
 use crate::preset::{Scope, Session};
 use crate::record::MetricsDelta;
 use crate::record::{
@@ -24,7 +25,7 @@ use super::harness_time::Part;
 
 /// The follow-up of a hot conversation (the origin benchmark's text).
 pub const FOLLOW_UP: &str = "Continue explaining in more detail.";
-/// The assistant turn placed before turn 3 (as in the origin benchmark).
+/// The assistant turn placed before turn 3 and every later one (as in the origin benchmark).
 pub const TURN_3_ASSISTANT: &str = "Understood.";
 
 /// A session ready for its measured request.
@@ -40,6 +41,9 @@ pub struct Ready {
     pub turns: Vec<TurnSummary>,
     /// Warm: whether the saved session was dropped from the OS page cache before the restore.
     pub page_cache: Option<PageCache>,
+    /// Hot with `--think-time`: when turn N-1's answer ended, so the record says how long the
+    /// measured turn actually waited after it (`think_ms`).
+    pub after_turn: Option<Instant>,
 }
 
 /// Why a cell cannot be measured at all, before any session: its record says so.
@@ -99,6 +103,7 @@ pub async fn prepare_on(
     let mut turns = Vec::new();
     let mut reload = false;
     let mut page_cache = None;
+    let mut after_turn = None;
     let mut expected = Some(expected_input_tokens);
     match cell.cache_state {
         CacheState::Cold => {}
@@ -108,19 +113,21 @@ pub async fn prepare_on(
             reload = !ctx.preset.reload.is_empty();
         }
         CacheState::Hot => {
+            request.stream = cell.mode == Mode::Streaming;
             let first = ctx.harness.time(Part::Priming, ctx.send(&request)).await;
             turns.push(turn_summary(1, &first));
             if let Some(err) = first.error {
                 let message = format!("hot turn 1 failed: {}", err.message);
                 return Err(fail(ErrorInfo::new(err.kind, message), turns));
             }
-            let second = hot_turn_2(ctx, &mut request, &first.content).await;
-            turns.push(turn_summary(2, &second));
-            if let Some(err) = second.error {
-                let message = format!("hot turn 2 failed: {}", err.message);
-                return Err(fail(ErrorInfo::new(err.kind, message), turns));
+            let later = later_turns(ctx, cell, &mut request, &first.content).await;
+            turns.extend(later.turns);
+            if let Some(error) = later.error {
+                return Err(fail(error, turns));
             }
-            // Turn 3's size depends on the model's turn-1 text; the nominal check applies to turn 1.
+            after_turn = Some(later.ended);
+            think(ctx).await;
+            // Turn N's size depends on the model's turn-1 text; the nominal check applies to turn 1.
             expected = None;
         }
     }
@@ -135,6 +142,7 @@ pub async fn prepare_on(
         reload,
         turns,
         page_cache,
+        after_turn,
     })
 }
 
@@ -165,15 +173,22 @@ pub async fn open(
     if let Some(why) = unsupported(ctx, cell) {
         return Err(fail(ErrorInfo::new(ErrorKind::Unsupported, why)));
     }
-    let building = ctx.sizer.build(&ctx.client, cell.context_tokens, seed, nonce.clone());
-    let prompt = ctx
-        .harness
-        .time(Part::Prompt, building)
-        .await
-        .map_err(|e| fail(ErrorInfo::new(e.kind, e.to_string())))?;
+    let (messages, nonce, expected_input_tokens) = match row_of(ctx, cell) {
+        Some(Ok(row)) => (turn_1_messages(row, &nonce), nonce.clone(), row.tokens.map_or(0, u64::from)),
+        Some(Err(error)) => return Err(fail(error)),
+        None => {
+            let building = ctx.sizer.build(&ctx.client, cell.context_tokens, seed, nonce.clone());
+            let prompt = ctx
+                .harness
+                .time(Part::Prompt, building)
+                .await
+                .map_err(|e| fail(ErrorInfo::new(e.kind, e.to_string())))?;
+            (vec![Message::new("user", prompt.text)], prompt.nonce, prompt.expected_input_tokens)
+        }
+    };
     let mut request = ChatRequest {
         model: ctx.model.clone(),
-        messages: vec![Message::new("user", prompt.text.clone())],
+        messages,
         max_tokens: ctx.config.output_tokens,
         stream: false,
         ..Default::default()
@@ -182,7 +197,35 @@ pub async fn open(
         .bind(&mut request, &session)
         .map_err(|e| fail(ErrorInfo::new(ErrorKind::PresetAction, e.to_string())))?;
     session_action(ctx, "reset", &ctx.preset.reset, &session).await.map_err(fail)?;
-    Ok(Opened { session, nonce: prompt.nonce, expected_input_tokens: prompt.expected_input_tokens, request })
+    Ok(Opened { session, nonce, expected_input_tokens, request })
+}
+
+/// The dataset row a cell measures: None for generated prompts.
+pub fn row_of<'a>(ctx: &'a Ctx, cell: &CellKey) -> Option<Result<&'a Row, ErrorInfo>> {
+    let row = cell.dataset_row?;
+    let found = ctx.config.dataset.as_ref().and_then(|d| d.row(row));
+    Some(found.ok_or_else(|| {
+        ErrorInfo::new(ErrorKind::Protocol, format!("dataset row {row} is not in this run's dataset"))
+    }))
+}
+
+/// The texts of a dataset row's turn 1, the nonce opening the first (so no prefix cache can serve
+/// it cold, whatever the row begins with).
+fn turn_1_texts(row: &Row, nonce: &str) -> Vec<String> {
+    row.first_turn()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| if i == 0 { crate::prompt::with_nonce(nonce, &t.content) } else { t.content.clone() })
+        .collect()
+}
+
+/// A dataset row's turn 1 as sent: its messages, the nonce opening the first.
+pub fn turn_1_messages(row: &Row, nonce: &str) -> Vec<Message> {
+    row.first_turn()
+        .iter()
+        .zip(turn_1_texts(row, nonce))
+        .map(|(t, text)| Message::new(t.role, text))
+        .collect()
 }
 
 /// One of the preset's per-session actions, its time counted as preset time.
@@ -235,15 +278,66 @@ pub async fn drop_saved(ctx: &Ctx, session: &Session) -> Result<PageCache, Error
     }
 }
 
-/// Hot's turn 2 (unmeasured) after turn 1 answered `turn_1_output`; leaves `request` as turn 3.
-pub async fn hot_turn_2(ctx: &Ctx, request: &mut ChatRequest, turn_1_output: &str) -> Exchange {
-    request.stream = false;
-    request.messages.push(Message::new("assistant", turn_1_output));
-    request.messages.push(Message::new("user", FOLLOW_UP));
-    let second = ctx.harness.time(Part::Priming, ctx.send(request)).await;
-    request.messages.push(Message::new("assistant", TURN_3_ASSISTANT));
-    request.messages.push(Message::new("user", FOLLOW_UP));
-    second
+/// Hot's unmeasured turns 2 to N-1, and how they ended.
+pub struct LaterTurns {
+    pub turns: Vec<TurnSummary>,
+    /// The failure that stopped them (the turn is named).
+    pub error: Option<ErrorInfo>,
+    /// When the last one's answer ended.
+    pub ended: Instant,
+}
+
+/// Hot's turns 2 to N-1 (unmeasured, each after the think time) once turn 1 answered
+/// `turn_1_output`; leaves `request` as turn N. Turn k adds the answer to turn k-1 and a user
+/// message: a dataset row's own (its answer, its k-th user message) where it has them; otherwise
+/// turn 1's real output before turn 2, "Understood." before every later turn, and the follow-up
+/// question (with `--turns 3`, the origin benchmark's conversation, unchanged). Turns stream when
+/// the cell does, so each keeps its TTFT.
+pub async fn later_turns(
+    ctx: &Ctx,
+    cell: &CellKey,
+    request: &mut ChatRequest,
+    turn_1_output: &str,
+) -> LaterTurns {
+    let row = row_of(ctx, cell).and_then(Result::ok);
+    let user_turns = row.map(Row::later_user_turns).unwrap_or_default();
+    let mut out = LaterTurns { turns: Vec::new(), error: None, ended: Instant::now() };
+    for turn in 2..=ctx.config.turns.max(2) {
+        let answer = match (row.and_then(|r| r.answer_to(turn as usize - 1)), turn) {
+            (Some(answer), _) => answer,
+            (None, 2) => turn_1_output,
+            (None, _) => TURN_3_ASSISTANT,
+        };
+        request.messages.push(Message::new("assistant", answer));
+        request
+            .messages
+            .push(Message::new("user", user_turns.get(turn as usize - 2).copied().unwrap_or(FOLLOW_UP)));
+        if turn == ctx.config.turns {
+            break;
+        }
+        let think_ms = think(ctx).await;
+        let exchange = ctx.harness.time(Part::Priming, ctx.send(request)).await;
+        out.ended = Instant::now();
+        let mut summary = turn_summary(turn, &exchange);
+        summary.think_ms = think_ms;
+        out.turns.push(summary);
+        if let Some(err) = exchange.error {
+            out.error = Some(ErrorInfo::new(err.kind, format!("hot turn {turn} failed: {}", err.message)));
+            return out;
+        }
+    }
+    out
+}
+
+/// The pause between two turns (`--think-time`), as the clock measured it; None without one.
+pub async fn think(ctx: &Ctx) -> Option<f64> {
+    let ms = ctx.config.think_time_ms;
+    if ms <= 0.0 {
+        return None;
+    }
+    let start = Instant::now();
+    tokio::time::sleep(std::time::Duration::from_secs_f64(ms / 1000.0)).await;
+    Some(start.elapsed().as_secs_f64() * 1000.0)
 }
 
 /// Runs the timed part. The request is serialized before the window opens.
@@ -335,6 +429,9 @@ pub async fn finish_then(
     m.server_stats = stats;
     m.max_tokens = ready.request.max_tokens;
     m.page_cache = ready.page_cache;
+    if ctx.config.think_time_ms > 0.0 {
+        m.think_ms = ready.after_turn.map(|t| fired.window_start.duration_since(t).as_secs_f64() * 1000.0);
+    }
     if let Some(error) = fired.error {
         m.error = Some(error);
         return m;
@@ -434,6 +531,7 @@ pub fn evidence(ex: &Exchange) -> Option<CacheEvidence> {
 pub fn turn_summary(turn: u32, ex: &Exchange) -> TurnSummary {
     TurnSummary {
         turn,
+        think_ms: None,
         ttft_ms: ex.ttft_ms,
         e2e_ms: ex.e2e_ms,
         input_tokens: ex.usage.input_tokens,

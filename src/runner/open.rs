@@ -206,6 +206,10 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
         meta.config.server_start_timeout_s = timeout.secs();
         changed.insert("server_start_timeout_s".to_string(), timeout.secs().to_string());
     }
+    // A dataset's rows are read again from its file (run.json keeps which, never their text).
+    if let Some(dataset) = &meta.config.dataset {
+        meta.config.dataset = Some(dataset.reload().map_err(|e| Failure::usage(e.to_string()))?);
+    }
     meta.resumed_at.push(Resumption { at: crate::clock::now_rfc3339(), changed });
     meta.status = RunStatus::Running;
     meta.ended_at = None;

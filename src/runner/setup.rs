@@ -83,6 +83,8 @@ pub async fn prepare(
             _ => Failure::usage(e.to_string()),
         })?;
     learn(journal, |m| m.prompt_sizing = Some(sizer.describe()))?;
+    count_rows(&mut config, &client, &sizer, progress).await?;
+    learn(journal, |m| m.config.dataset = config.dataset.clone())?;
     let ctx = Ctx {
         client,
         config,
@@ -105,6 +107,31 @@ pub async fn prepare(
         ));
     }
     Ok(ctx)
+}
+
+/// Each dataset row's turn-1 tokens as the server counts them (a resumed run keeps the counts of
+/// its run.json, so its cells are the ones it began with): the row's context.
+async fn count_rows(
+    config: &mut SweepConfig,
+    client: &crate::client::Client,
+    sizer: &Sizer,
+    progress: &Progress,
+) -> Result<(), Failure> {
+    let Some(dataset) = config.dataset.as_mut() else { return Ok(()) };
+    let todo = dataset.rows.iter().filter(|r| r.tokens.is_none()).count();
+    if todo > 0 {
+        progress.note(&format!("counting the tokens of {todo} dataset rows ..."));
+    }
+    let nonce = "0".repeat(12);
+    for row in dataset.rows.iter_mut().filter(|r| r.tokens.is_none()) {
+        let messages = crate::runner::measure::turn_1_messages(row, &nonce);
+        let tokens = sizer.count(client, messages).await.map_err(|e| match e.kind {
+            ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
+            _ => Failure::usage(format!("{}:{}: {e}", dataset.path.display(), row.line)),
+        })?;
+        row.tokens = Some(u32::try_from(tokens).unwrap_or(u32::MAX));
+    }
+    Ok(())
 }
 
 /// Where warm's saved sessions are (the flag or command line, else the preset), and whether each

@@ -286,6 +286,7 @@ async fn iteration_records(
 ) -> (Vec<Record>, f64) {
     let stream = ctx.config.modes.first() == Some(&crate::record::Mode::Streaming);
     let cell = |context: u32| CellKey {
+        dataset_row: None,
         model: ctx.model.clone(),
         scenario: Scenario::Soak,
         cache_state: CacheState::Cold,
@@ -311,6 +312,7 @@ async fn iteration_records(
                 reload: false,
                 turns: Vec::new(),
                 page_cache: None,
+                after_turn: None,
             }
         })
         .collect();

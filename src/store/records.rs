@@ -273,6 +273,7 @@ mod tests {
             schema_version: SCHEMA_VERSION,
             run_id: "r".into(),
             cell: CellKey {
+                dataset_row: None,
                 model: "m".into(),
                 scenario: Scenario::Cold,
                 cache_state: CacheState::Cold,

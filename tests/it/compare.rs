@@ -14,6 +14,7 @@ use ttft_bench::record::{
 
 fn key(model: &str, ctx: u32, state: CacheState, mode: Mode, run: u32) -> CellKey {
     CellKey {
+        dataset_row: None,
         model: model.into(),
         scenario: Scenario::of(state, 1),
         cache_state: state,

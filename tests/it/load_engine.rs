@@ -52,6 +52,7 @@ impl Sim {
     fn blank_of(&self, index: u32, state: CacheState) -> Measurement {
         Measurement {
             cell: CellKey {
+                dataset_row: None,
                 model: "sim".into(),
                 scenario: Scenario::Load,
                 cache_state: state,

@@ -12,6 +12,7 @@ use ttft_bench::results::load;
 
 fn cell(run: u32) -> CellKey {
     CellKey {
+        dataset_row: None,
         model: "m".into(),
         scenario: Scenario::Concurrent,
         cache_state: CacheState::Cold,

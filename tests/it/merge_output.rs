@@ -14,6 +14,7 @@ fn record(context_tokens: u32) -> Record {
         schema_version: SCHEMA_VERSION,
         run_id: "r".into(),
         cell: CellKey {
+            dataset_row: None,
             model: "m".into(),
             scenario: Scenario::Cold,
             cache_state: CacheState::Cold,

@@ -16,6 +16,7 @@ use ttft_bench::results::load;
 
 fn cell(context_tokens: u32, run: u32) -> CellKey {
     CellKey {
+        dataset_row: None,
         model: "m".into(),
         scenario: Scenario::Cold,
         cache_state: CacheState::Cold,

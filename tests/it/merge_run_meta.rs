@@ -18,6 +18,7 @@ fn record(run_id: &str, context_tokens: u32) -> Record {
         schema_version: SCHEMA_VERSION,
         run_id: run_id.into(),
         cell: CellKey {
+            dataset_row: None,
             model: "m".into(),
             scenario: Scenario::Cold,
             cache_state: CacheState::Cold,

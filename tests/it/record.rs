@@ -6,6 +6,7 @@ fn sample() -> Measurement {
         schema_version: SCHEMA_VERSION,
         run_id: "r1".into(),
         cell: CellKey {
+            dataset_row: None,
             model: "m".into(),
             scenario: Scenario::Cold,
             cache_state: CacheState::Cold,

@@ -10,7 +10,16 @@ use ttft_bench::record::{
 use ttft_bench::report::{self, COLUMNS};
 
 fn key(scenario: Scenario, cache_state: CacheState, mode: Mode, batch_size: u32, run: u32) -> CellKey {
-    CellKey { model: "m".into(), scenario, cache_state, mode, context_tokens: 1024, batch_size, run }
+    CellKey {
+        dataset_row: None,
+        model: "m".into(),
+        scenario,
+        cache_state,
+        mode,
+        context_tokens: 1024,
+        batch_size,
+        run,
+    }
 }
 
 fn m(cell: CellKey, index: u32, ttft: Option<f64>, e2e: f64, ok: bool) -> Record {

@@ -18,6 +18,7 @@ fn paper() -> Matrix {
         concurrent_max_context: Some(16384),
         staggered: Some((4096, 3)),
         reuse_primes: false,
+        dataset_rows: vec![],
     }
 }
 
@@ -129,6 +130,7 @@ fn more_shards_than_units_is_refused() {
         concurrent_max_context: None,
         staggered: None,
         reuse_primes: false,
+        dataset_rows: vec![],
     };
     let err = shard::plan(&m, &spec(2, 2)).unwrap_err();
     assert!(matches!(err, ShardError::TooMany { units: 1, count: 2, .. }), "{err}");

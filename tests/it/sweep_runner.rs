@@ -206,6 +206,11 @@ fn sample(flag: &str) -> Option<&'static str> {
         // Where warm restores are dropped from the page cache: part of what is measured.
         "slot-dir" => "slots",
         "run-id" => "other",
+        // What is measured: the prompts, their sample, and the conversation's length and pauses.
+        "dataset" => "prompts.txt",
+        "dataset-limit" => "2",
+        "turns" => "5",
+        "think-time" => "1s",
         // The shard is part of the plan: a resumed shard finishes the slice in its run.json.
         "shard" => "1/2",
         "shard-count" => "2",

@@ -61,6 +61,7 @@ impl Row {
             schema_version: SCHEMA_VERSION,
             run_id: self.run_id.into(),
             cell: CellKey {
+                dataset_row: None,
                 model: self.model.into(),
                 scenario: match self.state {
                     CacheState::Cold => Scenario::Cold,
@@ -187,6 +188,7 @@ fn h200_llama() -> Vec<Measurement> {
 /// One concurrent batch of 2 (both members and the group record), gemma warm/streaming/1K.
 fn batch(run_id: &str, run: u32, avg_ttft_ms: f64, system_tps: f64, wall_ms: f64) -> Vec<Record> {
     let cell = CellKey {
+        dataset_row: None,
         model: GEMMA.into(),
         scenario: Scenario::Concurrent,
         cache_state: CacheState::Warm,
@@ -259,6 +261,7 @@ fn staggered_h200(recorded: bool) -> Vec<Record> {
                 schema_version: SCHEMA_VERSION,
                 run_id: "20261122T0315Z-h200".into(),
                 cell: CellKey {
+                    dataset_row: None,
                     model: LLAMA8B.into(),
                     scenario,
                     cache_state: CacheState::Cold,

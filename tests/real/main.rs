@@ -5,6 +5,7 @@
 mod common;
 
 mod batches_real;
+mod datasets_real;
 mod load_closed_real;
 mod load_real;
 mod real_llama;

@@ -28,6 +28,7 @@ fn key(model: &str, cache_state: CacheState, context_tokens: u32, run: u32) -> C
         CacheState::Hot => Scenario::Hot,
     };
     CellKey {
+        dataset_row: None,
         model: model.into(),
         scenario,
         cache_state,

@@ -264,6 +264,7 @@ impl Run {
                 schema_version: SCHEMA_VERSION,
                 run_id: run_id.to_string(),
                 cell: CellKey {
+                    dataset_row: None,
                     model: self.model.clone(),
                     scenario: Scenario::Cold,
                     cache_state: CacheState::Cold,

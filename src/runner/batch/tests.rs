@@ -11,6 +11,7 @@ use crate::record::{CacheState, Mode};
 
 fn cell(scenario: Scenario, batch_size: u32) -> CellKey {
     CellKey {
+        dataset_row: None,
         model: "m".into(),
         scenario,
         cache_state: CacheState::Cold,

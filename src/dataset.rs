@@ -1,0 +1,323 @@
+//! Prompts users bring (`--dataset FILE`): ShareGPT JSON, JSONL of `{"prompt": ...}` or
+//! `{"messages": [...]}`, or a plain text file of one prompt per line.
+//!
+//! A dataset replaces the matrix's context axis: every sampled row is measured at its own length
+//! (its token count, counted by the server before the first cell, is the cell's context) and the
+//! cell key names the row (`dataset_row`), so two rows of equal length stay two cells everywhere
+//! (resume, merge, report). run.json records the file's path, size and CRC-32, and the rows
+//! sampled; a resume reads the file again and refuses one whose bytes changed.
+//!
+//! Every row is read before anything is measured: a row that cannot be read is bad input naming
+//! `file:line` (exit 2), never a failed cell halfway through a sweep.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How many rows a file may hold: far beyond any benchmark set, small enough that a wrong file
+/// (a log, a corpus) is refused instead of read into memory.
+pub const MAX_ROWS: usize = 1_000_000;
+
+/// One message of a row's conversation, in the chat API's roles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turn {
+    pub role: &'static str,
+    pub content: String,
+}
+
+/// A row of the file, as the sweep sends it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// 1-based position among the file's rows (the `dataset_row` of its records).
+    pub row: u32,
+    /// 1-based line of the file the row starts on.
+    pub line: u32,
+    /// Turn 1's prompt tokens as the server counts them (chat template and nonce line included);
+    /// None until counted.
+    pub tokens: Option<u32>,
+    /// The row's conversation: optional system message, then user (and assistant) turns. Read from
+    /// the file, never written to run.json (a row may be long, and may be private).
+    #[serde(skip)]
+    pub messages: Vec<Turn>,
+}
+
+impl Row {
+    /// Turn 1: every message up to and including the first user message.
+    pub fn first_turn(&self) -> &[Turn] {
+        let end = self.messages.iter().position(|t| t.role == "user").map_or(0, |i| i + 1);
+        &self.messages[..end]
+    }
+
+    /// The row's user messages after the first, in order (replayed as hot's later turns).
+    pub fn later_user_turns(&self) -> Vec<&str> {
+        self.messages.iter().filter(|t| t.role == "user").skip(1).map(|t| t.content.as_str()).collect()
+    }
+
+    /// The assistant message that answers the row's `n`-th user message (1-based), if the row has one.
+    pub fn answer_to(&self, n: usize) -> Option<&str> {
+        let user =
+            self.messages.iter().enumerate().filter(|(_, t)| t.role == "user").nth(n.checked_sub(1)?)?.0;
+        match self.messages.get(user + 1) {
+            Some(t) if t.role == "assistant" => Some(t.content.as_str()),
+            _ => None,
+        }
+    }
+}
+
+/// The dataset of a run, as run.json records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Dataset {
+    pub path: PathBuf,
+    pub size_bytes: u64,
+    /// CRC-32 (IEEE) of the file's bytes, 8 hex digits.
+    pub crc32: String,
+    /// sharegpt (a JSON array), jsonl, or text.
+    pub format: String,
+    /// Rows in the file.
+    pub rows_in_file: usize,
+    /// `--dataset-limit`: rows sampled (seeded by `--seed`); None when every row is measured.
+    pub limit: Option<u32>,
+    /// The rows measured, in file order.
+    pub rows: Vec<Row>,
+}
+
+/// A dataset that cannot be used, naming the file (and the line, for a row).
+#[derive(Debug, thiserror::Error)]
+#[error("--dataset {0}")]
+pub struct DatasetError(String);
+
+fn at(path: &Path, line: usize, why: impl std::fmt::Display) -> DatasetError {
+    DatasetError(format!("{}:{line}: {why}", path.display()))
+}
+
+impl Dataset {
+    /// Reads `path`, every row checked, then samples `limit` rows with `seed`.
+    pub fn load(path: &Path, limit: Option<u32>, seed: u64) -> Result<Dataset, DatasetError> {
+        let cannot = |why: String| DatasetError(format!("{}: {why}", path.display()));
+        let kind = std::fs::metadata(path).map_err(|e| cannot(format!("cannot read: {e}")))?.file_type();
+        if !kind.is_file() {
+            // A FIFO or a device would be waited on, never read to its end.
+            return Err(cannot(format!("not a regular file (it is {})", crate::input_file::file_kind(kind))));
+        }
+        let bytes = std::fs::read(path).map_err(|e| cannot(format!("cannot read: {e}")))?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+            at(path, line, "not UTF-8 text")
+        })?;
+        let trimmed = text.trim_start();
+        let (format, mut rows) = if trimmed.starts_with('[') {
+            ("sharegpt", json_array(path, text)?)
+        } else if trimmed.starts_with('{') {
+            ("jsonl", json_lines(path, text)?)
+        } else {
+            ("text", text_lines(text))
+        };
+        if rows.is_empty() {
+            return Err(DatasetError(format!("{}: holds no rows", path.display())));
+        }
+        if rows.len() > MAX_ROWS {
+            return Err(DatasetError(format!(
+                "{}: {} rows, more than the {MAX_ROWS} a dataset may hold",
+                path.display(),
+                rows.len()
+            )));
+        }
+        let rows_in_file = rows.len();
+        if let Some(n) = limit.map(|n| n as usize).filter(|&n| n < rows.len()) {
+            rows = sample(rows, n, seed);
+        }
+        Ok(Dataset {
+            path: path.to_path_buf(),
+            size_bytes: bytes.len() as u64,
+            crc32: format!("{:08x}", crc32fast::hash(&bytes)),
+            format: format.to_string(),
+            rows_in_file,
+            limit,
+            rows,
+        })
+    }
+
+    /// The same dataset read again (a resumed run): refused when the file's bytes changed.
+    pub fn reload(&self) -> Result<Dataset, DatasetError> {
+        let seed_free = Dataset::load(&self.path, None, 0)?;
+        if seed_free.crc32 != self.crc32 || seed_free.size_bytes != self.size_bytes {
+            return Err(DatasetError(format!(
+                "{}: changed since the run began (CRC-32 {} of {} bytes, now {} of {} bytes)",
+                self.path.display(),
+                self.crc32,
+                self.size_bytes,
+                seed_free.crc32,
+                seed_free.size_bytes
+            )));
+        }
+        let mut again = self.clone();
+        for row in &mut again.rows {
+            match seed_free.rows.iter().find(|r| r.row == row.row) {
+                Some(read) => row.messages = read.messages.clone(),
+                None => {
+                    return Err(DatasetError(format!("{}: row {} is gone", self.path.display(), row.row)));
+                }
+            }
+        }
+        Ok(again)
+    }
+
+    /// The row of a cell.
+    pub fn row(&self, row: u32) -> Option<&Row> {
+        self.rows.iter().find(|r| r.row == row)
+    }
+}
+
+/// `n` of `rows` drawn without replacement by a seeded shuffle (the project's one seeded
+/// generator, `stats::Rng`), kept in file order.
+fn sample(rows: Vec<Row>, n: usize, seed: u64) -> Vec<Row> {
+    let mut rng = crate::stats::Rng::new(seed ^ 0x0DA7_A5E7);
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+    let mut keep: Vec<usize> = order.into_iter().take(n).collect();
+    keep.sort_unstable();
+    let mut rows: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
+    keep.into_iter().filter_map(|i| rows[i].take()).collect()
+}
+
+fn text_lines(text: &str) -> Vec<Row> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, (line, l))| Row {
+            row: i as u32 + 1,
+            line: line as u32 + 1,
+            tokens: None,
+            messages: vec![Turn { role: "user", content: l.trim_end_matches('\r').to_string() }],
+        })
+        .collect()
+}
+
+fn json_lines(path: &Path, text: &str) -> Result<Vec<Row>, DatasetError> {
+    let mut rows = Vec::new();
+    for (line, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let value: Value = serde_json::from_str(l).map_err(|e| at(path, line + 1, e))?;
+        let messages = conversation(&value).map_err(|why| at(path, line + 1, why))?;
+        rows.push(Row { row: rows.len() as u32 + 1, line: line as u32 + 1, tokens: None, messages });
+    }
+    Ok(rows)
+}
+
+/// A JSON array of rows (ShareGPT's layout); each element is named by the line it starts on.
+fn json_array(path: &Path, text: &str) -> Result<Vec<Row>, DatasetError> {
+    let values: Vec<Value> = serde_json::from_str(text).map_err(|e| at(path, e.line(), e))?;
+    let starts = element_lines(text);
+    let mut rows = Vec::new();
+    for (i, value) in values.iter().enumerate() {
+        let line = starts.get(i).copied().unwrap_or(1);
+        let messages = conversation(value).map_err(|why| at(path, line, format!("row {}: {why}", i + 1)))?;
+        rows.push(Row { row: i as u32 + 1, line: line as u32, tokens: None, messages });
+    }
+    Ok(rows)
+}
+
+/// The line each element of a top-level JSON array starts on (the text is valid JSON).
+fn element_lines(text: &str) -> Vec<usize> {
+    let (mut line, mut depth, mut in_string, mut escaped, mut expect) = (1, 0usize, false, false, false);
+    let mut starts = Vec::new();
+    for c in text.chars() {
+        if c == '\n' {
+            line += 1;
+        }
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        if expect && !c.is_whitespace() && c != ']' {
+            starts.push(line);
+            expect = false;
+        }
+        match c {
+            '"' => in_string = true,
+            '[' | '{' => {
+                depth += 1;
+                if depth == 1 {
+                    expect = true;
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 1 => expect = true,
+            _ => {}
+        }
+    }
+    starts
+}
+
+/// A row's messages: `{"prompt": "..."}`, `{"messages": [{"role", "content"}]}` or ShareGPT's
+/// `{"conversations": [{"from", "value"}]}`. It must hold a user message with text.
+fn conversation(value: &Value) -> Result<Vec<Turn>, String> {
+    let Some(object) = value.as_object() else { return Err("a row must be a JSON object".into()) };
+    let messages = if let Some(prompt) = object.get("prompt") {
+        let Some(text) = prompt.as_str() else { return Err("\"prompt\" must be a string".into()) };
+        vec![Turn { role: "user", content: text.to_string() }]
+    } else if let Some(list) = object.get("messages") {
+        turns(list, "messages", "role", "content")?
+    } else if let Some(list) = object.get("conversations") {
+        turns(list, "conversations", "from", "value")?
+    } else {
+        return Err("a row needs \"prompt\", \"messages\" or \"conversations\"".into());
+    };
+    if !messages.iter().any(|t| t.role == "user" && !t.content.trim().is_empty()) {
+        return Err("the row has no user message with text".into());
+    }
+    Ok(messages)
+}
+
+fn turns(list: &Value, key: &str, role_key: &str, text_key: &str) -> Result<Vec<Turn>, String> {
+    let Some(items) = list.as_array() else { return Err(format!("\"{key}\" must be an array")) };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let role = item.get(role_key).and_then(Value::as_str);
+            let text = item.get(text_key).and_then(Value::as_str);
+            let (Some(role), Some(text)) = (role, text) else {
+                return Err(format!("{key}[{i}] needs string \"{role_key}\" and \"{text_key}\""));
+            };
+            let role = match role {
+                "user" | "human" => "user",
+                "assistant" | "gpt" | "chatgpt" | "bard" | "bing" | "model" => "assistant",
+                "system" => "system",
+                other => return Err(format!("{key}[{i}]: unknown {role_key} {other:?}")),
+            };
+            Ok(Turn { role, content: text.to_string() })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn array_elements_are_named_by_the_line_they_start_on() {
+        let text = "[\n  {\"a\": \"x,[\\\"\"},\n  {\"b\": [1, 2]}\n, {}]";
+        assert_eq!(element_lines(text), [2, 3, 4]);
+    }
+
+    #[test]
+    fn sampling_is_seeded_and_keeps_file_order() {
+        let rows: Vec<Row> =
+            (1..=10).map(|i| Row { row: i, line: i, tokens: None, messages: vec![] }).collect();
+        let a: Vec<u32> = sample(rows.clone(), 4, 7).iter().map(|r| r.row).collect();
+        let b: Vec<u32> = sample(rows.clone(), 4, 7).iter().map(|r| r.row).collect();
+        let c: Vec<u32> = sample(rows, 4, 8).iter().map(|r| r.row).collect();
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(a.windows(2).all(|w| w[0] < w[1]), "{a:?}");
+    }
+}
