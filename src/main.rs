@@ -3,10 +3,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ttft_bench::command::{Cli, Command};
-use ttft_bench::exit;
+use ttft_bench::exit::{self, Outcome};
 
 /// The verbs that talk to a server run on a multi-threaded runtime.
-fn block_on(work: impl Future<Output = anyhow::Result<ExitCode>>) -> anyhow::Result<ExitCode> {
+fn block_on(work: impl Future<Output = anyhow::Result<Outcome>>) -> anyhow::Result<Outcome> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(work)
 }
@@ -23,20 +23,24 @@ fn main() -> ExitCode {
         Command::Report(args) => ttft_bench::report::run(args),
         Command::Compare(args) => ttft_bench::compare::run(args),
     };
-    match result {
-        Ok(code) => code,
+    // The only map from how a verb ended to the process's exit code.
+    let code = match result {
+        Ok(outcome) => outcome.exit_code(),
         Err(err) => {
-            eprintln!("error: {err:#}");
-            exit::code(exit::code_of(&err))
+            if exit::needs_printing(&err) {
+                eprintln!("error: {err:#}");
+            }
+            exit::code_of(&err)
         }
-    }
+    };
+    ExitCode::from(code)
 }
 
 /// `bench sweep`: the sweep, then (when it finished) its numbers per cell on stderr, computed as
 /// `bench report` computes them, and the run directory alone on the last stdout line, for scripts.
 /// Composed here, above the library's layers: the driving verbs never read what the reading
 /// verbs compute (src/layers.rs).
-async fn sweep(args: &ttft_bench::cli::SweepArgs) -> anyhow::Result<ExitCode> {
+async fn sweep(args: &ttft_bench::cli::SweepArgs) -> anyhow::Result<Outcome> {
     let swept = ttft_bench::runner::run(args).await?;
     if let Some(dir) = &swept.finished {
         if !args.quiet {
@@ -51,5 +55,5 @@ async fn sweep(args: &ttft_bench::cli::SweepArgs) -> anyhow::Result<ExitCode> {
         }
         ttft_bench::output::println(&dir.display().to_string())?;
     }
-    Ok(swept.code)
+    Ok(swept.outcome)
 }

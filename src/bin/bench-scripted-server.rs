@@ -196,10 +196,10 @@ fn run(args: &Args) -> Result<(), exit::Failure> {
 fn main() -> ExitCode {
     let args = Args::parse();
     match run(&args) {
-        Ok(()) => exit::code(exit::SUCCESS),
+        Ok(()) => ExitCode::from(exit::SUCCESS),
         Err(failure) => {
             eprintln!("error: {failure}");
-            exit::code(failure.exit_code())
+            ExitCode::from(failure.exit_code())
         }
     }
 }

@@ -49,11 +49,10 @@ pub mod failures;
 mod render;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::exit::{self, Failure};
+use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::report::CellId;
 use crate::stats;
@@ -247,12 +246,12 @@ pub fn build(
         summary: Summary {
             fail_on_regression_pct: fail_on_regression,
             regressions,
-            exit_code: if regressions > 0 { exit::FINDINGS } else { exit::SUCCESS },
+            exit_code: Outcome::findings_if(regressions > 0).exit_code(),
         },
     }
 }
 
-pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     check_flags(args)?;
     let expect = match &args.expect {
         Some(path) => Some(crate::config::expectation(path).map_err(|e| Failure::usage(e.to_string()))?),
@@ -285,5 +284,5 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         Format::Table => output::print(&render::text(&report, false))?,
         Format::Markdown => output::print(&render::text(&report, true))?,
     }
-    Ok(exit::code(report.summary.exit_code))
+    Ok(Outcome::findings_if(report.summary.regressions > 0))
 }

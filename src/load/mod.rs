@@ -15,7 +15,6 @@ pub mod search;
 pub mod summary;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
@@ -28,7 +27,7 @@ use crate::cli::{
     ConnectionArgs, Levels, MAX_BATCH, MAX_OUTPUT_TOKENS, MeasureArgs, Mix, Rates, Slo, SweepArgs,
     ThermalArgs,
 };
-use crate::exit::{self, Failure};
+use crate::exit::{Failure, Outcome};
 use crate::meta::{LoadPlan, RunStatus};
 use crate::progress::Progress;
 use crate::record::{CacheState, Measurement, Mode, Record, Scenario};
@@ -261,7 +260,7 @@ fn check(args: &LoadArgs) -> Result<(), Failure> {
 }
 
 /// Entry point of `bench load`.
-pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
+pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
     check(args)?;
     let opened = open::open(&sweep_args(args))?;
     let journal = opened.journal.clone();
@@ -333,7 +332,7 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             Err(failure) => Err(failure.into()),
             _ => {
                 eprintln!("interrupted before anything was measured; nothing was kept");
-                Ok(exit::code(exit::INTERRUPTED))
+                Ok(Outcome::Interrupted)
             }
         };
     }
@@ -375,14 +374,14 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             let findings = report.failed > 0 || !report.dishonest.is_empty() || report.stopped > 0;
-            Ok(exit::code(if findings { exit::FINDINGS } else { exit::SUCCESS }))
+            Ok(Outcome::findings_if(findings))
         }
         Ok(End::Signal) => {
             eprintln!(
                 "interrupted: the summary is of the {} requests that finished; they are in {where_}",
                 report.requests
             );
-            Ok(exit::code(exit::INTERRUPTED))
+            Ok(Outcome::Interrupted)
         }
         Err(failure) => {
             eprintln!(

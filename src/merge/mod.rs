@@ -13,9 +13,8 @@ pub mod settings;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
-use crate::exit::{self, Failure};
+use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::record::{Record, SCHEMA_VERSION};
 use crate::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
@@ -105,7 +104,7 @@ pub fn build(sources: Vec<Source>) -> std::io::Result<Merged> {
     Ok(Merged { doc, texts: combined.texts })
 }
 
-pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
     let expectation = match &args.expect {
         Some(path) => Some(expect::from_scenario(path).map_err(Failure::from)?),
         None => None,
@@ -126,7 +125,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<ExitCode> {
             args.output.display()
         );
         crate::results::load::release(doc);
-        return Ok(exit::code(exit::FINDINGS));
+        return Ok(Outcome::Findings);
     }
     crate::store::write_atomic_with(&args.output, |w| canonical::write_with_texts(&doc, &texts, w))
         .map_err(write_failure)?;
@@ -208,9 +207,9 @@ fn check_expectation(
     args: &MergeArgs,
     doc: &Canonical,
     expectation: Option<expect::Expectation>,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Outcome> {
     let Some(expectation) = expectation else {
-        return Ok(exit::code(exit::SUCCESS));
+        return Ok(Outcome::Clean);
     };
     let rows = expect::completeness(&expectation, &doc.records);
     output::print(&expect::render(&rows)).map_err(|e| Failure::io(format!("stdout: {e}")))?;
@@ -225,12 +224,12 @@ fn check_expectation(
     }
     let complete = !rows.is_empty() && rows.iter().all(expect::ModelCompleteness::is_complete);
     if complete || args.allow_incomplete {
-        Ok(exit::code(exit::SUCCESS))
+        Ok(Outcome::Clean)
     } else {
         eprintln!(
             "incomplete against {} (use --allow-incomplete to accept)",
             args.expect.as_ref().map_or(String::new(), |p| p.display().to_string())
         );
-        Ok(exit::code(exit::FINDINGS))
+        Ok(Outcome::Findings)
     }
 }

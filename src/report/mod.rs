@@ -21,11 +21,10 @@ pub use self::csv::{COLUMNS, to_csv};
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::exit::{self, Failure};
+use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::record::{self, CacheState, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord};
 use crate::results::load::{self, Detail, Source};
@@ -342,7 +341,7 @@ fn pooled_note(sources: &[Source]) {
     }
 }
 
-pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     // A page for a browser is a file: refused before anything is read, so nothing half-done.
     if args.format == Format::Html && args.output.is_none() {
         return Err(Failure::usage(
@@ -414,5 +413,5 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             eprintln!("wrote {}", path.display());
         }
     }
-    Ok(exit::code(exit::SUCCESS))
+    Ok(Outcome::Clean)
 }

@@ -3,7 +3,6 @@
 //! an earlier run's records (`--from RUN`); the model is `cost`'s, the one the sweep's progress
 //! bar uses, so a plan and the sweep it describes agree.
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -12,7 +11,7 @@ use super::setup;
 use crate::cli::{PlanArgs, PlanFormat, SweepArgs};
 use crate::config::{self, SweepConfig};
 use crate::cost::{self, Rates};
-use crate::exit::{self, Failure};
+use crate::exit::{Failure, Outcome};
 use crate::progress::Progress;
 use crate::record::CellKey;
 
@@ -35,7 +34,7 @@ struct PlannedCell<'a> {
     forecast_s: Option<f64>,
 }
 
-pub async fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+pub async fn plan(args: &PlanArgs) -> anyhow::Result<Outcome> {
     let sweep = SweepArgs {
         connection: args.connection.clone(),
         measure: args.measure.clone(),
@@ -68,7 +67,7 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         (None, None) => (config::resolve_offline(&sweep).map_err(Failure::from)?, None, config_model(&sweep)),
     };
     print(&config, rates.as_ref(), &model.unwrap_or_else(|| "(the server's model)".into()), args.format)?;
-    Ok(exit::code(exit::SUCCESS))
+    Ok(Outcome::Clean)
 }
 
 fn config_model(args: &SweepArgs) -> Option<String> {

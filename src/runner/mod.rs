@@ -21,7 +21,6 @@ mod page_cache;
 pub(crate) mod setup;
 mod soak;
 
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,7 +28,7 @@ use std::time::Duration;
 use crate::cli::SweepArgs;
 use crate::client::{ChatRequest, Client, Exchange};
 use crate::config::SweepConfig;
-use crate::exit::{self, Failure};
+use crate::exit::{self, Failure, Reported};
 use crate::meta::{RunMeta, RunStatus};
 use crate::preset::{Preset, Session};
 use crate::progress::Progress;
@@ -158,10 +157,10 @@ pub enum Outcome {
     Failed(Failure),
 }
 
-/// How a sweep ended: its exit code, and the run directory when the sweep finished (the caller
+/// How a sweep ended: its outcome, and the run directory when the sweep finished (the caller
 /// prints its numbers, then the directory alone on stdout: `command::sweep`).
 pub struct Swept {
-    pub code: ExitCode,
+    pub outcome: exit::Outcome,
     pub finished: Option<std::path::PathBuf>,
 }
 
@@ -192,7 +191,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
             Outcome::Failed(failure) => Err(failure.into()),
             _ => {
                 eprintln!("interrupted before anything was measured; nothing was kept");
-                Ok(Swept { code: exit::code(exit::INTERRUPTED), finished: None })
+                Ok(Swept { outcome: exit::Outcome::Interrupted, finished: None })
             }
         };
     }
@@ -278,23 +277,23 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Swe
     let dir = journal.dir().display();
     let resume = format!("bench sweep --resume {dir}");
     let mut finished = None;
-    let code = match outcome {
+    let ended = match outcome {
         Outcome::Signal => {
             eprintln!("interrupted: every finished measurement is in {dir}; finish with: {resume}");
-            exit::INTERRUPTED
+            Ok(exit::Outcome::Interrupted)
         }
         Outcome::Failed(failure) => {
-            let code = failure.exit_code();
             eprintln!("error: {failure}");
             eprintln!("every finished measurement is in {dir}; after fixing this, finish with: {resume}");
-            code
+            // Said above, with where the records are: `main` only maps it to its exit code.
+            Err(Reported(failure))
         }
         Outcome::Done { stop: Stop::ServerGone(why), measured, .. } => {
             eprintln!(
                 "{why}. {measured} cells were recorded in {dir}; when the server is back, finish with: \
                  {resume} [--server URL]"
             );
-            exit::SERVER
+            Ok(exit::Outcome::ServerGone)
         }
         Outcome::Done { stop: Stop::Finished, measured, failed, took_s, eta_s, harness } => {
             if !quiet {
@@ -306,11 +305,11 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Swe
                 eprintln!("{}", harness_time::line(&harness));
             }
             finished = Some(journal.dir().to_path_buf());
-            if failed > 0 { exit::FINDINGS } else { exit::SUCCESS }
+            Ok(exit::Outcome::findings_if(failed > 0))
         }
     };
     written?;
-    Ok(Swept { code: exit::code(code), finished })
+    Ok(Swept { outcome: ended?, finished })
 }
 
 /// "took 1m 21s (forecast 1m 15s, -7%)": the cost model judged against the run.

@@ -8,7 +8,6 @@
 //! even when nothing crashed). With `--server-cmd`, a crash between or during iterations is
 //! recorded (signal, exit code, stderr tail) and survived by a restart.
 
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,7 @@ use super::measure::{self, Ready};
 use super::{Ctx, Journal, batch, open, setup};
 use crate::cli::{MeasureArgs, SoakArgs, SweepArgs, ThermalArgs};
 use crate::client::{ChatRequest, Message};
-use crate::exit::{self, Failure};
+use crate::exit::{Failure, Outcome};
 use crate::meta::SoakSummary;
 use crate::progress::Progress;
 use crate::record::QualityCode;
@@ -24,7 +23,7 @@ use crate::record::{CacheState, CellKey, Measurement, QualityFlag, Record, Scena
 use crate::spec::ThermalChoice;
 use crate::store::RecordWriter;
 
-pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
+pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
     // A soak that may not start an iteration measures nothing: refused before anything is created.
     if args.duration.is_some_and(|d| d.0.is_zero()) {
         return Err(Failure::usage(
@@ -55,25 +54,25 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
         }
     };
     drop(opened.lock);
-    let (summary, code) = match outcome {
+    let (summary, ended) = match outcome {
         Ok(SoakEnd::Done(s)) => {
             let clean = s.passed == s.requests && s.crashes == 0 && s.mismatches == 0 && s.requests > 0;
-            (Some(s), if clean { exit::SUCCESS } else { exit::FINDINGS })
+            (Some(s), Outcome::findings_if(!clean))
         }
         Ok(SoakEnd::Gone(s, why)) => {
             eprintln!("{why}; every finished request is in {}", journal.dir().display());
-            (Some(s), exit::SERVER)
+            (Some(s), Outcome::ServerGone)
         }
         Ok(SoakEnd::Signal) => {
             eprintln!("interrupted: every finished request is in {}", journal.dir().display());
-            (None, exit::INTERRUPTED)
+            (None, Outcome::Interrupted)
         }
         Err(failure) => {
             let _ = journal.update(|m| m.status = crate::meta::RunStatus::Interrupted);
             return Err(failure.into());
         }
     };
-    let status = if code == exit::SUCCESS || code == exit::FINDINGS {
+    let status = if matches!(ended, Outcome::Clean | Outcome::Findings) {
         crate::meta::RunStatus::Complete
     } else {
         crate::meta::RunStatus::Interrupted
@@ -93,7 +92,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<ExitCode> {
         eprintln!("records in {}", journal.dir().display());
         crate::output::println(&journal.dir().display().to_string())?;
     }
-    Ok(exit::code(code))
+    Ok(ended)
 }
 
 enum SoakEnd {

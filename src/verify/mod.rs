@@ -32,11 +32,10 @@ pub mod rule;
 mod sources;
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::exit::{self, Failure};
+use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::physics::{self, Hardware, ModelProfile};
 use crate::results::load::{self, Detail, Source};
@@ -114,10 +113,10 @@ fn check_flags(args: &VerifyArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
     if args.list_rules {
         output::print(&rule::list())?;
-        return Ok(exit::code(exit::SUCCESS));
+        return Ok(Outcome::Clean);
     }
     check_flags(args)?;
     let p = &args.physics;
@@ -139,15 +138,15 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     load::require_records(&claimed, args.allow_empty)?;
     let mut report = verify_sources(args, &sources, &claimed, flag_hw.as_ref(), flag_model.as_ref());
     let failed = report.summary.errors > 0 || (args.strict && report.summary.warnings > 0);
-    let code = if failed { exit::FINDINGS } else { exit::SUCCESS };
-    report.summary.exit_code = Some(code);
+    let outcome = Outcome::findings_if(failed);
+    report.summary.exit_code = Some(outcome.exit_code());
     load::release((sources, claimed));
     match args.format {
         // Through a Value so keys come out sorted, as they always have.
         Format::Json => output::println(&serde_json::to_string_pretty(&serde_json::to_value(&report)?)?)?,
         Format::Text => output::print(&text(&report, args.strict))?,
     }
-    Ok(exit::code(code))
+    Ok(outcome)
 }
 
 fn text(report: &Report, strict: bool) -> String {
