@@ -7,6 +7,7 @@ mod common;
 mod bad_input;
 mod client_lanes;
 mod compare;
+mod dialects;
 mod echoed_secrets;
 mod faults;
 mod fuzz_corpus;
