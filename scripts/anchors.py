@@ -214,9 +214,12 @@ def run_aiperf(url, out, requests, concurrency, words, output_tokens, prefix, ti
 
 def aiperf_ttfts(artifacts):
     """nonce -> AIPerf's own time_to_first_token (ms): its per-request records joined to the raw
-    export's request payloads (raw_records/*.jsonl, which carry the prompt) by x_request_id."""
+    export's request payloads (which carry the prompt) by x_request_id. The raw export is
+    profile_export_raw.jsonl once AIPerf finished, its parts in raw_records/ when it did not."""
     payload_nonce = {}
-    for raw in sorted((artifacts / "raw_records").glob("*.jsonl")):
+    for raw in [artifacts / "profile_export_raw.jsonl", *sorted((artifacts / "raw_records").glob("*.jsonl"))]:
+        if not raw.exists():
+            continue
         for line in raw.read_text().splitlines():
             rec = json.loads(line)
             nonce = nonce_in(json.dumps(rec.get("payload")))
@@ -340,11 +343,12 @@ def read_log(path, expect):
 
 
 def percentile(values, p):
-    """The same nearest-rank percentile as benches/external.rs."""
+    """The same nearest-rank percentile as benches/external.rs, rounded to the microsecond; None
+    without values (JSON has no NaN)."""
     if not values:
-        return float("nan")
+        return None
     s = sorted(values)
-    return s[int(round((len(s) - 1) * p))]
+    return round(s[int(round((len(s) - 1) * p))], 3)
 
 
 def errors(client_ttfts, log, skip):
@@ -376,7 +380,7 @@ def measure(name, server_bin, bench_bin, out, requests, concurrency, words, outp
     return {
         "client": name, "concurrency": concurrency, "requests": requests, "exit_code": code,
         "client_ttfts": len(ttfts), "matched": matched, "n": len(errs),
-        "ttft_error_p50_ms": round(percentile(errs, 0.5), 3), "ttft_error_p99_ms": round(percentile(errs, 0.99), 3),
+        "ttft_error_p50_ms": percentile(errs, 0.5), "ttft_error_p99_ms": percentile(errs, 0.99),
         "cpu_s": round(cpu, 3), "cpu_s_per_100_requests": round(cpu / max(requests, 1) * 100, 3),
         "wall_s": round(wall, 1), "out": str(out),
     }
@@ -400,7 +404,7 @@ def cmd_client(args):
     if args.server_log:
         log = read_log(args.server_log, len(ttfts))
         errs, matched = errors(ttfts, log, 0)
-        summary.update(matched=matched, ttft_error_p50_ms=round(percentile(errs, 0.5), 3))
+        summary.update(matched=matched, ttft_error_p50_ms=percentile(errs, 0.5))
     print(json.dumps(summary))
     return 0 if code == 0 else 1
 
@@ -424,8 +428,9 @@ def cmd_table(args):
                           concurrency, args.words, args.output_tokens, prefix * 10 + k + 1, args.timeout,
                           args.first_token_ms, args.token_ms, concurrency)
             rows.append(row)
-            print(f"{name:<9} {concurrency:>4} {row['n']:>5} {row['ttft_error_p50_ms']:>12.2f} "
-                  f"{row['ttft_error_p99_ms']:>12.2f} {row['cpu_s_per_100_requests']:>13.2f}"
+            ms = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+            print(f"{name:<9} {concurrency:>4} {row['n']:>5} {ms(row['ttft_error_p50_ms']):>12} "
+                  f"{ms(row['ttft_error_p99_ms']):>12} {row['cpu_s_per_100_requests']:>13.2f}"
                   + ("" if row["exit_code"] == 0 else f"  (exit {row['exit_code']}: {row['out']})"), flush=True)
     (root / "anchors.json").write_text(json.dumps({"cores": os.cpu_count(), "rows": rows}, indent=1))
     print(f"written: {root / 'anchors.json'}", file=sys.stderr)
