@@ -431,10 +431,17 @@ def cmd_table(args):
             ms = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
             print(f"{name:<9} {concurrency:>4} {row['n']:>5} {ms(row['ttft_error_p50_ms']):>12} "
                   f"{ms(row['ttft_error_p99_ms']):>12} {row['cpu_s_per_100_requests']:>13.2f}"
-                  + ("" if row["exit_code"] == 0 else f"  (exit {row['exit_code']}: {row['out']})"), flush=True)
+                  + ("" if ok(row) else f"  (exit {row['exit_code']}: {row['out']})"), flush=True)
     (root / "anchors.json").write_text(json.dumps({"cores": os.cpu_count(), "rows": rows}, indent=1))
     print(f"written: {root / 'anchors.json'}", file=sys.stderr)
-    return 0 if all(r["exit_code"] == 0 and r["n"] > 0 for r in rows) else 1
+    return 0 if all(ok(r) and r["n"] > 0 for r in rows) else 1
+
+
+def ok(row):
+    """Whether the client's run ended as it should: bench's exit 1 is findings about the
+    measurements (a stream the loaded machine delivered in a burst fails its quality gate), not
+    a failed run; its TTFTs are still what it measured."""
+    return row["exit_code"] == 0 or (row["client"] == "bench" and row["exit_code"] == 1)
 
 
 def main():
