@@ -3,7 +3,7 @@
 #
 #   bash scripts/anchors.sh install     # the pinned clients (scripts/anchors/*.txt) in virtual environments
 #                                       # under ${TTFT_BENCH_CACHE:-~/.cache/ttft-bench}/anchors, and a local
-#                                       # tokenizer; reused when current (a few minutes the first time)
+#                                       # tokenizer; reused when current (6.5 GB, GuideLLM's PyTorch most of it)
 #   bash scripts/anchors.sh table       # install if needed, build bench and the server (release), then every
 #                                       # client at concurrency 1 and 64: TTFT error against the server's
 #                                       # log (p50/p99) and CPU seconds per 100 requests, as a table
