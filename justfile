@@ -82,6 +82,12 @@ bench:
     cargo bench --bench external
     cargo bench --bench load_rate
 
+# the anchors (docs/anchors.md): AIPerf and GuideLLM (pinned, installed once into a cache) beside bench,
+# each against its own bench-scripted-server (release) at concurrency 1 and 64 with the same prompts and
+# output tokens: each client's TTFT error against the server's own log (p50/p99) and its CPU per 100 requests
+bench-anchors:
+    bash scripts/anchors.sh table
+
 # deploy/slurm/sweep.sbatch on a real one-node Slurm (installs slurm-wlm and munge if missing; root):
 # a 4-task array against bench-scripted-server, one task SIGKILLed mid-shard and requeued, resumed,
 # merged with --expect; every daemon it starts is stopped (scripts/slurm-e2e.sh)

@@ -1,7 +1,8 @@
 //! bench-scripted-server: the scripted streaming server of the tests as its own process, for the
 //! benchmarks (`just bench`) and for anyone who wants to test a pipeline against a server whose
-//! timings are known exactly. OpenAI chat completions and Anthropic messages, whole or streamed,
-//! with usage, /tokenize, llama.cpp slots and cache evidence, and the faults of the tests.
+//! timings are known exactly. OpenAI chat and text completions in the wire format of llama.cpp,
+//! vLLM, SGLang or the OpenAI API (`--dialect`), and Anthropic messages, whole or streamed, with
+//! usage, /tokenize, llama.cpp slots, each server's cache evidence, and the faults of the tests.
 //!
 //! The first line on stdout is the URL (`--port 0` picks a free port). With `--log FILE` every
 //! chat request's timing is appended as JSONL: the first line the clock origin (CLOCK_MONOTONIC
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ttft_bench::exit;
-use ttft_bench::scripted::{Behaviour, EchoKey, Fault, Scripted, ServeOptions};
+use ttft_bench::scripted::{Behaviour, Dialect, EchoKey, Fault, Scripted, ServeOptions};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -36,6 +37,17 @@ struct Args {
     /// Delay between tokens, milliseconds; fractions pace faster than 1000 tokens/s a stream.
     #[arg(long, default_value_t = 2.0)]
     token_ms: f64,
+    /// The server imitated on the wire: llama.cpp (timings, slots, llamacpp: metrics), vllm,
+    /// sglang (their usage and prefix-cache metrics), openai (the hosted API: no metrics, cached
+    /// tokens only for prompts of 1024+ tokens), or bare (choices-only chunks, this server's old
+    /// format). Chat and text completions, /v1/models and /metrics follow it; /v1/messages always
+    /// speaks Anthropic's format.
+    #[arg(long, default_value = "llama.cpp", value_parser = parse_dialect)]
+    dialect: Dialect,
+    /// vllm/sglang: leave `prompt_tokens_details` out of usage, as those servers do unless started
+    /// with --enable-prompt-tokens-details / --enable-cache-report (their metrics still count).
+    #[arg(long)]
+    no_cache_report: bool,
     /// Tokens per content chunk.
     #[arg(long, default_value_t = 1)]
     tokens_per_chunk: u32,
@@ -77,6 +89,10 @@ struct Args {
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+}
+
+fn parse_dialect(text: &str) -> Result<Dialect, String> {
+    text.parse()
 }
 
 /// Parses `--fault`. A status text has to live as long as the server (`Fault::Status` holds a
@@ -165,6 +181,8 @@ fn behaviour(args: &Args) -> Result<Behaviour, exit::Failure> {
         force_output_tokens: args.force_output_tokens,
         tokenizer: !args.no_tokenizer,
         max_concurrent: args.max_concurrent,
+        dialect: args.dialect,
+        cache_report: !args.no_cache_report,
         ..Behaviour::default()
     })
 }

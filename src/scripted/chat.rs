@@ -1,9 +1,11 @@
-//! The chat endpoints: OpenAI chat completions (llama.cpp flavoured: `timings`, slots) and
+//! The completion endpoints: OpenAI chat and text completions in the dialect of the server
+//! imitated (`dialect.rs`: llama.cpp with `timings` and slots, vLLM, SGLang, the OpenAI API) and
 //! Anthropic messages, whole or streamed. Streams are paced by deadlines from the moment the
 //! request was admitted (`Behaviour::max_concurrent`), so a token interval below the timer's
 //! 1 ms tick still averages out exactly; every content chunk's hand-over is traced.
 
 use std::convert::Infallible;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -15,6 +17,7 @@ use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::dialect::{Counts, Dialect, Endpoint, Timings, Wire, anthropic, unix_now};
 use super::routes::{record, record_from};
 use super::trace::{Trace, nonce_of};
 use super::{AppState, Behaviour, Fault, FirstSent, TEMPLATE_TOKENS, faults, lock, net};
@@ -33,14 +36,40 @@ fn words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
 }
 
-/// The prompt as a word list: every message's words plus the template tokens.
+/// A message's (or a prompt's) text: a string, or the text parts of a content array as the
+/// openai SDK, AIPerf and GuideLLM send them.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.as_str().or_else(|| p["text"].as_str()))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+/// The first message's text (a text completion's prompt): where the harness puts its nonce.
+fn first_text(body: &Value) -> String {
+    match body.get("messages") {
+        Some(m) => text_of(&m[0]["content"]),
+        None => text_of(&body["prompt"]),
+    }
+}
+
+/// The prompt as a word list: every message's words plus the template tokens (a text
+/// completion's prompt: its words alone).
 fn prompt_words(body: &Value) -> Vec<String> {
     let mut out = Vec::new();
+    if body.get("messages").is_none() {
+        return words(&text_of(&body["prompt"]));
+    }
     for m in body["messages"].as_array().map(Vec::as_slice).unwrap_or_default() {
         for _ in 0..TEMPLATE_TOKENS {
             out.push(format!("<{}>", m["role"].as_str().unwrap_or("")));
         }
-        out.extend(words(m["content"].as_str().unwrap_or("")));
+        out.extend(words(&text_of(&m["content"])));
     }
     out
 }
@@ -56,11 +85,13 @@ struct Event {
     delay: Duration,
     frame: Bytes,
     content: bool,
+    /// The frame holds `TIMINGS_MARK`, filled with the stream's measured timings when sent.
+    late: bool,
 }
 
 impl Event {
     fn named(delay: Duration, name: &str, data: impl std::fmt::Display, content: bool) -> Event {
-        Event { delay, frame: Bytes::from(format!("event: {name}\ndata: {data}\n\n")), content }
+        Event { delay, frame: Bytes::from(format!("event: {name}\ndata: {data}\n\n")), content, late: false }
     }
 }
 
@@ -74,7 +105,35 @@ struct Paced {
     /// `Fault::CloseAfterStream` and `Fault::StrayAfterStream`: once the last event is out, the
     /// connection is marked with what happens to it this long after.
     close_after: Option<AfterStream>,
+    /// llama.cpp's timings, measured on the stream as it is sent.
+    timings: Option<LateTimings>,
     _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// The timings a paced stream reports: its prefill from admission to the first content chunk,
+/// its decode from there to the last, as this server really sent them. A stream the machine
+/// delayed then reports the delay as the server's own, as llama.cpp's timings would, and a
+/// client's burst check compares its arrivals with what was sent, not with a plan.
+struct LateTimings {
+    planned: Timings,
+    admitted: Instant,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    interval: Duration,
+}
+
+impl LateTimings {
+    fn measured(&self) -> Timings {
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let (Some(first), Some(last)) = (self.first, self.last) else { return self.planned };
+        // The first token's own decode step is inside the prefill here; llama.cpp counts it in
+        // `predicted_ms`, one interval.
+        Timings {
+            prompt_ms: ms(first.saturating_duration_since(self.admitted)),
+            predicted_ms: ms(last.saturating_duration_since(first) + self.interval),
+            ..self.planned
+        }
+    }
 }
 
 /// Where to mark a connection once its stream has ended, after how long, and with what.
@@ -100,8 +159,16 @@ fn paced(p: Paced) -> Response {
             if let Some((map, key)) = p.first_sent.take() {
                 lock(&map).entry(key).or_insert(now);
             }
+            if let Some(t) = &mut p.timings {
+                t.first.get_or_insert(now);
+                t.last = Some(now);
+            }
         }
-        Some((Ok::<_, Infallible>(event.frame), p))
+        let frame = match (&p.timings, event.late) {
+            (Some(t), true) => Bytes::from(t.measured().fill(&String::from_utf8_lossy(&event.frame))),
+            _ => event.frame,
+        };
+        Some((Ok::<_, Infallible>(frame), p))
     });
     sse_response(Body::from_stream(frames))
 }
@@ -113,7 +180,7 @@ async fn admit(
     body: &Value,
     read_at: Instant,
 ) -> (Trace, Option<OwnedSemaphorePermit>, tokio::time::Instant) {
-    let nonce = body["messages"][0]["content"].as_str().and_then(nonce_of);
+    let nonce = nonce_of(&first_text(body));
     let mut trace = Trace::new(s.clock, s.sink.clone(), path, nonce, read_at);
     trace.timing.stream = body["stream"].as_bool() == Some(true);
     let queue = lock(&s.admission).clone();
@@ -126,38 +193,81 @@ async fn admit(
     (trace, permit, tokio::time::Instant::from_std(now))
 }
 
-/// Anthropic messages: whole JSON, or streamed as message_start (usage), text deltas, message_delta, stop.
+/// A reply's id, unique on this server, with the prefix its dialect uses.
+fn reply_id(s: &AppState, prefix: &str) -> String {
+    let n = s.replies.fetch_add(1, Ordering::Relaxed);
+    // splitmix64 of the server's clock origin and the reply's number: ids look random, never repeat.
+    let mut x = s.clock.origin_ns ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut out = String::with_capacity(prefix.len() + 32);
+    out.push_str(prefix);
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    for _ in 0..4 {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        for i in 0..8 {
+            out.push(ALPHABET[((z >> (i * 8)) & 0xff) as usize % ALPHABET.len()] as char);
+        }
+    }
+    out
+}
+
+/// The output budget a request asks for (`max_tokens`, or `max_completion_tokens` as AIPerf
+/// and GuideLLM send it); 16 when it names none.
+fn max_tokens_of(body: &Value) -> u32 {
+    body["max_tokens"].as_u64().or_else(|| body["max_completion_tokens"].as_u64()).unwrap_or(16) as u32
+}
+
+/// Anthropic messages: whole JSON, or streamed as the API streams (message_start with the message
+/// and its usage, content_block_start, ping, text deltas, content_block_stop, message_delta with
+/// the final usage, message_stop). The prompt is served from the shared prefix cache; its cache
+/// reads are reported as the API reports them (`cache_read_input_tokens`).
 pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let read_at = Instant::now();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     record(&s, "POST", "/v1/messages", &headers, &body);
     let b = lock(&s.behaviour).clone();
     let (mut trace, permit, start) = admit(&s, "/v1/messages", &body, read_at).await;
-    let input = prompt_words(&body).len() as u64;
-    let n_out = body["max_tokens"].as_u64().unwrap_or(16);
+    let prompt = prompt_words(&body);
+    let input = prompt.len() as u64;
+    let held = lock(&s.slots).serve(None, None, &prompt);
+    let cached = b.dialect.reported_cached(input, held);
+    let n_out = u64::from(max_tokens_of(&body));
+    let counts = Counts { input, cached, output: n_out };
     let interval = b.token_interval();
+    let id = reply_id(&s, "msg_");
     if body["stream"].as_bool() != Some(true) {
         tokio::time::sleep_until(start + Duration::from_millis(b.first_token_ms) + interval * n_out as u32)
             .await;
         trace.content(Instant::now());
         trace.completed();
-        return axum::Json(
-            json!({"type": "message", "content": [{"type": "text", "text": output_text(n_out as u32)}],
-            "stop_reason": "max_tokens", "usage": {"input_tokens": input, "output_tokens": n_out}}),
-        )
-        .into_response();
+        let content = json!([{"type": "text", "text": output_text(n_out as u32)}]);
+        let usage = anthropic::usage(counts, n_out);
+        return axum::Json(anthropic::message(&id, content, json!("max_tokens"), usage)).into_response();
     }
-    let start_event = json!({"type": "message_start", "message": {"usage": {"input_tokens": input,
-        "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0, "output_tokens": 1}}});
-    let mut events = vec![Event::named(Duration::ZERO, "message_start", start_event, false)];
+    let mut events = vec![
+        Event::named(Duration::ZERO, "message_start", anthropic::message_start(&id, counts), false),
+        Event::named(Duration::ZERO, "content_block_start", anthropic::content_block_start(), false),
+        Event::named(Duration::ZERO, "ping", json!({"type": "ping"}), false),
+    ];
     for i in 0..n_out {
         let delay = if i == 0 { Duration::from_millis(b.first_token_ms) } else { interval };
-        let delta = json!({"type": "content_block_delta", "index": 0,
-                           "delta": {"type": "text_delta", "text": token(i as u32)}});
-        events.push(Event::named(delay, "content_block_delta", delta, true));
+        events.push(Event::named(
+            delay,
+            "content_block_delta",
+            anthropic::text_delta(&token(i as u32)),
+            true,
+        ));
     }
-    let end = json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": n_out}});
-    events.push(Event::named(Duration::ZERO, "message_delta", end, false));
+    events.push(Event::named(Duration::ZERO, "content_block_stop", anthropic::content_block_stop(), false));
+    events.push(Event::named(
+        Duration::ZERO,
+        "message_delta",
+        anthropic::message_delta("max_tokens", counts),
+        false,
+    ));
     events.push(Event::named(Duration::ZERO, "message_stop", json!({"type": "message_stop"}), false));
     let key = trace.timing.nonce.clone();
     paced(Paced {
@@ -166,6 +276,7 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
         trace,
         first_sent: key.map(|k| (s.first_sent.clone(), k)),
         close_after: None,
+        timings: None,
         _permit: permit,
     })
 }
@@ -176,43 +287,39 @@ pub(super) async fn chat(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let read_at = Instant::now();
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    record_from(&s, Some(peer.0), "POST", "/v1/chat/completions", &headers, &body);
-    serve(s, peer, headers, body, read_at, false).await
+    complete(s, peer, headers, body, Endpoint::Chat).await
 }
 
-/// OpenAI legacy completions: the prompt string served as one user message without a chat
-/// template, answered with `choices[].text` (no role chunk).
+/// The legacy text completions (`/v1/completions`): the chat endpoint's timing, cache and faults,
+/// with a `prompt` instead of messages and `text_completion` chunks.
 pub(super) async fn completions(
     State(s): State<AppState>,
     ConnectInfo(peer): ConnectInfo<net::Peer>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let read_at = Instant::now();
-    let mut body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    record_from(&s, Some(peer.0), "POST", "/v1/completions", &headers, &body);
-    let prompt = body["prompt"].as_str().unwrap_or("").to_string();
-    if let Some(fields) = body.as_object_mut() {
-        fields.insert("messages".into(), json!([{"role": "user", "content": prompt}]));
-    }
-    serve(s, peer, headers, body, read_at, true).await
+    complete(s, peer, headers, body, Endpoint::Completions).await
 }
 
-async fn serve(
+async fn complete(
     s: AppState,
     peer: net::Peer,
     headers: HeaderMap,
-    body: Value,
-    read_at: Instant,
-    completions: bool,
+    body: Bytes,
+    endpoint: Endpoint,
 ) -> Response {
+    let read_at = Instant::now();
+    let path = match endpoint {
+        Endpoint::Chat => "/v1/chat/completions",
+        Endpoint::Completions => "/v1/completions",
+    };
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    record_from(&s, Some(peer.0), "POST", path, &headers, &body);
     let b = lock(&s.behaviour).clone();
     // Faults (and other quirks) hit only measured-size requests, so prompt calibration (max_tokens 1) and the
     // warm-up (8) get through and the sweep reaches its measurements. A server without a tokenizer and
     // without usage has no usage for calibration either: that is the point of scripting it.
-    let max_tokens = body["max_tokens"].as_u64().unwrap_or(16) as u32;
+    let max_tokens = max_tokens_of(&body);
     let b = if max_tokens < 20 {
         let usage = b.usage || b.tokenizer;
         Behaviour {
@@ -220,6 +327,8 @@ async fn serve(
             token_ms: b.token_ms,
             token_interval_us: b.token_interval_us,
             max_concurrent: b.max_concurrent,
+            dialect: b.dialect,
+            cache_report: b.cache_report,
             usage,
             ..Behaviour::default()
         }
@@ -240,14 +349,14 @@ async fn serve(
             }
         }
     }
-    let path = if completions { "/v1/completions" } else { "/v1/chat/completions" };
     let (mut trace, permit, start) = admit(&s, path, &body, read_at).await;
     trace.timing.tokens_per_chunk = b.tokens_per_chunk.max(1);
-    let prompt = if completions { words(body["prompt"].as_str().unwrap_or("")) } else { prompt_words(&body) };
+    let prompt = prompt_words(&body);
     // Cache evidence like the server imitated: llama.cpp slot, agent-memory session, or vLLM prefix.
     let agent = headers.get("x-session-id").and_then(|v| v.to_str().ok());
-    let cached = lock(&s.slots).serve(body["id_slot"].as_u64(), agent, &prompt);
+    let held = lock(&s.slots).serve(body["id_slot"].as_u64(), agent, &prompt);
     let input = prompt.len() as u64;
+    let cached = b.dialect.reported_cached(input, held);
     let n_out = b.force_output_tokens.unwrap_or(max_tokens);
     let diverge = max_tokens >= 20 && {
         let mut slots = lock(&s.slots);
@@ -256,43 +365,51 @@ async fn serve(
     };
     let token = |i: u32| if diverge && i == 1 { " wX".to_string() } else { token(i) };
     // Prefill time scales with what is not cached, like a real server.
-    let uncached_share = if input == 0 { 1.0 } else { (input - cached) as f64 / input as f64 };
+    let uncached_share = if input == 0 { 1.0 } else { (input - held) as f64 / input as f64 };
     let first = Duration::from_millis((b.first_token_ms as f64 * uncached_share).round() as u64);
     let interval = b.token_interval();
-    let usage = json!({"prompt_tokens": input, "completion_tokens": n_out, "total_tokens": input + n_out as u64,
-                       "prompt_tokens_details": {"cached_tokens": cached}});
-    let mut timings = json!({"cache_n": cached, "prompt_n": input - cached});
-    if b.fault == Fault::Burst {
-        timings["prompt_ms"] = json!(first.as_secs_f64() * 1000.0);
-        timings["predicted_n"] = json!(n_out);
-        timings["predicted_ms"] = json!((interval * n_out).as_secs_f64() * 1000.0);
-    }
+    let counts = Counts { input, cached, output: u64::from(n_out) };
+    let wire = Wire {
+        dialect: b.dialect,
+        endpoint,
+        id: reply_id(&s, if endpoint == Endpoint::Chat { "chatcmpl-" } else { "cmpl-" }),
+        created: unix_now(),
+        include_usage: b.usage
+            && (b.dialect == Dialect::Bare
+                || body["stream_options"]["include_usage"].as_bool() == Some(true)),
+        continuous_usage: body["stream_options"]["continuous_usage_stats"].as_bool() == Some(true),
+        cache_report: b.cache_report,
+    };
+    // What the server planned: the prefill, then one interval a token. A paced stream's timings are
+    // measured as it is sent instead (`LateTimings`).
+    let planned = Timings {
+        cache_n: held,
+        prompt_n: input - held,
+        prompt_ms: first.as_secs_f64() * 1000.0,
+        predicted_n: u64::from(n_out),
+        predicted_ms: (interval * n_out).as_secs_f64() * 1000.0,
+    };
     if body["stream"].as_bool() != Some(true) {
         tokio::time::sleep_until(start + first + interval * n_out).await;
         let text: String = (0..n_out).map(token).collect();
-        let choice = if completions {
-            json!({"index": 0, "text": text, "finish_reason": "length"})
-        } else {
-            json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
-        };
-        let mut resp = json!({"choices": [choice], "timings": timings});
-        if b.usage {
-            resp["usage"] = usage;
-        }
+        let reply = wire.whole(&text, "length", counts, b.usage, &planned);
         trace.content(Instant::now());
         trace.completed();
-        return axum::Json(resp).into_response();
+        return axum::Json(reply).into_response();
     }
     let keep_alive = if b.fault == Fault::KeepAlive { ": keep-alive\n\n" } else { "" };
     let data = |delay, data: String, content| Event {
         delay,
         frame: Bytes::from(format!("{keep_alive}data: {data}\n\n")),
         content,
+        late: false,
     };
+    let per_token = b.dialect == Dialect::LlamaCpp && body["timings_per_token"].as_bool() == Some(true);
     let mut events: Vec<Event> = Vec::new();
-    if b.role_chunk && !completions {
-        let role = json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}]});
-        events.push(data(Duration::ZERO, role.to_string(), false));
+    if b.role_chunk
+        && let Some(role) = wire.role_chunk()
+    {
+        events.push(data(Duration::ZERO, role, false));
     }
     let mut produced = 0u32;
     while produced < n_out {
@@ -304,12 +421,13 @@ async fn serve(
             text.insert_str(0, &echo);
         }
         let delay = if produced == 0 { first } else { interval * k };
-        let chunk = if completions {
-            json!({"choices": [{"index": 0, "text": text}]})
-        } else {
-            json!({"choices": [{"index": 0, "delta": {"content": text}}]})
-        };
-        events.push(data(delay, chunk.to_string(), true));
+        let so_far = Counts { output: u64::from(produced + k), ..counts };
+        let timings = per_token.then(|| Timings {
+            predicted_n: so_far.output,
+            predicted_ms: (interval * (produced + k)).as_secs_f64() * 1000.0,
+            ..planned
+        });
+        events.push(data(delay, wire.content_chunk(&text, so_far, timings.as_ref()), true));
         if produced == 0 && b.fault == Fault::ErrorInStream {
             let error = json!({"error": {"message": "scripted failure", "code": 500}});
             events.push(data(Duration::from_millis(1), error.to_string(), false));
@@ -318,24 +436,29 @@ async fn serve(
         produced += k;
     }
     if b.fault != Fault::ErrorInStream && b.fault != Fault::Truncate {
-        let finish = if completions {
-            json!({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
-        } else {
-            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
-        };
-        events.push(data(Duration::ZERO, finish.to_string(), false));
-        if b.usage {
-            events.push(data(
-                Duration::ZERO,
-                json!({"choices": [], "usage": usage, "timings": timings}).to_string(),
-                false,
-            ));
+        let mut finish = data(Duration::ZERO, wire.finish_chunk("length", counts), false);
+        finish.late = !wire.include_usage;
+        events.push(finish);
+        if wire.include_usage {
+            let mut usage = data(Duration::ZERO, wire.usage_chunk(counts), false);
+            usage.late = true;
+            events.push(usage);
         }
         events.push(data(Duration::ZERO, "[DONE]".to_string(), false));
     }
+    // Streams not paced here are sent as planned, timings included.
+    let planned_frames = |events: Vec<Event>| -> Vec<Bytes> {
+        events
+            .into_iter()
+            .map(|e| match e.late {
+                true => Bytes::from(planned.fill(&String::from_utf8_lossy(&e.frame))),
+                false => e.frame,
+            })
+            .collect()
+    };
     if b.fault == Fault::Burst {
         let due = start + events.iter().map(|e| e.delay).sum::<Duration>();
-        let all = Bytes::from(events.into_iter().map(|e| e.frame).collect::<Vec<_>>().concat());
+        let all = Bytes::from(planned_frames(events).concat());
         let held = stream::once(async move {
             tokio::time::sleep_until(due).await;
             Ok::<_, Infallible>(all)
@@ -343,17 +466,19 @@ async fn serve(
         return sse_response(Body::from_stream(held));
     }
     if let Fault::SlowDrip { bytes, every_ms } = b.fault {
-        let frames = events.into_iter().map(|e| e.frame).collect();
-        let pieces = stream::iter(faults::drip(frames, bytes, every_ms)).then(|(delay, piece)| async move {
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-            Ok::<_, Infallible>(piece)
-        });
+        let pieces = stream::iter(faults::drip(planned_frames(events), bytes, every_ms)).then(
+            |(delay, piece)| async move {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                Ok::<_, Infallible>(piece)
+            },
+        );
         return sse_response(Body::from_stream(pieces));
     }
-    let key = trace.timing.nonce.clone().or_else(|| {
-        let first = body["messages"][0]["content"].as_str().unwrap_or("");
-        first.split_whitespace().nth(1).map(str::to_string)
-    });
+    let key = trace
+        .timing
+        .nonce
+        .clone()
+        .or_else(|| first_text(&body).split_whitespace().nth(1).map(str::to_string));
     paced(Paced {
         events: events.into_iter(),
         due: start,
@@ -368,6 +493,7 @@ async fn serve(
             }
             _ => None,
         },
+        timings: Some(LateTimings { planned, admitted: start.into_std(), first: None, last: None, interval }),
         _permit: permit,
     })
 }

@@ -1,5 +1,5 @@
-//! A scripted OpenAI/Anthropic/llama.cpp-like streaming server (axum) with exact timings and
-//! faults: the tests' server, the benchmarks' reference server, and `bench-scripted-server` for
+//! A scripted streaming server (axum) with exact timings and faults, speaking the wire format of
+//! llama.cpp, vLLM, SGLang or the OpenAI API (`dialect.rs`) and Anthropic's messages: the tests' server, the benchmarks' reference server, and `bench-scripted-server` for
 //! anyone who wants to test their own pipeline against a server whose timings are known.
 //!
 //! Tokens are whitespace-separated words; the chat template costs `TEMPLATE_TOKENS` per message.
@@ -10,6 +10,7 @@
 //! endpoints in `chat.rs`, everything else in `routes.rs`.
 
 mod chat;
+pub mod dialect;
 pub mod faults;
 pub mod net;
 mod routes;
@@ -17,6 +18,7 @@ mod slots;
 pub mod trace;
 
 pub use chat::{output_text, token};
+pub use dialect::Dialect;
 pub use faults::{EchoKey, Fault};
 pub use slots::PREFIX_BLOCK;
 pub use trace::{Clock, RequestTiming, TraceLine};
@@ -66,6 +68,12 @@ pub struct Behaviour {
     /// more than the number of them have arrived: an action that works in preflight and fails
     /// later.
     pub refuse_after: Option<(&'static str, usize)>,
+    /// The server imitated on the wire: chunk shapes, usage, timings, metrics (`dialect.rs`).
+    pub dialect: Dialect,
+    /// vLLM's `--enable-prompt-tokens-details`, SGLang's `--enable-cache-report`: usage carries
+    /// `prompt_tokens_details.cached_tokens`. Without it, those servers' only cache evidence is
+    /// their metrics page. llama.cpp and the OpenAI API always report.
+    pub cache_report: bool,
 }
 
 impl Default for Behaviour {
@@ -84,6 +92,8 @@ impl Default for Behaviour {
             diverge_after: None,
             max_concurrent: None,
             refuse_after: None,
+            dialect: Dialect::default(),
+            cache_report: true,
         }
     }
 }
@@ -173,6 +183,8 @@ struct AppState {
     kills: net::Kills,
     clock: Clock,
     sink: trace::Sink,
+    /// Replies so far: each gets its own id.
+    replies: Arc<std::sync::atomic::AtomicU64>,
 }
 
 pub struct Scripted {
@@ -267,6 +279,7 @@ impl Scripted {
             kills: Arc::default(),
             clock,
             sink,
+            replies: Arc::default(),
         };
         let app = Router::new()
             .route("/v1/models", get(routes::models))

@@ -39,23 +39,32 @@ pub(super) fn record_from(
 
 pub(super) async fn models(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
     record(&s, "GET", "/v1/models", &headers, &Value::Null);
-    axum::Json(json!({"object": "list", "data": [{"id": "scripted-model", "object": "model"}]}))
+    let dialect = lock(&s.behaviour).dialect;
+    axum::Json(dialect.models(super::dialect::unix_now()))
 }
 
-/// llama.cpp's Prometheus page (the two counters the llama.cpp preset reads).
-pub(super) async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+/// The Prometheus page of the server imitated (its prompt and prefix-cache counters); 404 from
+/// the hosted API, which has none.
+pub(super) async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
     record(&s, "GET", "/metrics", &headers, &Value::Null);
-    let slots = lock(&s.slots);
-    format!(
-        "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total {}\n\
-         # TYPE llamacpp:prompt_tokens_cached_total counter\nllamacpp:prompt_tokens_cached_total {}\n",
-        slots.computed_total, slots.cached_total
-    )
+    let dialect = lock(&s.behaviour).dialect;
+    let page = {
+        let slots = lock(&s.slots);
+        dialect.metrics(slots.computed_total, slots.cached_total)
+    };
+    match page {
+        Some(page) => page.into_response(),
+        None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
+    }
 }
 
-pub(super) async fn props(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+/// llama.cpp's `/props`; other servers answer 404.
+pub(super) async fn props(State(s): State<AppState>, headers: HeaderMap) -> Response {
     record(&s, "GET", "/props", &headers, &Value::Null);
-    axum::Json(json!({"total_slots": 2, "build_info": "scripted"}))
+    if !lock(&s.behaviour).dialect.serves_props() {
+        return (StatusCode::NOT_FOUND, "Not Found").into_response();
+    }
+    axum::Json(json!({"total_slots": 2, "build_info": "scripted"})).into_response()
 }
 
 /// Any other call (preset actions of other servers): logged; the cache endpoints of agent-memory,

@@ -8,6 +8,7 @@ mod bad_input;
 mod client_lanes;
 mod compare;
 mod datasets;
+mod dialects;
 mod echoed_secrets;
 mod faults;
 mod fuzz_corpus;
