@@ -66,10 +66,10 @@ def lock_digest(name):
     return hashlib.sha256((LOCKS / f"{name}.txt").read_bytes()).hexdigest()
 
 
-def missing():
-    """What `install` has not put in place (empty when everything is there and current)."""
+def missing(names=CLIENTS):
+    """What `install` has not put in place for `names` (empty when all is there and current)."""
     out = []
-    for name in CLIENTS:
+    for name in names:
         stamp = venv(name) / ".anchors-lock"
         if not stamp.exists() or stamp.read_text().strip() != lock_digest(name):
             out.append(f"{venv(name)} (the {name} environment of scripts/anchors/{name}.txt)")
@@ -78,19 +78,21 @@ def missing():
     return out
 
 
-def cmd_available(_args):
-    gone = missing()
+def cmd_available(args):
+    gone = missing(args.clients or CLIENTS)
     if gone:
         print("anchors not installed (bash scripts/anchors.sh install): missing " + ", ".join(gone), file=sys.stderr)
         return 1
     return 0
 
 
-def cmd_install(_args):
-    """Each client in a virtual environment of its own (their pins differ), every package at the
-    version its lock file names (no resolution at install time), then the tokenizer."""
+def cmd_install(args):
+    """Each client named (default: all) in a virtual environment of its own (their pins differ),
+    every package at the version its lock file names (no resolution at install time), then the
+    tokenizer."""
+    names = args.clients or CLIENTS
     CACHE.mkdir(parents=True, exist_ok=True)
-    for name in CLIENTS:
+    for name in names:
         stamp = venv(name) / ".anchors-lock"
         if stamp.exists() and stamp.read_text().strip() == lock_digest(name):
             print(f"anchors: {name} already installed in {venv(name)}", file=sys.stderr)
@@ -103,11 +105,11 @@ def cmd_install(_args):
         subprocess.run([*pip, "--no-deps", "-r", str(LOCKS / f"{name}.txt")], check=True)
         stamp.write_text(lock_digest(name) + "\n")
         print(f"anchors: {name} installed in {venv(name)} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
-    build_tokenizer()
+    build_tokenizer(names[0])
     return 0
 
 
-def build_tokenizer():
+def build_tokenizer(python_env):
     """A word-level tokenizer of the prompts' words, saved as a Hugging Face tokenizer
     (tokenizer.json, tokenizer_config.json, config.json) in the layout of the hub's cache, its
     `main` revision pointing at it, so that both clients load TOKENIZER_ID offline."""
@@ -132,7 +134,8 @@ json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "
           open(f"{out}/tokenizer_config.json", "w"))
 json.dump({"model_type": "llama"}, open(f"{out}/config.json", "w"))
 """
-    subprocess.run([str(python_of("aiperf")), "-c", code, str(TOKENIZER), *WORDS], check=True)
+    # Any client's environment has the `tokenizers` package (both clients load tokenizers with it).
+    subprocess.run([str(python_of(python_env)), "-c", code, str(TOKENIZER), *WORDS], check=True)
     print(f"anchors: tokenizer in {TOKENIZER}", file=sys.stderr)
 
 
@@ -447,8 +450,10 @@ def ok(row):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("install", help="the pinned clients and the local tokenizer (reused when current)")
-    sub.add_parser("available", help="exit 0 when installed, else 1 naming what is missing")
+    i = sub.add_parser("install", help="the pinned clients and the local tokenizer (reused when current)")
+    i.add_argument("clients", nargs="*", choices=[[], *CLIENTS], help="only these (default: all; GuideLLM brings PyTorch, ~5.6 GB)")
+    a = sub.add_parser("available", help="exit 0 when installed, else 1 naming what is missing")
+    a.add_argument("clients", nargs="*", choices=[[], *CLIENTS], help="only these (default: all)")
 
     def shape(p):
         p.add_argument("--words", type=int, default=505, help="prompt words (server tokens less the template)")
