@@ -137,6 +137,10 @@ pub struct SweepConfig {
     /// saved file (the restore may read memory). Each warm record says the same for itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_cache: Option<crate::record::PageCache>,
+    /// `--request-bodies`: every measured request's exact body goes to request-bodies.jsonl in
+    /// the run directory, for a client other than bench to replay (scripts/parity.py).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub request_bodies: bool,
 }
 
 /// `server_cmd` as written out: never with its keys, whatever file or output it goes to.
@@ -320,6 +324,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         reuse_primes: matrix.reuse_primes,
         slot_dir: plan.slot_dir.clone().or_else(|| connection.server_cmd.as_deref().and_then(slot_save_path)),
         page_cache: None,
+        request_bodies: args.request_bodies,
     })
 }
 

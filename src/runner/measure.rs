@@ -261,6 +261,10 @@ pub async fn fire_at(ctx: &Ctx, ready: &Ready, at: impl std::future::Future<Outp
             return Fired::unsent(Instant::now(), error);
         }
     };
+    let body = ctx.bodies.as_ref().map(|_| {
+        let (path, body) = prepared.path_and_body();
+        (path.to_string(), body.to_vec())
+    });
     at.await;
     let window_start = Instant::now();
     let mut reload_ms = None;
@@ -269,13 +273,14 @@ pub async fn fire_at(ctx: &Ctx, ready: &Ready, at: impl std::future::Future<Outp
         match p.run(&ctx.client, "reload", &p.reload, Some(Scope::Session), &ready.session).await {
             Ok(took) => reload_ms = Some(took.as_secs_f64() * 1000.0),
             Err(e) => {
+                // Never sent: no body to keep.
                 return Fired::unsent(window_start, ErrorInfo::new(e.kind, e.to_string()));
             }
         }
     }
     let handed_off = Instant::now();
     let exchange = ctx.client.send(prepared).await;
-    Fired { exchange, window_start, handed_off, reload_ms, error: None }
+    Fired { exchange, window_start, handed_off, reload_ms, error: None, body }
 }
 
 /// Cleans the session up and builds the record. `release` is when the request was due (batches);
@@ -320,6 +325,9 @@ pub async fn finish_then(
     m.server_stats = stats;
     m.max_tokens = ready.request.max_tokens;
     m.page_cache = ready.page_cache;
+    if let (Some(log), Some((path, body))) = (&ctx.bodies, &fired.body) {
+        log.append(&crate::store::BodyLine::new(m.cell.clone(), m.request_index, &m.nonce, path, body));
+    }
     if let Some(error) = fired.error {
         m.error = Some(error);
         return m;

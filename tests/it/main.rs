@@ -31,6 +31,7 @@ mod redirects;
 mod reference;
 mod report_output;
 mod report_scripted;
+mod request_bodies;
 mod reuse_primes;
 mod scenarios_scripted;
 mod schema;

@@ -33,7 +33,7 @@ async fn fake(lag_ms: u64, ttft_ms: f64, e2e_ms: f64) -> Fired {
         e2e_ms: Some(e2e_ms),
         ..Default::default()
     };
-    Fired { exchange, window_start, handed_off: window_start, reload_ms: None, error: None }
+    Fired { exchange, window_start, handed_off: window_start, reload_ms: None, error: None, body: None }
 }
 
 fn measurement(index: u32, fired: &Fired, release: Instant, output_tokens: u64) -> Measurement {
