@@ -5,6 +5,7 @@
 mod common;
 
 mod load_real;
+mod parity;
 mod real_llama;
 mod report_html;
 mod reuse_real;
