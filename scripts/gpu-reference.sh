@@ -83,8 +83,8 @@ do_stage() {
     ver=$(llama_version)
     src=${LLAMA_SRC:-${TTFT_BENCH_CACHE:-$HOME/.cache/ttft-bench}/llama.cpp-$ver/src}
     [[ -f $src/CMakeLists.txt ]] || die "no llama.cpp source at $src (bash scripts/llama-server.sh build fetches it)"
-    local bench=$ROOT/target/release/bench
-    [[ -x $bench ]] || die "$bench missing: cargo build --release first"
+    local bench=${BENCH:-${CARGO_TARGET_DIR:-$ROOT/target}/release/bench}
+    [[ -x $bench ]] || die "$bench missing: cargo build --release first (or set BENCH)"
     mkdir -p "$dir/scripts" "$dir/scenarios" "$dir/bin"
     cp "$SELF" "$SCRIPT_DIR/gen_model.py" "$SCRIPT_DIR/gpu_probe.py" "$SCRIPT_DIR/llama-server.sh" \
         "$SCRIPT_DIR/parity.py" "$dir/scripts/"
