@@ -14,6 +14,10 @@
 #                                  measured ceilings as the physics of every record
 #   gpu-reference.sh finish DEST   verify (measured and datasheet ceilings), merge --expect, report with
 #                                  plots; copy everything worth keeping to DEST
+#   gpu-reference.sh parity DEST   parity of bench with a raw client (scripts/parity.py, docs/reference.md):
+#                                  bench's own request bodies replayed from Python's http.client on the
+#                                  same server, interleaved with bench, per context, cold and warm;
+#                                  the table and the pairs go to DEST (PARITY_CONTEXTS, PARITY_ROUNDS)
 #   gpu-reference.sh all DEST      prepare, sweep, finish in one go (no time limit)
 #   gpu-reference.sh stop          stop the llama-server this script started
 #
@@ -79,10 +83,11 @@ do_stage() {
     ver=$(llama_version)
     src=${LLAMA_SRC:-${TTFT_BENCH_CACHE:-$HOME/.cache/ttft-bench}/llama.cpp-$ver/src}
     [[ -f $src/CMakeLists.txt ]] || die "no llama.cpp source at $src (bash scripts/llama-server.sh build fetches it)"
-    local bench=$ROOT/target/release/bench
-    [[ -x $bench ]] || die "$bench missing: cargo build --release first"
+    local bench=${BENCH:-${CARGO_TARGET_DIR:-$ROOT/target}/release/bench}
+    [[ -x $bench ]] || die "$bench missing: cargo build --release first (or set BENCH)"
     mkdir -p "$dir/scripts" "$dir/scenarios" "$dir/bin"
-    cp "$SELF" "$SCRIPT_DIR/gen_model.py" "$SCRIPT_DIR/gpu_probe.py" "$SCRIPT_DIR/llama-server.sh" "$dir/scripts/"
+    cp "$SELF" "$SCRIPT_DIR/gen_model.py" "$SCRIPT_DIR/gpu_probe.py" "$SCRIPT_DIR/llama-server.sh" \
+        "$SCRIPT_DIR/parity.py" "$dir/scripts/"
     cp "$SCENARIO" "$dir/scenarios/"
     strip -o "$dir/bin/bench" "$bench"
     # Only what a CUDA llama-server build and the generator need (the full tree is ~180 MB, mostly
@@ -327,6 +332,40 @@ do_sweep() {
     log "sweep done (exit $rc) in $(job_secs sweep) s"
 }
 
+# ------------------------------------------------------------------ parity
+# Runs detached like the sweep (a cut-off command re-attaches); bench and the raw client take turns
+# on the one server, so nothing else may use it meanwhile.
+do_parity() {
+    local dest=${1:?parity needs a destination directory}
+    [[ -x $SERVER_BIN && -f $MODEL ]] || die "run 'prepare' first"
+    local bench
+    bench=$(bench_bin)
+    start_server
+    if [[ ! -f $JOBS/parity.done ]] && ! job_running parity; then
+        rm -rf "$WORK/parity"
+        job_start parity python3 "$SCRIPT_DIR/parity.py" --bench "$bench" --server "$URL" \
+            --contexts "${PARITY_CONTEXTS:-1k,4k,16k,32k}" --states cold,warm --rounds "${PARITY_ROUNDS:-3}" \
+            --slot-dir "$WORK/slots" --out "$WORK/parity"
+    fi
+    wait_jobs parity
+    local rc
+    rc=$(job_rc parity)
+    tail -n 30 "$JOBS/parity.log" >&2
+    mkdir -p "$dest"
+    for f in parity.md parity.json pairs.jsonl; do
+        [[ -f $WORK/parity/$f ]] && cp "$WORK/parity/$f" "$dest/"
+    done
+    {
+        echo "parity_s $(job_secs parity)"
+        echo "hardware $(hardware)"
+        nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+        for name in build model; do [[ -f $JOBS/$name.done ]] && echo "${name}_s $(job_secs "$name")"; done
+    } >"$dest/parity-timings.txt"
+    cp "$WORK/server.cmd" "$dest/parity-server.cmd"
+    [[ $rc == 0 ]] || die "parity.py exited $rc (log $JOBS/parity.log)"
+    log "parity done in $(job_secs parity) s: $dest/parity.md"
+}
+
 # ------------------------------------------------------------------ finish
 json_get() { # file python-expression-on-d
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
@@ -382,6 +421,7 @@ case $cmd in
     smoke) do_smoke ;;
     sweep) do_sweep ;;
     finish) do_finish "$@" ;;
+    parity) do_parity "$@" ;;
     all)
         STEP_BUDGET_S=0
         prepare_jobs build model

@@ -67,6 +67,13 @@ pub struct SweepArgs {
     /// spec.completions) [env: TTFT_BENCH_SHARD_COUNT].
     #[arg(long, value_name = "N", help_heading = "Run")]
     pub shard_count: Option<u32>,
+    /// Also write every measured request's exact body (the bytes sent, never a header) to
+    /// <run-id>/request-bodies.jsonl, one line per record with its cell, nonce, length and CRC-32,
+    /// so another client can replay them (scripts/parity.py). A body that carries a secret is
+    /// withheld. Fixed for the run: a resumed run keeps its own setting (the flag is refused with
+    /// --resume).
+    #[arg(long, help_heading = "Run")]
+    pub request_bodies: bool,
 }
 
 #[derive(Debug, Args, Clone)]

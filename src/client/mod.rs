@@ -266,6 +266,14 @@ pub struct Prepared {
     wire: Option<h1::Wire>,
 }
 
+impl Prepared {
+    /// The request's path (`/v1/chat/completions`) and the body bytes it sends, exactly.
+    pub fn path_and_body(&self) -> (&str, &[u8]) {
+        let body = self.request.body().and_then(reqwest::Body::as_bytes).unwrap_or_default();
+        (self.request.url().path(), body)
+    }
+}
+
 /// After a response that leaves its connection open, the connection is watched this long before
 /// the exchange returns and the connection may carry the next request. A server or proxy that
 /// answers a request twice writes the second answer a few ms after the first (5-50 ms seen); a

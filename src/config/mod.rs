@@ -168,6 +168,10 @@ pub struct SweepConfig {
     /// `--think-time`: the pause between a hot conversation's turns, ms (absent: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub think_time_ms: f64,
+    /// `--request-bodies`: every measured request's exact body goes to request-bodies.jsonl in
+    /// the run directory, for a client other than bench to replay (scripts/parity.py).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub request_bodies: bool,
 }
 
 pub const DEFAULT_WARMUP: u32 = 1;
@@ -507,6 +511,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         dataset,
         turns,
         think_time_ms: plan.think_time.map_or(0.0, |s| s.secs() * 1000.0),
+        request_bodies: args.request_bodies,
     })
 }
 

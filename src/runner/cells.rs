@@ -316,6 +316,10 @@ impl<'a> CellLoop<'a> {
             self.writer.append(r).map_err(|e| Failure::io(e.to_string()))?;
         }
         clock.add(Part::Write, writing.elapsed());
+        // The cell's records are safe; a body that could not be written stops the sweep (exit 4).
+        if let Some(why) = self.ctx.bodies.as_ref().and_then(|b| b.error()) {
+            return Err(Failure::io(why));
+        }
         self.measured += 1;
         if records.iter().any(|r| !r.is_good()) {
             self.failed += 1;

@@ -30,6 +30,9 @@ pub struct Fired {
     pub reload_ms: Option<f64>,
     /// A reload failure: the request was not sent.
     pub error: Option<ErrorInfo>,
+    /// The request's path and body bytes, kept only for `--request-bodies` (copied before the
+    /// window opened).
+    pub body: Option<(String, Vec<u8>)>,
 }
 
 impl Fired {
@@ -37,7 +40,14 @@ impl Fired {
     /// failed): nothing was queued or sent.
     pub fn unsent(window_start: Instant, error: ErrorInfo) -> Fired {
         let exchange = Exchange::default();
-        Fired { exchange, window_start, handed_off: window_start, reload_ms: None, error: Some(error) }
+        Fired {
+            exchange,
+            window_start,
+            handed_off: window_start,
+            reload_ms: None,
+            error: Some(error),
+            body: None,
+        }
     }
 
     /// How long the request waited in the client after it was handed off, before its lane took
@@ -80,8 +90,14 @@ mod tests {
         let release = Instant::now();
         let at = |ms: u64| release + Duration::from_millis(ms);
         let exchange = Exchange { start: Some(at(9).into_std()), ttft_ms: Some(10.0), ..Default::default() };
-        let fired =
-            Fired { exchange, window_start: at(1), handed_off: at(6), reload_ms: Some(5.0), error: None };
+        let fired = Fired {
+            exchange,
+            window_start: at(1),
+            handed_off: at(6),
+            reload_ms: Some(5.0),
+            error: None,
+            body: None,
+        };
         assert_eq!(fired.queued(), Duration::from_millis(3));
         assert_eq!(fired.sent_at(), at(4));
         // TTFT: the reload and the server's 10 ms; not the client's 3 ms queue.

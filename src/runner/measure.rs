@@ -366,6 +366,10 @@ pub async fn fire_announcing(
             return Fired::unsent(Instant::now(), error);
         }
     };
+    let body = ctx.bodies.as_ref().map(|_| {
+        let (path, body) = prepared.path_and_body();
+        (path.to_string(), body.to_vec())
+    });
     at.await;
     let window_start = Instant::now();
     if let Some(opened) = opened {
@@ -378,13 +382,14 @@ pub async fn fire_announcing(
         match p.run(&ctx.client, "reload", &p.reload, Some(Scope::Session), &ready.session).await {
             Ok(took) => reload_ms = Some(took.as_secs_f64() * 1000.0),
             Err(e) => {
+                // Never sent: no body to keep.
                 return Fired::unsent(window_start, ErrorInfo::new(e.kind, e.to_string()));
             }
         }
     }
     let handed_off = Instant::now();
     let exchange = ctx.client.send(prepared).await;
-    Fired { exchange, window_start, handed_off, reload_ms, error: None }
+    Fired { exchange, window_start, handed_off, reload_ms, error: None, body }
 }
 
 /// Cleans the session up and builds the record. `release` is when the request was due (batches);
@@ -431,6 +436,9 @@ pub async fn finish_then(
     m.page_cache = ready.page_cache;
     if ctx.config.think_time_ms > 0.0 {
         m.think_ms = ready.after_turn.map(|t| fired.window_start.duration_since(t).as_secs_f64() * 1000.0);
+    }
+    if let (Some(log), Some((path, body))) = (&ctx.bodies, &fired.body) {
+        log.append(&crate::store::BodyLine::new(m.cell.clone(), m.request_index, &m.nonce, path, body));
     }
     if let Some(error) = fired.error {
         m.error = Some(error);

@@ -63,6 +63,8 @@ pub struct Ctx {
     sessions: AtomicU64,
     /// Where the cell loop's time goes (`harness_time`).
     pub harness: harness_time::HarnessClock,
+    /// `--request-bodies`: every measured request's body, in the run directory.
+    pub bodies: Option<store::BodyLog>,
 }
 
 impl Ctx {

@@ -101,6 +101,8 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
         ("--run-id", args.run_id.is_some()),
         ("--shard", args.shard.is_some()),
         ("--shard-count", args.shard_count.is_some()),
+        // Whether bodies are written is the run's own (run.json config.request_bodies).
+        ("--request-bodies", args.request_bodies),
     ];
     for (flag, set) in fixed {
         if set {

@@ -85,6 +85,7 @@ pub async fn prepare(
     learn(journal, |m| m.prompt_sizing = Some(sizer.describe()))?;
     count_rows(&mut config, &client, &sizer, progress).await?;
     learn(journal, |m| m.config.dataset = config.dataset.clone())?;
+    let config_bodies = config.request_bodies;
     let ctx = Ctx {
         client,
         config,
@@ -98,6 +99,10 @@ pub async fn prepare(
         stagger_delay: tokio::sync::OnceCell::new(),
         sessions: AtomicU64::new(0),
         harness: Default::default(),
+        bodies: match journal.filter(|_| config_bodies) {
+            Some(j) => Some(crate::store::BodyLog::open(j.dir()).map_err(|e| Failure::io(e.to_string()))?),
+            None => None,
+        },
     };
     dry_run_actions(&ctx).await?;
     if ctx.config.cache_states.contains(&CacheState::Warm) && !ctx.preset.supports_warm() {

@@ -7,10 +7,12 @@
 //! write error names the file it failed on.
 
 mod atomic;
+mod bodies;
 mod lock;
 mod records;
 
 pub use atomic::{WriteError, write_atomic, write_atomic_with, write_json_atomic};
+pub use bodies::{BODIES_FILE, BodyLine, BodyLog};
 pub use lock::{KILLED, LOCK_FILE, LockError, RunLock, holder_gone};
 pub use records::{
     LineError, RecordWriter, has_records, json_message, parse_record, read_records, read_records_at,

@@ -35,6 +35,7 @@ mod redirects;
 mod reference;
 mod report_output;
 mod report_scripted;
+mod request_bodies;
 mod request_knobs;
 mod reuse_primes;
 mod runs_auto;

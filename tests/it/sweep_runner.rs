@@ -183,6 +183,8 @@ fn a_run_directory_is_locked_and_a_run_killed_before_its_first_record_resumes() 
 fn sample(flag: &str) -> Option<&'static str> {
     Some(match flag {
         "quiet" | "staggered" | "insecure" | "reuse-primes" => "",
+        // Written or not from a run's start (run.json config.request_bodies): refused.
+        "request-bodies" => "",
         // Replaced by a real PEM file: a CA the resumed run then trusts.
         "ca-cert" => "CA_PEM",
         "server" => "http://127.0.0.1:9",

@@ -10,6 +10,7 @@ mod batches_real;
 mod datasets_real;
 mod load_closed_real;
 mod load_real;
+mod parity;
 mod real_llama;
 mod report_html;
 mod reuse_real;

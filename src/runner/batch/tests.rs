@@ -50,7 +50,7 @@ async fn fake_gated(
         e2e_ms: Some(e2e_ms),
         ..Default::default()
     };
-    Fired { exchange, window_start, handed_off: window_start, reload_ms: None, error: None }
+    Fired { exchange, window_start, handed_off: window_start, reload_ms: None, error: None, body: None }
 }
 
 fn measurement(index: u32, fired: &Fired, release: Instant, output_tokens: u64) -> Measurement {
