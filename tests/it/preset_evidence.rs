@@ -21,8 +21,11 @@ fn sweep(server: &Scripted, context: &str, args: &[&str]) -> Vec<Value> {
     all.extend_from_slice(&["--reuse-primes=false"]);
     all.extend_from_slice(args);
     let run = bench(&all);
-    assert!(run.status.success(), "{args:?}: {}", stderr(&run));
-    measurements(&run_dir(dir.path()))
+    let ms = measurements(&run_dir(dir.path()));
+    let why: Vec<String> =
+        ms.iter().map(|m| format!("{} {} {}", m["cache_state"], m["quality_flags"], m["error"])).collect();
+    assert!(run.status.success(), "{args:?}: {}{why:#?}", stderr(&run));
+    ms
 }
 
 fn server(dialect: Dialect, cache_report: bool) -> Scripted {
