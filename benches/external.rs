@@ -43,7 +43,8 @@ use futures_util::future::join_all;
 use serde_json::{Value, json};
 use ttft_bench::client::{ChatRequest, Client, ClientOptions, Exchange, Message};
 use ttft_bench::prompt::{Nonces, document};
-use ttft_bench::scripted::{Clock, RequestTiming, TraceLine};
+use ttft_bench::scripted::dialect::{Counts, Endpoint, Wire};
+use ttft_bench::scripted::{Clock, Dialect, RequestTiming, TraceLine};
 use ttft_bench::spec::Api;
 
 /// The goal of the ingest capacity: both errors within this at p99.
@@ -67,7 +68,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(dir: &Path, name: &str, first_token_ms: u64, token_us: u64) -> Server {
+    fn start(dir: &Path, name: &str, first_token_ms: u64, token_us: u64, dialect: Dialect) -> Server {
         let log = dir.join(format!("{name}.jsonl"));
         // BENCH_SCRIPTED_SERVER: the server binary elsewhere (a copied build on another machine);
         // BENCH_SERVER_CPUS: pin the server to these CPUs (taskset -c), so that a client pinned to
@@ -84,6 +85,7 @@ impl Server {
         };
         let mut child = command
             .args(["--port", "0", "--first-token-ms", &first_token_ms.to_string()])
+            .args(["--dialect", dialect.as_str()])
             .args(["--token-ms", &format!("{}", token_us as f64 / 1000.0), "--log"])
             .arg(&log)
             .stdout(Stdio::piped())
@@ -394,7 +396,7 @@ fn client(url: &str) -> Client {
 /// TTFT/ITL errors and client CPU at one concurrency (fresh server: first token 20 ms, 1 ms/token).
 fn overhead(rt: &tokio::runtime::Runtime, dir: &Path, concurrency: usize, n_rounds: usize) -> Value {
     let max_tokens = 32;
-    let server = Server::start(dir, &format!("c{concurrency}"), 20, 1000);
+    let server = Server::start(dir, &format!("c{concurrency}"), 20, 1000, Dialect::default());
     let client = client(&server.url);
     let nonces = Nonces::new();
     let (exchanges, cpu) = rounds(rt, &client, &nonces, concurrency, n_rounds, max_tokens);
@@ -414,11 +416,11 @@ fn overhead(rt: &tokio::runtime::Runtime, dir: &Path, concurrency: usize, n_roun
 /// One ingest step: rounds of 256 streams of 256 tokens at `token_us` apart, as many rounds as
 /// stream for `INGEST_STEP` in all; the achieved rate from the server's log (all chunks / the
 /// rounds' first-to-last writes) and the errors of all rounds together.
-fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value {
+fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64, dialect: Dialect) -> Value {
     let (streams, tokens) = (256usize, 256u32);
     let round_us = tokens as u64 * token_us;
     let n_rounds = INGEST_STEP.as_micros().div_ceil(round_us as u128).max(1) as usize;
-    let server = Server::start(dir, &format!("ingest-{token_us}us"), 20, token_us);
+    let server = Server::start(dir, &format!("ingest-{dialect}-{token_us}us"), 20, token_us, dialect);
     let client = client(&server.url);
     let nonces = Nonces::new();
     let (watch, switched) = (Watch::start(&client_cores()), involuntary_switches());
@@ -450,6 +452,7 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
     let seconds = streaming_ns as f64 / 1e9;
     let mut row = errors.summary();
     let nominal = streams as f64 * 1e6 / token_us as f64;
+    row["dialect"] = json!(dialect.as_str());
     row["token_interval_us"] = json!(token_us);
     row["rounds"] = json!(n_rounds);
     // How long the server took to read all of a round's 256 bodies: the same in every round of a
@@ -494,6 +497,21 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64) -> Value
         errors.unmatched == 0 && p99("arrival_lag_p99_ms") <= MATCH_MS && p99("itl_error_p99_ms") <= MATCH_MS;
     row["within_1ms_p99"] = json!(matched);
     row
+}
+
+/// The bytes of one one-token content event (`data: ...\n\n`) as the dialect's server sends it.
+fn event_bytes(dialect: Dialect) -> usize {
+    let wire = Wire {
+        dialect,
+        endpoint: Endpoint::Chat,
+        id: "chatcmpl-Ab3dEf7hIj1lMn5pQr9tUv3xYz7bCd1f".into(),
+        created: 1_764_145_200,
+        include_usage: true,
+        continuous_usage: false,
+        cache_report: true,
+    };
+    let chunk = wire.content_chunk(" w123", Counts::default(), None);
+    "data: ".len() + chunk.len() + 2
 }
 
 fn ms(v: &Value) -> String {
@@ -550,64 +568,83 @@ fn main() {
         );
         overhead_rows.push(row);
     }
-    println!(
-        "\ningest: rounds of 256 streams x 256 tokens at once, {} s per step; within = arrival lag and ITL error p99 <= {MATCH_MS} ms",
-        INGEST_STEP.as_secs()
-    );
-    println!(
-        "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9} {:>13}",
-        "interval",
-        "nominal t/s",
-        "achieved t/s",
-        "ttft p99",
-        "lag p99",
-        "itl p99",
-        "unmatched",
-        "within",
-        "itl>1ms n/win",
-        "stalled",
-        "unstamped",
-        "peeks",
-        "us/tok c+s"
-    );
+    // The chunk shapes the client ingests: bare (choices only, ~60 bytes a token) and llama.cpp's
+    // (id, created, model, fingerprint, object: ~220 bytes, timings on the last chunk), or those
+    // named in BENCH_INGEST_DIALECTS (comma-separated).
+    let dialects: Vec<Dialect> = std::env::var("BENCH_INGEST_DIALECTS")
+        .unwrap_or_else(|_| "bare,llama.cpp".into())
+        .split(',')
+        .map(|d| d.trim().parse().unwrap_or_else(|e| panic!("BENCH_INGEST_DIALECTS: {e}")))
+        .collect();
     let steps: &[u64] =
         if quick { &[4000, 1000, 250] } else { &[32000, 16000, 8000, 4000, 2000, 1000, 700, 500, 350, 250] };
     let mut ingest_rows = Vec::new();
-    let mut capacity: Option<f64> = None;
-    for &us in steps {
-        let row = ingest_step(&rt, dir.path(), us);
+    let mut capacities = serde_json::Map::new();
+    for &dialect in &dialects {
         println!(
-            "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9} {:>13}",
-            us,
-            row["nominal_tokens_per_s"],
-            row["achieved_tokens_per_s"],
-            ms(&row["ttft_error_p99_ms"]),
-            ms(&row["arrival_lag_p99_ms"]),
-            ms(&row["itl_error_p99_ms"]),
-            row["unmatched"],
-            row["within_1ms_p99"],
-            format!("{}/{}", row["itl_over_1ms"], row["itl_over_1ms_windows_5ms"]),
-            format!("{}/{}", row["itl_over_1ms_windows_with_client_stall"], row["client_stalls_over_1ms"]),
-            row["reads_stamped_on_return"],
-            row["peeks_while_behind"],
-            format!("{}+{}", row["client_cpu_us_per_token"], row["server_cpu_us_per_token"])
+            "\ningest, {dialect} chunks ({} bytes a one-token event): rounds of 256 streams x 256 tokens at once, {} s per step; within = arrival lag and ITL error p99 <= {MATCH_MS} ms",
+            event_bytes(dialect),
+            INGEST_STEP.as_secs()
         );
-        if row["within_1ms_p99"] == json!(true) {
-            let achieved = row["achieved_tokens_per_s"].as_f64().unwrap_or(0.0);
-            capacity = Some(capacity.map_or(achieved, |c: f64| c.max(achieved)));
+        println!(
+            "{:>9} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9} {:>13}",
+            "interval",
+            "nominal t/s",
+            "achieved t/s",
+            "ttft p99",
+            "lag p99",
+            "itl p99",
+            "unmatched",
+            "within",
+            "itl>1ms n/win",
+            "stalled",
+            "unstamped",
+            "peeks",
+            "us/tok c+s"
+        );
+        let mut capacity: Option<f64> = None;
+        for &us in steps {
+            let row = ingest_step(&rt, dir.path(), us, dialect);
+            println!(
+                "{:>7}us {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>10} {:>9} {:>13}",
+                us,
+                row["nominal_tokens_per_s"],
+                row["achieved_tokens_per_s"],
+                ms(&row["ttft_error_p99_ms"]),
+                ms(&row["arrival_lag_p99_ms"]),
+                ms(&row["itl_error_p99_ms"]),
+                row["unmatched"],
+                row["within_1ms_p99"],
+                format!("{}/{}", row["itl_over_1ms"], row["itl_over_1ms_windows_5ms"]),
+                format!(
+                    "{}/{}",
+                    row["itl_over_1ms_windows_with_client_stall"], row["client_stalls_over_1ms"]
+                ),
+                row["reads_stamped_on_return"],
+                row["peeks_while_behind"],
+                format!("{}+{}", row["client_cpu_us_per_token"], row["server_cpu_us_per_token"])
+            );
+            if row["within_1ms_p99"] == json!(true) {
+                let achieved = row["achieved_tokens_per_s"].as_f64().unwrap_or(0.0);
+                capacity = Some(capacity.map_or(achieved, |c: f64| c.max(achieved)));
+            }
+            ingest_rows.push(row);
         }
-        ingest_rows.push(row);
-    }
-    match capacity {
-        Some(c) => {
-            println!("ingest capacity (first-token stamp and ITL within {MATCH_MS} ms p99): {c:.0} tokens/s")
+        match capacity {
+            Some(c) => println!(
+                "ingest capacity, {dialect} chunks (first-token stamp and ITL within {MATCH_MS} ms p99): {c:.0} tokens/s"
+            ),
+            None => println!("ingest capacity, {dialect} chunks: no step stayed within {MATCH_MS} ms p99"),
         }
-        None => println!("ingest capacity: no step stayed within {MATCH_MS} ms p99"),
+        capacities.insert(dialect.as_str().into(), json!(capacity));
     }
+    // The headline is the realistic shape where it was measured.
+    let capacity = capacities.get("llama.cpp").or_else(|| capacities.values().next()).cloned();
     let host = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     let report = json!({
         "benchmark": "external", "cores": host, "quick": quick, "transport": transport,
         "overhead": overhead_rows, "ingest": ingest_rows, "ingest_capacity_tokens_per_s": capacity,
+        "ingest_capacity_tokens_per_s_by_dialect": capacities,
     });
     let out = std::env::var_os("BENCH_OVERHEAD_JSON").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-overhead.json"),

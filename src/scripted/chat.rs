@@ -223,7 +223,7 @@ fn max_tokens_of(body: &Value) -> u32 {
 /// Anthropic messages: whole JSON, or streamed as the API streams (message_start with the message
 /// and its usage, content_block_start, ping, text deltas, content_block_stop, message_delta with
 /// the final usage, message_stop). The prompt is served from the shared prefix cache; its cache
-/// reads are reported as the API reports them (`cache_read_input_tokens`).
+/// reads are reported as the server imitated reports them (`dialect::anthropic`).
 pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let read_at = Instant::now();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -232,7 +232,11 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
     let (mut trace, permit, start) = admit(&s, "/v1/messages", &body, read_at).await;
     let prompt = prompt_words(&body);
     let input = prompt.len() as u64;
-    let held = lock(&s.slots).serve(None, None, &prompt);
+    // bare: this server's old messages, which never reached its cache (or its counters).
+    let held = match b.dialect {
+        Dialect::Bare => 0,
+        _ => lock(&s.slots).serve(None, None, &prompt),
+    };
     let cached = b.dialect.reported_cached(input, held);
     let n_out = u64::from(max_tokens_of(&body));
     let counts = Counts { input, cached, output: n_out };
@@ -244,11 +248,16 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
         trace.content(Instant::now());
         trace.completed();
         let content = json!([{"type": "text", "text": output_text(n_out as u32)}]);
-        let usage = anthropic::usage(counts, n_out);
+        let usage = anthropic::usage(b.dialect, counts, n_out);
         return axum::Json(anthropic::message(&id, content, json!("max_tokens"), usage)).into_response();
     }
     let mut events = vec![
-        Event::named(Duration::ZERO, "message_start", anthropic::message_start(&id, counts), false),
+        Event::named(
+            Duration::ZERO,
+            "message_start",
+            anthropic::message_start(b.dialect, &id, counts),
+            false,
+        ),
         Event::named(Duration::ZERO, "content_block_start", anthropic::content_block_start(), false),
         Event::named(Duration::ZERO, "ping", json!({"type": "ping"}), false),
     ];
@@ -265,7 +274,7 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
     events.push(Event::named(
         Duration::ZERO,
         "message_delta",
-        anthropic::message_delta("max_tokens", counts),
+        anthropic::message_delta(b.dialect, "max_tokens", counts),
         false,
     ));
     events.push(Event::named(Duration::ZERO, "message_stop", json!({"type": "message_stop"}), false));

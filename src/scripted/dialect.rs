@@ -443,18 +443,27 @@ impl Wire {
     }
 }
 
-/// The Anthropic Messages API's shapes (`/v1/messages`): the same whichever OpenAI dialect the
-/// server speaks. Cache evidence is the API's: `input_tokens` counts only what was neither read
-/// from nor written to the cache; `cache_read_input_tokens` what the cache served.
+/// The Anthropic Messages API's shapes (`/v1/messages`). Cache evidence as the server gives it:
+/// the API (and vLLM, SGLang, which copy it) report `input_tokens` as what was neither read from
+/// nor written to the cache and `cache_read_input_tokens` as what the cache served; llama.cpp
+/// reports the same two and `output_tokens`, nothing more; bare reports no cache at all (this
+/// server's old messages, kept for the test of evidence that shows nothing).
 pub mod anthropic {
     use serde_json::{Value, json};
 
-    use super::{Counts, MODEL};
+    use super::{Counts, Dialect, MODEL};
 
-    pub fn usage(c: Counts, output: u64) -> Value {
-        json!({"input_tokens": c.input - c.cached, "cache_creation_input_tokens": 0,
-               "cache_read_input_tokens": c.cached, "output_tokens": output,
-               "service_tier": "standard"})
+    pub fn usage(d: Dialect, c: Counts, output: u64) -> Value {
+        match d {
+            Dialect::Bare => json!({"input_tokens": c.input, "output_tokens": output}),
+            Dialect::LlamaCpp => {
+                json!({"cache_read_input_tokens": c.cached, "input_tokens": c.input - c.cached,
+                                        "output_tokens": output})
+            }
+            _ => json!({"input_tokens": c.input - c.cached, "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": c.cached, "output_tokens": output,
+                        "service_tier": "standard"}),
+        }
     }
 
     pub fn message(id: &str, content: Value, stop_reason: Value, usage: Value) -> Value {
@@ -462,8 +471,14 @@ pub mod anthropic {
                "stop_reason": stop_reason, "stop_sequence": null, "usage": usage})
     }
 
-    pub fn message_start(id: &str, c: Counts) -> Value {
-        json!({"type": "message_start", "message": message(id, json!([]), Value::Null, usage(c, 1))})
+    /// The first event: the message, empty, with the prompt's usage.
+    pub fn message_start(d: Dialect, id: &str, c: Counts) -> Value {
+        let usage = match d {
+            Dialect::Bare => json!({"input_tokens": c.input, "cache_read_input_tokens": 0,
+                                    "cache_creation_input_tokens": 0, "output_tokens": 1}),
+            _ => usage(d, c, 1),
+        };
+        json!({"type": "message_start", "message": message(id, json!([]), Value::Null, usage)})
     }
 
     pub fn content_block_start() -> Value {
@@ -478,11 +493,14 @@ pub mod anthropic {
         json!({"type": "content_block_stop", "index": 0})
     }
 
-    /// The last usage: output tokens, and (as the API repeats them) the input counts.
-    pub fn message_delta(stop_reason: &str, c: Counts) -> Value {
+    /// The last usage: the output tokens (the API repeats the input counts; llama.cpp does not).
+    pub fn message_delta(d: Dialect, stop_reason: &str, c: Counts) -> Value {
+        let usage = match d {
+            Dialect::Bare | Dialect::LlamaCpp => json!({"output_tokens": c.output}),
+            _ => usage(d, c, c.output),
+        };
         json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
-               "usage": {"input_tokens": c.input - c.cached, "cache_creation_input_tokens": 0,
-                         "cache_read_input_tokens": c.cached, "output_tokens": c.output}})
+               "usage": usage})
     }
 }
 

@@ -29,6 +29,7 @@ mod merge_run_meta;
 mod merge_servers;
 mod plan;
 mod preset_connections;
+mod preset_evidence;
 mod prompt_sizing;
 mod record;
 mod redirects;

@@ -6,7 +6,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::scripted::{Behaviour, Scripted};
+use common::scripted::{Behaviour, Dialect, Scripted};
 use common::{bench, measurements, records, run_dir, stderr};
 use serde_json::Value;
 
@@ -52,9 +52,10 @@ fn of_state<'a>(ms: &'a [Value], state: &str) -> Vec<&'a Value> {
 
 #[test]
 fn counters_that_did_not_move_confirm_no_warm_or_hot_row_and_the_sweep_exits_1() {
-    // The scripted server's Anthropic endpoint never reaches its llama.cpp counters, and its
-    // non-streaming reply says nothing of a cache: the only evidence is /metrics deltas of 0.
-    let server = Scripted::start(Behaviour::default());
+    // The scripted server's bare dialect: its Anthropic endpoint never reaches its llama.cpp
+    // counters, and its non-streaming reply says nothing of a cache: the only evidence is /metrics
+    // deltas of 0.
+    let server = Scripted::start(Behaviour { dialect: Dialect::Bare, ..Behaviour::default() });
     let dir = tempfile::tempdir().unwrap();
     let out = sweep(&server.url, dir.path(), &["--api", "anthropic", "--modes", "non-streaming"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
