@@ -30,7 +30,10 @@ demo: server-build server-model
     again=$(./target/release/bench sweep --server "$url" --preset llama.cpp --contexts 512,1024 --modes streaming \
         --cache-states cold,warm --runs 3 --output-tokens 32 --thermal off --slot-dir "$state/slots" --quiet --out results) || [ $? -eq 1 ]
     ./target/release/bench compare "$run" "$again"
+    # The prompts users bring: a ShareGPT file, each row at its own length, hot measured on its 4th turn.
     ./target/release/bench sweep --server "$url" --preset llama.cpp --dataset tests/fixtures/datasets/sharegpt.json --cache-states cold,hot --turns 4 --runs 1 --output-tokens 16 --thermal off --quiet --out results || [ $? -eq 1 ]
+    # The curve serving papers show: 1, 2 and 4 closed-loop users, output tok/s against TTFT p50/p99.
+    ./target/release/bench load --server "$url" --preset llama.cpp --concurrency 1,2,4 --duration 8s --mix cold=0.5,hot=0.5 --contexts 512 --output-tokens 16 --thermal off --out results || [ $? -eq 1 ]
     echo "records: $run   canonical: results/demo.json   plots: results/demo-plots/" >&2
 
 # all tests: unit, scripted-server and real llama-server end to end (builds the server once, ~15 min).
