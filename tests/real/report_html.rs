@@ -146,7 +146,12 @@ fn html_report(dir: &Path, input: &Path, plots: bool) -> String {
     }
     let report = bench(&[&["report".as_ref()], &args[..]].concat());
     assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
-    assert!(report.stdout.is_empty(), "the page goes to -o only");
+    // The page goes to -o only; stdout holds its path alone, for scripts.
+    assert_eq!(
+        String::from_utf8_lossy(&report.stdout),
+        format!("{}\n", out.display()),
+        "the page goes to -o only"
+    );
     std::fs::read_to_string(out).unwrap()
 }
 
@@ -409,7 +414,12 @@ fn html_needs_an_output_file_and_other_formats_may_use_one() {
     let md = dir.path().join("report.md");
     let args = ["report".as_ref(), run.as_os_str(), "--format".as_ref(), "markdown".as_ref()];
     let to_file = bench(&[&args[..], &["-o".as_ref(), md.as_os_str()]].concat());
-    assert!(to_file.status.success() && to_file.stdout.is_empty());
+    assert!(to_file.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&to_file.stdout),
+        format!("{}\n", md.display()),
+        "only the path on stdout"
+    );
     assert_eq!(std::fs::read(&md).unwrap(), bench(&args).stdout, "the same report, in the file");
     // A file that cannot be written: exit 4, naming it.
     let bad = Path::new("/proc/report.html");
