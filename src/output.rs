@@ -40,3 +40,19 @@ pub fn println(text: &str) -> io::Result<()> {
 pub fn closed() -> bool {
     CLOSED.load(Ordering::Relaxed)
 }
+
+/// The width tables are laid out for (report, compare): a terminal's, wide enough for every column.
+pub const TERMINAL_WIDTH: u16 = 100;
+
+/// A number for a table cell, in few significant digits: tables are for reading; CSV and JSON carry
+/// full precision.
+pub fn short(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        // Beyond any real time or rate (a corrupt file): keep the column narrow.
+        Some(x) if x.abs() >= 1e9 => format!("{x:.2e}"),
+        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
+        Some(x) if x.abs() >= 10.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.2}"),
+    }
+}

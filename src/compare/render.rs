@@ -10,18 +10,7 @@ use super::failures::{InputFailures, Reason};
 use super::{CandidateReport, InputInfo, Report};
 use crate::record::Mode;
 
-const TERMINAL_WIDTH: u16 = 100;
-
-/// Few significant digits: the table is for reading; JSON carries full precision.
-fn short(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(x) if x.abs() >= 1e9 => format!("{x:.2e}"),
-        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
-        Some(x) if x.abs() >= 10.0 => format!("{x:.1}"),
-        Some(x) => format!("{x:.2}"),
-    }
-}
+use crate::output::{TERMINAL_WIDTH, short};
 
 /// Ratios keep 3 decimals: near 1 (0.98 vs 1.02) is where they matter.
 fn ratio_number(v: f64) -> String {

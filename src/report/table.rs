@@ -7,19 +7,7 @@ use super::{CellStats, QUANTILE_METHOD, is_staggered};
 use crate::record::Mode;
 use crate::stats::{self, Summary};
 
-pub const TERMINAL_WIDTH: u16 = 100;
-
-/// Few significant digits: the table is for reading; CSV and JSON carry full precision.
-pub fn short(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        // Beyond any real time or rate (a corrupt file): keep the column narrow.
-        Some(x) if x.abs() >= 1e9 => format!("{x:.2e}"),
-        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
-        Some(x) if x.abs() >= 10.0 => format!("{x:.1}"),
-        Some(x) => format!("{x:.2}"),
-    }
-}
+pub use crate::output::{TERMINAL_WIDTH, short};
 
 /// The median with its interval: "200 (150..260)"; the interval's coverage where it is below 95%
 /// ("200 (100..300 75%)", n = 3 to 5); "n<3" where there are too few values for one.
