@@ -69,6 +69,8 @@ pub fn advance(plan: &mut LoadPlan, run: u32, written: &[Measurement]) {
         ..Default::default()
     };
     let sync = search.steps.iter().find(|s| s.kind == "synchronous").and_then(|s| s.achieved_rate_per_s);
+    // A rate offered again after drawing no arrivals draws them from the next run's seed.
+    let mut retry = false;
     let next_rate = match planned.concurrency {
         Some(1) if search.steps.is_empty() => {
             step.kind = "synchronous".into();
@@ -83,16 +85,25 @@ pub fn advance(plan: &mut LoadPlan, run: u32, written: &[Measurement]) {
         }
         None => {
             step.kind = "rate".into();
-            let passed = planned.stopped.is_none()
-                && summary.honestly_offered
-                && all.goodput.is_some_and(|g| g >= slo_target);
-            step.passed = Some(passed);
-            if passed {
-                lo = lo.max(planned.rate_per_s);
+            if all.goodput.is_none() && planned.stopped.is_none() {
+                // The schedule drew no arrivals in the duration (a low rate, a short duration):
+                // nothing was measured, so the step decides nothing and the same rate is offered
+                // again, with the next run's arrivals.
+                step.passed = None;
+                retry = true;
+                Some(planned.rate_per_s)
             } else {
-                hi = hi.min(planned.rate_per_s);
+                let passed = planned.stopped.is_none()
+                    && summary.honestly_offered
+                    && all.goodput.is_some_and(|g| g >= slo_target);
+                step.passed = Some(passed);
+                if passed {
+                    lo = lo.max(planned.rate_per_s);
+                } else {
+                    hi = hi.min(planned.rate_per_s);
+                }
+                Some(round3((lo + hi) / 2.0))
             }
-            Some(round3((lo + hi) / 2.0))
         }
     };
     step.bracket_per_s = hi.is_finite().then_some((lo, hi));
@@ -117,7 +128,12 @@ pub fn advance(plan: &mut LoadPlan, run: u32, written: &[Measurement]) {
         Some(rate) => plan.rates.push(RateSchedule {
             run: next_run,
             rate_per_s: rate,
-            arrivals: schedule::arrivals(seed, rate, duration_s, &mix),
+            arrivals: schedule::arrivals(
+                if retry { seed.wrapping_add(u64::from(next_run)) } else { seed },
+                rate,
+                duration_s,
+                &mix,
+            ),
             ..Default::default()
         }),
         None => search.finished = true,
@@ -162,6 +178,45 @@ pub fn table(search: &crate::meta::RateSearch) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A search midway: the synchronous pass and saturation done (bracket 0..10/s), run 3 offered
+    /// at `rate` for 1 s.
+    fn midway(rate: f64) -> LoadPlan {
+        let step = |run, kind: &str| SearchStep {
+            run,
+            kind: kind.into(),
+            bracket_per_s: Some((0.0, 10.0)),
+            ..Default::default()
+        };
+        LoadPlan {
+            seed: 7,
+            duration_s: 1.0,
+            mix: vec![(CacheState::Cold, 1.0)],
+            slo_target: 0.9,
+            rates: vec![RateSchedule { run: 3, rate_per_s: rate, ..Default::default() }],
+            search: Some(crate::meta::RateSearch {
+                max_steps: 4,
+                saturation_users: 64,
+                steps: vec![step(1, "synchronous"), step(2, "saturation")],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_rate_that_drew_no_arrivals_decides_nothing_and_is_offered_again_with_new_arrivals() {
+        let mut plan = midway(5.0);
+        advance(&mut plan, 3, &[]);
+        let search = plan.search.as_ref().unwrap();
+        let step = search.steps.last().unwrap();
+        assert_eq!((step.kind.as_str(), step.passed), ("rate", None), "{step:?}");
+        assert_eq!(step.bracket_per_s, Some((0.0, 10.0)), "the bracket is unchanged");
+        let again = plan.rates.last().unwrap();
+        assert_eq!((again.run, again.rate_per_s), (4, 5.0));
+        let first_draw = schedule::arrivals(7, 5.0, 1.0, &crate::cli::Mix(vec![(CacheState::Cold, 1.0)]));
+        assert_ne!(again.arrivals, first_draw, "drawn from the next run's seed");
+    }
 
     #[test]
     fn offered_rates_keep_three_significant_digits() {
