@@ -40,24 +40,27 @@ demo: server-build server-model
 # The real-program tests run one at a time: two llama-servers decoding at once on a small machine starve
 # each other's HTTP threads, and the streams they send then arrive in bursts.
 test: server-build server-model
-    cargo test --lib --bins --test it
+    cargo test --workspace --lib --bins
+    cargo test --test it
     cargo test --test real -- --test-threads 1
 
 # tests without building llama.cpp (real-server tests skip with a message)
 test-fast:
-    cargo test --lib --bins --test it
+    cargo test --workspace --lib --bins
+    cargo test --test it
     cargo test --test real -- --test-threads 1
 
 # the inner loop: fmt, clippy, unit tests and the in-process/scripted-server tests (tests/it), no real server
 check:
     cargo fmt --all -- --check
-    cargo clippy --all-targets -- -D warnings
-    cargo test --lib --bins --test it
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo test --workspace --lib --bins
+    cargo test --test it
 
 # fmt + clippy, as CI runs them
 lint:
     cargo fmt --all -- --check
-    cargo clippy --all-targets -- -D warnings
+    cargo clippy --workspace --all-targets -- -D warnings
 
 # fuzz every target in fuzz/ for SECONDS each (cargo-fuzz/libFuzzer on stable via RUSTC_BOOTSTRAP)
 fuzz seconds="60":

@@ -43,9 +43,9 @@ use futures_util::future::join_all;
 use serde_json::{Value, json};
 use ttft_bench::client::{ChatRequest, Client, ClientOptions, Exchange, Message};
 use ttft_bench::prompt::{Nonces, document};
-use ttft_bench::scripted::dialect::{Counts, Endpoint, Wire};
-use ttft_bench::scripted::{Clock, Dialect, RequestTiming, TraceLine};
 use ttft_bench::spec::Api;
+use ttft_scripted::dialect::{Counts, Endpoint, Wire};
+use ttft_scripted::{Clock, Dialect, RequestTiming, TraceLine};
 
 /// The goal of the ingest capacity: both errors within this at p99.
 const MATCH_MS: f64 = 1.0;
@@ -524,7 +524,7 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let plan: &[(usize, usize)] =
         if quick { &[(1, 50), (64, 2), (256, 1)] } else { &[(1, 300), (64, 10), (256, 4)] };
-    // The client's path for plain HTTP (src/client/direct.rs); reqwest's when asked, to compare.
+    // The client's path for plain HTTP (crates/client/src/direct.rs); reqwest's when asked, to compare.
     let transport = match std::env::var("TTFT_BENCH_TRANSPORT") {
         Ok(v) if v == "reqwest" => "reqwest",
         _ => "direct",

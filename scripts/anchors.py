@@ -41,7 +41,7 @@ TOKENIZER_ID = "ttft-bench/anchors-tokenizer"
 HF_HOME = CACHE / "hf-home"
 TOKENIZER_REVISION = "0" * 40
 TOKENIZER = HF_HOME / "hub" / "models--ttft-bench--anchors-tokenizer" / "snapshots" / TOKENIZER_REVISION
-# The scripted server's chat template costs this many tokens per message (src/scripted/mod.rs):
+# The scripted server's chat template costs this many tokens per message (crates/scripted/src/lib.rs):
 # a prompt of CONTEXT - TEMPLATE words is CONTEXT tokens to the server, as bench sizes its own.
 TEMPLATE = 7
 MODEL = "scripted"
@@ -328,7 +328,7 @@ class Server:
 
 
 def read_log(path, expect):
-    """nonce -> the server's log line (src/scripted/trace.rs), once `expect` requests are logged
+    """nonce -> the server's log line (crates/scripted/src/trace.rs), once `expect` requests are logged
     (or after 10 s: the server logs a stream just after its last byte)."""
     deadline = time.monotonic() + 10
     while True:

@@ -287,7 +287,7 @@ hardware() {
         *H200*) echo h200 ;;
         *H100*PCIe*) echo h100-pcie ;;
         *H100*) echo h100-sxm ;;
-        *) die "no bench hardware profile for GPU '$name': set HARDWARE (see src/physics/hardware.toml)" ;;
+        *) die "no bench hardware profile for GPU '$name': set HARDWARE (see crates/results/src/physics/hardware.toml)" ;;
     esac
 }
 

@@ -2,16 +2,20 @@
 //!
 //! A module uses only modules of a lower rank, so data flows one way and no import cycle can form:
 //! the verbs read and drive, the run document records, the services talk to a server, settings
-//! are validated once, and the model and leaves below know nothing of flags or verbs. The unit test
-//! below reads every production source file's `crate::` paths and fails on one that points up the
-//! table, or across the two verb groups (the reading verbs never drive a server, the driving verbs
-//! never read what the reading verbs write).
+//! are validated once, and the model and leaves below know nothing of flags or verbs. The
+//! workspace's crates hold the coarse order (ttft-model below ttft-results and ttft-client, those
+//! below ttft-bench; the compiler refuses a crate that names one above it); this table orders the
+//! modules inside and across them. The unit test below reads every production source file of every
+//! crate, its `crate::` and `ttft_*::` paths, and fails on one that points up the table, or across
+//! the two verb groups (the reading verbs never drive a server, the driving verbs never read what
+//! the reading verbs write).
 
 /// Top-level modules by rank, highest first. A module may use only modules of a lower rank.
 pub const LAYERS: &[(&str, u32)] = &[
     // the command line: every verb and its arguments
     ("command", 99),
-    // the scripted reference server: a server of its own, used by tests, benchmarks and its binary
+    // the scripted reference server (crate ttft-scripted): a server of its own, used by tests,
+    // benchmarks and its binary
     ("scripted", 96),
     // verbs that read results
     ("compare", 95),
@@ -35,7 +39,7 @@ pub const LAYERS: &[(&str, u32)] = &[
     // settings: validated (config) over raw flags (cli)
     ("config", 61),
     ("cli", 60),
-    // transport and reading
+    // transport (crate ttft-client) and reading (crate ttft-results)
     ("client", 50),
     ("results", 49),
     ("store", 48),
@@ -44,9 +48,8 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("plan", 45),
     // prompts users bring (`--dataset`)
     ("dataset", 44),
-    // the record model
+    // the record model and the leaves (crate ttft-model)
     ("record", 30),
-    // leaves
     ("spec", 10),
     ("stats", 10),
     ("secrets", 10),
@@ -56,6 +59,7 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("clock", 10),
     ("input_file", 10),
     ("ticks", 10),
+    // this table (ttft-bench)
     ("layers", 10),
 ];
 

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ttft_bench::exit;
-use ttft_bench::scripted::{Behaviour, Dialect, EchoKey, Fault, Scripted, ServeOptions};
+use ttft_scripted::{Behaviour, Dialect, EchoKey, Fault, Scripted, ServeOptions};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -116,13 +116,19 @@ fn without_test_modules(text: &str) -> String {
 
 /// Every top-level module this code names through `crate::`, including `use crate::{a, b::c}`.
 fn crate_refs(code: &str) -> BTreeSet<String> {
+    paths_under(code, "crate::")
+}
+
+/// Every module named as `prefix` followed by a module: `crate::`, or a member crate's
+/// `ttft_model::` (its modules are this crate's modules, re-exported in lib.rs).
+fn paths_under(code: &str, prefix: &str) -> BTreeSet<String> {
     let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
     let mut refs = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
+    for (at, _) in code.match_indices(prefix) {
         if at > 0 && code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
             continue;
         }
-        let after = &code[at + "crate::".len()..];
+        let after = &code[at + prefix.len()..];
         if let Some(group) = after.strip_prefix('{') {
             let group = &group[..group.find(';').unwrap_or(group.len())];
             let mut depth = 0;
@@ -146,13 +152,61 @@ fn crate_refs(code: &str) -> BTreeSet<String> {
     refs
 }
 
-fn top_module(src: &Path, file: &Path) -> Option<String> {
+/// The workspace's crates by directory: a crate of several modules (`None`: a file's module is its
+/// first path component under src/), or one that is a single module of the table (`client`).
+const CRATES: &[(&str, Option<&str>)] = &[
+    ("", None),
+    ("crates/model", None),
+    ("crates/results", None),
+    ("crates/client", Some("client")),
+    ("crates/scripted", Some("scripted")),
+];
+
+/// The member crates' names in code, each with the module it stands for when it is a single module.
+const CRATE_PATHS: &[(&str, Option<&str>)] = &[
+    ("ttft_model::", None),
+    ("ttft_results::", None),
+    ("ttft_client", Some("client")),
+    ("ttft_scripted", Some("scripted")),
+];
+
+fn top_module(src: &Path, file: &Path, single: Option<&str>) -> Option<String> {
     let rel = file.strip_prefix(src).ok()?;
     let first = rel.components().next()?.as_os_str().to_str()?;
+    if let Some(module) = single {
+        return Some(module.to_string());
+    }
     if rel.components().count() == 1 && (first == "lib.rs" || first == "main.rs") || first == "bin" {
         return None;
     }
     Some(first.trim_end_matches(".rs").to_string())
+}
+
+/// The table's modules this code uses: through `crate::` (within its crate) and through the
+/// member crates' names.
+fn module_refs(code: &str, single: Option<&str>) -> BTreeSet<String> {
+    let mut refs = match single {
+        // Inside a single-module crate, `crate::` is that module itself.
+        Some(_) => BTreeSet::new(),
+        None => crate_refs(code),
+    };
+    for (path, module) in CRATE_PATHS {
+        match module {
+            Some(module) => {
+                let named = code.match_indices(path).any(|(at, _)| {
+                    let before = code[..at].chars().next_back();
+                    let after = code[at + path.len()..].chars().next();
+                    !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                        && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                });
+                if named {
+                    refs.insert(module.to_string());
+                }
+            }
+            None => refs.extend(paths_under(code, path)),
+        }
+    }
+    refs
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -168,28 +222,32 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn every_import_points_down_the_layer_table() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut problems = BTreeSet::new();
     let mut modules = BTreeSet::new();
-    for file in files {
-        let name = file.file_name().unwrap().to_str().unwrap();
-        let Some(from) = top_module(&src, &file) else { continue };
-        modules.insert(from.clone());
-        if name == "tests.rs" || name.ends_with("_tests.rs") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&file).unwrap();
-        for to in crate_refs(&without_test_modules(&code_only(&text))) {
-            let is_module = src.join(format!("{to}.rs")).exists() || src.join(&to).is_dir();
-            if let Some(why) = violation(&from, &to).filter(|_| to != from && is_module) {
-                problems.insert(format!("{}: {why}", file.strip_prefix(&src).unwrap().display()));
+    for (dir, single) in CRATES {
+        let src = root.join(dir).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            let name = file.file_name().unwrap().to_str().unwrap();
+            let Some(from) = top_module(&src, &file, *single) else { continue };
+            modules.insert(from.clone());
+            if name == "tests.rs" || name.ends_with("_tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            for to in module_refs(&without_test_modules(&code_only(&text)), *single) {
+                let known =
+                    rank(&to).is_some() || src.join(format!("{to}.rs")).exists() || src.join(&to).is_dir();
+                if let Some(why) = violation(&from, &to).filter(|_| to != from && known) {
+                    problems.insert(format!("{}: {why}", file.strip_prefix(root).unwrap().display()));
+                }
             }
         }
     }
     for module in &modules {
-        assert!(rank(module).is_some(), "src/{module}: add it to the layer table in src/layers.rs");
+        assert!(rank(module).is_some(), "{module}: add it to the layer table in src/layers.rs");
     }
     assert!(
         problems.is_empty(),
@@ -207,6 +265,14 @@ fn the_reader_finds_imports_and_skips_what_is_not_code() {
     );
     let refs = crate_refs(&without_test_modules(&code));
     assert_eq!(Vec::from_iter(refs), ["clock", "record", "spec", "stats"]);
+    let code = code_only(
+        "use ttft_model::{record::A, spec};\nuse ttft_client::body::Body;\nlet x = ttft_clients;\n",
+    );
+    assert_eq!(Vec::from_iter(module_refs(&code, None)), ["client", "record", "spec"]);
+    assert_eq!(
+        Vec::from_iter(module_refs("crate::sse::x; ttft_model::exit::Failure", Some("client"))),
+        ["exit"]
+    );
     assert_eq!(violation("record", "spec"), None);
     assert!(violation("record", "quality").unwrap().contains("only lower layers"));
     assert!(violation("verify", "runner").unwrap().contains("never use each other"));

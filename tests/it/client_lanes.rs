@@ -1,4 +1,4 @@
-//! The measuring client's lanes (src/client/lanes.rs), seen from the scripted server: requests sent
+//! The measuring client's lanes (crates/client/src/lanes.rs), seen from the scripted server: requests sent
 //! one after another keep one keep-alive connection, a batch is read in full over connections of
 //! its own, and an abandoned request stops being read. Every wait is bounded; nothing asserts speed.
 

@@ -1,0 +1,469 @@
+//! The measuring HTTP client: one chat request, timed on a monotonic clock from the moment it is
+//! handed to the socket.
+//!
+//! Timing rules (README "Timing"): the body is serialized and the request built BEFORE the clock
+//! starts; arrival times are stamped when bytes arrive, before any SSE or JSON parsing; TTFT is the
+//! first delta with non-empty content or reasoning (role-only and empty chunks are events, not
+//! tokens). Every failure becomes an `ErrorInfo` on the exchange — never a panic, never a silent
+//! success — and whatever was measured before the failure is kept. A request is sent again only
+//! when it provably never reached the server (`send_at_most_twice`), and the record says so.
+
+mod anthropic;
+pub mod body;
+#[cfg(unix)]
+mod catch_up;
+#[cfg(unix)]
+mod direct;
+mod failure;
+mod h1;
+mod lanes;
+mod openai;
+mod options;
+#[cfg(unix)]
+mod socket;
+pub mod sse;
+mod stream;
+mod trust;
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use ttft_model::exit::Failure;
+use ttft_model::record::{ErrorInfo, ErrorKind};
+use ttft_model::spec::Api;
+
+pub use body::{causes, quote};
+use failure::{DROPPED_AFTER_SEND, never_sent, no_response_headers};
+pub use failure::{connect_failure, error_chain, send_failure, tls_problem};
+pub use failure::{location_of, not_followed};
+pub use h1::{Unframed, replay as replay_response};
+pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits, default_http};
+pub use stream::replay_stream;
+
+/// The direct path's reads so far in this process.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReadCounts {
+    /// Stamped with the kernel's arrival time.
+    pub kernel_stamped: u64,
+    /// Stamped when the read returned (no kernel stamp).
+    pub stamped_on_return: u64,
+    /// Peeks at a socket's queue by a lane behind, to read its events one at a time.
+    pub peeks_while_behind: u64,
+    /// Reads that found nothing to read (the socket was reported readable, and was not).
+    pub found_empty: u64,
+}
+
+impl ReadCounts {
+    /// The reads between `before` and these counts.
+    pub fn since(self, before: ReadCounts) -> ReadCounts {
+        ReadCounts {
+            kernel_stamped: self.kernel_stamped.saturating_sub(before.kernel_stamped),
+            stamped_on_return: self.stamped_on_return.saturating_sub(before.stamped_on_return),
+            peeks_while_behind: self.peeks_while_behind.saturating_sub(before.peeks_while_behind),
+            found_empty: self.found_empty.saturating_sub(before.found_empty),
+        }
+    }
+}
+
+/// Reads of the direct path so far in this process: how they were stamped, and how often a lane
+/// behind peeked to read events one at a time. See socket.rs.
+pub fn read_counts() -> ReadCounts {
+    #[cfg(unix)]
+    return socket::read_counts();
+    #[cfg(not(unix))]
+    ReadCounts::default()
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+impl Message {
+    pub fn new(role: &str, content: impl Into<String>) -> Message {
+        Message { role: role.to_string(), content: content.into() }
+    }
+}
+
+/// What to send. `extra_body` and `headers` carry preset specifics (slot ids, session ids).
+#[derive(Clone, Debug, Default)]
+pub struct ChatRequest {
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub max_tokens: u32,
+    pub stream: bool,
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    pub headers: Vec<(String, String)>,
+}
+
+/// What the user adds to every request (`--extra-body`, `--temperature`, `--header`), applied
+/// by `Client::prepare` to every request the client sends: measured, calibration and probe alike.
+#[derive(Clone, Debug, Default)]
+pub struct RequestKnobs {
+    /// Merged into the body where neither bench nor the preset set the key (the config refuses
+    /// bench's own keys; a preset's session fields win, since the cache state depends on them).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// None: bench's greedy 0.
+    pub temperature: Option<f64>,
+    pub headers: Vec<(String, String)>,
+}
+
+/// Token counts as the server reported them. `None` means the server did not say.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Usage {
+    /// All prompt tokens, cached ones included.
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+}
+
+/// One request/response as measured. Offsets are milliseconds since the request was sent.
+#[derive(Clone, Debug, Default)]
+pub struct Exchange {
+    pub started_at: String,
+    /// The instant the request was handed to the socket (all offsets count from here).
+    pub start: Option<Instant>,
+    /// When the request's last byte went to the kernel, ms after `start` (direct path only): the
+    /// client's own part of the time to first token before the server has the request.
+    pub request_written_ms: Option<f64>,
+    pub first_byte_ms: Option<f64>,
+    pub first_event_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub token_offsets_ms: Vec<f64>,
+    pub delta_count: u64,
+    pub content: String,
+    pub reasoning: String,
+    pub usage: Usage,
+    pub finish_reason: Option<String>,
+    /// llama.cpp's `timings` object.
+    pub server_timings: Option<serde_json::Value>,
+    pub http_status: Option<u16>,
+    pub error: Option<ErrorInfo>,
+    /// Times the request was handed to the transport: 1, or 2 when the first connect failed
+    /// (0 when it was never sent).
+    pub attempts: u32,
+    /// A kept-alive connection of this request held bytes no request asked for (a stray
+    /// response after this one's end, or bytes waiting on a pooled connection before this
+    /// request was sent): it was closed, never reused, and nothing was read from it as an
+    /// answer. The direct path says so; on the reqwest path hyper closes such a connection
+    /// itself, unseen.
+    pub unexpected_bytes_dropped: bool,
+}
+
+impl Exchange {
+    /// A content or reasoning delta arrived at `at_ms`. Empty text is not a token.
+    fn on_text(&mut self, at_ms: f64, text: &str, reasoning: bool) {
+        if text.is_empty() {
+            return;
+        }
+        if self.ttft_ms.is_none() {
+            self.ttft_ms = Some(at_ms);
+        }
+        self.token_offsets_ms.push(at_ms);
+        self.delta_count += 1;
+        if reasoning { self.reasoning.push_str(text) } else { self.content.push_str(text) }
+    }
+
+    fn fail(&mut self, kind: ErrorKind, message: impl Into<String>) {
+        // The first failure is the cause; later ones are consequences.
+        if self.error.is_none() {
+            let mut e = ErrorInfo::new(kind, message);
+            e.http_status = self.http_status.filter(|s| !(200..300).contains(s));
+            self.error = Some(e);
+        }
+    }
+
+    /// Reasoning first (it streamed first), then content.
+    pub fn full_output(&self) -> String {
+        if self.reasoning.is_empty() {
+            self.content.clone()
+        } else {
+            format!("{}{}", self.reasoning, self.content)
+        }
+    }
+}
+
+/// What a dialect makes of one parsed stream event.
+#[derive(Debug, PartialEq)]
+enum EventOutcome {
+    Continue,
+    /// The server's end-of-stream marker.
+    Done,
+}
+
+/// The timed window of one request: the clock's zero, and when it gives up.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub start: Instant,
+    pub deadline: tokio::time::Instant,
+    pub timeout: Duration,
+}
+
+impl Window {
+    fn open(timeout: Duration) -> Window {
+        let start = Instant::now();
+        // A timeout too large for the clock (validated upstream; never panic here) means "none".
+        let deadline = start.checked_add(timeout).unwrap_or(start + Duration::from_secs(100 * 365 * 86400));
+        Window { start, deadline: tokio::time::Instant::from_std(deadline), timeout }
+    }
+}
+
+/// The outcome of handing a request to the transport.
+pub struct Sent {
+    pub attempts: u32,
+    pub window: Window,
+    /// `Err(())`: no response headers before the deadline.
+    pub result: Result<Result<reqwest::Response, reqwest::Error>, ()>,
+}
+
+/// Sends `request`, and once more only when the first try provably never reached the server: the
+/// connection could not be opened (refused, unreachable; not a certificate problem, which a second
+/// try does not cure). A request written to a connection that then closed or reset may have been
+/// read, processed and cached by the server, so it is never re-sent: re-sending it would measure
+/// a cache the first attempt warmed and hide a server fault. (hyper itself re-sends only a
+/// request it never began to write, when a pooled connection turned out closed at checkout.)
+/// Each try opens a fresh window: a failed connect is not inside the measured time.
+pub async fn send_at_most_twice(
+    http: &reqwest::Client,
+    request: reqwest::Request,
+    timeout: Duration,
+) -> Sent {
+    let mut request = request;
+    let mut attempts = 0;
+    loop {
+        let spare = request.try_clone();
+        attempts += 1;
+        let window = Window::open(timeout);
+        let result = tokio::time::timeout_at(window.deadline, http.execute(request)).await.map_err(|_| ());
+        match (&result, spare) {
+            (Ok(Err(e)), Some(again)) if attempts < 2 && never_sent(e) => request = again,
+            _ => return Sent { attempts, window, result },
+        }
+    }
+}
+
+pub struct Client {
+    /// For calls outside a measurement (presets, metrics, /tokenize), on the caller's runtime.
+    http: reqwest::Client,
+    /// Where chat requests run (`send`): see lanes.rs.
+    lanes: lanes::Lanes,
+    base: String,
+    api: Api,
+    api_key: Option<String>,
+    timeout: Duration,
+    options: ClientOptions,
+    knobs: RequestKnobs,
+}
+
+/// A request ready to go: everything that costs time is done before the clock starts.
+pub struct Prepared {
+    request: reqwest::Request,
+    stream: bool,
+    /// The same request as bytes, when it can go out on the direct path (lanes.rs).
+    wire: Option<h1::Wire>,
+}
+
+impl Prepared {
+    /// The request's path (`/v1/chat/completions`) and the body bytes it sends, exactly.
+    pub fn path_and_body(&self) -> (&str, &[u8]) {
+        let body = self.request.body().and_then(reqwest::Body::as_bytes).unwrap_or_default();
+        (self.request.url().path(), body)
+    }
+}
+
+/// After a response that leaves its connection open, the connection is watched this long before
+/// the exchange returns and the connection may carry the next request. A server or proxy that
+/// answers a request twice writes the second answer a few ms after the first (5-50 ms seen); a
+/// request sent on the connection meanwhile would read that stray as its own answer, with a
+/// TTFT shorter than the prefill. Watched, the stray arrives first and the connection is closed.
+/// Costs wall time between requests, never measured time: the window has closed.
+pub(crate) const QUIET_BEFORE_REUSE: Duration = Duration::from_millis(60);
+
+/// Preflight calls (is the server there at all?) wait at most this long, or the request timeout
+/// when that is shorter: a wrong --server should cost seconds, not the request timeout.
+pub const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(15);
+
+impl Client {
+    /// A client for `base`. The API key is registered as a secret here, so no message built from
+    /// a server's answer (which may echo it) carries it. Bad `--ca-cert` files are usage errors.
+    pub fn new(
+        base: &str,
+        api: Api,
+        api_key: Option<String>,
+        timeout: Duration,
+        options: ClientOptions,
+    ) -> Result<Client, Failure> {
+        if let Some(key) = &api_key {
+            ttft_model::secrets::register(key);
+        }
+        options::check_transport_env()?;
+        let http = options::http_client(&options)?;
+        let lanes = lanes::Lanes::start(&options, api, timeout)?;
+        Ok(Client {
+            http,
+            lanes,
+            base: base.trim_end_matches('/').to_string(),
+            api,
+            api_key,
+            timeout,
+            options,
+            knobs: RequestKnobs::default(),
+        })
+    }
+
+    /// What every request of this client carries besides bench's own fields.
+    pub fn set_knobs(&mut self, knobs: RequestKnobs) {
+        self.knobs = knobs;
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The request timeout (`--request-timeout`): every call of this client honours it.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The shorter timeout of preflight calls: min(15 s, the request timeout).
+    pub fn preflight_timeout(&self) -> Duration {
+        self.timeout.min(PREFLIGHT_TIMEOUT)
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.options.limits
+    }
+
+    /// Whether certificate verification is off (`--insecure`); run.json should say so.
+    pub fn insecure(&self) -> bool {
+        self.options.insecure
+    }
+
+    /// Builds and serializes the request. Call before starting any clock.
+    pub fn prepare(&self, req: &ChatRequest) -> anyhow::Result<Prepared> {
+        let (path, mut body) = match self.api {
+            Api::Openai => ("/v1/chat/completions", openai::body(req)),
+            Api::Anthropic => ("/v1/messages", anthropic::body(req)),
+            Api::OpenaiCompletions => ("/v1/completions", openai::completions_body(req)),
+        };
+        if let Some(fields) = body.as_object_mut() {
+            if let Some(t) = self.knobs.temperature {
+                fields.insert("temperature".into(), serde_json::json!(t));
+            }
+            for (k, v) in &self.knobs.extra_body {
+                fields.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        let bytes = serde_json::to_vec(&body)?;
+        let mut builder = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(bytes);
+        if req.stream {
+            builder = builder.header(reqwest::header::ACCEPT, "text/event-stream");
+            if self.options.close_after_stream {
+                builder = builder.header(reqwest::header::CONNECTION, "close");
+            }
+        }
+        builder = self.auth(builder);
+        for (k, v) in self.knobs.headers.iter().chain(&req.headers) {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+        let request = builder.build()?;
+        let wire = if cfg!(unix) && self.options.direct { h1::wire(&request) } else { None };
+        Ok(Prepared { request, stream: req.stream, wire })
+    }
+
+    /// Adds credentials. The key lives only in memory and in this header.
+    pub fn auth(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let builder = match self.api {
+            Api::Anthropic => builder.header("anthropic-version", "2023-06-01"),
+            Api::Openai | Api::OpenaiCompletions => builder,
+        };
+        match (&self.api_key, self.api) {
+            (Some(key), Api::Openai | Api::OpenaiCompletions) => builder.bearer_auth(key),
+            (Some(key), Api::Anthropic) => builder.header("x-api-key", key),
+            (None, _) => builder,
+        }
+    }
+
+    /// Sends a prepared request and measures it, on one of the client's lanes (lanes.rs). Never
+    /// fails: errors land in `Exchange::error`.
+    pub async fn send(&self, prepared: Prepared) -> Exchange {
+        self.lanes.send(prepared).await
+    }
+}
+
+/// One timed exchange on `http`: sent (at most twice), its answer read and stamped.
+async fn exchange(
+    http: &reqwest::Client,
+    api: Api,
+    limits: &Limits,
+    timeout: Duration,
+    prepared: Prepared,
+) -> Exchange {
+    let mut ex = Exchange { started_at: ttft_model::clock::now_rfc3339(), ..Default::default() };
+    let sent = send_at_most_twice(http, prepared.request, timeout).await;
+    let window = sent.window;
+    ex.attempts = sent.attempts;
+    ex.start = Some(window.start);
+    let response = match sent.result {
+        Err(()) => {
+            ex.fail(ErrorKind::Timeout, no_response_headers(timeout));
+            return ex;
+        }
+        Ok(Err(e)) if e.is_connect() => {
+            ex.fail(ErrorKind::Connect, connect_failure(&e));
+            return ex;
+        }
+        Ok(Err(e)) => {
+            ex.fail(ErrorKind::Transport, send_failure(&e));
+            return ex;
+        }
+        Ok(Ok(r)) => r,
+    };
+    ex.first_byte_ms = Some(ms_since(window.start));
+    let status = response.status().as_u16();
+    let kept_open = keeps_connection(&response);
+    let mut source = body::Fetched::new(response, window.start);
+    body::read_answer(api, limits, status, prepared.stream, &mut source, window, &mut ex).await;
+    drop(source);
+    if kept_open && ex.error.is_none() {
+        // hyper reads an idle connection and closes it on bytes no request asked for: a stray
+        // that comes within the watch never reaches the next request (QUIET_BEFORE_REUSE).
+        tokio::time::sleep(QUIET_BEFORE_REUSE).await;
+    }
+    ex
+}
+
+/// An HTTP/1.1 response that leaves its connection open for another request.
+fn keeps_connection(response: &reqwest::Response) -> bool {
+    let close = response
+        .headers()
+        .get_all(reqwest::header::CONNECTION)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))));
+    response.version() == reqwest::Version::HTTP_11 && !close
+}
+
+fn ms_since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Reads an unsigned count from a JSON value that may be missing or null.
+fn count(value: Option<&serde_json::Value>) -> Option<u64> {
+    value.and_then(serde_json::Value::as_u64)
+}
+
+/// The message of an `{"error": ...}` object, whatever its shape.
+fn error_message(error: &serde_json::Value) -> String {
+    error.get("message").and_then(|m| m.as_str()).map(str::to_string).unwrap_or_else(|| error.to_string())
+}

@@ -1,0 +1,15 @@
+//! The record model and the leaf types every other crate of ttft-bench builds on: what a
+//! measurement is (`record`), the typed values of a matrix (`spec`), statistics, exit categories,
+//! secrets' masking, clocks. It knows nothing of flags, servers, files or verbs
+//! (docs/design.md#architecture).
+
+pub mod clock;
+pub mod exit;
+pub mod input_file;
+pub mod output;
+pub mod progress;
+pub mod record;
+pub mod secrets;
+pub mod spec;
+pub mod stats;
+pub mod ticks;

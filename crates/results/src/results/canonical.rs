@@ -1,0 +1,265 @@
+//! The canonical file `bench merge` writes (and every reader accepts through `load::load`).
+//!
+//! Layout: the document is indented JSON except for `records`, which holds one record per line (so
+//! a file of 100,000 records diffs, greps and streams line by line). Any JSON layout of the same
+//! document reads the same.
+//!
+//! ```json
+//! {
+//!   "schema_version": 1,
+//!   "kind": "ttft-bench-canonical",
+//!   "sources": [ { "path": "...", "kind": "run_dir|jsonl|canonical|origin", "records": 198,
+//!                  "run_ids": ["..."], "run_meta": [ {run.json or origin metadata}, ... ] } ],
+//!   "conflicts": [ { "model": "gemma", "setting": "thermal_tolerance",
+//!                    "values": [ { "value": "0.05", "sources": ["a.json"] },
+//!                                { "value": "0.2",  "sources": ["b.json"] } ] } ],
+//!   "provenance": { "kept_by_source": { "a.json": 183, "b.json": 15 },
+//!                   "replaced": [ { "slot": "measurement m concurrent/warm streaming 1024 b2 r1 #0",
+//!                                   "kept": { "source": "b.json", "run_id": "...", "started_at": "...",
+//!                                             "good": true },
+//!                                   "beat": 1,
+//!                                   "losers": [ { "source": "a.json", ..., "reason": "..." } ] } ] },
+//!   "records": [ { "record_type": "measurement", ... }, ... ]
+//! }
+//! ```
+//! - `records` are our `Record`s, sorted by (record type, model, scenario, cache state, mode,
+//!   context, batch size, run, request index) and kept whole, raw `token_offsets_ms` included.
+//!   `bench merge` copies each record's text as its input holds it (`text`: the same bytes, down
+//!   to every digit) where the input is a file of one record per line or a canonical file;
+//!   records converted from other formats are serialized.
+//! - `sources` are sorted by path; `run_meta` holds every metadata object verbatim (a canonical
+//!   input contributes the run_meta of all its own sources).
+//! - `conflicts` lists settings whose values differ between the sources of one model (also
+//!   printed to stderr): which server (URL or `--server-cmd`, preset, API, build, model file,
+//!   hardware) and what was measured (output tokens, thermal policy, harness).
+//! - `provenance` says where every kept record came from and, for each slot that had more than one
+//!   candidate, what was dropped and why; nothing is dropped silently.
+//! - Nothing in the file depends on when or in which order the merge ran: same inputs, same bytes.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use serde::{Deserialize, Serialize};
+
+use super::text::Text;
+use ttft_model::record::Record;
+
+pub const CANONICAL_KIND: &str = "ttft-bench-canonical";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Canonical {
+    pub schema_version: u32,
+    pub kind: String,
+    pub sources: Vec<SourceEntry>,
+    pub conflicts: Vec<Conflict>,
+    pub provenance: Provenance,
+    pub records: Vec<Record>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceEntry {
+    pub path: String,
+    pub kind: String,
+    /// Records read from this source (before de-duplication).
+    pub records: usize,
+    pub run_ids: Vec<String>,
+    pub run_meta: Vec<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conflict {
+    /// The model whose sources disagree: settings are compared among the sources of one model,
+    /// whose records share cells (absent where the sources state no model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub setting: String,
+    pub values: Vec<ConflictValue>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictValue {
+    pub value: String,
+    pub sources: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// Records in the output, by the source they came from.
+    pub kept_by_source: BTreeMap<String, usize>,
+    /// Slots that had more than one candidate.
+    pub replaced: Vec<Replacement>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Replacement {
+    pub slot: String,
+    pub kept: Candidate,
+    /// How many candidates the kept one beat.
+    pub beat: usize,
+    pub losers: Vec<Loser>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub source: String,
+    pub run_id: String,
+    pub started_at: String,
+    pub good: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Loser {
+    #[serde(flatten)]
+    pub candidate: Candidate,
+    pub reason: String,
+}
+
+/// Writes `doc` in the canonical layout (streamed: the records are never one string in memory).
+pub fn write(doc: &Canonical, w: &mut dyn Write) -> io::Result<()> {
+    write_with_texts(doc, &[], w)
+}
+
+/// `write`, each record whose text is in `texts` (`texts[i]` for `doc.records[i]`) copied from
+/// its input instead of serialized (see `text`).
+pub fn write_with_texts(doc: &Canonical, texts: &[Option<Text>], w: &mut dyn Write) -> io::Result<()> {
+    w.write_all(b"{\n")?;
+    member(w, "schema_version", &doc.schema_version)?;
+    member(w, "kind", &doc.kind)?;
+    member(w, "sources", &doc.sources)?;
+    member(w, "conflicts", &doc.conflicts)?;
+    member(w, "provenance", &doc.provenance)?;
+    w.write_all(b"  \"records\": [")?;
+    write_records(&doc.records, texts, w)?;
+    w.write_all(if doc.records.is_empty() { b"]\n}\n" } else { b"\n  ]\n}\n" })
+}
+
+/// Records per piece serialized by one thread (under a MB of text).
+const PIECE: usize = 256;
+
+/// The records, one per line after `[`: serialized in pieces by as many threads as the machine
+/// has cores (serializing was half of a 100,000-record merge), written in order as they come. Each
+/// thread keeps at most one finished piece waiting, so the text is never all in memory.
+fn write_records(records: &[Record], texts: &[Option<Text>], w: &mut dyn Write) -> io::Result<()> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let threads = threads.min(records.len().div_ceil(PIECE)).max(1);
+    if threads == 1 {
+        let mut piece = Vec::new();
+        for (i, chunk) in records.chunks(PIECE).enumerate() {
+            serialize_piece(i * PIECE, chunk, texts, &mut piece)?;
+            w.write_all(&piece)?;
+        }
+        return Ok(());
+    }
+    std::thread::scope(|scope| {
+        let receivers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (send, receive) = std::sync::mpsc::sync_channel::<io::Result<Vec<u8>>>(1);
+                scope.spawn(move || {
+                    // Pieces t, t + threads, ...: the writer takes them round-robin, in order.
+                    for (i, chunk) in records.chunks(PIECE).enumerate().skip(t).step_by(threads) {
+                        let mut piece = Vec::with_capacity(chunk.len() * 3072);
+                        let done = serialize_piece(i * PIECE, chunk, texts, &mut piece).map(|()| piece);
+                        let failed = done.is_err();
+                        if send.send(done).is_err() || failed {
+                            return;
+                        }
+                    }
+                });
+                receive
+            })
+            .collect();
+        for i in 0..records.len().div_ceil(PIECE) {
+            // A closed channel before its last piece: the thread stopped on an error it sent.
+            let piece = receivers[i % threads]
+                .recv()
+                .map_err(|_| io::Error::other("a serializing thread stopped"))?;
+            w.write_all(&piece?)?;
+        }
+        Ok(())
+    })
+}
+
+/// Records `first..` of the file, each after its separator, into `out` (cleared first): copied
+/// where `texts` holds its text, serialized otherwise.
+fn serialize_piece(
+    first: usize,
+    records: &[Record],
+    texts: &[Option<Text>],
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    out.clear();
+    for (i, record) in records.iter().enumerate() {
+        out.extend_from_slice(if first + i == 0 { b"\n    " } else { b",\n    " });
+        match texts.get(first + i) {
+            Some(Some(text)) => text.append_to(out)?,
+            _ => serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?,
+        }
+    }
+    Ok(())
+}
+
+/// `  "key": value,` with the value pretty-printed one level in. JSON strings hold no raw newline,
+/// so every newline of the pretty text is layout and may be indented.
+fn member(w: &mut dyn Write, key: &str, value: &impl Serialize) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    writeln!(w, "  \"{key}\": {},", text.replace('\n', "\n  "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ttft_model::record::{Measurement, SCHEMA_VERSION};
+
+    fn doc(records: Vec<Record>) -> Canonical {
+        Canonical {
+            schema_version: SCHEMA_VERSION,
+            kind: CANONICAL_KIND.into(),
+            sources: vec![],
+            conflicts: vec![],
+            provenance: Provenance::default(),
+            records,
+        }
+    }
+
+    fn written(doc: &Canonical) -> String {
+        let mut out = Vec::new();
+        write(doc, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_layout_is_json_of_the_same_document_with_one_record_per_line() {
+        let m = || {
+            Record::Measurement(Box::new(Measurement {
+                schema_version: SCHEMA_VERSION,
+                ..Default::default()
+            }))
+        };
+        let two = doc(vec![m(), m()]);
+        let text = written(&two);
+        let back: Canonical = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, two);
+        let record_lines: Vec<&str> = text.lines().filter(|l| l.contains("\"record_type\"")).collect();
+        assert_eq!(record_lines.len(), 2);
+        assert!(record_lines[0].starts_with("    {") && record_lines[0].ends_with("},"), "{text}");
+        // Many records (several pieces, several threads) come out as one thread writes them.
+        let many: Vec<Record> = (0..3000)
+            .map(|i| {
+                let mut m =
+                    Measurement { schema_version: SCHEMA_VERSION, request_index: i, ..Default::default() };
+                m.ttft_ms = Some(f64::from(i) / 7.0);
+                Record::Measurement(Box::new(m))
+            })
+            .collect();
+        let mut one_by_one = String::from("  \"records\": [");
+        for (i, r) in many.iter().enumerate() {
+            one_by_one += if i == 0 { "\n    " } else { ",\n    " };
+            one_by_one += &serde_json::to_string(r).unwrap();
+        }
+        let text = written(&doc(many));
+        assert!(text.contains(&(one_by_one + "\n  ]\n}\n")), "the records are written in order");
+        let empty = written(&doc(vec![]));
+        assert!(empty.ends_with("  \"records\": []\n}\n"), "{empty}");
+        assert_eq!(serde_json::from_str::<Canonical>(&empty).unwrap(), doc(vec![]));
+    }
+}

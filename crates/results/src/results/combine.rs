@@ -1,0 +1,359 @@
+//! De-duplication: one winner per slot, and an account of every loser.
+//!
+//! A slot is (record type, cell, request index) — except concurrent cells, where the whole batch
+//! (its group record and its requests) is one slot, so a merge never pairs request 0 of one run with
+//! request 1 of another. Among candidates: a complete batch beats a partial one whatever their ages
+//! (a sweep killed mid-append leaves members without their group record: see `batch`), then passing
+//! (quality_ok, error-free) beats failing, then the most recent `started_at`, then (only to stay
+//! deterministic) the smallest serialized content.
+//!
+//! Located records (`load::Detail::Located`) travel with their texts, and their text is their
+//! content: the records are lean, the texts are what a merge writes.
+
+use std::cmp::Ordering;
+use std::io;
+use std::time::SystemTime;
+
+use super::batch::batches;
+use super::canonical::{Candidate, Loser, Provenance, Replacement};
+use super::load::Source;
+use super::text::Text;
+use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
+
+pub struct Combined {
+    /// Sorted by (record type, cell, request index).
+    pub records: Vec<Record>,
+    /// Each record's text in its input, when it was read located (`texts[i]` for `records[i]`).
+    pub texts: Vec<Option<Text>>,
+    pub provenance: Provenance,
+    /// Some slot's winner was chosen by content among different candidates (tied on completeness,
+    /// passing and start time): lean records (`Record::lean`) cannot be combined exactly then,
+    /// since the content they compare lacks what they dropped.
+    pub decided_by_content: bool,
+}
+
+/// A slot, borrowed from one of its records. The variant order (singles, then batches) and the
+/// field order are the order in which slots are decided, so `provenance.replaced` lists them in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot<'a> {
+    Single { record_type: &'static str, cell: &'a CellKey, request_index: u32 },
+    Batch(&'a CellKey),
+}
+
+/// A record on its way through: where it came from, and its text when located.
+struct Entry {
+    /// Index into the sources' paths.
+    source: usize,
+    text: Option<Text>,
+    record: Record,
+}
+
+/// One candidate for a slot: a single record, or a whole batch from one source and run.
+struct Bundle {
+    /// Index into the sources' paths.
+    source: usize,
+    /// What a partial batch lacks ("group record missing"); empty when complete (and for singles).
+    gaps: Vec<String>,
+    good: bool,
+    /// The records' texts end to end (serialized, or as read): they break ties and tell identical
+    /// copies apart, and every loser's reason compares them.
+    content: String,
+    records: Vec<Record>,
+    texts: Vec<Option<Text>>,
+}
+
+impl Bundle {
+    fn new(mut entries: Vec<Entry>) -> io::Result<Bundle> {
+        entries.sort_by(|a, b| record_order(&a.record).cmp(&record_order(&b.record)));
+        let source = entries.first().map_or(0, |e| e.source);
+        let mut content = String::new();
+        for e in &entries {
+            match &e.text {
+                Some(text) => content += &text.read()?,
+                None => content += &serde_json::to_string(&e.record).unwrap_or_default(),
+            }
+        }
+        let (records, texts): (Vec<Record>, Vec<Option<Text>>) =
+            entries.into_iter().map(|e| (e.record, e.text)).unzip();
+        Ok(Bundle {
+            source,
+            gaps: partial_batch_gaps(&records),
+            good: records.iter().all(Record::is_good),
+            content,
+            records,
+            texts,
+        })
+    }
+
+    fn run_id(&self) -> &str {
+        self.records.first().map_or("", Record::run_id)
+    }
+
+    fn started_at(&self) -> &str {
+        self.records.iter().map(Record::started_at).max().unwrap_or_default()
+    }
+
+    fn content(&self) -> &str {
+        &self.content
+    }
+
+    fn candidate(&self, paths: &[String]) -> Candidate {
+        Candidate {
+            source: paths[self.source].clone(),
+            run_id: self.run_id().to_string(),
+            started_at: self.started_at().to_string(),
+            good: self.good,
+        }
+    }
+}
+
+pub fn request_index(record: &Record) -> u32 {
+    match record {
+        Record::Measurement(m) => m.request_index,
+        _ => 0,
+    }
+}
+
+/// Sort key of a record in every output.
+pub fn record_order(r: &Record) -> (&'static str, &CellKey, u32) {
+    (r.record_type(), r.cell(), request_index(r))
+}
+
+/// A record's slot, and for a batch record its group id (members of one batch share it).
+fn slot_of(record: &Record) -> (Slot<'_>, &str) {
+    let cell = record.cell();
+    if cell.scenario == Scenario::Concurrent && !matches!(record, Record::Staggered(_)) {
+        let group = match record {
+            Record::Measurement(m) => m.group_id.as_deref().unwrap_or_default(),
+            Record::Group(g) => g.group_id.as_str(),
+            Record::Staggered(_) => "",
+        };
+        return (Slot::Batch(cell), group);
+    }
+    let slot = Slot::Single { record_type: record.record_type(), cell, request_index: request_index(record) };
+    (slot, "")
+}
+
+fn label(slot: &Slot) -> String {
+    let (kind, c, idx) = match slot {
+        Slot::Single { record_type, cell, request_index } => {
+            (*record_type, cell, format!(" #{request_index}"))
+        }
+        Slot::Batch(cell) => ("batch", cell, String::new()),
+    };
+    format!(
+        "{kind} {} {}/{} {} {} b{} r{}{idx}",
+        c.model,
+        c.scenario.as_str(),
+        c.cache_state.as_str(),
+        c.mode.as_str(),
+        c.context_tokens,
+        c.batch_size,
+        c.run
+    )
+}
+
+/// RFC 3339 timestamps compared as instants where they parse, as text otherwise.
+fn instant(ts: &str) -> (Option<SystemTime>, &str) {
+    (humantime::parse_rfc3339_weak(ts).ok(), ts)
+}
+
+/// Ordering where `Less` means "a is preferred".
+fn prefer(paths: &[String], a: &Bundle, b: &Bundle) -> Ordering {
+    b.gaps
+        .is_empty()
+        .cmp(&a.gaps.is_empty())
+        .then_with(|| b.good.cmp(&a.good))
+        .then_with(|| instant(b.started_at()).cmp(&instant(a.started_at())))
+        .then_with(|| a.content().cmp(b.content()))
+        .then_with(|| paths[a.source].cmp(&paths[b.source]))
+}
+
+/// Whether the ranked `candidates`' winner was chosen by content among candidates that differ:
+/// those that tie with it on completeness, passing and start time but hold other records. (Equal
+/// copies tie harmlessly: whichever wins, the same records are kept.)
+fn content_decides(candidates: &[Bundle]) -> bool {
+    let Some((first, rest)) = candidates.split_first() else { return false };
+    rest.iter()
+        .take_while(|c| {
+            c.gaps.is_empty() == first.gaps.is_empty()
+                && c.good == first.good
+                && instant(c.started_at()) == instant(first.started_at())
+        })
+        .any(|c| c.content() != first.content())
+}
+
+fn reason(kept: &Bundle, loser: &Bundle) -> String {
+    if kept.content() == loser.content() {
+        "identical copy".into()
+    } else if kept.gaps.is_empty() && !loser.gaps.is_empty() {
+        format!("partial batch: {}; a complete batch was kept", loser.gaps.join(", "))
+    } else if kept.good && !loser.good {
+        "failed (quality or error); a passing record was kept".into()
+    } else if instant(loser.started_at()) < instant(kept.started_at()) {
+        format!("older (started {} before {})", loser.started_at(), kept.started_at())
+    } else {
+        "tie on quality and start time; kept the first by content".into()
+    }
+}
+
+/// A cell as numbers, ordered as `CellKey` orders cells (its model by rank in string order):
+/// sorting 100,000 records compares these millions of times, and comparing model names was a
+/// good part of merge's and report's own time.
+type CellRank = (u32, Scenario, CacheState, Mode, u32, u32, u32);
+
+/// The models of a set of records, sorted: a model's place is its rank.
+struct Models(Vec<String>);
+
+impl Models {
+    fn of<'a>(records: impl Iterator<Item = &'a Record>) -> Models {
+        let mut names: Vec<&str> = records.map(|r| r.cell().model.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        Models(names.into_iter().map(str::to_string).collect())
+    }
+
+    fn rank(&self, c: &CellKey) -> CellRank {
+        let model = self.0.binary_search(&c.model).unwrap_or_else(|at| at) as u32;
+        (model, c.scenario, c.cache_state, c.mode, c.context_tokens, c.batch_size, c.run)
+    }
+}
+
+/// The record types in the order of their names (the order every output sorts them in).
+fn type_rank(r: &Record) -> u8 {
+    match r {
+        Record::Group(_) => 0,
+        Record::Measurement(_) => 1,
+        Record::Staggered(_) => 2,
+    }
+}
+
+/// `record_order` as numbers.
+fn order_rank(models: &Models, r: &Record) -> (u8, CellRank, u32) {
+    (type_rank(r), models.rank(r.cell()), request_index(r))
+}
+
+/// Where a record goes: its slot (singles before batches; then type, cell and request index, or
+/// the batch's cell: `Slot`'s order), then within the slot its source and, for batch records, the
+/// run and group that make one batch.
+type Place<'a> = ((bool, u8, CellRank, u32), usize, &'a str, &'a str);
+
+fn place<'a>(models: &Models, source: usize, record: &'a Record) -> Place<'a> {
+    let (slot, group) = slot_of(record);
+    let cell = models.rank(record.cell());
+    match slot {
+        Slot::Single { request_index, .. } => {
+            ((false, type_rank(record), cell, request_index), source, "", "")
+        }
+        Slot::Batch(_) => ((true, 0, cell, 0), source, record.run_id(), group),
+    }
+}
+
+/// `items` reordered by `key`, ties in their order.
+fn sorted_by<T, K: Ord>(items: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut order: Vec<(K, usize)> = items.iter().enumerate().map(|(i, t)| (key(t), i)).collect();
+    order.sort_unstable();
+    let mut items: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|(_, i)| items[i].take()).collect()
+}
+
+/// One record per slot from `sources` (consumed: records are moved, never copied). Fails only
+/// where a located record's text cannot be read back as it was read (`Text::read`).
+///
+/// The records are put in order of `place`, so each slot's candidates, and each batch's records,
+/// lie side by side; a slot with one candidate (the usual case) is kept as it is, without
+/// building and ranking bundles.
+pub fn combine(mut sources: Vec<Source>) -> io::Result<Combined> {
+    sources.sort_by_key(|s| s.path.display().to_string());
+    let paths: Vec<String> = sources.iter().map(|s| s.path.display().to_string()).collect();
+    let models = Models::of(sources.iter().flat_map(|s| &s.records));
+    let mut all: Vec<Entry> = Vec::with_capacity(sources.iter().map(|s| s.records.len()).sum());
+    for (source, s) in sources.into_iter().enumerate() {
+        let mut texts = s.texts.iter().flat_map(|t| t.each());
+        all.extend(s.records.into_iter().map(|record| Entry { source, text: texts.next(), record }));
+    }
+    let all = sorted_by(all, |e| {
+        let ((batch, kind, cell, index), source, run_id, group) = place(&models, e.source, &e.record);
+        // Owned for the sort; the strings are empty except in batches.
+        ((batch, kind, cell, index), source, run_id.to_string(), group.to_string())
+    });
+    // Each slot: its candidates' sizes (a single record, or one batch of one source and run), and
+    // its label where there is more than one candidate.
+    let places: Vec<Place> = all.iter().map(|e| place(&models, e.source, &e.record)).collect();
+    let mut slots: Vec<(Vec<usize>, String)> = Vec::new();
+    let mut i = 0;
+    while i < all.len() {
+        let slot = places[i].0;
+        let mut sizes = Vec::new();
+        let mut j = i;
+        while j < all.len() && places[j].0 == slot {
+            let mut end = j + 1;
+            if slot.0 {
+                while end < all.len() && places[end] == places[j] {
+                    end += 1;
+                }
+            }
+            sizes.push(end - j);
+            j = end;
+        }
+        let label = if sizes.len() > 1 { label(&slot_of(&all[i].record).0) } else { String::new() };
+        slots.push((sizes, label));
+        i = j;
+    }
+    drop(places);
+    let mut kept_by_source = vec![0usize; paths.len()];
+    let mut decided_by_content = false;
+    let mut provenance = Provenance::default();
+    let mut kept: Vec<(Record, Option<Text>)> = Vec::with_capacity(all.len());
+    let mut all = all.into_iter();
+    for (sizes, label) in slots {
+        if let [size] = sizes[..] {
+            for e in all.by_ref().take(size) {
+                kept_by_source[e.source] += 1;
+                kept.push((e.record, e.text));
+            }
+            continue;
+        }
+        let mut candidates: Vec<Bundle> = sizes
+            .iter()
+            .map(|&size| Bundle::new(all.by_ref().take(size).collect()))
+            .collect::<io::Result<_>>()?;
+        candidates.sort_by(|a, b| prefer(&paths, a, b));
+        decided_by_content |= content_decides(&candidates);
+        let mut candidates = candidates.into_iter();
+        let Some(winner) = candidates.next() else { continue };
+        let losers: Vec<Loser> = candidates
+            .map(|l| Loser { candidate: l.candidate(&paths), reason: reason(&winner, &l) })
+            .collect();
+        kept_by_source[winner.source] += winner.records.len();
+        provenance.replaced.push(Replacement {
+            slot: label,
+            kept: winner.candidate(&paths),
+            beat: losers.len(),
+            losers,
+        });
+        kept.extend(winner.records.into_iter().zip(winner.texts));
+    }
+    // The same path given twice is one source in the account.
+    for (path, n) in paths.into_iter().zip(kept_by_source).filter(|(_, n)| *n > 0) {
+        *provenance.kept_by_source.entry(path).or_default() += n;
+    }
+    let (records, texts) = sorted_by(kept, |(r, _)| order_rank(&models, r)).into_iter().unzip();
+    Ok(Combined { records, texts, provenance, decided_by_content })
+}
+
+/// What keeps the batch among `records` from being whole (empty for a complete batch and for
+/// records outside batches).
+fn partial_batch_gaps(records: &[Record]) -> Vec<String> {
+    let found = batches(records);
+    match found.as_slice() {
+        [] => Vec::new(),
+        [one] if one.is_complete() => Vec::new(),
+        [one] => one.gaps(),
+        _ => vec![format!("{} batches in one slot", found.len())],
+    }
+}
+
+#[cfg(test)]
+#[path = "combine_tests.rs"]
+mod tests;

@@ -1,0 +1,113 @@
+//! `combine`: winners by content, the order of ranks, records moved in slot order.
+
+use super::*;
+use crate::results::load::SourceKind;
+use std::collections::BTreeMap;
+use ttft_model::record::{Measurement, SCHEMA_VERSION};
+
+fn record(started_at: &str, ttft: f64, offsets: Vec<f64>) -> Record {
+    let mut m = Measurement {
+        schema_version: SCHEMA_VERSION,
+        run_id: "r".into(),
+        started_at: started_at.into(),
+        ttft_ms: Some(ttft),
+        token_offsets_ms: offsets,
+        quality_ok: true,
+        ..Default::default()
+    };
+    m.cell.model = "m".into();
+    Record::Measurement(Box::new(m))
+}
+
+fn source(path: &str, records: Vec<Record>) -> Source {
+    Source::whole(path.into(), SourceKind::Jsonl, vec![], records)
+}
+
+fn combined(a: Record, b: Record, lean: bool) -> Combined {
+    let lean = |r: Record| if lean { r.lean() } else { r };
+    combine(vec![source("b", vec![lean(b)]), source("a", vec![lean(a)])]).unwrap()
+}
+
+#[test]
+fn a_winner_picked_by_content_among_different_records_is_reported() {
+    let t = "2026-02-05T21:30:00.000Z";
+    // Newer wins: not content.
+    let c = combined(record(t, 1.0, vec![]), record("2026-02-05T21:31:00.000Z", 2.0, vec![]), false);
+    assert!(!c.decided_by_content);
+    assert_eq!(c.provenance.replaced.len(), 1);
+    // Identical copies: content ties, but whichever wins is the same record.
+    assert!(!combined(record(t, 1.0, vec![1.0]), record(t, 1.0, vec![1.0]), false).decided_by_content);
+    // Same start, other numbers: content decides.
+    let c = combined(record(t, 1.0, vec![]), record(t, 2.0, vec![]), true);
+    assert!(c.decided_by_content);
+    assert_eq!(c.records.len(), 1);
+    // Only the raw offsets differ: the full records are decided by content; the lean ones
+    // are equal, so any winner gives the same statistics.
+    assert!(combined(record(t, 1.0, vec![1.0]), record(t, 1.0, vec![2.0]), false).decided_by_content);
+    assert!(!combined(record(t, 1.0, vec![1.0]), record(t, 1.0, vec![2.0]), true).decided_by_content);
+}
+
+#[test]
+fn ranks_order_as_the_records_do() {
+    let mut rng = ttft_model::stats::Rng::new(3);
+    let records: Vec<Record> = (0..300)
+        .map(|i| {
+            let mut r = record("t", 1.0, vec![]);
+            if let Record::Measurement(m) = &mut r {
+                m.cell.model = ["b", "a", "ab", "B", ""][rng.below(5)].into();
+                m.cell.scenario = [Scenario::Cold, Scenario::Warm, Scenario::Concurrent][rng.below(3)];
+                m.cell.context_tokens = [1024, 512][rng.below(2)];
+                m.cell.run = rng.below(3) as u32;
+                m.request_index = i % 3;
+            }
+            match i % 3 {
+                0 => r,
+                1 => Record::Group(Box::new(ttft_model::record::GroupRecord {
+                    cell: r.cell().clone(),
+                    ..Default::default()
+                })),
+                _ => Record::Staggered(Box::new(ttft_model::record::StaggeredRecord {
+                    cell: r.cell().clone(),
+                    ..Default::default()
+                })),
+            }
+        })
+        .collect();
+    let models = Models::of(records.iter());
+    for a in &records {
+        for b in &records {
+            assert_eq!(
+                order_rank(&models, a).cmp(&order_rank(&models, b)),
+                record_order(a).cmp(&record_order(b))
+            );
+        }
+    }
+    let mut by_key = records.clone();
+    by_key.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
+    assert_eq!(sorted_by(records, |r| order_rank(&models, r)), by_key, "the same order, ties kept");
+}
+
+#[test]
+fn records_are_moved_in_slot_order_and_counted_by_source() {
+    let t = "2026-02-05T21:30:00.000Z";
+    let mut late = record(t, 3.0, vec![]);
+    if let Record::Measurement(m) = &mut late {
+        m.cell.context_tokens = 2048;
+    }
+    let c = combine(vec![
+        source("b", vec![late, record(t, 1.0, vec![])]),
+        source("a", vec![record("2026-02-05T21:29:00.000Z", 2.0, vec![])]),
+    ])
+    .unwrap();
+    let ttfts: Vec<Option<f64>> = c
+        .records
+        .iter()
+        .map(|r| match r {
+            Record::Measurement(m) => m.ttft_ms,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ttfts, [Some(1.0), Some(3.0)]);
+    assert_eq!(c.provenance.kept_by_source, BTreeMap::from([("b".to_string(), 2)]));
+    assert_eq!(c.provenance.replaced[0].losers[0].candidate.source, "a");
+}

@@ -1,0 +1,362 @@
+//! A large records file read in parts at once, one thread each: parsing is nearly all of the time
+//! a reading verb spends on 100,000 records, and the machines bench runs on have a core or more
+//! to spare for it.
+//!
+//! A records file is cut after a newline near each part's share of the bytes, so every part holds
+//! whole lines and the parts together hold the file, in order. Each part is read as the whole file
+//! would be (`store::read_records_with`); the records come back in file order and the first error
+//! in file order wins, its line counted from the file's start: what one pass would give.
+//!
+//! A canonical file's records array is cut by its scanner instead (`canonical_records`): one
+//! thread finds the elements, the others parse them. Any element that does not parse sends the
+//! whole document back to be read in one pass, so an error is the one that pass names.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::load::Detail;
+use super::scan::ObjectScanner;
+use super::text::Span;
+use crate::store::{self, InputError, TornTail};
+use ttft_model::record::Record;
+
+/// Records read, and where each one's text lies in its file when they were read `Located`
+/// (`spans[i]` for `records[i]`; empty otherwise).
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub records: Vec<Record>,
+    pub spans: Vec<Span>,
+}
+
+impl Parsed {
+    /// Records read whole, not located.
+    pub fn whole(records: Vec<Record>) -> Parsed {
+        Parsed { records, spans: Vec::new() }
+    }
+
+    fn extend(&mut self, part: Parsed) {
+        if self.records.is_empty() {
+            // The first part: taken as it is, not copied.
+            *self = part;
+            return;
+        }
+        self.records.extend(part.records);
+        self.spans.extend(part.spans);
+    }
+}
+
+/// Below this size one thread reads the file (starting threads would cost more than they save).
+const MIN_PART_BYTES: u64 = 8 << 20;
+const MAX_PARTS: usize = 8;
+const BUFFER: usize = 1 << 16;
+
+/// Every record of the records file at `path` (`name` in errors), in as many parts as pay off.
+pub fn read_records(path: &Path, name: &str, detail: Detail) -> Result<Parsed, InputError> {
+    let len = std::fs::metadata(path).map_err(|e| cannot(name, e))?.len();
+    read_records_in(path, name, detail, (len / MIN_PART_BYTES).clamp(1, cores().min(MAX_PARTS) as u64))
+}
+
+/// The threads this machine runs at once.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn cannot(name: &str, e: std::io::Error) -> InputError {
+    InputError::new(name, 0, format!("cannot read: {e}"))
+}
+
+/// `read_records` in (at most) `parts` parts.
+fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Result<Parsed, InputError> {
+    let cannot = |_, e| cannot(name, e);
+    let len = std::fs::metadata(path).map_err(|e| cannot(0, e))?.len();
+    let starts = cuts(path, len, parts).map_err(|e| cannot(0, e))?;
+    if starts.len() == 1 {
+        let file = File::open(path).map_err(|e| cannot(0, e))?;
+        return read_part(BufReader::with_capacity(BUFFER, file), name, detail, 0);
+    }
+    let ends: Vec<u64> = starts.iter().skip(1).copied().chain([len]).collect();
+    let results: Vec<Result<Parsed, InputError>> = std::thread::scope(|scope| {
+        let running: Vec<_> = starts
+            .iter()
+            .zip(&ends)
+            .map(|(&start, &end)| {
+                scope.spawn(move || {
+                    let mut file = File::open(path).map_err(|e| cannot(0, e))?;
+                    file.seek(SeekFrom::Start(start)).map_err(|e| cannot(0, e))?;
+                    read_part(BufReader::with_capacity(BUFFER, file.take(end - start)), name, detail, start)
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|_| Err(InputError::new(name, 0, "a reading thread failed"))))
+            .collect()
+    });
+    let mut records = Parsed::default();
+    for (result, &start) in results.into_iter().zip(&starts) {
+        match result {
+            Ok(part) => records.extend(part),
+            Err(mut e) => {
+                // The part counted its lines from its own start.
+                if e.line > 0 {
+                    e.line += lines_before(path, start).map_err(|e| cannot(0, e))?;
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(records)
+}
+
+/// Bytes of element text handed to a parsing thread at once.
+const BATCH_BYTES: usize = 1 << 21;
+
+/// Elements found but not parsed: their text end to end, where each ends, and where each starts
+/// in the file.
+#[derive(Default)]
+struct Batch {
+    text: Vec<u8>,
+    ends: Vec<usize>,
+    offsets: Vec<u64>,
+}
+
+/// The rest of a canonical file's records array (begun by `sc.array_begin`), parsed by other
+/// threads while this one finds the elements (with `ObjectScanner::next_element`'s quick path,
+/// which takes a line to its last `}` on trust: a parse that fails tells it was not one element).
+/// None when any element did not parse, or the array did not scan: the caller reads the document
+/// again in one pass, which names the first error. Worth it where `cores()` is 2 or more.
+/// `Located`: an element not taken on the quick path (not one line) sends the document back too,
+/// to be read whole.
+pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) -> Option<Parsed> {
+    let threads = cores().clamp(1, MAX_PARTS);
+    let parsed: Vec<(usize, Option<Parsed>)> = std::thread::scope(|scope| {
+        let (senders, workers): (Vec<_>, Vec<_>) = (0..threads)
+            .map(|_| {
+                let (send, receive) = std::sync::mpsc::sync_channel::<(usize, Batch)>(2);
+                let worker = scope.spawn(move || {
+                    let mut out = Vec::new();
+                    for (index, batch) in receive {
+                        let mut records = Vec::with_capacity(batch.ends.len());
+                        let mut spans = Vec::new();
+                        let mut start = 0;
+                        for (&end, &offset) in batch.ends.iter().zip(&batch.offsets) {
+                            let text = &batch.text[start..end];
+                            match detail.parse(text) {
+                                Ok(r) => records.push(r),
+                                Err(_) => {
+                                    out.push((index, None));
+                                    return out;
+                                }
+                            }
+                            if detail.locates() {
+                                spans.push(Span::of(offset, text));
+                            }
+                            start = end;
+                        }
+                        out.push((index, Some(Parsed { records, spans })));
+                    }
+                    out
+                });
+                (send, worker)
+            })
+            .unzip();
+        let mut batch = Batch::default();
+        let mut sent = 0;
+        let mut buf = Vec::new();
+        let mut scanned = true;
+        loop {
+            let begun = batch.text.len();
+            let mut found = |bytes: &[u8]| {
+                batch.text.extend_from_slice(bytes);
+                Some(())
+            };
+            match sc.next_element(&mut buf, &mut found) {
+                Ok(Some((_, Some(())))) => {
+                    // Taken from its line: the text just consumed.
+                    batch.offsets.push(sc.offset() - (batch.text.len() - begun) as u64);
+                    batch.ends.push(batch.text.len());
+                }
+                // Copied (its line ran past the read buffer, or it is not one line): the text
+                // just consumed too. A located record must be one line (`text`).
+                Ok(Some((_, None))) if detail.locates() && buf.contains(&b'\n') => {
+                    scanned = false;
+                    break;
+                }
+                Ok(Some((_, None))) => {
+                    batch.text.extend_from_slice(&buf);
+                    batch.offsets.push(sc.offset() - buf.len() as u64);
+                    batch.ends.push(batch.text.len());
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    scanned = false;
+                    break;
+                }
+            }
+            if batch.text.len() >= BATCH_BYTES {
+                // A worker gone (it stopped on a bad element) means the pass is moot.
+                if senders[sent % threads].send((sent, std::mem::take(&mut batch))).is_err() {
+                    scanned = false;
+                    break;
+                }
+                sent += 1;
+            }
+        }
+        if scanned && !batch.ends.is_empty() {
+            scanned = senders[sent % threads].send((sent, batch)).is_ok();
+        }
+        drop(senders);
+        let mut parsed: Vec<(usize, Option<Parsed>)> =
+            workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|_| vec![(0, None)])).collect();
+        if !scanned {
+            parsed.push((0, None));
+        }
+        parsed
+    });
+    let mut parsed = parsed;
+    parsed.sort_by_key(|(index, _)| *index);
+    let mut records = Parsed::default();
+    for (_, part) in parsed {
+        records.extend(part?);
+    }
+    Some(records)
+}
+
+/// One part's records; `start` is where the part begins in its file.
+fn read_part(reader: impl BufRead, name: &str, detail: Detail, start: u64) -> Result<Parsed, InputError> {
+    let mut spans = Vec::new();
+    let records = store::read_records_at(reader, name, TornTail::Reject, start, &mut |text, at| {
+        let record = detail.parse(text)?;
+        if detail.locates() {
+            spans.push(Span::of(at, text));
+        }
+        Ok(record)
+    })?;
+    Ok(Parsed { records, spans })
+}
+
+/// Where each part starts: 0, then just past the first newline at or after each share's offset
+/// (a part can be empty where one line spans several shares; only non-empty parts are kept).
+fn cuts(path: &Path, len: u64, parts: u64) -> std::io::Result<Vec<u64>> {
+    let mut starts = vec![0];
+    if parts < 2 {
+        return Ok(starts);
+    }
+    let mut reader = BufReader::with_capacity(BUFFER, File::open(path)?);
+    let mut skipped = Vec::new();
+    for k in 1..parts {
+        let at = len / parts * k;
+        let last = *starts.last().unwrap_or(&0);
+        if at <= last {
+            continue;
+        }
+        reader.seek(SeekFrom::Start(at))?;
+        skipped.clear();
+        let n = reader.read_until(b'\n', &mut skipped)? as u64;
+        let start = at + n;
+        if skipped.last() == Some(&b'\n') && start < len && start > last {
+            starts.push(start);
+        }
+    }
+    Ok(starts)
+}
+
+/// Newlines in the first `offset` bytes of the file.
+fn lines_before(path: &Path, offset: u64) -> std::io::Result<usize> {
+    let mut reader = BufReader::with_capacity(BUFFER, File::open(path)?.take(offset));
+    let mut count = 0;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(count);
+        }
+        count += memchr::memchr_iter(b'\n', buf).count();
+        let n = buf.len();
+        reader.consume(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ttft_model::record::{Measurement, SCHEMA_VERSION};
+
+    fn line(i: u32) -> String {
+        let m = Measurement { schema_version: SCHEMA_VERSION, request_index: i, ..Default::default() };
+        serde_json::to_string(&Record::Measurement(Box::new(m))).unwrap()
+    }
+
+    #[test]
+    fn cuts_fall_after_newlines_and_skip_empty_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.jsonl");
+        std::fs::write(&path, "aaaa\nbb\n\ncccccccccccccccccccc\nd\n").unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(cuts(&path, len, 1).unwrap(), [0]);
+        let starts = cuts(&path, len, 8).unwrap();
+        assert_eq!(starts, [0, 5, 9, 30]);
+        let text = std::fs::read(&path).unwrap();
+        assert!(starts.iter().skip(1).all(|&s| text[s as usize - 1] == b'\n'));
+        assert_eq!(lines_before(&path, 9).unwrap(), 3);
+    }
+
+    #[test]
+    fn located_parts_find_each_line_where_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.jsonl");
+        let mut text: Vec<String> = (0..120).map(line).collect();
+        text[7] = format!("   {}  ", text[7]);
+        text.insert(30, String::new());
+        let bytes = text.join("\n") + "\n";
+        std::fs::write(&path, &bytes).unwrap();
+        for parts in [1, 3] {
+            let parsed = read_records_in(&path, "m", Detail::Located, parts).unwrap();
+            assert_eq!((parsed.records.len(), parsed.spans.len()), (120, 120));
+            let found: Vec<&str> =
+                parsed.spans.iter().map(|s| &bytes[s.offset as usize..s.offset as usize + s.len]).collect();
+            let want: Vec<&str> = text.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
+            assert_eq!(found, want, "{parts} parts");
+        }
+        assert!(read_records_in(&path, "m", Detail::Lean, 3).unwrap().spans.is_empty());
+    }
+
+    #[test]
+    fn parts_give_the_records_and_the_first_error_of_one_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.jsonl");
+        let mut text: Vec<String> = (0..200).map(line).collect();
+        text.insert(50, String::new());
+        std::fs::write(&path, text.join("\n") + "\n").unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        let one =
+            read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0).unwrap().records;
+        assert_eq!(one.len(), 200);
+        for parts in [2, 3, 7] {
+            let starts = cuts(&path, len, parts).unwrap();
+            assert_eq!(starts.len() as u64, parts);
+            let mut got = Vec::new();
+            for (i, &start) in starts.iter().enumerate() {
+                let end = starts.get(i + 1).copied().unwrap_or(len);
+                let mut file = File::open(&path).unwrap();
+                file.seek(SeekFrom::Start(start)).unwrap();
+                let part = read_part(BufReader::new(file.take(end - start)), "m", Detail::Full, start);
+                got.extend(part.unwrap().records);
+            }
+            assert_eq!(got, one, "{parts} parts");
+        }
+        // Errors late in the file name their line from the file's start, the first one first.
+        text[150] = "{\"record_type\": \"measurement\"}".into();
+        text[180] = "not json".into();
+        std::fs::write(&path, text.join("\n") + "\n").unwrap();
+        let whole = read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0).unwrap_err();
+        assert_eq!(whole.line, 151);
+        // 20 KB: below the size that pays for threads, so the parts are forced here.
+        let parts = read_records_in(&path, "m", Detail::Full, 4).unwrap_err();
+        assert_eq!(parts.to_string(), whole.to_string());
+        text[150] = line(150);
+        std::fs::write(&path, text.join("\n") + "\n").unwrap();
+        let parts = read_records_in(&path, "m", Detail::Full, 4).unwrap_err();
+        assert_eq!((parts.line, parts.message.starts_with("not valid JSON")), (181, true), "{parts}");
+    }
+}

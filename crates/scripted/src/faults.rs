@@ -1,0 +1,223 @@
+//! Hostile and broken answers of the scripted chat endpoint (`Fault`), each one thing a real
+//! server, proxy or network has done to a benchmark.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, StreamExt};
+use serde_json::json;
+
+use super::chat::sse_response;
+use super::lock;
+use super::net::{Kill, Kills, Peer};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    None,
+    /// Respond with this status and body.
+    Status(u16, &'static str),
+    /// 200 stream that carries an error object after the first token.
+    ErrorInStream,
+    /// Stream ends after the tokens without usage and without [DONE].
+    Truncate,
+    /// Never answer (for timeouts).
+    Hang,
+    /// Keep-alive comments between events.
+    KeepAlive,
+    /// 200 SSE whose first line (`data: xxx...`) never ends: this many bytes, then silence.
+    HugeLine(usize),
+    /// 200 SSE of valid content deltas that never ends, one every `Behaviour::token_ms` (0: as
+    /// fast as the socket takes them).
+    EndlessStream,
+    /// 200 application/json whose body never ends.
+    EndlessBody,
+    /// 500 whose body never ends.
+    HugeErrorBody,
+    /// 200 text/html (a proxy's login page) to a streaming request.
+    Html200,
+    /// A stream whose second event holds a byte that is not UTF-8.
+    InvalidUtf8,
+    /// 200 SSE headers, then nothing.
+    HangAfterHeaders,
+    /// 401 whose body echoes the request's headers (keys included), on chat and preset actions.
+    EchoHeaders,
+    /// The normal stream, cut into `bytes`-byte pieces sent `every_ms` apart.
+    SlowDrip {
+        bytes: usize,
+        every_ms: u64,
+    },
+    /// The normal stream, held back until its last token is due, then flushed in one write: what a
+    /// buffering proxy does, and a llama-server under load did to 12 of 36 streams. The `timings`
+    /// say how long the server decoded (`predicted_ms`), as llama.cpp's do.
+    Burst,
+    /// Read the request, then close the connection without answering.
+    DropAfterRead,
+    /// Two content chunks, then a TCP reset.
+    ResetMidBody,
+    /// llama-server's way with every streamed response: the stream ends properly (its last chunk,
+    /// no `Connection: close` announced), then the server reads nothing more on that connection
+    /// and closes it. llama-server closes within tens of microseconds (cpp-httplib ends a
+    /// connection whose chunked content provider returns false, and llama-server's returns false
+    /// after its last chunk); here the connection stays open, deaf, for this many ms, so a
+    /// request a client writes onto it right after the stream is lost every time, not now and then.
+    CloseAfterStream(u64),
+    /// After each stream's end, this many ms later, a second, unasked-for response on the same
+    /// kept-alive connection (a whole SSE stream whose one token is "stray"): written before the
+    /// server reads the connection's next request, so a client that sent one meanwhile gets the
+    /// stray first, as from a proxy or server that answers a request twice.
+    StrayAfterStream(u64),
+    /// The request's key (bearer, Basic credentials or x-api-key) said back in another form.
+    EchoKey(EchoKey),
+}
+
+/// How `Fault::EchoKey` says the key back: each a way echoed keys got past literal redaction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum EchoKey {
+    /// 401 whose JSON body escapes `/` as `\/` (PHP's json_encode, some Java encoders).
+    Escaped,
+    /// The normal stream, its first content chunk starting with the key.
+    Completion,
+    /// 401 whose body puts the key across the 2000th character, where error quotes are cut.
+    AtCut,
+}
+
+/// The credential a request carried: the bearer token, the Basic credentials (base64) or x-api-key.
+fn key_of(headers: &HeaderMap) -> String {
+    let auth = headers.get("authorization").or_else(|| headers.get("x-api-key"));
+    let value = auth.and_then(|v| v.to_str().ok()).unwrap_or("");
+    value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("Basic ")).unwrap_or(value).to_string()
+}
+
+/// Text to put before the first content token, for `EchoKey::Completion`.
+pub fn completion_echo(fault: &Fault, headers: &HeaderMap) -> Option<String> {
+    (*fault == Fault::EchoKey(EchoKey::Completion)).then(|| format!("your key is {} ", key_of(headers)))
+}
+
+/// The 401 of `EchoKey::Escaped` and `EchoKey::AtCut`.
+fn echo_key(how: EchoKey, headers: &HeaderMap) -> Option<Response> {
+    let key = key_of(headers);
+    let body = match how {
+        EchoKey::Escaped => {
+            let escaped = json!(key).to_string().replace('/', "\\/");
+            format!("{{\"error\":{{\"message\":\"invalid key\",\"key\":{escaped}}}}}")
+        }
+        EchoKey::AtCut => format!("{}{key} is invalid", "x".repeat(ttft_client::body::QUOTED_CHARS - 8)),
+        EchoKey::Completion => return None,
+    };
+    Some(with_type(StatusCode::UNAUTHORIZED, "application/json", Body::from(body)))
+}
+
+/// The unasked-for response of `Fault::StrayAfterStream`: complete, chunked, one token.
+pub const STRAY_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+transfer-encoding: chunked\r\n\r\n\
+3d\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"stray\"}}]}\n\n\r\n\
+e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
+
+fn sse(stream: impl futures_util::Stream<Item = Bytes> + Send + 'static) -> Response {
+    sse_response(Body::from_stream(stream.map(Ok::<_, Infallible>)))
+}
+
+fn with_type(status: StatusCode, content_type: &'static str, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+fn delta(text: &str) -> Bytes {
+    Bytes::from(format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": {"content": text}}]})))
+}
+
+/// Never yields: the connection stays open and silent.
+fn forever() -> impl futures_util::Stream<Item = Bytes> + Send + 'static {
+    stream::pending()
+}
+
+/// The same chunk forever, as fast as the client reads.
+fn endless(chunk: Bytes) -> impl futures_util::Stream<Item = Bytes> + Send + 'static {
+    stream::repeat(chunk)
+}
+
+/// The answer of a fault that replaces the whole response; `None` for the others.
+pub fn respond(
+    fault: &Fault,
+    headers: &HeaderMap,
+    peer: Peer,
+    kills: &Kills,
+    token_ms: u64,
+) -> Option<Response> {
+    let response = match fault {
+        Fault::HugeLine(n) => {
+            let n = *n;
+            let chunk = Bytes::from(vec![b'x'; 64 << 10]);
+            let body = stream::once(async { Bytes::from_static(b"data: ") })
+                .chain(endless(chunk.clone()).take(n.div_ceil(chunk.len())))
+                .chain(forever());
+            sse(body)
+        }
+        Fault::EndlessStream => sse(stream::iter(0u64..).then(move |i| async move {
+            if token_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(token_ms)).await;
+            }
+            delta(&format!(" w{i}"))
+        })),
+        Fault::EndlessBody => {
+            let body =
+                stream::once(async { Bytes::from_static(b"{\"choices\":[{\"message\":{\"content\":\"") })
+                    .chain(endless(Bytes::from(vec![b'x'; 64 << 10])));
+            with_type(StatusCode::OK, "application/json", Body::from_stream(body.map(Ok::<_, Infallible>)))
+        }
+        Fault::HugeErrorBody => {
+            let body = endless(Bytes::from("overloaded ".repeat(6000)));
+            let body = Body::from_stream(body.map(Ok::<_, Infallible>));
+            with_type(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", body)
+        }
+        Fault::Html200 => with_type(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            Body::from(
+                "<!DOCTYPE html><html><head><title>Sign in</title></head><body>proxy login</body></html>",
+            ),
+        ),
+        Fault::InvalidUtf8 => {
+            let mut bad = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a".to_vec();
+            bad.extend_from_slice(b"\xFF\xFE\"}}]}\n\n");
+            sse(stream::iter([delta("w0"), Bytes::from(bad)]).chain(forever()))
+        }
+        Fault::HangAfterHeaders => sse(forever()),
+        Fault::EchoHeaders => {
+            let echoed: serde_json::Map<String, serde_json::Value> =
+                headers.iter().map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or("")))).collect();
+            let body = json!({"error": {"message": "unauthorized", "your_headers": echoed}});
+            (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()
+        }
+        Fault::DropAfterRead => {
+            lock(kills).insert(peer.0, Kill::Drop);
+            (StatusCode::OK, "never delivered").into_response()
+        }
+        Fault::ResetMidBody => {
+            let kills = kills.clone();
+            let head = stream::iter([delta("w0"), delta(" w1")]);
+            let tail = stream::once(async move {
+                // Let the client read the first chunks, then reset at the next write.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                lock(&kills).insert(peer.0, Kill::Reset);
+                delta(" w2")
+            });
+            sse(head.chain(tail).chain(forever()))
+        }
+        Fault::EchoKey(how) => return echo_key(*how, headers),
+        _ => return None,
+    };
+    Some(response)
+}
+
+/// `frames` cut into `bytes`-byte pieces, one every `every_ms`.
+pub fn drip(frames: Vec<Bytes>, bytes: usize, every_ms: u64) -> Vec<(u64, Bytes)> {
+    let all: Vec<u8> = frames.concat();
+    all.chunks(bytes.max(1)).map(|c| (every_ms, Bytes::copy_from_slice(c))).collect()
+}
