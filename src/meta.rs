@@ -1,12 +1,18 @@
 //! `run.json`: everything a reader needs to trust (or distrust) a run's numbers — which harness,
 //! which server, which host, the fully resolved config — rewritten atomically as the run goes.
+//!
+//! The reading verbs' views of run.json (`results::run_meta`) are built here from the structs
+//! written, each conversion naming every field of both sides, so a field renamed on either side
+//! fails the build.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::cli::Slo;
-use crate::config::SweepConfig;
+use crate::cli::{PhysicsArgs, Slo};
+use crate::config::{SweepConfig, ThermalPolicy};
 use crate::record::CacheState;
+use crate::results::run_meta as view;
+use crate::supervise::ServerCrash;
 
 pub const HARNESS_NAME: &str = "ttft-bench";
 pub const HARNESS_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -48,7 +54,7 @@ pub struct RunMeta {
     pub forecast: Option<Forecast>,
     /// Every crash of a server bench started (`--server-cmd`), in order.
     #[serde(default)]
-    pub server_crashes: Vec<crate::supervise::ServerCrash>,
+    pub server_crashes: Vec<ServerCrash>,
     /// `bench soak`: its settings, then its outcome.
     #[serde(default)]
     pub soak: Option<SoakSummary>,
@@ -421,6 +427,185 @@ pub struct SoakSummary {
     pub speedup: Option<f64>,
     /// speedup / N: the share of N lone streams' output that N concurrent streams give.
     pub efficiency: Option<f64>,
+}
+
+// What the reading verbs see of a run.json (`results::run_meta`), from what the sweep writes. Each
+// conversion destructures the writer's struct naming every field (no `..`) and builds the view with
+// every field named, so a field renamed, added or dropped on either side is a compile error that
+// asks whether the readers need it. Serde's names are held by the test that reads a serialized
+// RunMeta back through the view and compares it with these (tests/it/merge_run_meta.rs).
+
+impl From<&RunMeta> for view::OurMeta {
+    fn from(meta: &RunMeta) -> view::OurMeta {
+        let RunMeta {
+            schema_version: _,
+            run_id,
+            harness,
+            started_at: _,
+            ended_at: _,
+            status: _,
+            resumed_at: _,
+            config,
+            server,
+            host,
+            prompt_sizing: _,
+            thermal_baseline: _,
+            physics,
+            stagger_calibration: _,
+            forecast: _,
+            server_crashes,
+            soak: _,
+            load: _,
+            harness_time: _,
+            arrival_stamps: _,
+            runs_auto: _,
+        } = meta;
+        view::OurMeta {
+            run_id: Some(run_id.clone()),
+            harness: Some(harness.into()),
+            config: Some(config.into()),
+            server: Some(server.into()),
+            host: Some(host.into()),
+            server_crashes: server_crashes.iter().map(Into::into).collect(),
+            physics: physics.as_ref().map(Into::into),
+        }
+    }
+}
+
+impl From<&Harness> for view::HarnessView {
+    fn from(harness: &Harness) -> view::HarnessView {
+        let Harness { name, version, git_sha } = harness;
+        view::HarnessView { name: name.clone(), version: version.clone(), git_sha: git_sha.clone() }
+    }
+}
+
+impl From<&SweepConfig> for view::ConfigView {
+    fn from(config: &SweepConfig) -> view::ConfigView {
+        let SweepConfig {
+            server,
+            server_url: _,
+            model,
+            api,
+            preset,
+            scenario_file: _,
+            contexts: _,
+            modes: _,
+            cache_states: _,
+            batch_sizes: _,
+            concurrent_max_context: _,
+            runs: _,
+            output_tokens,
+            request_timeout_s: _,
+            api_key_env: _,
+            server_cmd,
+            max_restarts: _,
+            server_start_timeout_s: _,
+            ca_cert: _,
+            insecure,
+            seed: _,
+            out_dir: _,
+            staggered: _,
+            thermal,
+            physics,
+            shard: _,
+            reuse_primes: _,
+            slot_dir: _,
+            page_cache: _,
+            extra_body: _,
+            temperature: _,
+            headers: _,
+            warmup: _,
+            runs_auto: _,
+            dataset: _,
+            turns: _,
+            think_time_ms: _,
+            request_bodies: _,
+        } = config;
+        view::ConfigView {
+            server: Some(server.clone()),
+            // Written out with its secrets masked, so read back masked.
+            server_cmd: server_cmd.as_deref().map(crate::secrets::redact_command),
+            // The view keeps the dialect as written; a unit enum always serializes.
+            api: serde_json::to_value(api).ok(),
+            preset: Some(preset.clone()),
+            model: model.clone(),
+            output_tokens: Some(*output_tokens),
+            thermal: Some(thermal.into()),
+            physics: Some(physics.into()),
+            insecure: *insecure,
+        }
+    }
+}
+
+impl From<&ThermalPolicy> for view::ThermalView {
+    fn from(policy: &ThermalPolicy) -> view::ThermalView {
+        match policy {
+            ThermalPolicy::Probe { tolerance, min_cooldown_s: _, max_cooldown_s: _ } => {
+                view::ThermalView::Probe { tolerance: *tolerance }
+            }
+            ThermalPolicy::Fixed { cooldown_s } => view::ThermalView::Fixed { cooldown_s: *cooldown_s },
+            ThermalPolicy::Off => view::ThermalView::Off,
+        }
+    }
+}
+
+impl From<&PhysicsArgs> for view::PhysicsView {
+    fn from(inputs: &PhysicsArgs) -> view::PhysicsView {
+        let PhysicsArgs { hardware, bandwidth_gbps, tflops, model_bytes, params, model_file } = inputs;
+        view::PhysicsView {
+            hardware: hardware.clone(),
+            bandwidth_gbps: *bandwidth_gbps,
+            tflops: *tflops,
+            model_bytes: model_bytes.clone(),
+            params: params.clone(),
+            model_file: model_file.clone(),
+        }
+    }
+}
+
+impl From<&ServerInfo> for view::ServerView {
+    fn from(server: &ServerInfo) -> view::ServerView {
+        let ServerInfo { base_url: _, models: _, props, preset: _, command: _ } = server;
+        view::ServerView { props: props.clone() }
+    }
+}
+
+impl From<&HostFacts> for view::HostView {
+    fn from(host: &HostFacts) -> view::HostView {
+        let HostFacts {
+            hostname: _,
+            os: _,
+            os_version: _,
+            kernel: _,
+            arch,
+            cpu_brand,
+            cpu_cores_physical: _,
+            cpu_cores_logical: _,
+            memory_bytes: _,
+        } = host;
+        view::HostView { cpu_brand: Some(cpu_brand.clone()), arch: Some(arch.clone()) }
+    }
+}
+
+impl From<&ServerCrash> for view::ServerCrashView {
+    fn from(crash: &ServerCrash) -> view::ServerCrashView {
+        let ServerCrash { at, exit_code, signal, in_flight, stderr_tail: _, restarted } = crash;
+        view::ServerCrashView {
+            at: at.clone(),
+            exit_code: *exit_code,
+            signal: *signal,
+            in_flight: in_flight.clone(),
+            restarted: *restarted,
+        }
+    }
+}
+
+impl From<&PhysicsProfiles> for view::ProfilesView {
+    fn from(profiles: &PhysicsProfiles) -> view::ProfilesView {
+        let PhysicsProfiles { hardware: _, model } = profiles;
+        // The view keeps the model profile as the JSON written; verify types it.
+        view::ProfilesView { model: model.as_ref().and_then(|m| serde_json::to_value(m).ok()) }
+    }
 }
 
 #[cfg(test)]

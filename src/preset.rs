@@ -176,8 +176,8 @@ pub struct Session {
 pub enum PresetError {
     #[error("built-in preset {name}: {source}")]
     BuiltIn { name: String, source: toml::de::Error },
-    #[error("--preset {path}: {message}")]
-    Unreadable { path: String, message: String },
+    #[error("--preset {path}: {source}")]
+    Unreadable { path: String, source: crate::input_file::ReadError },
     #[error("--preset {path}: {source}")]
     Malformed { path: String, source: toml::de::Error },
     #[error("--preset: unknown preset {name:?} (built in: {known}; or a .toml file)")]
@@ -229,7 +229,7 @@ impl Preset {
         let path = std::path::Path::new(name_or_path);
         if path.extension().is_some_and(|e| e == "toml") || path.exists() {
             let text = crate::input_file::read_text(path)
-                .map_err(|message| PresetError::Unreadable { path: name_or_path.into(), message })?;
+                .map_err(|source| PresetError::Unreadable { path: name_or_path.into(), source })?;
             let preset: Preset = toml::from_str(&text)
                 .map_err(|source| PresetError::Malformed { path: name_or_path.into(), source })?;
             preset.check_placeholders(name_or_path)?;

@@ -191,19 +191,24 @@ pub struct AutoRuns {
     pub max_runs: u32,
 }
 
+/// Why a `--target-ci` is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ShareError {
+    #[error(transparent)]
+    NotANumber(#[from] crate::spec::SpecError),
+    /// The text as given (trimmed).
+    #[error("{0:?} must be above 0% and below 100% (e.g. 5%)")]
+    OutOfRange(String),
+}
+
 /// `--target-ci`: `5%` or `0.05`, above 0 and below 1.
-fn parse_share(text: &str) -> Result<f64, String> {
+fn parse_share(text: &str) -> Result<f64, ShareError> {
     let t = text.trim();
     let value = match t.strip_suffix('%') {
         Some(p) => crate::spec::finite(p).map(|v| v / 100.0),
         None => crate::spec::finite(t),
-    }
-    .map_err(|e| e.to_string())?;
-    if value > 0.0 && value < 1.0 {
-        Ok(value)
-    } else {
-        Err(format!("{t:?} must be above 0% and below 100% (e.g. 5%)"))
-    }
+    }?;
+    if value > 0.0 && value < 1.0 { Ok(value) } else { Err(ShareError::OutOfRange(t.to_string())) }
 }
 
 /// The `--runs auto` settings, or None for a fixed number of runs (the auto-only flags are then
@@ -218,7 +223,7 @@ pub fn validate_auto_runs(plan: &MeasureArgs, origins: &Origins) -> Result<Optio
         return Ok(None);
     }
     let target_ci = match &plan.target_ci {
-        Some(t) => parse_share(t).map_err(|m| origins.invalid("target_ci", m))?,
+        Some(t) => parse_share(t).map_err(|e| origins.invalid("target_ci", e.to_string()))?,
         None => DEFAULT_TARGET_CI,
     };
     let min_runs = plan.min_runs.map_or(DEFAULT_MIN_RUNS, |c| c.0);
@@ -257,27 +262,50 @@ fn redacted_headers<S: serde::Serializer>(headers: &[String], s: S) -> Result<S:
     headers.iter().map(|h| crate::secrets::redact_header(h)).collect::<Vec<_>>().serialize(s)
 }
 
+/// Why a `--header` line is refused. It never holds the header's value: a credential's would be
+/// shown wherever the error is.
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    /// The line as `secrets::redact_header` shows it.
+    #[error("{0:?} is not 'Name: value'")]
+    NotNameValue(String),
+    #[error("{0:?} is not an HTTP header name")]
+    BadName(String),
+    /// The header's name.
+    #[error("the value of {0} is not a valid HTTP header value")]
+    BadValue(String),
+    #[error("{0} is set by bench itself")]
+    Owned(String),
+}
+
 /// The name and value of a `--header` line, checked as HTTP allows them.
-pub fn parse_header(line: &str) -> Result<(String, String), String> {
+pub fn parse_header(line: &str) -> Result<(String, String), HeaderError> {
     let Some((name, value)) = line.split_once(':') else {
-        return Err(format!("{:?} is not 'Name: value'", crate::secrets::redact_header(line)));
+        return Err(HeaderError::NotNameValue(crate::secrets::redact_header(line)));
     };
     let (name, value) = (name.trim(), value.trim());
     reqwest::header::HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| format!("{name:?} is not an HTTP header name"))?;
-    reqwest::header::HeaderValue::from_str(value)
-        .map_err(|_| format!("the value of {name} is not a valid HTTP header value"))?;
+        .map_err(|_| HeaderError::BadName(name.into()))?;
+    reqwest::header::HeaderValue::from_str(value).map_err(|_| HeaderError::BadValue(name.into()))?;
     if OWNED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-        return Err(format!("{name} is set by bench itself"));
+        return Err(HeaderError::Owned(name.into()));
     }
     Ok((name.to_string(), value.to_string()))
 }
 
+/// An `--extra-body` key bench sets itself, and the flag that sets it (`OWNED_BODY_KEYS`).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key:?} is set by bench itself (use {flag}), not by --extra-body")]
+pub struct OwnedBodyKey {
+    pub key: &'static str,
+    pub flag: &'static str,
+}
+
 /// The extra body, unless it names a key bench sets itself.
-pub fn validate_extra_body(body: &serde_json::Map<String, Value>) -> Result<(), String> {
+pub fn validate_extra_body(body: &serde_json::Map<String, Value>) -> Result<(), OwnedBodyKey> {
     match OWNED_BODY_KEYS.iter().find(|(key, _)| body.contains_key(*key)) {
         None => Ok(()),
-        Some((key, flag)) => Err(format!("{key:?} is set by bench itself (use {flag}), not by --extra-body")),
+        Some(&(key, flag)) => Err(OwnedBodyKey { key, flag }),
     }
 }
 
@@ -463,10 +491,10 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     let headers = connection.header.clone().unwrap_or_default();
     for line in &headers {
         crate::secrets::redact_header(line);
-        parse_header(line).map_err(|m| origins.invalid("header", m))?;
+        parse_header(line).map_err(|e| origins.invalid("header", e.to_string()))?;
     }
     let extra_body = plan.extra_body.clone().map(|b| b.0).unwrap_or_default();
-    validate_extra_body(&extra_body).map_err(|m| origins.invalid("extra_body", m))?;
+    validate_extra_body(&extra_body).map_err(|e| origins.invalid("extra_body", e.to_string()))?;
     let runs_auto = validate_auto_runs(&plan, &origins)?;
     let temperature = plan.temperature.unwrap_or(0.0);
     if temperature < 0.0 {

@@ -165,3 +165,33 @@ fn the_slot_dir_comes_from_the_flag_else_from_the_server_command() {
     let plain = resolve(&args(&[]).unwrap_or_else(|e| panic!("{e}"))).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(plain.slot_dir, None);
 }
+
+#[test]
+fn refused_shares_headers_and_body_keys_are_typed_with_their_messages() {
+    let e = parse_share(" 150% ").unwrap_err();
+    assert!(matches!(&e, ShareError::OutOfRange(t) if t == "150%"), "{e:?}");
+    assert_eq!(e.to_string(), "\"150%\" must be above 0% and below 100% (e.g. 5%)");
+    let e = parse_share("five").unwrap_err();
+    assert!(matches!(e, ShareError::NotANumber(_)), "{e:?}");
+    assert_eq!(e.to_string(), crate::spec::finite("five").unwrap_err().to_string());
+    assert_eq!(parse_share("5%").unwrap(), 0.05);
+
+    let e = parse_header("X-Trace abc").unwrap_err();
+    assert!(matches!(e, HeaderError::NotNameValue(_)), "{e:?}");
+    assert_eq!(e.to_string(), "\"X-Trace abc\" is not 'Name: value'");
+    let e = parse_header("Bad Name: 1").unwrap_err();
+    assert!(matches!(e, HeaderError::BadName(_)), "{e:?}");
+    assert_eq!(e.to_string(), "\"Bad Name\" is not an HTTP header name");
+    let e = parse_header("X-Trace: a\u{7f}b").unwrap_err();
+    assert!(matches!(e, HeaderError::BadValue(_)), "{e:?}");
+    assert_eq!(e.to_string(), "the value of X-Trace is not a valid HTTP header value");
+    let e = parse_header("Content-Type: text/plain").unwrap_err();
+    assert!(matches!(e, HeaderError::Owned(_)), "{e:?}");
+    assert_eq!(e.to_string(), "Content-Type is set by bench itself");
+
+    let body: serde_json::Map<String, Value> =
+        serde_json::from_str(r#"{"top_k": 1, "stream": false}"#).unwrap();
+    let e = validate_extra_body(&body).unwrap_err();
+    assert_eq!(e, OwnedBodyKey { key: "stream", flag: "--modes" });
+    assert_eq!(e.to_string(), "\"stream\" is set by bench itself (use --modes), not by --extra-body");
+}

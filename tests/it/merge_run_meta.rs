@@ -8,10 +8,11 @@ use assert_cmd::Command;
 use clap::Parser;
 use serde_json::{Value, json};
 use ttft_bench::command::{Cli, Command as Verb};
-use ttft_bench::meta::{Harness, HostFacts, RunMeta, ServerInfo};
+use ttft_bench::meta::{Harness, HostFacts, PhysicsProfiles, RunMeta, ServerInfo};
 use ttft_bench::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
 use ttft_bench::results::load::read_run_json;
-use ttft_bench::results::run_meta::RunMetaView;
+use ttft_bench::results::run_meta::{OurMeta, RunMetaView, ThermalView};
+use ttft_bench::supervise::ServerCrash;
 
 fn record(run_id: &str, context_tokens: u32) -> Record {
     Record::Measurement(Box::new(Measurement {
@@ -140,4 +141,50 @@ fn what_a_sweep_writes_reads_back_through_the_typed_view() {
     let props = ours.server.as_ref().and_then(|s| s.props.as_ref()).unwrap();
     assert_eq!(props["build_info"], "b4567");
     assert_eq!(ours.host.as_ref().unwrap().arch.as_deref(), Some("aarch64"));
+}
+
+/// The reader's view of a run.json is what `meta` says it is: read back from the bytes a RunMeta
+/// serializes to, it equals the view `meta` builds from the same RunMeta field by field. The build
+/// holds the fields' Rust names; this holds their serde names (a `rename` on one side only).
+#[test]
+fn the_view_read_back_equals_the_view_meta_builds() {
+    let argv = ["bench", "sweep", "--server-cmd", "llama-server --port {port} --api-key sk-view-4421-secret"];
+    let flags = ["--tolerance", "0.15", "--output-tokens", "48", "--model", "the-model", "--insecure"];
+    let physics = ["--hardware", "h200", "--model-bytes", "16GB", "--params", "8B", "--model-file", "m.gguf"];
+    let cli = Cli::try_parse_from(argv.iter().chain(&flags).chain(&physics)).unwrap();
+    let Verb::Sweep(args) = cli.command else { panic!("parsed as sweep") };
+    let config = ttft_bench::config::resolve(&args).unwrap();
+    let mut meta = RunMeta::started(
+        "20260101T000000Z-view".into(),
+        config,
+        "2026-01-01T00:00:00.000Z".into(),
+        HostFacts::collect(),
+    );
+    meta.server.props = Some(json!({"build_info": "b4567", "n_ctx": 8192}));
+    meta.physics = Some(PhysicsProfiles {
+        hardware: ttft_bench::physics::resolve_hardware(Some("h200"), None, None).unwrap(),
+        model: ttft_bench::physics::resolve_model(Some("16GB"), Some("8B"), None).unwrap(),
+    });
+    meta.server_crashes.push(ServerCrash {
+        at: "2026-01-01T00:01:00.000Z".into(),
+        exit_code: None,
+        signal: Some(11),
+        in_flight: "ctx 1024 cold streaming b1 run 2".into(),
+        stderr_tail: vec!["segfault".into()],
+        restarted: true,
+    });
+
+    let text = serde_json::to_string_pretty(&meta).unwrap();
+    let read = read_run_json("run.json", text.as_bytes()).unwrap();
+    let RunMetaView::Ours(ours) = &read.view else { panic!("a sweep's run.json is ours: {:?}", read.view) };
+    let built = OurMeta::from(&meta);
+    assert_eq!(**ours, built);
+    // Every section the view reads is present, so the equality above compared each of them.
+    let config = built.config.as_ref().unwrap();
+    assert!(config.server_cmd.as_deref().is_some_and(|c| !c.contains("sk-view-4421-secret")), "{config:?}");
+    assert!(config.insecure && config.physics.as_ref().is_some_and(|p| p.model_file.is_some()));
+    assert!(matches!(config.thermal, Some(ThermalView::Probe { .. })));
+    assert!(built.physics.as_ref().is_some_and(|p| p.model.is_some()));
+    assert_eq!(built.server_crashes.len(), 1);
+    assert!(built.harness.is_some() && built.server.as_ref().is_some_and(|s| s.props.is_some()));
 }

@@ -20,12 +20,39 @@ pub fn file_kind(kind: std::fs::FileType) -> &'static str {
     if kind.is_dir() { "a directory" } else { "not a regular file" }
 }
 
+/// Why an input file given by name could not be read; the caller adds the file and its flag.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read: {source}")]
+    Unreadable { source: std::io::Error },
+    /// What it is instead (`file_kind`).
+    #[error("not a regular file (it is {0})")]
+    NotAFile(&'static str),
+}
+
 /// The text of an input file given by name (a scenario, a preset), refusing anything that is not
 /// a regular file before opening it: opening a FIFO waits for a writer, a device never ends.
-pub fn read_text(path: &std::path::Path) -> Result<String, String> {
-    let kind = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?.file_type();
+pub fn read_text(path: &std::path::Path) -> Result<String, ReadError> {
+    let kind = std::fs::metadata(path).map_err(|source| ReadError::Unreadable { source })?.file_type();
     if !kind.is_file() {
-        return Err(format!("not a regular file (it is {})", file_kind(kind)));
+        return Err(ReadError::NotAFile(file_kind(kind)));
     }
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))
+    std::fs::read_to_string(path).map_err(|source| ReadError::Unreadable { source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_not_a_readable_file_is_told_by_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_text(dir.path()).unwrap_err();
+        assert!(matches!(e, ReadError::NotAFile("a directory")), "{e:?}");
+        assert_eq!(e.to_string(), "not a regular file (it is a directory)");
+        let e = read_text(&dir.path().join("absent.toml")).unwrap_err();
+        let ReadError::Unreadable { source: io } = &e else { panic!("{e:?}") };
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert!(e.to_string().starts_with("cannot read: No such file"), "{e}");
+    }
 }

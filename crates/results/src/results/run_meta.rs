@@ -7,8 +7,8 @@
 //! physics inputs and the harness accept no unknown field. Sections may be absent (hand-written or
 //! partial run.json files are read), but a section that is present must have its expected shape.
 //!
-//! `tests/it/merge_run_meta.rs` serializes the `meta::RunMeta` a sweep writes and reads it back through
-//! this view, so a rename on the writing side fails that test rather than emptying a reader.
+//! `meta` builds each of these views from the struct it writes, naming every field of both, so a
+//! field renamed on either side fails the build (and a test holds the serde names to the same).
 
 use std::path::PathBuf;
 
