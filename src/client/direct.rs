@@ -2,6 +2,8 @@
 //!
 //! The direct path: a lane writes plain-HTTP chat requests on its own sockets and reads the
 //! answers itself, without reqwest. HTTPS and proxied requests keep going through reqwest.
+//! Responses are read as hyper reads them, and what it refuses (h1.rs lists it) is an error in
+//! the record, never a misread.
 //!
 //! Why, measured in docs/client-lanes.md:
 //! - Arrival times come from the kernel (socket.rs): a lane delayed by a busy or preempted core

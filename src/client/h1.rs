@@ -15,11 +15,13 @@
 //!   beside a `keep-alive`; HTTP/1.0 closes unless it says `keep-alive`.
 //!
 //! Refused, each as an error naming what was wrong (never a silent misread): a head that is not
-//! HTTP/1.1 (httparse), a status under 100, over 100 header fields, a head over 64 KiB (hyper
-//! allows about 400 KiB), `Transfer-Encoding` on HTTP/1.0, a `Content-Length` that is not digits
-//! or two that differ, a chunk-size line that is no hex size, a line not ended by CRLF, a chunk
-//! longer than its size, a framing line or trailer section over 4 KiB, trailers that are not
-//! header fields, and a body cut short by the server closing the connection.
+//! HTTP/1.1 (httparse), a status under 100, over 100 header fields, a head over 64 KiB,
+//! `Transfer-Encoding` on HTTP/1.0, a `Content-Length` that is not digits or two that differ, a
+//! chunk-size line that is no hex size, a line not ended by CRLF, a chunk longer than its size, a
+//! framing line or trailer section over 4 KiB, trailers that are not header fields, and a body cut
+//! short by the server closing the connection. The limits are tighter than hyper's (a head of
+//! about 400 KiB, chunk extensions and trailers of 16 KiB each): between the two, only the direct
+//! path refuses.
 
 use std::ops::Range;
 
