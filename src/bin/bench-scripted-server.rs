@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ttft_bench::exit;
+use ttft_scripted::dialect::UnknownDialect;
 use ttft_scripted::{Behaviour, Dialect, EchoKey, Fault, Scripted, ServeOptions};
 
 #[derive(Parser, Debug)]
@@ -91,7 +92,7 @@ struct Args {
     threads: Option<usize>,
 }
 
-fn parse_dialect(text: &str) -> Result<Dialect, String> {
+fn parse_dialect(text: &str) -> Result<Dialect, UnknownDialect> {
     text.parse()
 }
 

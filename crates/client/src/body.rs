@@ -26,6 +26,22 @@ pub enum BodyError {
     Broken(String),
 }
 
+/// Why a body stopped before its end, after `read` payload bytes. The same words on both
+/// transports; they land in records (`error.message`): keep them.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Broken {
+    #[error("connection reset by the server while reading the body (after {read} bytes)")]
+    Reset { read: u64 },
+    #[error("the server closed the connection before the body was complete (after {read} bytes)")]
+    ClosedEarly { read: u64 },
+    /// The body's framing (chunked encoding) broke the rules; `why` is the parser's own account
+    /// (h1.rs or hyper's).
+    #[error("the body's framing is broken (after {read} bytes): {why}")]
+    Framing { read: u64, why: String },
+    #[error("the body could not be read (after {read} bytes): {why}")]
+    Unreadable { read: u64, why: String },
+}
+
 /// A response body as it is read: its pieces in order, each with the instant it arrived, in ms
 /// since the request's window opened. Two sources: reqwest (`Fetched`, stamped when a piece is
 /// handed over) and the direct path (direct.rs, stamped with the kernel's arrival time).
@@ -35,9 +51,9 @@ pub(crate) trait Body {
     fn location(&self) -> Option<String>;
     /// A coding of the response that bench did not ask for (h1::unasked_coding).
     fn coding(&self) -> Option<String>;
-    /// The next piece, `None` at the body's end, `Err(why)` when it broke (why in words, with
-    /// the bytes read so far).
-    async fn next(&mut self) -> Option<Result<(&[u8], f64), String>>;
+    /// The next piece, `None` at the body's end, `Err(why)` when it broke (with the bytes read
+    /// so far).
+    async fn next(&mut self) -> Option<Result<(&[u8], f64), Broken>>;
 }
 
 /// A body read through reqwest.
@@ -73,7 +89,7 @@ impl Body for Fetched {
         super::h1::unasked_coding(transfer, content)
     }
 
-    async fn next(&mut self) -> Option<Result<(&[u8], f64), String>> {
+    async fn next(&mut self) -> Option<Result<(&[u8], f64), Broken>> {
         let next = self.response.chunk().await;
         // Stamped before anything looks at the bytes.
         let at_ms = ms_since(self.start);
@@ -112,7 +128,7 @@ pub(crate) async fn read_capped_from(
         match tokio::time::timeout_at(deadline, source.next()).await {
             Err(_) => return Err(BodyError::Timeout),
             Ok(None) => return Ok(body),
-            Ok(Some(Err(why))) => return Err(BodyError::Broken(why)),
+            Ok(Some(Err(why))) => return Err(BodyError::Broken(why.to_string())),
             Ok(Some(Ok((chunk, _)))) => {
                 if body.len() + chunk.len() > cap {
                     return Err(BodyError::TooLarge { cap });
@@ -175,7 +191,7 @@ pub fn causes<'a>(e: &'a (dyn std::error::Error + 'static)) -> Vec<&'a (dyn std:
 
 /// What a failed body read means, in words that point the right way (reqwest says "error
 /// decoding response body" for a reset connection).
-pub fn broken_body(e: &reqwest::Error, read: u64) -> String {
+pub(crate) fn broken_body(e: &reqwest::Error, read: u64) -> Broken {
     for cause in causes(e) {
         if let Some(io) = cause.downcast_ref::<std::io::Error>().filter(|io| ended(io)) {
             return broken_io(io, read);
@@ -184,13 +200,13 @@ pub fn broken_body(e: &reqwest::Error, read: u64) -> String {
         if let Some(io) = cause.downcast_ref::<std::io::Error>().filter(|io| {
             matches!(io.kind(), std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData)
         }) {
-            return broken_framing(&io.to_string(), read);
+            return Broken::Framing { read, why: io.to_string() };
         }
         if cause.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
-            return closed_early(read);
+            return Broken::ClosedEarly { read };
         }
     }
-    format!("the body could not be read (after {read} bytes): {}", super::error_chain(e))
+    Broken::Unreadable { read, why: super::error_chain(e) }
 }
 
 /// The connection was reset or closed under the reader.
@@ -200,24 +216,12 @@ pub(crate) fn ended(io: &std::io::Error) -> bool {
 }
 
 /// What a failed read of a socket means, after `read` bytes of the body.
-pub(crate) fn broken_io(io: &std::io::Error, read: u64) -> String {
+pub(crate) fn broken_io(io: &std::io::Error, read: u64) -> Broken {
     match io.kind() {
-        std::io::ErrorKind::ConnectionReset => {
-            format!("connection reset by the server while reading the body (after {read} bytes)")
-        }
-        _ if ended(io) => closed_early(read),
-        _ => format!("the body could not be read (after {read} bytes): {io}"),
+        std::io::ErrorKind::ConnectionReset => Broken::Reset { read },
+        _ if ended(io) => Broken::ClosedEarly { read },
+        _ => Broken::Unreadable { read, why: io.to_string() },
     }
-}
-
-/// The body's framing (chunked encoding) broke the rules, after `read` payload bytes; `why` is
-/// the parser's own account. The same words on both transports.
-pub(crate) fn broken_framing(why: &str, read: u64) -> String {
-    format!("the body's framing is broken (after {read} bytes): {why}")
-}
-
-pub(crate) fn closed_early(read: u64) -> String {
-    format!("the server closed the connection before the body was complete (after {read} bytes)")
 }
 
 /// Reads the answer to a request whose response head said `status`: an error status becomes an
@@ -286,7 +290,7 @@ async fn read_stream(api: Api, limits: &Limits, source: &mut impl Body, window: 
             }
             Ok(None) => break,
             Ok(Some(Err(why))) => {
-                ex.fail(ErrorKind::StreamTruncated, why);
+                ex.fail(ErrorKind::StreamTruncated, why.to_string());
                 break;
             }
             Ok(Some(Ok(piece))) => piece,

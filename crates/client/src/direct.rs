@@ -2,6 +2,8 @@
 //!
 //! The direct path: a lane writes plain-HTTP chat requests on its own sockets and reads the
 //! answers itself, without reqwest. HTTPS and proxied requests keep going through reqwest.
+//! Responses are read as hyper reads them, and what it refuses (h1.rs lists it) is an error in
+//! the record, never a misread.
 //!
 //! Why, measured in docs/client-lanes.md:
 //! - Arrival times come from the kernel (socket.rs): a lane delayed by a busy or preempted core
@@ -32,7 +34,7 @@ use super::{
 use ttft_model::record::ErrorKind;
 
 /// Read buffer of a connection: the response head must fit in it.
-const BUFFER_BYTES: usize = 64 << 10;
+const BUFFER_BYTES: usize = h1::MAX_HEAD_BYTES;
 
 /// After the stream's end marker, how long the rest of the body (the last chunk's framing) may
 /// take to come before the connection is given up instead of kept for the next request.
@@ -86,10 +88,21 @@ impl Pool {
     }
 }
 
+/// Why no connection could be made. Its words follow "cannot connect to {authority}: " in
+/// records: keep them.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    /// The name lookup or the last address tried failed so.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the name has no address")]
+    NoAddress,
+}
+
 impl Conn {
-    async fn connect(authority: &str) -> Result<Conn, String> {
-        let addrs = tokio::net::lookup_host(authority).await.map_err(|e| e.to_string())?;
-        let mut last = "the name has no address".to_string();
+    async fn connect(authority: &str) -> Result<Conn, ConnectError> {
+        let addrs = tokio::net::lookup_host(authority).await?;
+        let mut last = ConnectError::NoAddress;
         for addr in addrs {
             match TcpStream::connect(addr).await {
                 Ok(stream) => {
@@ -104,7 +117,7 @@ impl Conn {
                         reads: Default::default(),
                     });
                 }
-                Err(e) => last = e.to_string(),
+                Err(e) => last = ConnectError::Io(e),
             }
         }
         Err(last)
@@ -186,7 +199,7 @@ async fn open(pool: &Pool, wire: &Wire, timeout: Duration, ex: &mut Exchange) ->
             // Nothing reached the server: it may be sent again, once.
             Ok(Err(_)) if ex.attempts < 2 => {}
             Ok(Err(why)) => {
-                ex.fail(ErrorKind::Connect, super::failure::cannot_connect(&wire.authority, &why))
+                ex.fail(ErrorKind::Connect, super::failure::cannot_connect(&wire.authority, &why.to_string()))
             }
             Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
         }
@@ -214,27 +227,19 @@ async fn send(
     let mut filled = 0;
     while ex.error.is_none() {
         match h1::parse_head(&conn.buf[..filled]) {
-            Err(why) => ex.fail(ErrorKind::Transport, why),
-            Ok(Some((head, used))) if (100..200).contains(&head.status) => {
+            Err(why) => ex.fail(ErrorKind::Transport, why.to_string()),
+            Ok(Some((head, used))) if head.is_interim() => {
                 conn.buf.copy_within(used..filled, 0);
                 filled -= used;
                 continue;
             }
             Ok(Some((head, used))) => return Some((head, used, filled)),
-            Ok(None) if filled == conn.buf.len() => {
-                ex.fail(
-                    ErrorKind::Transport,
-                    format!("the response head exceeds {} KiB", BUFFER_BYTES >> 10),
-                );
-            }
             Ok(None) => match tokio::time::timeout_at(deadline, conn.recv(filled, start)).await {
                 Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
                 Ok(Err(e)) if body::ended(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
                 Ok(Err(e)) => ex.fail(ErrorKind::Transport, format!("reading the response failed: {e}")),
                 Ok(Ok((0, _))) if filled == 0 => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
-                Ok(Ok((0, _))) => {
-                    ex.fail(ErrorKind::Transport, "the server closed the connection inside the response head")
-                }
+                Ok(Ok((0, _))) => ex.fail(ErrorKind::Transport, super::failure::CLOSED_IN_HEAD),
                 Ok(Ok((n, at_ms))) => {
                     filled += n;
                     ex.first_byte_ms = Some(at_ms.max(0.0));
@@ -306,7 +311,7 @@ impl Body for Raw<'_> {
         self.coding.clone()
     }
 
-    async fn next(&mut self) -> Option<Result<(&[u8], f64), String>> {
+    async fn next(&mut self) -> Option<Result<(&[u8], f64), body::Broken>> {
         let piece = loop {
             if self.unframe.is_done() {
                 return None;
@@ -315,7 +320,9 @@ impl Body for Raw<'_> {
                 let at = self.pos;
                 let step = match self.unframe.step(&self.conn.buf[at..self.len]) {
                     Ok(step) => step,
-                    Err(why) => return Some(Err(body::broken_framing(&why, self.read))),
+                    Err(why) => {
+                        return Some(Err(body::Broken::Framing { read: self.read, why: why.to_string() }));
+                    }
                 };
                 self.pos += step.used;
                 match step.data {
@@ -325,7 +332,7 @@ impl Body for Raw<'_> {
             }
             match self.conn.recv(0, self.start).await {
                 Ok((0, _)) if self.unframe.ends_at_close() => return None,
-                Ok((0, _)) => return Some(Err(body::closed_early(self.read))),
+                Ok((0, _)) => return Some(Err(body::Broken::ClosedEarly { read: self.read })),
                 Ok((n, at_ms)) => {
                     (self.pos, self.len) = (0, n);
                     self.at_ms = at_ms.max(self.at_ms);

@@ -52,6 +52,9 @@ pub(super) fn bad_head(why: &str, came: &str) -> String {
     }
 }
 
+/// A response head the server cut short by closing the connection.
+pub(super) const CLOSED_IN_HEAD: &str = "the server closed the connection inside the response head";
+
 /// A request that got no response head before its deadline.
 pub(super) fn no_response_headers(timeout: Duration) -> String {
     format!("no response headers within {}", humantime::format_duration(timeout))

@@ -1,6 +1,27 @@
+//! Scope: plain HTTP/1.1 POSTs whose body is in memory; never TLS, HTTP/2 or a proxy (reqwest's).
+//!
 //! HTTP/1.1 on the wire, for the client's direct path (direct.rs): a request's bytes, a response's
 //! head, and its body's framing. Pure functions over bytes: no socket, no clock, so every case is
 //! a unit test.
+//!
+//! A response is read as hyper (the reqwest path) reads it, so both transports give one verdict
+//! (tests/it/h1_differential.rs serves the same bytes to both):
+//! - interim 1xx heads are skipped; a 101 is final, with no body and no reuse (hyper's upgrade);
+//! - 204, 304 and 101 have no body; `Transfer-Encoding` wins over `Content-Length`; a chunked
+//!   body is chunked only when `chunked` is the last coding (`gzip, chunked` is unframed, and its
+//!   gzip named as an unasked coding, never read as text); any other transfer coding, or neither
+//!   header, is read until the server closes (and the connection is not reused);
+//! - `Connection: close` anywhere in the head closes the connection after the response, even
+//!   beside a `keep-alive`; HTTP/1.0 closes unless it says `keep-alive`.
+//!
+//! Refused, each as an error naming what was wrong (never a silent misread): a head that is not
+//! HTTP/1.1 (httparse), a status under 100, over 100 header fields, a head over 64 KiB,
+//! `Transfer-Encoding` on HTTP/1.0, a `Content-Length` that is not digits or two that differ, a
+//! chunk-size line that is no hex size, a line not ended by CRLF, a chunk longer than its size, a
+//! framing line or trailer section over 4 KiB, trailers that are not header fields, and a body cut
+//! short by the server closing the connection. The limits are tighter than hyper's (a head of
+//! about 400 KiB, chunk extensions and trailers of 16 KiB each): between the two, only the direct
+//! path refuses.
 
 use std::ops::Range;
 
@@ -75,6 +96,50 @@ fn has_token(value: &str, token: &str) -> bool {
 /// The most headers a response may carry; hyper's own limit is 100.
 const MAX_HEADERS: usize = 100;
 
+/// The longest response head read (interim heads each count on their own): the direct path reads
+/// the head into one buffer of this size (direct.rs).
+pub const MAX_HEAD_BYTES: usize = 64 << 10;
+
+/// Why a response head was refused. The words land in records (`error.message`): keep them.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum HeadError {
+    /// httparse's verdict, and the start of what came (quoted, redacted).
+    #[error("{}", super::failure::bad_head(&.why.to_string(), .came))]
+    Invalid { why: httparse::Error, came: String },
+    /// hyper refuses a status under 100 ("invalid HTTP status-code parsed").
+    #[error("{}", super::failure::bad_head(&format!("status code {status:03} is not 100-999"), ""))]
+    Status { status: u16 },
+    #[error("the response head exceeds {} KiB", MAX_HEAD_BYTES >> 10)]
+    TooLarge,
+    /// RFC 9112 section 6.1: transfer codings are HTTP/1.1's; an HTTP/1.0 response with one was
+    /// likely passed on by something that did not unframe it.
+    #[error("{}", super::failure::bad_head("an HTTP/1.0 response with Transfer-Encoding", ""))]
+    TransferEncodingOnHttp10,
+    #[error("bad content-length: {value}")]
+    BadLength { value: String },
+    #[error("two different content-length headers: {first} and {second}")]
+    TwoLengths { first: u64, second: u64 },
+}
+
+/// Why a body's chunked framing was refused. The words land in records: keep them.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FramingError {
+    #[error("a chunked-encoding line exceeds {MAX_FRAMING_LINE} bytes")]
+    LineTooLong,
+    #[error("a chunked-encoding line does not end in CRLF: {line}")]
+    NoCrlf { line: String },
+    #[error("bad chunk size line: {line}")]
+    BadSize { line: String },
+    #[error("a chunk size overflows: {line}")]
+    SizeOverflows { line: String },
+    #[error("a chunk runs past its size: {extra}")]
+    PastSize { extra: String },
+    #[error("the chunked body's trailers exceed {MAX_FRAMING_LINE} bytes")]
+    TrailersTooLong,
+    #[error("the chunked body's trailers are not header fields: {trailers}")]
+    TrailersNotFields { trailers: String },
+}
+
 /// A response head, as far as the client needs it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Head {
@@ -87,6 +152,14 @@ pub struct Head {
     pub keep_alive: bool,
     /// A content or transfer coding bench did not ask for (`unasked_coding`).
     pub coding: Option<String>,
+}
+
+impl Head {
+    /// An interim head (100 Continue, 103 Early Hints): the final one follows. A 101 is final:
+    /// the server switched protocols, and no HTTP answer follows.
+    pub fn is_interim(&self) -> bool {
+        (100..200).contains(&self.status) && self.status != 101
+    }
 }
 
 /// The codings of a response that bench cannot read and never asked for (it sends no
@@ -132,55 +205,63 @@ pub enum Framing {
 }
 
 /// Parses a response head from the start of `buf`: `Ok(None)` while it is incomplete, else the
-/// head and its length in bytes.
-pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
+/// head and its length in bytes. Framing as hyper decides it (`Client::decoder`): the status
+/// first, then Transfer-Encoding, then Content-Length, else until the server closes.
+pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut headers);
     let used = match response.parse(buf) {
-        Ok(httparse::Status::Complete(used)) => used,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(e) => return Err(super::failure::bad_head(&e.to_string(), &super::quote(buf))),
+        Ok(httparse::Status::Complete(used)) if used <= MAX_HEAD_BYTES => used,
+        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD_BYTES => return Ok(None),
+        Ok(_) => return Err(HeadError::TooLarge),
+        Err(why) => return Err(HeadError::Invalid { why, came: super::quote(buf) }),
     };
     let status = response.code.unwrap_or(0);
-    let mut keep_alive = response.version == Some(1);
-    let (mut content_type, mut length, mut chunked, mut encoded) = (None, None, false, false);
-    let mut location = None;
+    if status < 100 {
+        return Err(HeadError::Status { status });
+    }
+    let http11 = response.version == Some(1);
+    let (mut content_type, mut location) = (None, None);
+    let (mut close, mut keep_alive_token) = (false, false);
     let (mut transfer_codings, mut content_codings) = (Vec::new(), Vec::new());
+    let mut lengths: Vec<&[u8]> = Vec::new();
     for h in response.headers.iter() {
         let value = String::from_utf8_lossy(h.value);
+        // The first of a repeated field, as `HeaderMap::get` gives it on the reqwest path.
         if h.name.eq_ignore_ascii_case("content-type") {
-            content_type = Some(value.to_string());
+            content_type.get_or_insert_with(|| value.to_string());
         } else if h.name.eq_ignore_ascii_case("location") {
-            location = Some(value.trim().to_string());
+            location.get_or_insert_with(|| value.trim().to_string());
         } else if h.name.eq_ignore_ascii_case("connection") {
-            if has_token(&value, "close") {
-                keep_alive = false;
-            } else if has_token(&value, "keep-alive") {
-                keep_alive = true;
-            }
+            // A close anywhere holds: a later keep-alive does not undo it.
+            close |= has_token(&value, "close");
+            keep_alive_token |= has_token(&value, "keep-alive");
         } else if h.name.eq_ignore_ascii_case("content-encoding") {
             content_codings.push(value.to_string());
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             transfer_codings.push(value.to_string());
-            encoded = true;
-            chunked =
-                value.rsplit(',').next().is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
         } else if h.name.eq_ignore_ascii_case("content-length") {
-            let n = value.trim().parse::<u64>().map_err(|_| format!("bad content-length: {value}"))?;
-            if length.is_some_and(|m| m != n) {
-                return Err(format!("two different content-length headers: {} and {n}", length.unwrap_or(0)));
-            }
-            length = Some(n);
+            lengths.push(h.value);
         }
     }
-    let framing = if status == 204 || status == 304 || (100..200).contains(&status) {
+    let mut keep_alive = !close && (http11 || keep_alive_token);
+    let framing = if (100..200).contains(&status) || status == 204 || status == 304 {
+        // A 101 hands the connection to another protocol: nothing after it is HTTP.
+        keep_alive &= status != 101;
         Framing::Length(0)
-    } else if chunked {
-        Framing::Chunked
-    } else if encoded {
+    } else if let Some(last) = transfer_codings.last() {
+        if !http11 {
+            return Err(HeadError::TransferEncodingOnHttp10);
+        }
+        // Only the last field's last coding says chunked (RFC 9112 section 6.3), as hyper reads it.
+        match last.rsplit(',').next().is_some_and(|c| c.trim().eq_ignore_ascii_case("chunked")) {
+            true => Framing::Chunked,
+            false => Framing::ToClose,
+        }
+    } else if lengths.is_empty() {
         Framing::ToClose
     } else {
-        length.map_or(Framing::ToClose, Framing::Length)
+        Framing::Length(content_length(&lengths)?)
     };
     if framing == Framing::ToClose {
         keep_alive = false;
@@ -190,6 +271,26 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<(Head, usize)>, String> {
         content_codings.iter().map(String::as_str),
     );
     Ok(Some((Head { status, content_type, location, framing, keep_alive, coding }, used)))
+}
+
+/// The length all Content-Length fields agree on: each a comma-separated list of decimal digits
+/// (no sign, no blank inside), all the same number.
+fn content_length(fields: &[&[u8]]) -> Result<u64, HeadError> {
+    let mut length: Option<u64> = None;
+    for field in fields {
+        for part in field.split(|&b| b == b',') {
+            let digits = part.trim_ascii();
+            let n = (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
+                .then(|| std::str::from_utf8(digits).ok()?.parse::<u64>().ok())
+                .flatten()
+                .ok_or_else(|| HeadError::BadLength { value: String::from_utf8_lossy(field).to_string() })?;
+            match length {
+                Some(first) if first != n => return Err(HeadError::TwoLengths { first, second: n }),
+                _ => length = Some(n),
+            }
+        }
+    }
+    length.ok_or(HeadError::BadLength { value: String::new() })
 }
 
 /// The longest chunk-size line or trailer line accepted.
@@ -252,7 +353,9 @@ impl Unframe {
 
     /// Uses bytes from the start of `input` until it has payload to hand out, reaches the end of
     /// the body, or runs out of input. Call again with the rest.
-    pub fn step(&mut self, input: &[u8]) -> Result<Step, String> {
+    /// On success nothing is allocated once the first line cut by a read has been held: a
+    /// framing line whole in `input` is read in place.
+    pub fn step(&mut self, input: &[u8]) -> Result<Step, FramingError> {
         let mut used = 0;
         while used < input.len() {
             let rest = &input[used..];
@@ -277,19 +380,30 @@ impl Unframe {
                         used = input.len();
                         break;
                     };
-                    self.keep(&rest[..end])?;
                     used += end + 1;
-                    let line = std::mem::take(&mut self.line);
-                    self.on_line(&line)?;
+                    if self.line.is_empty() {
+                        if end > MAX_FRAMING_LINE {
+                            return Err(FramingError::LineTooLong);
+                        }
+                        self.on_line(&rest[..end])?;
+                    } else {
+                        self.keep(&rest[..end])?;
+                        // Taken and put back, so that its room is used again.
+                        let mut line = std::mem::take(&mut self.line);
+                        let done = self.on_line(&line);
+                        line.clear();
+                        self.line = line;
+                        done?;
+                    }
                 }
             }
         }
         Ok(Step { used, data: None })
     }
 
-    fn keep(&mut self, part: &[u8]) -> Result<(), String> {
+    fn keep(&mut self, part: &[u8]) -> Result<(), FramingError> {
         if self.line.len() + part.len() > MAX_FRAMING_LINE {
-            return Err(format!("a chunked-encoding line exceeds {MAX_FRAMING_LINE} bytes"));
+            return Err(FramingError::LineTooLong);
         }
         self.line.extend_from_slice(part);
         Ok(())
@@ -298,10 +412,10 @@ impl Unframe {
     /// A whole framing line, up to its LF. RFC 9112 section 7.1 ends every line of chunked
     /// framing with CRLF, and hyper (the reqwest path) holds to it: so does this, so that both
     /// transports give one verdict on every framing.
-    fn on_line(&mut self, raw: &[u8]) -> Result<(), String> {
+    fn on_line(&mut self, raw: &[u8]) -> Result<(), FramingError> {
         let line = match raw.strip_suffix(b"\r") {
             Some(line) if !line.contains(&b'\r') => line,
-            _ => return Err(format!("a chunked-encoding line does not end in CRLF: {}", super::quote(raw))),
+            _ => return Err(FramingError::NoCrlf { line: super::quote(raw) }),
         };
         self.state = match self.state {
             State::Size => match chunk_size(line)? {
@@ -309,14 +423,14 @@ impl Unframe {
                 size => State::Data { left: size, chunked: true },
             },
             State::ChunkEnd if line.is_empty() => State::Size,
-            State::ChunkEnd => return Err(format!("a chunk runs past its size: {}", super::quote(line))),
+            State::ChunkEnd => return Err(FramingError::PastSize { extra: super::quote(line) }),
             State::Trailers if line.is_empty() => {
                 trailers_are_fields(&self.trailers)?;
                 State::Done
             }
             State::Trailers => {
                 if self.trailers.len() + raw.len() + 1 > MAX_FRAMING_LINE {
-                    return Err(format!("the chunked body's trailers exceed {MAX_FRAMING_LINE} bytes"));
+                    return Err(FramingError::TrailersTooLong);
                 }
                 self.trailers.extend_from_slice(raw);
                 self.trailers.push(b'\n');
@@ -330,12 +444,12 @@ impl Unframe {
 
 /// The size of a chunk-size line (RFC 9112 section 7.1): hex digits, then optional blanks and an
 /// extension after `;`, which is ignored.
-fn chunk_size(line: &[u8]) -> Result<u64, String> {
+fn chunk_size(line: &[u8]) -> Result<u64, FramingError> {
     let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
     let rest = &line[digits..];
     let after_blanks = &rest[rest.iter().take_while(|&&b| b == b' ' || b == b'\t').count()..];
     if digits == 0 || !(after_blanks.is_empty() || after_blanks[0] == b';') {
-        return Err(format!("bad chunk size line: {}", super::quote(line)));
+        return Err(FramingError::BadSize { line: super::quote(line) });
     }
     let hex = std::str::from_utf8(&line[..digits]).unwrap_or("");
     // Leading zeros are no overflow.
@@ -343,11 +457,11 @@ fn chunk_size(line: &[u8]) -> Result<u64, String> {
     if hex.is_empty() {
         return Ok(0);
     }
-    u64::from_str_radix(hex, 16).map_err(|_| format!("a chunk size overflows: {}", super::quote(line)))
+    u64::from_str_radix(hex, 16).map_err(|_| FramingError::SizeOverflows { line: super::quote(line) })
 }
 
 /// The trailer section (its lines, each ending in CRLF) is header fields.
-fn trailers_are_fields(trailers: &[u8]) -> Result<(), String> {
+fn trailers_are_fields(trailers: &[u8]) -> Result<(), FramingError> {
     if trailers.is_empty() {
         return Ok(());
     }
@@ -356,18 +470,22 @@ fn trailers_are_fields(trailers: &[u8]) -> Result<(), String> {
     let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
     match httparse::parse_headers(&section, &mut fields) {
         Ok(httparse::Status::Complete(_)) => Ok(()),
-        _ => Err(format!("the chunked body's trailers are not header fields: {}", super::quote(trailers))),
+        _ => Err(FramingError::TrailersNotFields { trailers: super::quote(trailers) }),
     }
 }
 
 /// What the direct path makes of a response's bytes (`replay`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Unframed {
-    /// The final (non-1xx) status, once its head was read.
+    /// The final (non-interim) status, once its head was read.
     pub status: Option<u16>,
+    /// The final head's fields the client reads: its content type, Location and unasked coding.
+    pub content_type: Option<String>,
+    pub location: Option<String>,
+    pub coding: Option<String>,
     /// The body's payload, framing taken off, up to the end or the first error.
     pub payload: Vec<u8>,
-    /// The body ended by its framing (not by running out of bytes).
+    /// The body ended: by its framing, or by the close that ends a body read until the close.
     pub ended: bool,
     /// The connection could carry another request: kept alive, ended, nothing after the body.
     pub reusable: bool,
@@ -376,10 +494,29 @@ pub struct Unframed {
 }
 
 /// Feeds a response (interim 1xx heads, a head, a body) to the direct path's head parser and
-/// unframer in `pieces`, as reads would bring them: for the fuzz target and the tests, which hold
-/// that the pieces never change the outcome.
+/// unframer in `pieces`, as reads would bring them, the connection staying open after them: for
+/// the fuzz target and the tests, which hold that the pieces never change the outcome.
 pub fn replay<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Unframed {
-    let mut out = Unframed { status: None, payload: Vec::new(), ended: false, reusable: false, error: None };
+    replay_on(pieces, false)
+}
+
+/// `replay`, then the server closes the connection: what ends a body read until the close, and
+/// cuts any other short, as direct.rs says it.
+pub fn replay_then_close<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Unframed {
+    replay_on(pieces, true)
+}
+
+fn replay_on<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, closes: bool) -> Unframed {
+    let mut out = Unframed {
+        status: None,
+        content_type: None,
+        location: None,
+        coding: None,
+        payload: Vec::new(),
+        ended: false,
+        reusable: false,
+        error: None,
+    };
     let mut held: Vec<u8> = Vec::new();
     let mut body: Option<(Unframe, bool)> = None;
     let mut after = false;
@@ -390,15 +527,17 @@ pub fn replay<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Unframed {
             loop {
                 match parse_head(&held) {
                     Err(why) => {
-                        out.error = Some(why);
+                        out.error = Some(why.to_string());
                         return out;
                     }
                     Ok(None) => break,
-                    Ok(Some((head, used))) if (100..200).contains(&head.status) => {
+                    Ok(Some((head, used))) if head.is_interim() => {
                         held.drain(..used);
                     }
                     Ok(Some((head, used))) => {
                         out.status = Some(head.status);
+                        (out.content_type, out.location, out.coding) =
+                            (head.content_type, head.location, head.coding);
                         held.drain(..used);
                         body = Some((Unframe::new(head.framing), head.keep_alive));
                         break;
@@ -419,7 +558,7 @@ pub fn replay<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Unframed {
             }
             match unframe.step(&input[at..]) {
                 Err(why) => {
-                    out.error = Some(why);
+                    out.error = Some(why.to_string());
                     return out;
                 }
                 Ok(step) => {
@@ -432,11 +571,60 @@ pub fn replay<'a>(pieces: impl IntoIterator<Item = &'a [u8]>) -> Unframed {
         }
         held.clear();
     }
-    if let Some((unframe, keep_alive)) = body {
-        out.ended = unframe.is_done();
-        out.reusable = keep_alive && out.ended && !after;
+    match body {
+        Some((unframe, keep_alive)) => {
+            out.ended = unframe.is_done() || (closes && unframe.ends_at_close());
+            out.reusable = keep_alive && unframe.is_done() && !after && !closes;
+            if closes && !out.ended {
+                out.error =
+                    Some(super::body::Broken::ClosedEarly { read: out.payload.len() as u64 }.to_string());
+            }
+        }
+        None if closes && held.is_empty() => out.error = Some(super::DROPPED_AFTER_SEND.to_string()),
+        None if closes => out.error = Some(super::failure::CLOSED_IN_HEAD.to_string()),
+        None => {}
     }
     out
+}
+
+/// Counts each test thread's own allocations, so that a test can hold a loop to allocating
+/// nothing (other threads' allocations are not counted).
+#[cfg(test)]
+mod counted {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    struct Counting;
+
+    // SAFETY: every call goes to the system allocator as it is; counting touches a const-initialized
+    // thread-local with no destructor, which allocates nothing.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// This thread's allocations so far.
+    pub fn allocations() -> u64 {
+        ALLOCATIONS.with(Cell::get)
+    }
 }
 
 #[cfg(test)]
@@ -445,6 +633,10 @@ mod tests {
 
     /// The payload of `body` unframed, fed in pieces of `cut` bytes; and whether it ended.
     fn unframe(framing: Framing, body: &[u8], cut: usize) -> Result<(Vec<u8>, bool), String> {
+        unframe_typed(framing, body, cut).map_err(|e| e.to_string())
+    }
+
+    fn unframe_typed(framing: Framing, body: &[u8], cut: usize) -> Result<(Vec<u8>, bool), FramingError> {
         let mut u = Unframe::new(framing);
         let mut out = Vec::new();
         for piece in body.chunks(cut) {
@@ -494,6 +686,68 @@ mod tests {
         assert!(err.starts_with("a chunk runs past its size: c"), "{err}");
         let err = unframe(Framing::Chunked, &[b'1'; 5000], 64).unwrap_err();
         assert_eq!(err, "a chunked-encoding line exceeds 4096 bytes");
+        // Typed, whether the line is cut by reads or whole in one.
+        for cut in [3, 8000] {
+            let mut long = vec![b'1'; 5000];
+            long.extend_from_slice(b"\r\n");
+            assert_eq!(unframe_typed(Framing::Chunked, &long, cut), Err(FramingError::LineTooLong), "{cut}");
+        }
+        assert_eq!(
+            unframe_typed(Framing::Chunked, b"1ffffffffffffffff\r\n", 64),
+            Err(FramingError::SizeOverflows { line: "1ffffffffffffffff".into() })
+        );
+    }
+
+    #[test]
+    fn refused_heads_say_why_in_the_records_words() {
+        let err = |head: &str| parse_head(head.as_bytes()).unwrap_err();
+        let e = err("HTTP/1.1 200 OK\r\ncontent-length: +3\r\n\r\n");
+        assert_eq!(e, HeadError::BadLength { value: "+3".into() });
+        assert_eq!(e.to_string(), "bad content-length: +3");
+        let e = err("HTTP/1.1 200 OK\r\ncontent-length: 3, 4\r\n\r\n");
+        assert_eq!(e.to_string(), "two different content-length headers: 3 and 4");
+        let e = err("HTTP/1.1 099 Odd\r\n\r\n");
+        assert_eq!(e.to_string(), "the response head is not valid HTTP/1.1: status code 099 is not 100-999");
+        let e = err("HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+        assert_eq!(e, HeadError::TransferEncodingOnHttp10);
+        let e = err(&format!("HTTP/1.1 200 OK\r\nx: {}", "a".repeat(MAX_HEAD_BYTES)));
+        assert_eq!(e.to_string(), "the response head exceeds 64 KiB");
+        assert!(matches!(err("SSH-2.0-OpenSSH\r\n\r\n"), HeadError::Invalid { .. }));
+        // A content-length beside a transfer coding is not read, as hyper does not read it.
+        let head = parse_head(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: x\r\n\r\n");
+        assert_eq!(head.unwrap().unwrap().0.framing, Framing::Chunked);
+    }
+
+    /// The read loop's hot path: a chunked stream unframed allocates nothing per chunk, whether
+    /// its framing lines come whole in a read (read in place) or cut by reads (one held buffer,
+    /// kept): 1000 chunks cost what 10 do (the trailers' check, a cut line's buffer: once per
+    /// body). Before, each chunk cost two allocations (its size line, the CRLF after its data).
+    #[test]
+    fn unframing_a_chunked_stream_allocates_nothing_per_chunk() {
+        let allocations = |chunks: usize, cut: usize| {
+            let mut body = "1b\r\ndata: {\"x\":\"hello world\"}\n\n\r\n".repeat(chunks).into_bytes();
+            body.extend_from_slice(b"0\r\nx-trailer: 1\r\n\r\n");
+            let mut u = Unframe::new(Framing::Chunked);
+            let (before, mut payload) = (counted::allocations(), 0);
+            for piece in body.chunks(cut) {
+                let mut at = 0;
+                while at < piece.len() && !u.is_done() {
+                    let step = u.step(&piece[at..]).unwrap();
+                    payload += step.data.map_or(0, |r| r.len());
+                    at += step.used;
+                }
+            }
+            let allocations = counted::allocations() - before;
+            assert!(u.is_done() && payload == 27 * chunks, "{chunks} chunks cut every {cut} bytes");
+            allocations
+        };
+        for cut in [1 << 20, 7, 1] {
+            assert_eq!(
+                allocations(1000, cut),
+                allocations(10, cut),
+                "1000 chunks, then 10, cut every {cut} bytes"
+            );
+        }
     }
 
     #[test]
@@ -520,12 +774,14 @@ mod tests {
         let head = parse("HTTP/1.1 204 No Content\r\n\r\n");
         assert_eq!(head.framing, Framing::Length(0));
         assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le"), Ok(None));
-        let err =
-            parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n").unwrap_err();
+        let err = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("two different content-length"), "{err}");
         assert!(
             parse_head(b"SSH-2.0-OpenSSH\r\n\r\n")
                 .unwrap_err()
+                .to_string()
                 .starts_with("the response head is not valid HTTP/1.1")
         );
     }

@@ -37,7 +37,9 @@ pub use body::{causes, quote};
 use failure::{DROPPED_AFTER_SEND, never_sent, no_response_headers};
 pub use failure::{connect_failure, error_chain, send_failure, tls_problem};
 pub use failure::{location_of, not_followed};
-pub use h1::{Unframed, replay as replay_response};
+pub use h1::{
+    Unframed, replay as replay_response, replay_then_close as replay_response_then_close, unasked_coding,
+};
 pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits, default_http};
 pub use stream::replay_stream;
 

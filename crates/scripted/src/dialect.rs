@@ -123,13 +123,20 @@ impl Dialect {
     }
 }
 
+/// A dialect name that is none of `Dialect::ALL`; it names the known ones.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("unknown dialect '{name}' (one of {})", Dialect::ALL.map(Dialect::as_str).join(", "))]
+pub struct UnknownDialect {
+    pub name: String,
+}
+
 impl FromStr for Dialect {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Dialect, String> {
-        Dialect::ALL.into_iter().find(|d| d.as_str() == text).ok_or_else(|| {
-            let known: Vec<&str> = Dialect::ALL.iter().map(|d| d.as_str()).collect();
-            format!("unknown dialect '{text}' (one of {})", known.join(", "))
-        })
+    type Err = UnknownDialect;
+    fn from_str(text: &str) -> Result<Dialect, UnknownDialect> {
+        Dialect::ALL
+            .into_iter()
+            .find(|d| d.as_str() == text)
+            .ok_or_else(|| UnknownDialect { name: text.to_string() })
     }
 }
 
@@ -552,7 +559,7 @@ mod tests {
         for d in Dialect::ALL {
             assert_eq!(d.as_str().parse::<Dialect>(), Ok(d));
         }
-        assert!("tgi".parse::<Dialect>().unwrap_err().contains("llama.cpp, vllm"));
+        assert!("tgi".parse::<Dialect>().unwrap_err().to_string().contains("llama.cpp, vllm"));
     }
 
     #[test]
