@@ -41,19 +41,19 @@ pub struct Preset {
     pub request: RequestBinding,
     /// Before a measurement: make sure nothing of this session (or, global, of anything) is cached.
     #[serde(default)]
-    pub reset: Vec<Step>,
+    pub reset: Vec<ActionStep>,
     /// Warm, after priming: drop the session from memory, keep it on disk.
     #[serde(default)]
-    pub evict: Vec<Step>,
+    pub evict: Vec<ActionStep>,
     /// Warm, before the measured request: an explicit reload, timed INSIDE the measured TTFT.
     #[serde(default)]
-    pub reload: Vec<Step>,
+    pub reload: Vec<ActionStep>,
     /// After every measurement: forget the session so runs stay isolated.
     #[serde(default)]
-    pub cleanup: Vec<Step>,
+    pub cleanup: Vec<ActionStep>,
     /// Fetched after every measurement and kept in the record (e.g. cache pool statistics).
     #[serde(default)]
-    pub stats: Option<Step>,
+    pub stats: Option<ActionStep>,
     /// Prometheus counters (GET `metrics.path`) snapshotted around every measurement as cache
     /// evidence that does not depend on usage fields.
     #[serde(default)]
@@ -115,7 +115,7 @@ pub enum Scope {
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Step {
+pub struct ActionStep {
     #[serde(with = "method")]
     pub method: reqwest::Method,
     pub path: String,
@@ -152,7 +152,7 @@ mod method {
     }
 }
 
-impl Step {
+impl ActionStep {
     pub fn scope(&self) -> Scope {
         self.scope.unwrap_or_else(|| {
             let mut text = vec![self.path.clone()];
@@ -343,7 +343,7 @@ impl Preset {
     }
 
     /// Environment variables the given actions need (`{env:NAME}`), with the action naming each.
-    pub fn required_env<'a>(&'a self, actions: &[(&'a str, &'a [Step])]) -> Vec<(String, &'a str)> {
+    pub fn required_env<'a>(&'a self, actions: &[(&'a str, &'a [ActionStep])]) -> Vec<(String, &'a str)> {
         let mut out = Vec::new();
         let mut texts: Vec<(&str, String)> = Vec::new();
         for (name, steps) in actions {
@@ -386,7 +386,7 @@ impl Preset {
         &self,
         client: &Client,
         action: &str,
-        steps: &[Step],
+        steps: &[ActionStep],
         scope: Option<Scope>,
         session: &Session,
     ) -> Result<Duration, ActionError> {
@@ -408,7 +408,11 @@ impl Preset {
 }
 
 /// Actions honour the client's one timeout policy (`--request-timeout`).
-async fn run_step(client: &Client, step: &Step, session: &Session) -> Result<Value, (ErrorKind, String)> {
+async fn run_step(
+    client: &Client,
+    step: &ActionStep,
+    session: &Session,
+) -> Result<Value, (ErrorKind, String)> {
     let setup = |e: PresetError| (ErrorKind::PresetAction, e.to_string());
     let path = fill(&step.path, session).map_err(setup)?;
     let body = step.body.as_ref().map(|b| fill_value(b, session)).transpose().map_err(setup)?;

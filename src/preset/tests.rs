@@ -17,9 +17,9 @@ fn builtins_parse_and_say_what_they_support() {
 
 #[test]
 fn scopes_are_inferred_from_placeholders() {
-    let scope = |preset: &str, action: fn(&Preset) -> &Vec<Step>| {
+    let scope = |preset: &str, action: fn(&Preset) -> &Vec<ActionStep>| {
         let p = Preset::load(preset).unwrap();
-        action(&p).iter().map(Step::scope).collect::<Vec<_>>()
+        action(&p).iter().map(ActionStep::scope).collect::<Vec<_>>()
     };
     assert_eq!(scope("vllm", |p| &p.reset), [Scope::Global]);
     assert_eq!(scope("sglang", |p| &p.reset), [Scope::Global]);

@@ -232,7 +232,7 @@ pub fn turn_1_messages(row: &Row, nonce: &str) -> Vec<Message> {
 pub async fn session_action(
     ctx: &Ctx,
     name: &'static str,
-    steps: &[crate::preset::Step],
+    steps: &[crate::preset::ActionStep],
     session: &Session,
 ) -> Result<(), ErrorInfo> {
     let run = ctx.preset.run(&ctx.client, name, steps, Some(Scope::Session), session);

@@ -24,7 +24,7 @@ pub fn recovery_threshold(baseline_tps: f64, tolerance: f64) -> f64 {
 
 /// What the gate does next.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Step {
+pub enum Decision {
     /// Sleep this long, then probe (probe policy) or re-decide (fixed policy).
     Wait {
         sleep_s: f64,
@@ -46,33 +46,34 @@ pub fn decide(
     baseline_tps: Option<f64>,
     elapsed_s: f64,
     last_probe: Option<Option<f64>>,
-) -> Step {
+) -> Decision {
     match *policy {
-        ThermalPolicy::Off => Step::Finish { recovered: true },
+        ThermalPolicy::Off => Decision::Finish { recovered: true },
         ThermalPolicy::Fixed { cooldown_s } => {
             if elapsed_s < cooldown_s {
-                Step::Wait { sleep_s: cooldown_s - elapsed_s, then_probe: false }
+                Decision::Wait { sleep_s: cooldown_s - elapsed_s, then_probe: false }
             } else {
-                Step::Finish { recovered: true }
+                Decision::Finish { recovered: true }
             }
         }
         ThermalPolicy::Probe { tolerance, min_cooldown_s, max_cooldown_s } => {
             let Some(base) = baseline_tps else {
                 return if elapsed_s < min_cooldown_s {
-                    Step::Wait { sleep_s: min_cooldown_s - elapsed_s, then_probe: false }
+                    Decision::Wait { sleep_s: min_cooldown_s - elapsed_s, then_probe: false }
                 } else {
-                    Step::Finish { recovered: false }
+                    Decision::Finish { recovered: false }
                 };
             };
             match last_probe {
-                None => Step::Wait { sleep_s: (min_cooldown_s - elapsed_s).max(0.0), then_probe: true },
+                None => Decision::Wait { sleep_s: (min_cooldown_s - elapsed_s).max(0.0), then_probe: true },
                 Some(Some(tps)) if tps >= recovery_threshold(base, tolerance) => {
-                    Step::Finish { recovered: true }
+                    Decision::Finish { recovered: true }
                 }
-                Some(_) if elapsed_s >= max_cooldown_s => Step::Finish { recovered: false },
-                Some(_) => {
-                    Step::Wait { sleep_s: PROBE_INTERVAL_S.min(max_cooldown_s - elapsed_s), then_probe: true }
-                }
+                Some(_) if elapsed_s >= max_cooldown_s => Decision::Finish { recovered: false },
+                Some(_) => Decision::Wait {
+                    sleep_s: PROBE_INTERVAL_S.min(max_cooldown_s - elapsed_s),
+                    then_probe: true,
+                },
             }
         }
     }
@@ -110,8 +111,8 @@ where
     let recovered = loop {
         let elapsed = start.elapsed().as_secs_f64();
         match decide(policy, baseline_tps, elapsed, last) {
-            Step::Finish { recovered } => break recovered,
-            Step::Wait { sleep_s, then_probe } => {
+            Decision::Finish { recovered } => break recovered,
+            Decision::Wait { sleep_s, then_probe } => {
                 if sleep_s > 0.0 {
                     on_status(&format!("cooling down {sleep_s:.0}s (waited {elapsed:.0}s)"));
                     tokio::time::sleep(Duration::from_secs_f64(sleep_s)).await;
@@ -168,17 +169,20 @@ mod tests {
     #[test]
     fn decisions_of_the_probe_policy() {
         let b = Some(50.0);
-        assert_eq!(decide(&PROBE, b, 0.0, None), Step::Wait { sleep_s: 10.0, then_probe: true });
-        assert_eq!(decide(&PROBE, b, 10.0, Some(Some(40.0))), Step::Finish { recovered: true });
-        assert_eq!(decide(&PROBE, b, 10.0, Some(Some(39.9))), Step::Wait { sleep_s: 5.0, then_probe: true });
-        assert_eq!(decide(&PROBE, b, 238.0, Some(None)), Step::Wait { sleep_s: 2.0, then_probe: true });
-        assert_eq!(decide(&PROBE, b, 240.0, Some(Some(1.0))), Step::Finish { recovered: false });
-        assert_eq!(decide(&PROBE, None, 0.0, None), Step::Wait { sleep_s: 10.0, then_probe: false });
-        assert_eq!(decide(&PROBE, None, 10.0, None), Step::Finish { recovered: false });
+        assert_eq!(decide(&PROBE, b, 0.0, None), Decision::Wait { sleep_s: 10.0, then_probe: true });
+        assert_eq!(decide(&PROBE, b, 10.0, Some(Some(40.0))), Decision::Finish { recovered: true });
+        assert_eq!(
+            decide(&PROBE, b, 10.0, Some(Some(39.9))),
+            Decision::Wait { sleep_s: 5.0, then_probe: true }
+        );
+        assert_eq!(decide(&PROBE, b, 238.0, Some(None)), Decision::Wait { sleep_s: 2.0, then_probe: true });
+        assert_eq!(decide(&PROBE, b, 240.0, Some(Some(1.0))), Decision::Finish { recovered: false });
+        assert_eq!(decide(&PROBE, None, 0.0, None), Decision::Wait { sleep_s: 10.0, then_probe: false });
+        assert_eq!(decide(&PROBE, None, 10.0, None), Decision::Finish { recovered: false });
         let fixed = ThermalPolicy::Fixed { cooldown_s: 30.0 };
-        assert_eq!(decide(&fixed, None, 0.0, None), Step::Wait { sleep_s: 30.0, then_probe: false });
-        assert_eq!(decide(&fixed, None, 30.0, None), Step::Finish { recovered: true });
-        assert_eq!(decide(&ThermalPolicy::Off, None, 0.0, None), Step::Finish { recovered: true });
+        assert_eq!(decide(&fixed, None, 0.0, None), Decision::Wait { sleep_s: 30.0, then_probe: false });
+        assert_eq!(decide(&fixed, None, 30.0, None), Decision::Finish { recovered: true });
+        assert_eq!(decide(&ThermalPolicy::Off, None, 0.0, None), Decision::Finish { recovered: true });
     }
 
     #[tokio::test(start_paused = true)]

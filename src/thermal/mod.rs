@@ -21,6 +21,6 @@ pub mod gate;
 pub mod host;
 
 pub use gate::{
-    PROBE_INTERVAL_S, Step, baseline, cooldown, decide, policy_kind, policy_name, recovery_threshold,
+    Decision, PROBE_INTERVAL_S, baseline, cooldown, decide, policy_kind, policy_name, recovery_threshold,
 };
 pub use host::{host_snapshot, parse_nvidia_smi};

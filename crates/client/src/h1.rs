@@ -323,7 +323,7 @@ enum State {
 
 /// What one step of `Unframe::step` did with its input.
 #[derive(Debug, PartialEq)]
-pub struct Step {
+pub struct Consumed {
     /// Input bytes used up.
     pub used: usize,
     /// Payload among them (a range of the input).
@@ -355,14 +355,14 @@ impl Unframe {
     /// the body, or runs out of input. Call again with the rest.
     /// On success nothing is allocated once the first line cut by a read has been held: a
     /// framing line whole in `input` is read in place.
-    pub fn step(&mut self, input: &[u8]) -> Result<Step, FramingError> {
+    pub fn step(&mut self, input: &[u8]) -> Result<Consumed, FramingError> {
         let mut used = 0;
         while used < input.len() {
             let rest = &input[used..];
             match self.state {
                 State::Done => break,
                 State::ToClose => {
-                    return Ok(Step { used: input.len(), data: Some(used..input.len()) });
+                    return Ok(Consumed { used: input.len(), data: Some(used..input.len()) });
                 }
                 State::Data { left, chunked } => {
                     let take = rest.len().min(usize::try_from(left).unwrap_or(usize::MAX));
@@ -372,7 +372,7 @@ impl Unframe {
                         (0, false) => State::Done,
                         _ => State::Data { left, chunked },
                     };
-                    return Ok(Step { used: used + take, data: Some(used..used + take) });
+                    return Ok(Consumed { used: used + take, data: Some(used..used + take) });
                 }
                 State::Size | State::ChunkEnd | State::Trailers => {
                     let Some(end) = rest.iter().position(|&b| b == b'\n') else {
@@ -398,7 +398,7 @@ impl Unframe {
                 }
             }
         }
-        Ok(Step { used, data: None })
+        Ok(Consumed { used, data: None })
     }
 
     fn keep(&mut self, part: &[u8]) -> Result<(), FramingError> {
