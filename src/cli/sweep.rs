@@ -13,13 +13,15 @@ use super::{
 use crate::record::{CacheState, Mode};
 use crate::spec::{Count, List, Tokens};
 
-#[derive(Debug, Args, Default, Clone)]
+#[derive(Debug, Args, Clone)]
 #[command(after_help = "Examples:\n  \
     bench sweep --server http://127.0.0.1:8080 --contexts 1024..32768 --modes streaming,non-streaming --runs 3\n  \
     bench sweep --scenario scenarios/quick.toml --server http://127.0.0.1:8080\n  \
     bench sweep --resume results/20261122T101500Z-cold --server http://127.0.0.1:8081\n\n\
     Flags override the values of --scenario (keys are the flag names with underscores).\n\
     Records land in <out>/<run-id>/measurements.jsonl, fsync'd as each cell finishes.")]
+/// No `Default`: a verb that runs the sweep's machinery builds its arguments with `new_run`, which
+/// names every field.
 pub struct SweepArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
