@@ -3,12 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::cli::{PlanArgs, SoakArgs, SweepArgs};
-use crate::compare::CompareArgs;
-use crate::load::LoadArgs;
-use crate::merge::MergeArgs;
-use crate::report::ReportArgs;
-use crate::verify::VerifyArgs;
+use crate::cli::{CompareArgs, LoadArgs, MergeArgs, PlanArgs, ReportArgs, SoakArgs, SweepArgs, VerifyArgs};
 
 #[derive(Debug, Parser)]
 #[command(

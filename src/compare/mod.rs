@@ -48,10 +48,9 @@ pub mod cells;
 pub mod failures;
 mod render;
 
-use std::path::PathBuf;
-
 use serde::Serialize;
 
+use crate::cli::{CompareArgs, CompareFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::report::CellId;
@@ -62,48 +61,6 @@ use failures::InputFailures;
 // The result-file layer (loading, de-duplication): one line to follow if it moves.
 use crate::results::combine::combine;
 use crate::results::load::{Source, load_all};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Markdown,
-    Json,
-}
-
-#[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  \
-    bench compare results/main-build results/patched-build\n  \
-    bench compare base.json cand-a.json cand-b.json --format markdown\n  \
-    bench compare results/main results/pr --fail-on-regression 5      # CI gate\n  \
-    bench compare old.json new.json --expect scenarios/paper.toml --format json\n\n\
-    Per cell present in both (runs pooled): median(candidate) / median(base), 95% bootstrap interval;\n\
-    'faster' or 'slower' only when the interval excludes 1. Lower is faster for times (TTFT, E2E),\n\
-    higher for rates (decode, system tok/s). Details: docs/compare.md.\n\
-    Exit codes: 0 compared; 1 a significant regression beyond --fail-on-regression; 2 bad input (an\n\
-    unreadable file, an input without records or a candidate sharing no cell with the base, unless\n\
-    --allow-empty).")]
-pub struct CompareArgs {
-    /// The reference: a run directory, .jsonl, canonical file or origin result JSON.
-    pub base: PathBuf,
-    /// One or more candidates, each compared with the base.
-    #[arg(required = true)]
-    pub candidates: Vec<PathBuf>,
-    /// Output format on stdout (json: a stable, versioned shape; see docs/compare.md).
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-    /// Exit 1 when a candidate is significantly slower than the base by more than PCT percent on
-    /// any metric of any cell (the whole 95% interval beyond it: ratio above 1 + PCT/100 for
-    /// times, below 1 - PCT/100 for rates). 0 fails on any significant slowdown.
-    #[arg(long, value_name = "PCT", value_parser = crate::spec::finite)]
-    pub fail_on_regression: Option<f64>,
-    /// Scenario file whose matrix every input should fill: cells it lacks are counted as
-    /// missing_from_matrix in the failure table.
-    #[arg(long, value_name = "SCENARIO")]
-    pub expect: Option<PathBuf>,
-    /// Accept inputs without records and candidates that share no cell with the base.
-    #[arg(long)]
-    pub allow_empty: bool,
-}
 
 pub const SCHEMA: u32 = 1;
 

@@ -471,7 +471,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     };
     let thermal = validate_thermal(&plan, &origins)?;
     let dataset = validate_dataset(args, &plan, &origins)?;
-    let turns = plan.turns.map_or(DEFAULT_TURNS, |c| c.0);
+    let turns = plan.workload.turns.map_or(DEFAULT_TURNS, |c| c.0);
     if turns < 2 {
         return Err(origins.invalid(
             "turns",
@@ -503,9 +503,9 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     Ok(SweepConfig {
         server: crate::secrets::redact_url(&server),
         server_url: server,
-        model: plan.model.clone(),
-        api: plan.api.unwrap_or(Api::Openai),
-        preset: plan.preset.clone().unwrap_or_else(|| "openai".to_string()),
+        model: plan.target.model.clone(),
+        api: plan.target.api.unwrap_or(Api::Openai),
+        preset: plan.target.preset.clone().unwrap_or_else(|| "openai".to_string()),
         scenario_file: args.scenario.clone(),
         // A dataset replaces the contexts: its rows are the context axis (`matrix`).
         contexts: if dataset.is_some() { Vec::new() } else { matrix.contexts },
@@ -514,7 +514,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         batch_sizes: matrix.batch_sizes,
         concurrent_max_context: matrix.concurrent_max_context,
         runs: matrix.runs,
-        output_tokens: plan.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
+        output_tokens: plan.sizes.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
         request_timeout_s: validate_timeout(&connection, &origins)?,
         api_key_env: connection.api_key_env.clone(),
         server_cmd: connection.server_cmd.clone(),
@@ -522,8 +522,8 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         server_start_timeout_s: validate_start_timeout(&connection, &origins)?,
         ca_cert: connection.ca_cert.clone(),
         insecure: connection.insecure,
-        seed: plan.seed.unwrap_or(DEFAULT_SEED),
-        out_dir: args.out.clone().unwrap_or_else(|| PathBuf::from("results")),
+        seed: plan.workload.seed.unwrap_or(DEFAULT_SEED),
+        out_dir: args.output.out.clone().unwrap_or_else(|| PathBuf::from("results")),
         staggered: stagger_config(&plan),
         thermal,
         physics: plan.physics.clone(),
@@ -538,7 +538,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         runs_auto,
         dataset,
         turns,
-        think_time_ms: plan.think_time.map_or(0.0, |s| s.secs() * 1000.0),
+        think_time_ms: plan.workload.think_time.map_or(0.0, |s| s.secs() * 1000.0),
         request_bodies: args.request_bodies,
     })
 }
@@ -550,13 +550,13 @@ fn validate_dataset(
     plan: &MeasureArgs,
     origins: &Origins,
 ) -> Result<Option<crate::dataset::Dataset>, ConfigError> {
-    let Some(path) = &plan.dataset else {
-        if plan.dataset_limit.is_some() {
+    let Some(path) = &plan.workload.dataset else {
+        if plan.workload.dataset_limit.is_some() {
             return Err(origins.invalid("dataset_limit", "needs --dataset"));
         }
         return Ok(None);
     };
-    if plan.contexts.is_some() {
+    if plan.sizes.contexts.is_some() {
         return Err(origins.invalid(
             "contexts",
             "--dataset replaces --contexts (each row is measured at its own length): give one of them",
@@ -565,8 +565,8 @@ fn validate_dataset(
     if args.shard.is_some() {
         return Err(origins.invalid("dataset", "a dataset sweep cannot be sharded (yet): drop --shard"));
     }
-    let seed = plan.seed.unwrap_or(DEFAULT_SEED);
-    crate::dataset::Dataset::load(path, plan.dataset_limit.map(|c| c.0), seed)
+    let seed = plan.workload.seed.unwrap_or(DEFAULT_SEED);
+    crate::dataset::Dataset::load(path, plan.workload.dataset_limit.map(|c| c.0), seed)
         .map(Some)
         .map_err(|e| ConfigError::Missing(e.to_string()))
 }
@@ -670,7 +670,7 @@ fn list_or<T: Clone>(value: &Option<crate::spec::List<T>>, default: Vec<T>) -> V
 /// The matrix part of a plan: what `bench merge --expect` needs, no server involved.
 pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, ConfigError> {
     let matrix = Matrix {
-        contexts: plan.contexts.as_ref().map_or(DEFAULT_CONTEXTS.to_vec(), |c| c.0.clone()),
+        contexts: plan.sizes.contexts.as_ref().map_or(DEFAULT_CONTEXTS.to_vec(), |c| c.0.clone()),
         modes: list_or(&plan.modes, vec![Mode::Streaming]),
         cache_states: list_or(&plan.cache_states, vec![CacheState::Cold]),
         batch_sizes: plan.batch_sizes.as_ref().map_or(vec![1], |l| l.0.iter().map(|c| c.0).collect()),
@@ -755,8 +755,8 @@ pub fn expectation(path: &Path) -> Result<Expectation, ConfigError> {
         Origins { file: Some(path.to_path_buf()), flags: BTreeSet::new(), keys: given(&file.measure) };
     Ok(Expectation {
         matrix: validate_matrix(&file.measure, &origins)?,
-        model: file.measure.model.clone(),
-        output_tokens: file.measure.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
+        model: file.measure.target.model.clone(),
+        output_tokens: file.measure.sizes.output_tokens.map_or(DEFAULT_OUTPUT_TOKENS, |c| c.0),
     })
 }
 

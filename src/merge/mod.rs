@@ -14,6 +14,7 @@ pub mod settings;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use crate::cli::MergeArgs;
 use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::record::{Record, SCHEMA_VERSION};
@@ -22,44 +23,6 @@ use crate::results::combine;
 use crate::results::load::{Detail, Source, SourceKind, load_all_with, require_records};
 use crate::results::text::{InputFault, Text};
 use crate::store::WriteError;
-
-#[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  \
-    bench merge results/run-a results/run-b/measurements.jsonl -o results/paper.json\n  \
-    bench merge first.json rerun.json -o results/gemma.json --expect scenarios/paper.toml\n\n\
-    Inputs: run directories, .jsonl record files, canonical files, origin benchmark JSON.\n\
-    Records read from files keep their text byte for byte (copied, not printed again); an input\n\
-    changed in place while the merge runs is refused (exit 2). The output may be an existing\n\
-    canonical file (it is replaced whole), never one of the raw inputs or a path inside a run\n\
-    directory (exit 2).\n\
-    Runs of one model must agree on the server (URL or --server-cmd, preset, API, build, model\n\
-    file, hardware) and on what was measured (output tokens, thermal policy, harness, host):\n\
-    each disagreement is printed as a conflict, and the merge exits 1 without writing.\n\
-    Exit codes: 0 merged (and complete); 1 conflicts (nothing written) or incomplete against\n\
-    --expect (written); 2 bad input (nothing written); 4 the output could not be written.")]
-pub struct MergeArgs {
-    /// Run directories, .jsonl files, canonical files or origin result JSON.
-    #[arg(required = true)]
-    pub inputs: Vec<PathBuf>,
-    /// Where to write the canonical file (e.g. results/paper.json).
-    #[arg(short, long)]
-    pub output: PathBuf,
-    /// Scenario file whose matrix the merged records should fill; prints a completeness table.
-    #[arg(long, value_name = "SCENARIO")]
-    pub expect: Option<PathBuf>,
-    /// Exit 0 even when --expect finds missing or failed cells.
-    #[arg(long)]
-    pub allow_incomplete: bool,
-    /// Accept inputs that hold no records (a run killed before its first one); without it they
-    /// are refused (exit 2) and nothing is written.
-    #[arg(long)]
-    pub allow_empty: bool,
-    /// Write the merge even when sources of one model disagree on the server or on what was
-    /// measured (the conflicts are listed in the file and on stderr); without it: exit 1,
-    /// nothing written.
-    #[arg(long)]
-    pub allow_conflicts: bool,
-}
 
 /// A merge's document, and where its located records' texts are (`texts[i]` for
 /// `doc.records[i]`; see `results::text`).

@@ -20,55 +20,16 @@ mod table;
 pub use self::csv::{COLUMNS, to_csv};
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::cli::{ReportArgs, ReportFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::record::{self, CacheState, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord};
 use crate::results::load::{self, Detail, Source};
 use crate::results::{batch, combine};
 use crate::stats::{self, Ratio, Summary};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Table,
-    Markdown,
-    Csv,
-    Json,
-    Html,
-}
-
-#[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  \
-    bench report results/paper.json\n  \
-    bench report results/paper.json --format csv > paper.csv\n  \
-    bench report results/run-a results/run-b --plot plots/\n  \
-    bench report results/paper.json --format html -o paper.html\n\n\
-    --format html writes one self-contained page (no network: inline style and SVG plots) with the\n\
-    cell table, verify's findings under the cells they concern (the rules `bench verify INPUTS`\n\
-    runs), every run's metadata and the conflicts between sources; it needs -o.\n\
-    CSV columns: docs/report-columns.md. Exit codes: 0 done; 2 bad input (an input without records\n\
-    unless --allow-empty; html without -o); 4 the report or the plots not written.")]
-pub struct ReportArgs {
-    /// Canonical files, run directories, .jsonl files or origin result JSON.
-    #[arg(required = true)]
-    pub inputs: Vec<PathBuf>,
-    /// Output format (html: one self-contained page, written to -o).
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-    /// Write the report to FILE (atomically: a reader never sees half of it) instead of stdout.
-    /// Required with --format html.
-    #[arg(short = 'o', long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Also write SVG plots into this directory.
-    #[arg(long, value_name = "DIR")]
-    pub plot: Option<PathBuf>,
-    /// Accept inputs that hold no records (otherwise exit 2).
-    #[arg(long)]
-    pub allow_empty: bool,
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct CellId {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::setup;
-use crate::cli::{PlanArgs, PlanFormat, SweepArgs};
+use crate::cli::{OutputArgs, PlanArgs, PlanFormat, SweepArgs};
 use crate::config::{self, SweepConfig};
 use crate::cost::{self, Rates};
 use crate::exit::{Failure, Outcome};
@@ -35,12 +35,12 @@ struct PlannedCell<'a> {
 }
 
 pub async fn plan(args: &PlanArgs) -> anyhow::Result<Outcome> {
-    let sweep = SweepArgs {
-        connection: args.connection.clone(),
-        measure: args.measure.clone(),
-        scenario: args.scenario.clone(),
-        ..Default::default()
-    };
+    let sweep = SweepArgs::new_run(
+        args.connection.clone(),
+        args.measure.clone(),
+        args.scenario.clone(),
+        OutputArgs::default(),
+    );
     let (config, rates, model) = match (&args.from, &args.connection.server) {
         (Some(run), _) => {
             let config = config::resolve_offline(&sweep).map_err(Failure::from)?;
@@ -71,7 +71,7 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<Outcome> {
 }
 
 fn config_model(args: &SweepArgs) -> Option<String> {
-    config::layered(args).ok().and_then(|l| l.measure.model)
+    config::layered(args).ok().and_then(|l| l.measure.target.model)
 }
 
 fn print(config: &SweepConfig, rates: Option<&Rates>, model: &str, format: PlanFormat) -> anyhow::Result<()> {

@@ -170,7 +170,7 @@ pub struct Swept {
 pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
     let opened = open::open(args)?;
     let journal = opened.journal.clone();
-    let progress = Arc::new(Progress::new(0, args.quiet));
+    let progress = Arc::new(Progress::new(0, args.output.quiet));
     let mut work = tokio::spawn(work(opened.config, opened.resumed, journal.clone(), progress.clone()));
     let outcome = tokio::select! {
         joined = &mut work => match joined {
@@ -197,7 +197,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
             }
         };
     }
-    close(outcome, &journal, args.quiet)
+    close(outcome, &journal, args.output.quiet)
 }
 
 fn nothing_measured(outcome: &Outcome, dir: &std::path::Path) -> bool {

@@ -64,7 +64,7 @@ fn start(dir: &Path, meta: RunMeta) -> Result<(Journal, RunLock), Failure> {
 fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
     let mut config = config::resolve(args)?;
     let label: Vec<&str> = config.cache_states.iter().map(|c| c.as_str()).collect();
-    let mut run_id = args.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id(&label.join("-")));
+    let mut run_id = args.output.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id(&label.join("-")));
     let env = |var: &str| std::env::var(var).ok();
     if let Some(spec) = shard::resolve(args.shard.as_deref(), args.shard_count, &env)? {
         config.shard = Some(shard::plan(&config.matrix(), &spec)?);
@@ -98,7 +98,7 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
     // The shard is part of the plan: a resumed shard finishes the slice its run.json names.
     let fixed = [
         ("--scenario", args.scenario.is_some()),
-        ("--run-id", args.run_id.is_some()),
+        ("--run-id", args.output.run_id.is_some()),
         ("--shard", args.shard.is_some()),
         ("--shard-count", args.shard_count.is_some()),
         // Whether bodies are written is the run's own (run.json config.request_bodies).
@@ -109,7 +109,7 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
             given.push(flag.to_string());
         }
     }
-    if args.out.is_some() {
+    if args.output.out.is_some() {
         given.push("--out".into());
     }
     match given.first() {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::measure::{self, Ready};
 use super::{Ctx, Journal, batch, open, setup};
-use crate::cli::{MeasureArgs, SoakArgs, SweepArgs, ThermalArgs};
+use crate::cli::{MeasureArgs, OutputArgs, SizeArgs, SoakArgs, SweepArgs, ThermalArgs, WorkloadArgs};
 use crate::client::{ChatRequest, Message};
 use crate::exit::{Failure, Outcome};
 use crate::meta::SoakSummary;
@@ -41,7 +41,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
         ..Default::default()
     };
     journal.update(|m| m.soak = Some(summary.clone()))?;
-    let progress = Arc::new(Progress::new(0, args.quiet));
+    let progress = Arc::new(Progress::new(0, args.output.quiet));
     let limit = args.duration.map(|d| d.0);
     let reads = crate::client::read_counts();
     let mut work = tokio::spawn(run(opened.config, summary, limit, journal.clone(), progress.clone()));
@@ -103,22 +103,23 @@ enum SoakEnd {
 
 /// The soak as the sweep's settings: cold, one run, no thermal gate (a soak is load on purpose).
 fn sweep_args(args: &SoakArgs) -> SweepArgs {
-    SweepArgs {
-        connection: args.connection.clone(),
-        measure: MeasureArgs {
-            model: args.model.clone(),
-            api: args.api,
-            preset: args.preset.clone(),
-            contexts: Some(args.contexts.clone().unwrap_or(crate::spec::Contexts(vec![1024]))),
-            output_tokens: args.output_tokens,
-            thermal: ThermalArgs { thermal: Some(ThermalChoice::Off), ..Default::default() },
-            ..Default::default()
-        },
-        out: args.out.clone(),
-        run_id: Some(args.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id("soak"))),
-        quiet: args.quiet,
-        ..Default::default()
-    }
+    let sizes = SizeArgs {
+        contexts: Some(args.sizes.contexts.clone().unwrap_or(crate::spec::Contexts(vec![1024]))),
+        ..args.sizes.clone()
+    };
+    let measure = MeasureArgs::driven(
+        args.target.clone(),
+        sizes,
+        WorkloadArgs::default(),
+        ThermalArgs { thermal: Some(ThermalChoice::Off), ..Default::default() },
+        None,
+        None,
+    );
+    let output = OutputArgs {
+        run_id: Some(args.output.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id("soak"))),
+        ..args.output.clone()
+    };
+    SweepArgs::new_run(args.connection.clone(), measure, None, output)
 }
 
 async fn run(

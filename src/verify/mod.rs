@@ -31,10 +31,9 @@ mod records;
 pub mod rule;
 mod sources;
 
-use std::path::PathBuf;
-
 use serde::Serialize;
 
+use crate::cli::{VerifyArgs, VerifyFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::physics::{self, Hardware, ModelProfile};
@@ -42,60 +41,6 @@ use crate::results::load::{self, Detail, Source};
 pub use finding::{Finding, Severity, cell_label};
 use rule::{Check, Ctx, Input};
 pub use rule::{RULES, RuleId};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
-
-#[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  \
-    bench verify results/20261122T031500Z-cold\n  \
-    bench verify run1.jsonl run2.jsonl --hardware m4-pro --model-bytes 8.03GB --params 12B\n  \
-    bench verify results/* --format json --strict\n  \
-    bench verify published.json --sources results/run-a results/run-b\n  \
-    bench verify --list-rules\n\n\
-    With --sources, every record of each input must be found in one of the sources (same cell\n\
-    and run, same numbers up to the input's rounding) and the input's metadata must agree with\n\
-    the sources its records come from; anything else is an error (provenance_* rules).\n\
-    Physics inputs fall back to each run's run.json: the model profile the sweep recorded\n\
-    (physics.model, read from the GGUF at sweep time), then its inputs (config.physics), then the\n\
-    built-in profiles of known models. Without hardware, the ceiling rules are skipped and a note says so.\n\
-    Exit codes: 0 clean; 1 errors (or warnings with --strict); 2 unusable input (a bad flag, an\n\
-    unreadable file, an input without records unless --allow-empty).")]
-pub struct VerifyArgs {
-    /// Result files or run directories (ours, the origin's, or vLLM/AIPerf/GuideLLM results:
-    /// docs/import.md).
-    #[arg(required_unless_present = "list_rules")]
-    pub inputs: Vec<PathBuf>,
-    /// The raw files the inputs claim to come from (run dirs, .jsonl, canonical or origin files):
-    /// audit every input record against them (provenance rules; errors).
-    #[arg(long, num_args = 1.., value_name = "RAW")]
-    pub sources: Vec<PathBuf>,
-    /// text (one line per finding) or json (stable shape, see the module docs).
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: Format,
-    /// Warnings fail too (exit 1).
-    #[arg(long)]
-    pub strict: bool,
-    #[command(flatten)]
-    pub physics: crate::cli::PhysicsArgs,
-    /// Warm must be at least this much faster than cold (median TTFT) where physics cannot say more.
-    #[arg(long, default_value_t = 1.5, value_parser = crate::spec::finite)]
-    pub min_warm_speedup: f64,
-    /// Storage read bandwidth for the warm-reload estimate, GB/s. The default is deliberately modest
-    /// (an H200 host's disk read its slot file at 1.44 GB/s): a slower guess only makes "cache
-    /// broken" harder to raise.
-    #[arg(long, default_value_t = 2.0, value_parser = crate::spec::finite)]
-    pub storage_gbps: f64,
-    /// Accept inputs that hold no records (otherwise exit 2: nothing to verify is not a pass).
-    #[arg(long)]
-    pub allow_empty: bool,
-    /// Print every rule with its severity and reason, and exit.
-    #[arg(long)]
-    pub list_rules: bool,
-}
 
 /// Bounds of verify's own flags: (flag, value, largest sane value).
 fn check_flags(args: &VerifyArgs) -> Result<(), Failure> {

@@ -23,9 +23,10 @@ use clap::Parser;
 use self::meta::ConflictSet;
 use self::page::{el, esc};
 use super::CellStats;
+use crate::cli::VerifyArgs;
 use crate::exit::Failure;
 use crate::results::load::Source;
-use crate::verify::{self, VerifyArgs};
+use crate::verify;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
