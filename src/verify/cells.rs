@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::finding::Finding;
-use super::rule::{Ctx, RuleId};
+use super::rule::{RuleContext, RuleId};
 use crate::physics;
 use crate::quality;
 use crate::record::{CacheState, CellKey, Mode, Record, Scenario};
@@ -98,7 +98,7 @@ fn state_times(records: &[Record]) -> Vec<StateTimes> {
 /// prompt (the server restored the slot and computed only the last tokens) is not a cache that did
 /// nothing: the reload itself is what costs, and that is `warm_slower_explained` too. "The cache
 /// did nothing" is said only where no evidence shows otherwise (the origin's 0.98x had none).
-pub fn warm_not_faster(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
+pub fn warm_not_faster(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     for cell in state_times(records) {
         let (Some(cold), Some(warm)) =
             (cell.median_ttft(CacheState::Cold), cell.median_ttft(CacheState::Warm))
@@ -162,7 +162,7 @@ pub fn warm_not_faster(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
 /// Hot's measured turn brings new tokens ("Understood." + the follow-up) that must be prefilled,
 /// while warm re-sends an identical prompt. Where the evidence shows hot computed clearly more, a
 /// fast reload (small KV, page cache) honestly beats it: `hot_slower_explained` (info).
-pub fn hot_slower_than_warm(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
+pub fn hot_slower_than_warm(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     for cell in state_times(records) {
         let (Some(warm), Some(hot)) = (cell.median_ttft(CacheState::Warm), cell.median_ttft(CacheState::Hot))
         else {
@@ -197,7 +197,7 @@ pub fn hot_slower_than_warm(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding
 /// A concurrent batch is one unit: complete only with all B member requests and its group
 /// record. A sweep killed while a batch was being appended leaves a partial one, which must never
 /// pass for a measured cell (merge keeps the complete batch of another run instead).
-pub fn batch_incomplete(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
+pub fn batch_incomplete(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     for b in batch::batches(records).iter().filter(|b| !b.is_complete()) {
         let id =
             if b.group_id.is_empty() { "without a group id".to_string() } else { b.group_id.to_string() };
@@ -211,7 +211,7 @@ pub fn batch_incomplete(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
 }
 
 /// The ceilings use hardware other than the input's run.json or host says.
-pub fn hardware_mismatch(ctx: &Ctx, _records: &[Record], out: &mut Vec<Finding>) {
+pub fn hardware_mismatch(ctx: &RuleContext, _records: &[Record], out: &mut Vec<Finding>) {
     let Some(used) = ctx.hardware else { return };
     let mut differs = Vec::new();
     if let Some(name) = ctx.run_json_hardware.filter(|n| *n != used.name) {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::finding::Finding;
-use super::rule::{Ctx, RuleId};
+use super::rule::{RuleContext, RuleId};
 use crate::physics;
 use crate::record::QualityCode;
 use crate::record::{CacheState, Measurement, PageCache, Record};
@@ -19,7 +19,7 @@ pub fn is_burst(m: &Measurement) -> bool {
 /// above the physical ceiling without anything being faked: the tokens were decoded at the
 /// server's pace and read at the client's. `decode_above_ceiling` leaves such a record to this
 /// rule, which says what happened instead of calling the rate impossible.
-pub fn stream_burst(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Record::Measurement(m) = rec else { return };
     if m.error.is_some() || !is_burst(m) {
         return;
@@ -47,7 +47,7 @@ pub fn stream_burst(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
 /// not drop from the OS page cache (`page_cache: "unknown"`): such a restore may have read memory,
 /// not the disk that "warm" claims. Records written before bench kept the field say nothing either
 /// way and are not counted (imports and older files would otherwise all raise it).
-pub fn warm_page_cache_unknown(ctx: &Ctx, records: &[Record], out: &mut Vec<Finding>) {
+pub fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     let mut runs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for r in records {
         let Record::Measurement(m) = r else { continue };

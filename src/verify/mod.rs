@@ -39,7 +39,7 @@ use crate::output;
 use crate::physics::{self, Hardware, ModelProfile};
 use crate::results::load::{self, Detail, Source};
 pub use finding::{Finding, Severity, cell_label};
-use rule::{Check, Ctx, Input};
+use rule::{Check, Input, RuleContext};
 pub use rule::{RULES, RuleId};
 
 /// Bounds of verify's own flags: (flag, value, largest sane value).
@@ -237,7 +237,7 @@ fn verify_input(
     report.physics.push(InputPhysicsSummary { path: file.clone(), hardware: phys.hardware.clone(), models });
     report.inputs.push(summary(src));
     let model_for = |name: &str| phys.model_for(name);
-    let ctx = Ctx {
+    let ctx = RuleContext {
         file: &file,
         hardware: phys.hardware.as_ref(),
         model_for: &model_for,

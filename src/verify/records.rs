@@ -4,7 +4,7 @@
 //! come from `quality`, so a record judged at sweep time and one judged later by verify agree.
 
 use super::finding::Finding;
-use super::rule::{Ctx, RuleId};
+use super::rule::{RuleContext, RuleId};
 use crate::physics;
 use crate::quality;
 use crate::record::PolicyKind;
@@ -24,7 +24,7 @@ fn is_stand_in(m: &Measurement) -> bool {
     m.quality_flags.iter().any(|f| f.flag == crate::results::origin::BATCH_AGGREGATE_FLAG)
 }
 
-fn finding(ctx: &Ctx, m: &Measurement, rule: RuleId, message: String) -> Finding {
+fn finding(ctx: &RuleContext, m: &Measurement, rule: RuleId, message: String) -> Finding {
     Finding::new(rule, ctx.file, message).at(&m.run_id, &m.cell)
 }
 
@@ -32,7 +32,7 @@ fn show(v: Option<u64>) -> String {
     v.map_or("null".into(), |n| n.to_string())
 }
 
-pub fn decode_above_ceiling(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn decode_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     // A burst's client-side rate is no decode at all: `stream_burst` explains it.
     let Some(m) = judged(rec).filter(|m| !super::explain::is_burst(m)) else { return };
     let (Some(hw), Some(model)) = (ctx.hardware, (ctx.model_for)(&m.cell.model)) else { return };
@@ -52,7 +52,7 @@ pub fn decode_above_ceiling(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
     }
 }
 
-pub fn prefill_above_ceiling(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn prefill_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     let (Some(hw), Some(model)) = (ctx.hardware, (ctx.model_for)(&m.cell.model)) else { return };
     let ceiling = physics::ceilings(hw, &model, m).prefill_ceiling_tps;
@@ -72,7 +72,7 @@ pub fn prefill_above_ceiling(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
     }
 }
 
-pub fn max_tokens_exceeded(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn max_tokens_exceeded(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if let Some(flag) = quality::check_max_tokens(m.output_tokens, m.max_tokens) {
         let message = format!("{}: the server ignored the limit", flag.reason);
@@ -85,7 +85,7 @@ pub fn max_tokens_exceeded(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
     }
 }
 
-pub fn usage_missing(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn usage_missing(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if let Some(flag) = quality::check_usage(m.input_tokens, m.output_tokens) {
         let message = format!("{}: every rate of this row is a guess", flag.reason);
@@ -93,7 +93,7 @@ pub fn usage_missing(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
     }
 }
 
-pub fn ttft_after_e2e(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn ttft_after_e2e(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if let Some(flag) = quality::check_timing(m.ttft_ms, m.e2e_ms) {
         let consequence = if flag.reason.starts_with("negative") {
@@ -120,7 +120,7 @@ fn derived_cache_verdict(m: &Measurement) -> Option<bool> {
     }
 }
 
-pub fn cache_state_unconfirmed(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn cache_state_unconfirmed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if derived_cache_verdict(m) == Some(false) {
         let message =
@@ -159,7 +159,7 @@ fn show_bool(v: Option<bool>) -> &'static str {
 /// usage, max_tokens, timing, the cache state, and the stored flags themselves) and the physics
 /// fractions (measured rate over the stored ceiling). A stored verdict that disagrees is an edited
 /// file or a bug: verify stands by what the evidence says, not by what the record says of itself.
-pub fn stored_verdict_disagrees(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     let mut differ = Vec::new();
     let derived = derived_cache_verdict(m);
@@ -237,7 +237,7 @@ fn show_f(v: Option<f64>) -> String {
     v.map_or("null".into(), |x| format!("{x:.4}"))
 }
 
-pub fn input_tokens_off_nominal(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn input_tokens_off_nominal(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     // Hot prompts carry the conversation on top of the nominal context, and staggered prompts
     // are sized for their own context, so only an explicit expectation is checked for them.
@@ -252,7 +252,7 @@ pub fn input_tokens_off_nominal(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>)
     }
 }
 
-pub fn thermal_not_recovered(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn thermal_not_recovered(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     // Only a probe judges recovery; fixed and off have nothing to say.
     let Some(t) = m.thermal.as_ref().filter(|t| t.policy == PolicyKind::Probe && !t.recovered) else {
@@ -267,7 +267,7 @@ pub fn thermal_not_recovered(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
     out.push(finding(ctx, m, RuleId::ThermalNotRecovered, message));
 }
 
-pub fn measurement_failed(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn measurement_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let (what, e) = match rec {
         Record::Measurement(m) if !is_stand_in(m) => ("", m.error.as_ref()),
         Record::Group(g) => ("group: ", g.error.as_ref()),
@@ -280,7 +280,7 @@ pub fn measurement_failed(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
     }
 }
 
-pub fn quality_gate_failed(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn quality_gate_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec).filter(|m| !m.quality_ok) else { return };
     let failing: Vec<&str> =
         m.quality_flags.iter().filter(|f| f.fails_gate).map(|f| f.flag.as_str()).collect();
@@ -297,7 +297,7 @@ pub fn overlap(s: &StaggeredRecord) -> Option<(bool, f64)> {
     quality::staggered_overlap(s.user_b_arrival_ms, s.user_a_e2e_ms, s.user_b_e2e_ms)
 }
 
-pub fn staggered_not_overlapped(ctx: &Ctx, rec: &Record, out: &mut Vec<Finding>) {
+pub fn staggered_not_overlapped(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Record::Staggered(s) = rec else { return };
     // A sequential twin is meant not to overlap; a failed pair is measurement_failed's.
     if s.cell.scenario != Scenario::StaggeredBatched || s.error.is_some() {

@@ -65,7 +65,7 @@ impl fmt::Display for RuleId {
 }
 
 /// What the rules of one input know besides its records.
-pub struct Ctx<'a> {
+pub struct RuleContext<'a> {
     pub file: &'a str,
     /// The hardware the ceilings use (flags, else the input's run.json).
     pub hardware: Option<&'a Hardware>,
@@ -89,9 +89,9 @@ pub struct Input<'a> {
 #[derive(Clone, Copy)]
 pub enum Check {
     /// Each record alone.
-    Record(fn(&Ctx, &Record, &mut Vec<Finding>)),
+    Record(fn(&RuleContext, &Record, &mut Vec<Finding>)),
     /// The cells of one input (several records together).
-    Cell(fn(&Ctx, &[Record], &mut Vec<Finding>)),
+    Cell(fn(&RuleContext, &[Record], &mut Vec<Finding>)),
     /// All inputs together.
     CrossInput(fn(&[Input], &mut Vec<Finding>)),
     /// One input (a published file) against the sources it claims (`--sources`); runs only when
