@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use super::cells::{CellComparison, Metric, MetricComparison, Verdict, Wins};
 use super::failures::{InputFailures, Reason};
 use super::{CandidateReport, InputInfo, Report};
-use crate::record::Mode;
+use crate::report::context_label as context;
 
 use crate::output::{TableStyle, short, table, table_text};
 
@@ -18,14 +18,6 @@ fn interval(m: &MetricComparison) -> String {
     match (m.ci95_lo, m.ci95_hi) {
         (Some(lo), Some(hi)) => format!("{}..{}", ratio_number(lo), ratio_number(hi)),
         _ => "-".into(),
-    }
-}
-
-fn context(tokens: u32) -> String {
-    if tokens >= 1024 && tokens.is_multiple_of(1024) {
-        format!("{}K", tokens / 1024)
-    } else {
-        tokens.to_string()
     }
 }
 
@@ -138,7 +130,7 @@ fn cell_label(c: &CellComparison) -> String {
         crate::record::Scenario::StaggeredSequential => "stag-seq",
         _ => id.cache_state.as_str(),
     };
-    let mode = if id.mode == Mode::Streaming { "stream" } else { "non-str" };
+    let mode = id.mode.short_label();
     let batch = if id.batch_size > 1 { format!(" b{}", id.batch_size) } else { String::new() };
     format!("{} {state} {mode}{batch}", context(id.context_tokens))
 }

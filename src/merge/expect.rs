@@ -149,17 +149,9 @@ pub fn missing_shards(
     if s.is_empty() { s } else { format!("\n{s}") }
 }
 
+/// "m cold/cold streaming 2048 b1 run 2".
 pub fn cell_label(c: &CellKey) -> String {
-    format!(
-        "{} {}/{} {} {} b{} run {}",
-        c.model,
-        c.scenario.as_str(),
-        c.cache_state.as_str(),
-        c.mode.as_str(),
-        c.context_tokens,
-        c.batch_size,
-        c.run
-    )
+    format!("{} run {}", c.merge_label(), c.run)
 }
 
 /// The completeness table (markdown, as the origin's crash report had it) and the missing and

@@ -18,6 +18,7 @@ mod plot;
 mod table;
 
 pub use self::csv::{COLUMNS, to_csv};
+pub use self::table::context as context_label;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;

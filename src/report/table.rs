@@ -2,7 +2,6 @@
 
 use super::{CellStats, QUANTILE_METHOD, is_staggered};
 use crate::output::{TableStyle, table, table_text};
-use crate::record::Mode;
 use crate::stats::{self, Summary};
 
 pub use crate::output::short;
@@ -42,7 +41,8 @@ fn p50_p99(s: &Summary) -> String {
     }
 }
 
-fn context(tokens: u32) -> String {
+/// A context in a table: "4K" for whole multiples of 1024 tokens, "1000" otherwise.
+pub fn context(tokens: u32) -> String {
     if tokens >= 1024 && tokens.is_multiple_of(1024) {
         format!("{}K", tokens / 1024)
     } else {
@@ -69,7 +69,7 @@ pub fn compact(cells: &[CellStats]) -> String {
             [
                 c.id.cache_state.as_str().to_string(),
                 context(c.id.context_tokens),
-                if c.id.mode == Mode::Streaming { "stream" } else { "non-str" }.to_string(),
+                c.id.mode.short_label().to_string(),
                 format!("b{}", c.id.batch_size),
                 format!(
                     "TTFT ms p50/p99 {}  ITL ms p50/p99 {}  decode tok/s {}",
@@ -135,7 +135,7 @@ pub fn cell_row(c: &CellStats) -> Vec<String> {
     vec![
         context(c.id.context_tokens),
         c.id.cache_state.as_str().to_string(),
-        if c.id.mode == Mode::Streaming { "stream" } else { "non-str" }.to_string(),
+        c.id.mode.short_label().to_string(),
         c.id.batch_size.to_string(),
         format!("{}/{}", c.quality_ok, c.records),
         median_ci(&c.ttft_ms),
