@@ -2,15 +2,12 @@
 
 use std::collections::BTreeSet;
 
-use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
-use comfy_table::{CellAlignment, ContentArrangement, Table};
-
 use super::cells::{CellComparison, Metric, MetricComparison, Verdict, Wins};
 use super::failures::{InputFailures, Reason};
 use super::{CandidateReport, InputInfo, Report};
-use crate::record::Mode;
+use crate::report::context_label as context;
 
-use crate::output::{TERMINAL_WIDTH, short};
+use crate::output::{TableStyle, short, table, table_text};
 
 /// Ratios keep 3 decimals: near 1 (0.98 vs 1.02) is where they matter.
 fn ratio_number(v: f64) -> String {
@@ -22,32 +19,6 @@ fn interval(m: &MetricComparison) -> String {
         (Some(lo), Some(hi)) => format!("{}..{}", ratio_number(lo), ratio_number(hi)),
         _ => "-".into(),
     }
-}
-
-fn context(tokens: u32) -> String {
-    if tokens >= 1024 && tokens.is_multiple_of(1024) {
-        format!("{}K", tokens / 1024)
-    } else {
-        tokens.to_string()
-    }
-}
-
-fn new_table(markdown: bool, header: &[&str], right_from: usize) -> Table {
-    let mut t = Table::new();
-    if markdown {
-        t.load_preset(ASCII_MARKDOWN);
-    } else {
-        t.load_preset(UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Dynamic)
-            .set_width(TERMINAL_WIDTH);
-    }
-    t.set_header(header.to_vec());
-    for i in right_from..header.len() {
-        if let Some(col) = t.column_mut(i) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t
 }
 
 /// A short name for sentences: the file or directory name, or the whole path when two inputs
@@ -123,7 +94,7 @@ fn verdict(m: &MetricComparison, pct: Option<f64>) -> String {
 
 fn cells_table(c: &CandidateReport, markdown: bool, pct: Option<f64>) -> String {
     let mut t =
-        new_table(markdown, &["cell", "metric", "base", "cand", "n", "ratio", "95% CI", "verdict"], 2);
+        table(style(markdown), &["cell", "metric", "base", "cand", "n", "ratio", "95% CI", "verdict"], 2);
     let many_models = c.comparison.cells.iter().map(|x| &x.cell.model).collect::<BTreeSet<_>>().len() > 1;
     let mut model = None;
     for cell in &c.comparison.cells {
@@ -144,9 +115,11 @@ fn cells_table(c: &CandidateReport, markdown: bool, pct: Option<f64>) -> String 
             ]);
         }
     }
-    let mut s = t.to_string();
-    s.push('\n');
-    s
+    table_text(t)
+}
+
+fn style(markdown: bool) -> TableStyle {
+    if markdown { TableStyle::Markdown } else { TableStyle::Terminal }
 }
 
 /// "1K warm stream", "4K cold non-str b2", "4K stag-bat stream".
@@ -157,7 +130,7 @@ fn cell_label(c: &CellComparison) -> String {
         crate::record::Scenario::StaggeredSequential => "stag-seq",
         _ => id.cache_state.as_str(),
     };
-    let mode = if id.mode == Mode::Streaming { "stream" } else { "non-str" };
+    let mode = id.mode.short_label();
     let batch = if id.batch_size > 1 { format!(" b{}", id.batch_size) } else { String::new() };
     format!("{} {state} {mode}{batch}", context(id.context_tokens))
 }
@@ -218,7 +191,8 @@ fn reasons(f: &InputFailures) -> String {
 }
 
 fn failures_table(failures: &[InputFailures], markdown: bool) -> String {
-    let mut t = new_table(markdown, &["input", "status", "cells", "ok", "failed", "unusable", "missing"], 2);
+    let mut t =
+        table(style(markdown), &["input", "status", "cells", "ok", "failed", "unusable", "missing"], 2);
     // Reasons go below the table, one line per input: in a cell they would wrap mid-phrase.
     let mut why = String::new();
     for (i, f) in failures.iter().enumerate() {
@@ -233,8 +207,8 @@ fn failures_table(failures: &[InputFailures], markdown: bool) -> String {
             f.cells_missing.map_or("-".into(), |n| n.to_string()),
         ]);
     }
-    let mut s = t.to_string();
-    s.push_str("\n\nreasons (failed records):\n");
+    let mut s = table_text(t);
+    s.push_str("\nreasons (failed records):\n");
     s.push_str(&why);
     s.push_str(
         "\nfailed: some record failed, the cell still has usable samples; unusable: none.\n\

@@ -143,9 +143,22 @@ pub fn advance(plan: &mut LoadPlan, run: u32, written: &[Measurement]) {
 /// The steps as a table (stderr at the end of a search).
 pub fn table(search: &crate::meta::RateSearch) -> String {
     let f = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
-    let mut out = String::from(
-        "| Step | Run | Kind | Offered | Achieved /s | Goodput | TTFT p99 ms | Send lag p99 ms | Honest | Passed | Bracket /s |\n\
-         |------|-----|------|---------|-------------|---------|-------------|-----------------|--------|--------|------------|\n",
+    let mut t = crate::output::table(
+        crate::output::TableStyle::Terminal,
+        &[
+            "Step",
+            "Run",
+            "Kind",
+            "Offered",
+            "Achieved /s",
+            "Goodput",
+            "TTFT p99 ms",
+            "Send lag p99 ms",
+            "Honest",
+            "Passed",
+            "Bracket /s",
+        ],
+        1,
     );
     for (i, s) in search.steps.iter().enumerate() {
         let offered = match (s.rate_per_s, s.concurrency) {
@@ -154,19 +167,21 @@ pub fn table(search: &crate::meta::RateSearch) -> String {
             _ => "-".into(),
         };
         let bracket = s.bracket_per_s.map_or("-".into(), |(lo, hi)| format!("{lo:.3}..{hi:.3}"));
-        out.push_str(&format!(
-            "| {} | {} | {} | {offered} | {} | {} | {} | {} | {} | {} | {bracket} |\n",
-            i + 1,
-            s.run,
-            s.kind,
+        t.add_row(vec![
+            (i + 1).to_string(),
+            s.run.to_string(),
+            s.kind.clone(),
+            offered,
             f(s.achieved_rate_per_s, 2),
             s.goodput.map_or("-".into(), |g| format!("{:.0}%", g * 100.0)),
             f(s.ttft_p99_ms, 1),
             f(s.send_lag_p99_ms, 3),
-            if s.honestly_offered { "yes" } else { "NO" },
-            s.passed.map_or("-", |p| if p { "yes" } else { "no" }),
-        ));
+            if s.honestly_offered { "yes" } else { "NO" }.to_string(),
+            s.passed.map_or("-", |p| if p { "yes" } else { "no" }).to_string(),
+            bracket,
+        ]);
     }
+    let mut out = crate::output::table_text(t);
     out.push_str(&match (search.found_rate_per_s, search.finished) {
         (Some(r), true) => format!("Highest rate honestly offered that met the target: {r}/s\n"),
         (Some(r), false) => format!("The search was cut short; the highest rate that passed so far: {r}/s\n"),

@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::Slo;
 use crate::meta::LoadPlan;
+use crate::output::{self, TableStyle, table_text};
 use crate::record::{CacheState, Measurement};
 use crate::stats::Samples;
 
@@ -374,17 +375,30 @@ pub fn table(s: &LoadSummary) -> String {
         v => v.map_or("-".to_string(), |x| format!("{x:.digits$}")),
     };
     let head = load_header(s);
-    let mut out = format!(
-        "| {head} | State | Requests | TTFT p50 | TTFT p90 | TTFT p99 | ITL p50 | ITL p90 | ITL p99 | Achieved /s | Output tok/s | Goodput |\n\
-         |---------|-------|----------|----------|----------|----------|---------|---------|---------|-------------|--------------|---------|\n",
+    let mut t = output::table(
+        TableStyle::Terminal,
+        &[
+            head,
+            "State",
+            "Requests",
+            "TTFT p50",
+            "TTFT p90",
+            "TTFT p99",
+            "ITL p50",
+            "ITL p90",
+            "ITL p99",
+            "Achieved /s",
+            "Output tok/s",
+            "Goodput",
+        ],
+        2,
     );
     for r in &s.rates {
         for st in &r.states {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            t.add_row(vec![
                 rate_label(r),
-                label(st.state),
-                st.requests,
+                label(st.state).to_string(),
+                st.requests.to_string(),
                 f(st.ttft_ms.p50),
                 f(st.ttft_ms.p90),
                 p99(&st.ttft_ms, 1),
@@ -394,24 +408,25 @@ pub fn table(s: &LoadSummary) -> String {
                 st.achieved_rate_per_s.map_or("-".into(), |x| format!("{x:.2}")),
                 f(st.output_tps),
                 st.goodput.map_or("-".into(), |g| format!("{:.0}%", g * 100.0)),
-            ));
+            ]);
         }
     }
-    out.push_str(&format!(
-        "\n| {head} | Sent | Send lag p50 ms | p90 | p99 | max | Prepared late | Offered |\n\
-         |---------|------|-----------------|-----|-----|-----|---------------|---------|\n",
-    ));
+    let mut out = table_text(t);
+    let mut t = output::table(
+        TableStyle::Terminal,
+        &[head, "Sent", "Send lag p50 ms", "p90", "p99", "max", "Prepared late", "Offered"],
+        1,
+    );
     let us = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
     for r in &s.rates {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        t.add_row(vec![
             rate_label(r),
-            r.sent,
+            r.sent.to_string(),
             us(r.send_lag_ms.p50),
             us(r.send_lag_ms.p90),
             p99(&r.send_lag_ms, 3),
             us(r.send_lag_ms.max),
-            r.prepared_late,
+            r.prepared_late.to_string(),
             if r.concurrency.is_some() {
                 "closed loop (no rate)".to_string()
             } else if r.honestly_offered {
@@ -419,8 +434,10 @@ pub fn table(s: &LoadSummary) -> String {
             } else {
                 format!("NOT honestly (p99 lag > {} ms)", r.honest_lag_limit_ms)
             },
-        ));
+        ]);
     }
+    out.push('\n');
+    out.push_str(&table_text(t));
     let closed = s.rates.iter().all(|r| r.concurrency.is_some()) && !s.rates.is_empty();
     out.push_str(&if closed {
         format!(

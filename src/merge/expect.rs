@@ -149,37 +149,29 @@ pub fn missing_shards(
     if s.is_empty() { s } else { format!("\n{s}") }
 }
 
+/// "m cold/cold streaming 2048 b1 run 2".
 pub fn cell_label(c: &CellKey) -> String {
-    format!(
-        "{} {}/{} {} {} b{} run {}",
-        c.model,
-        c.scenario.as_str(),
-        c.cache_state.as_str(),
-        c.mode.as_str(),
-        c.context_tokens,
-        c.batch_size,
-        c.run
-    )
+    format!("{} run {}", c.merge_label(), c.run)
 }
 
 /// The completeness table (markdown, as the origin's crash report had it) and the missing and
 /// failed cells.
 pub fn render(rows: &[ModelCompleteness]) -> String {
-    let mut s = String::from("| Model | Total | Quality OK | Staggered | Status |\n");
-    s.push_str("|-------|-------|-----------|-----------|--------|\n");
+    let mut t = crate::output::table(
+        crate::output::TableStyle::Markdown,
+        &["Model", "Total", "Quality OK", "Staggered", "Status"],
+        1,
+    );
     for c in rows {
-        s.push_str(&format!(
-            "| {} | {}/{} | {}/{} | {}/{} | {} |\n",
-            c.model,
-            c.measured,
-            c.expected,
-            c.quality_ok,
-            c.expected,
-            c.staggered_measured,
-            c.staggered_expected,
-            c.status()
-        ));
+        t.add_row(vec![
+            c.model.clone(),
+            format!("{}/{}", c.measured, c.expected),
+            format!("{}/{}", c.quality_ok, c.expected),
+            format!("{}/{}", c.staggered_measured, c.staggered_expected),
+            c.status().to_string(),
+        ]);
     }
+    let mut s = crate::output::table_text(t);
     for c in rows {
         if c.extra > 0 {
             s.push_str(&format!("\n{}: {} cells outside the expected matrix\n", c.model, c.extra));

@@ -18,6 +18,7 @@ mod plot;
 mod table;
 
 pub use self::csv::{COLUMNS, to_csv};
+pub use self::table::context as context_label;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -344,8 +345,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     let cells = cells(&combined.records);
     load::release(combined);
     let out = match args.format {
-        Format::Table => table::render(&cells, Some(table::TERMINAL_WIDTH)),
-        Format::Markdown => table::render(&cells, None),
+        Format::Table => table::render(&cells, crate::output::TableStyle::Terminal),
+        Format::Markdown => table::render(&cells, crate::output::TableStyle::Markdown),
         Format::Csv => to_csv(&cells).map_err(|e| Failure::io(format!("csv: {e}")))?,
         Format::Json => {
             let report = JsonReport {

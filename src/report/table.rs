@@ -1,13 +1,10 @@
 //! Terminal (100 columns) and markdown tables: one table of cells per model, one of staggered pairs.
 
-use comfy_table::presets::{ASCII_MARKDOWN, UTF8_FULL_CONDENSED};
-use comfy_table::{CellAlignment, ContentArrangement, Table};
-
 use super::{CellStats, QUANTILE_METHOD, is_staggered};
-use crate::record::Mode;
+use crate::output::{TableStyle, table, table_text};
 use crate::stats::{self, Summary};
 
-pub use crate::output::{TERMINAL_WIDTH, short};
+pub use crate::output::short;
 
 /// The median with its interval: "200 (150..260)"; the interval's coverage where it is below 95%
 /// ("200 (100..300 75%)", n = 3 to 5); "n<3" where there are too few values for one.
@@ -44,33 +41,13 @@ fn p50_p99(s: &Summary) -> String {
     }
 }
 
-fn context(tokens: u32) -> String {
+/// A context in a table: "4K" for whole multiples of 1024 tokens, "1000" otherwise.
+pub fn context(tokens: u32) -> String {
     if tokens >= 1024 && tokens.is_multiple_of(1024) {
         format!("{}K", tokens / 1024)
     } else {
         tokens.to_string()
     }
-}
-
-fn new_table(width: Option<u16>, header: &[&str]) -> Table {
-    let mut t = Table::new();
-    match width {
-        Some(w) => {
-            t.load_preset(UTF8_FULL_CONDENSED)
-                .set_content_arrangement(ContentArrangement::Dynamic)
-                .set_width(w);
-        }
-        None => {
-            t.load_preset(ASCII_MARKDOWN);
-        }
-    }
-    t.set_header(header.to_vec());
-    for i in 1..header.len() {
-        if let Some(col) = t.column_mut(i) {
-            col.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t
 }
 
 /// Decode rate; for batches with no per-request data (origin imports), the system rate, labelled.
@@ -92,7 +69,7 @@ pub fn compact(cells: &[CellStats]) -> String {
             [
                 c.id.cache_state.as_str().to_string(),
                 context(c.id.context_tokens),
-                if c.id.mode == Mode::Streaming { "stream" } else { "non-str" }.to_string(),
+                c.id.mode.short_label().to_string(),
                 format!("b{}", c.id.batch_size),
                 format!(
                     "TTFT ms p50/p99 {}  ITL ms p50/p99 {}  decode tok/s {}",
@@ -158,7 +135,7 @@ pub fn cell_row(c: &CellStats) -> Vec<String> {
     vec![
         context(c.id.context_tokens),
         c.id.cache_state.as_str().to_string(),
-        if c.id.mode == Mode::Streaming { "stream" } else { "non-str" }.to_string(),
+        c.id.mode.short_label().to_string(),
         c.id.batch_size.to_string(),
         format!("{}/{}", c.quality_ok, c.records),
         median_ci(&c.ttft_ms),
@@ -201,8 +178,7 @@ pub fn footnote() -> String {
     )
 }
 
-/// `width`: Some(columns) for a terminal, None for markdown.
-pub fn render(cells: &[CellStats], width: Option<u16>) -> String {
+pub fn render(cells: &[CellStats], style: TableStyle) -> String {
     let mut out = String::new();
     let mut models: Vec<&str> = cells.iter().map(|c| c.id.model.as_str()).collect();
     models.dedup();
@@ -211,9 +187,9 @@ pub fn render(cells: &[CellStats], width: Option<u16>) -> String {
         out.push_str(&format!("\n{model}\n\n"));
         let rows: Vec<Vec<String>> =
             mine.iter().filter(|c| !is_staggered(&c.id)).map(|c| cell_row(c)).collect();
-        let groups: Vec<Vec<usize>> = match width {
-            None => vec![(0..CELL_HEADER.len()).collect()],
-            Some(_) => vec![
+        let groups: Vec<Vec<usize>> = match style {
+            TableStyle::Markdown => vec![(0..CELL_HEADER.len()).collect()],
+            TableStyle::Terminal => vec![
                 (0..TERMINAL_SPLIT).collect(),
                 (0..KEY_COLUMNS).chain(TERMINAL_SPLIT..CELL_HEADER.len()).collect(),
             ],
@@ -223,22 +199,20 @@ pub fn render(cells: &[CellStats], width: Option<u16>) -> String {
                 out.push_str(&format!("\n{PER_TOKEN_TITLE}\n\n"));
             }
             let header: Vec<&str> = columns.iter().map(|&j| CELL_HEADER[j]).collect();
-            let mut t = new_table(width, &header);
+            let mut t = table(style, &header, 1);
             for row in &rows {
                 t.add_row(columns.iter().map(|&j| row[j].clone()).collect::<Vec<String>>());
             }
-            out.push_str(&t.to_string());
-            out.push('\n');
+            out.push_str(&table_text(t));
         }
         let staggered: Vec<&&CellStats> = mine.iter().filter(|c| is_staggered(&c.id)).collect();
         if !staggered.is_empty() {
             out.push_str(&format!("\n{STAGGERED_TITLE}\n\n"));
-            let mut t = new_table(width, &STAGGERED_HEADER);
+            let mut t = table(style, &STAGGERED_HEADER, 1);
             for c in staggered {
                 t.add_row(staggered_row(c));
             }
-            out.push_str(&t.to_string());
-            out.push('\n');
+            out.push_str(&table_text(t));
         }
     }
     out.push('\n');

@@ -57,11 +57,6 @@ struct AutoRuns {
     settled: BTreeSet<CellKey>,
 }
 
-/// A cell's matrix point: the cell without its run.
-fn point(cell: &CellKey) -> CellKey {
-    CellKey { run: 0, ..cell.clone() }
-}
-
 impl AutoRuns {
     /// Seeded with the records a resumed run already holds.
     fn new(target: crate::config::AutoRuns, dir: &Path) -> Result<AutoRuns, Failure> {
@@ -72,10 +67,10 @@ impl AutoRuns {
                 store::read_records(&path, TornTail::Skip).map_err(|e| Failure::usage(e.to_string()))?;
             let mut runs: std::collections::BTreeMap<CellKey, BTreeSet<u32>> = Default::default();
             for r in &records {
-                runs.entry(point(r.cell())).or_default().insert(r.cell().run);
+                runs.entry(r.cell().point()).or_default().insert(r.cell().run);
             }
             for (p, seen) in runs {
-                let at = records.iter().filter(|r| point(r.cell()) == p).cloned().collect::<Vec<_>>();
+                let at = records.iter().filter(|r| r.cell().point() == p).cloned().collect::<Vec<_>>();
                 auto.add_values(&p, &at);
                 if let Some(entry) = auto.points.get_mut(&p) {
                     entry.0 = seen.len() as u32;
@@ -101,7 +96,7 @@ impl AutoRuns {
 
     /// One more run of `cell` measured `records`.
     fn add(&mut self, cell: &CellKey, records: &[Record]) {
-        let p = point(cell);
+        let p = cell.point();
         self.add_values(&p, records);
         self.points.entry(p.clone()).or_default().0 += 1;
         self.judge(&p);
@@ -122,7 +117,7 @@ impl AutoRuns {
             self.settled.insert(p.clone());
         }
         crate::meta::AutoRunsCell {
-            cell: format!("{p:#}").trim_end_matches(" run 0").to_string(),
+            cell: format!("{p:#}"),
             runs,
             metric: if p.mode == Mode::Streaming { "ttft_ms" } else { "e2e_ms" }.to_string(),
             n: s.n,
@@ -149,10 +144,10 @@ impl AutoRuns {
                     crate::record::CacheState::Warm => Scenario::Warm,
                     crate::record::CacheState::Hot => Scenario::Hot,
                 };
-                self.settled.contains(&CellKey { scenario, cache_state: state, ..point(cell) })
+                self.settled.contains(&CellKey { scenario, cache_state: state, ..cell.point() })
             });
         }
-        self.settled.contains(&point(cell))
+        self.settled.contains(&cell.point())
     }
 
     /// Every point's standing, for run.json.

@@ -352,28 +352,36 @@ fn first_difference(serial: &str, concurrent: &str) -> String {
     format!("at character {at}: serial {:?} vs {:?}", around(serial), around(concurrent))
 }
 
-/// The final table.
+/// The final table: the verdict and what was served, one row.
 pub fn table(s: &SoakSummary) -> String {
     let opt = |v: Option<f64>, unit: &str| v.map_or("-".into(), |x| format!("{x:.1}{unit}"));
     let verdict = if s.passed == s.requests && s.crashes == 0 && s.mismatches == 0 { "PASS" } else { "FAIL" };
-    format!(
-        "| Soak | Requests passed | Crashes | Output mismatches | req/s | tok/s | x{} vs one stream | Efficiency |\n\
-         |------|-----------------|---------|-------------------|-------|-------|-------------|------------|\n\
-         | {verdict} {}/{} ({} iterations x {}) | {}/{} | {} | {} | {} | {} | {} | {} |\n",
-        s.concurrency,
-        s.passed,
-        s.requests,
-        s.iterations_run,
-        s.concurrency,
-        s.passed,
-        s.requests,
-        s.crashes,
-        s.mismatches,
+    let speedup = format!("x{} vs one stream", s.concurrency);
+    let header = [
+        "Soak",
+        "Requests passed",
+        "Crashes",
+        "Output mismatches",
+        "req/s",
+        "tok/s",
+        speedup.as_str(),
+        "Efficiency",
+    ];
+    let mut t = crate::output::table(crate::output::TableStyle::Terminal, &header, 1);
+    t.add_row(vec![
+        format!(
+            "{verdict} {}/{} ({} iterations x {})",
+            s.passed, s.requests, s.iterations_run, s.concurrency
+        ),
+        format!("{}/{}", s.passed, s.requests),
+        s.crashes.to_string(),
+        s.mismatches.to_string(),
         opt(s.requests_per_s, ""),
         opt(s.output_tps, ""),
         opt(s.speedup, "x"),
         opt(s.efficiency.map(|e| e * 100.0), "%"),
-    )
+    ]);
+    crate::output::table_text(t)
 }
 
 #[cfg(test)]
@@ -424,7 +432,8 @@ mod tests {
             iterations_run: 50,
             ..Default::default()
         };
-        assert!(table(&s).contains("| PASS 400/400 (50 iterations x 8) |"));
+        let rows = crate::output::table_rows(&table(&s));
+        assert_eq!(rows[1][..3], ["PASS 400/400 (50 iterations x 8)", "400/400", "0"], "{}", table(&s));
         let s = SoakSummary { crashes: 1, ..s };
         assert!(table(&s).contains("FAIL"));
     }

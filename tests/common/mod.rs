@@ -6,6 +6,7 @@ pub mod llama;
 pub mod origin;
 pub mod runs;
 pub mod scripted;
+pub mod table;
 
 use std::path::{Path, PathBuf};
 

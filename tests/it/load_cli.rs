@@ -73,7 +73,15 @@ fn a_load_run_records_every_arrival_with_its_schedule_and_proven_cache_state() {
     assert_eq!(summary["knees"].as_array().unwrap().len(), 4, "cold, warm, hot and all");
     assert!(run.join("load-ttft-p99.svg").exists());
     let table = stderr(&out);
-    assert!(table.contains("| Rate /s | State |") && table.contains("Knee"), "{table}");
+    let tables = common::table::tables(&table);
+    let rates = &tables[0];
+    assert_eq!(rates.header[..3], ["Rate /s", "State", "Requests"], "{table}");
+    let all_at_2 = summary["rates"][0]["states"].as_array().unwrap().last().unwrap()["requests"].to_string();
+    assert_eq!(rates.row_with(&["2", "all"]).map(|r| r[2].as_str()), Some(all_at_2.as_str()), "{table}");
+    let lag = &tables[1];
+    assert_eq!(lag.header[..3], ["Rate /s", "Sent", "Send lag p50 ms"], "{table}");
+    assert_eq!(lag.rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), ["2", "4"], "{table}");
+    assert!(table.contains("Knee"), "{table}");
     // stdout is the run directory alone, for scripts (the table is on stderr).
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{}\n", run.display()));
 }

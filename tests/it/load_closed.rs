@@ -159,7 +159,9 @@ fn a_closed_loop_sends_each_user_s_next_request_when_its_last_ended_and_finds_th
     let knee = summary["knees"].as_array().unwrap().iter().find(|k| k["state"].is_null()).unwrap().clone();
     assert_eq!(knee["concurrency"], 2, "two slots: 4 users queue past the SLO; {summary}");
     let table = stderr(&out);
-    assert!(table.contains("| Users | State |") && table.contains("| 4 users | all |"), "{table}");
+    let levels = common::table::find(&table, "Users");
+    assert_eq!(levels.header[..3], ["Users", "State", "Requests"], "{table}");
+    assert!(levels.row_with(&["4 users", "all"]).is_some(), "{table}");
     assert!(table.contains("all 2 users"), "{table}");
     assert!(!run.join("load-ttft-p99.svg").exists(), "no rate was offered");
     let texts = labels(&run.join("load-throughput-latency.svg"));
@@ -188,7 +190,8 @@ fn the_rate_plot_shows_p50_and_p99_named_as_in_the_table_with_ticks_apart() {
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
     let run = run_dir(dir.path());
     let table = stderr(&out);
-    assert!(table.contains("TTFT p50") && table.contains("TTFT p99"), "{table}");
+    let header = common::table::find(&table, "Rate /s").header;
+    assert!(header.iter().any(|h| h == "TTFT p50") && header.iter().any(|h| h == "TTFT p99"), "{table}");
     let texts = labels(&run.join("load-ttft-p99.svg"));
     let axis = texts.iter().find(|l| l.text.starts_with("TTFT ms")).unwrap_or_else(|| panic!("{texts:?}"));
     assert!(axis.text.contains("p50") && axis.text.contains("p99"), "{}", axis.text);

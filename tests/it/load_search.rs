@@ -149,9 +149,9 @@ fn the_rate_search_finds_the_highest_rate_meeting_the_target_within_one_step() {
         );
     }
     let err = stderr(&out);
-    assert!(
-        err.contains("| Step | Run | Kind |") && err.contains("synchronous") && err.contains("saturation"),
-        "{err}"
-    );
+    let steps = common::table::find(&err, "Step");
+    assert_eq!(steps.header[..3], ["Step", "Run", "Kind"], "{err}");
+    assert_eq!(steps.cell("1", "Kind"), Some("synchronous"), "{err}");
+    assert_eq!(steps.cell("2", "Kind"), Some("saturation"), "{err}");
     assert!(err.contains("Highest rate honestly offered that met the target"), "{err}");
 }

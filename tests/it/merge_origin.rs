@@ -159,7 +159,9 @@ fn real_gemma_first_run_plus_rerun() {
         .assert()
         .code(1);
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
-    assert!(stdout.contains("| 198/198 | 197/198 | 6/6 | Failed cells |"), "{stdout}");
+    let table = common::table::find(&stdout, "Model");
+    assert_eq!(table.rows.len(), 1, "{stdout}");
+    assert_eq!(table.rows[0][1..], ["198/198", "197/198", "6/6", "Failed cells"], "{stdout}");
     assert!(path.exists(), "an incomplete merge still writes its file");
 
     let all = Command::cargo_bin("bench")
@@ -173,7 +175,8 @@ fn real_gemma_first_run_plus_rerun() {
         .assert()
         .code(0);
     let stdout = String::from_utf8_lossy(&all.get_output().stdout).to_string();
-    assert!(stdout.contains("| 198/198 | 198/198 | 6/6 | Complete |"), "{stdout}");
+    let table = common::table::find(&stdout, "Model");
+    assert_eq!(table.rows[0][1..], ["198/198", "198/198", "6/6", "Complete"], "{stdout}");
     let stderr = String::from_utf8_lossy(&all.get_output().stderr).to_string();
     assert!(stderr.contains("conflict: thermal_tolerance"), "{stderr}");
 }

@@ -265,7 +265,9 @@ fn completeness_table_counts_cells_and_lists_the_missing() {
         .assert()
         .code(1);
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
-    assert!(stdout.contains("| m | 3/4 | 2/4 | 1/2 | Incomplete |"), "{stdout}");
+    let table = common::table::find(&stdout, "Model");
+    assert_eq!(table.header, ["Model", "Total", "Quality OK", "Staggered", "Status"], "{stdout}");
+    assert_eq!(table.row("m").unwrap(), &["m", "3/4", "2/4", "1/2", "Incomplete"], "{stdout}");
     assert!(stdout.contains("missing (2):"), "{stdout}");
     assert!(stdout.contains("m cold/cold streaming 2048 b1 run 2"), "{stdout}");
     assert!(stdout.contains("m staggered_sequential/cold streaming 4096 b2 run 1"), "{stdout}");

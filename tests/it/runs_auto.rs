@@ -45,6 +45,8 @@ fn a_cell_stops_once_its_median_is_known_to_the_target_and_run_json_says_how_far
     let cells = meta["runs_auto"].as_array().unwrap_or_else(|| panic!("{meta}"));
     assert_eq!(cells.len(), 1, "{cells:?}");
     let c = &cells[0];
+    // The point's label: the cell's own, at every run (its text unchanged since --runs auto began).
+    assert_eq!(c["cell"], "ctx 256 cold streaming b1 all runs", "{c}");
     let runs = c["runs"].as_u64().unwrap();
     assert_eq!(runs as usize, measurements(&run).len(), "{c}");
     assert_eq!(c["within_target"], true, "a steady 100 ms prefill is known to 50%: {c}");

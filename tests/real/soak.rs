@@ -29,7 +29,8 @@ fn a_soak_that_stays_correct_passes_every_request() {
     let out = soak(&server.url, dir.path(), &["--concurrency", "4", "--iterations", "3"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let table = stderr(&out);
-    assert!(table.contains("| PASS 12/12 (3 iterations x 4) |"), "{table}");
+    let soak = common::table::find(&table, "Soak");
+    assert_eq!(soak.cell("PASS 12/12 (3 iterations x 4)", "Requests passed"), Some("12/12"), "{table}");
     let run = run_dir(dir.path());
     let recs = records(&run);
     let ms: Vec<&Value> = recs.iter().filter(|r| r["record_type"] == "measurement").collect();
@@ -69,7 +70,8 @@ fn different_greedy_text_under_load_is_a_finding_even_without_a_crash() {
     let dir = tempfile::tempdir().unwrap();
     let out = soak(&server.url, dir.path(), &["--concurrency", "2", "--iterations", "2"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("| FAIL 0/4"), "{}", stderr(&out));
+    let soak = common::table::find(&stderr(&out), "Soak");
+    assert!(soak.rows[0][0].starts_with("FAIL 0/4 "), "{}", stderr(&out));
     let recs = records(&run_dir(dir.path()));
     let m = recs.iter().find(|r| r["record_type"] == "measurement").unwrap();
     let flag =
@@ -125,7 +127,8 @@ fn a_real_server_killed_with_sigsegv_mid_soak_is_recorded_and_survived() {
     let recs = records(&run);
     let last = recs.iter().rev().find(|r| r["record_type"] == "measurement").unwrap();
     assert_eq!(last["quality_ok"], true, "the restarted server answered: {last}");
-    assert!(stderr(&out).contains("| FAIL"));
+    let soak = common::table::find(&stderr(&out), "Soak");
+    assert!(soak.rows[0][0].starts_with("FAIL "), "{}", stderr(&out));
 }
 
 #[test]

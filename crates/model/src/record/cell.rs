@@ -90,6 +90,14 @@ impl Mode {
             Mode::NonStreaming => "non-streaming",
         }
     }
+
+    /// The mode in a table's narrow column: "stream", "non-str".
+    pub fn short_label(self) -> &'static str {
+        match self {
+            Mode::Streaming => "stream",
+            Mode::NonStreaming => "non-str",
+        }
+    }
 }
 
 impl std::fmt::Display for CacheState {
@@ -176,5 +184,67 @@ impl std::fmt::Display for CellKey {
             0 => f.write_str("all runs"),
             n => write!(f, "run {n}"),
         }
+    }
+}
+
+impl CellKey {
+    /// The cell's matrix point: the cell at every run (run 0, which its label reads "all runs").
+    pub fn point(&self) -> CellKey {
+        CellKey { run: 0, ..self.clone() }
+    }
+
+    /// The key as merge lists it (`--expect`'s missing cells, a canonical file's replaced
+    /// slots): `m concurrent/warm streaming 1024 b2`, scenario and cache state both spelled out;
+    /// the run is the caller's to add ("run 1", "r1"), as each file has always written it.
+    pub fn merge_label(&self) -> MergeLabel<'_> {
+        MergeLabel(self)
+    }
+}
+
+/// `CellKey::merge_label`.
+pub struct MergeLabel<'a>(&'a CellKey);
+
+impl std::fmt::Display for MergeLabel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = self.0;
+        write!(
+            f,
+            "{} {}/{} {} {} b{}",
+            c.model,
+            c.scenario.as_str(),
+            c.cache_state,
+            c.mode,
+            c.context_tokens,
+            c.batch_size
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> CellKey {
+        CellKey {
+            model: "m".into(),
+            scenario: Scenario::Concurrent,
+            cache_state: CacheState::Warm,
+            mode: Mode::Streaming,
+            context_tokens: 1024,
+            dataset_row: None,
+            batch_size: 2,
+            run: 3,
+        }
+    }
+
+    /// The texts run.json, merge's lists and canonical files have always held.
+    #[test]
+    fn every_label_of_a_cell_comes_from_its_key() {
+        let k = key();
+        assert_eq!(k.to_string(), "m ctx 1024 concurrent/warm streaming b2 run 3");
+        assert_eq!(format!("{k:#}"), "ctx 1024 concurrent/warm streaming b2 run 3");
+        assert_eq!(format!("{:#}", k.point()), "ctx 1024 concurrent/warm streaming b2 all runs");
+        assert_eq!(k.merge_label().to_string(), "m concurrent/warm streaming 1024 b2");
+        assert_eq!(Mode::NonStreaming.short_label(), "non-str");
     }
 }

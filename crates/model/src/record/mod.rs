@@ -23,7 +23,7 @@ mod policy_kind;
 mod quality_code;
 mod tagged;
 mod wire;
-pub use cell::{CacheState, CellKey, Mode, Scenario};
+pub use cell::{CacheState, CellKey, MergeLabel, Mode, Scenario};
 pub use lean::LeanRecord;
 pub use metrics_delta::MetricsDelta;
 pub use policy_kind::PolicyKind;

@@ -76,7 +76,7 @@ pub fn in_batch(record: &Record) -> bool {
 
 /// Every batch among `records`, in record order of first appearance.
 pub fn batches(records: &[Record]) -> Vec<Batch<'_>> {
-    let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut index: BTreeMap<(String, Option<CellKey>), usize> = BTreeMap::new();
     let mut out: Vec<Batch> = Vec::new();
     for record in records.iter().filter(|r| in_batch(r)) {
         let (group_id, member, group) = match record {
@@ -86,9 +86,9 @@ pub fn batches(records: &[Record]) -> Vec<Batch<'_>> {
         };
         // Members without a group id can only be told apart by run and cell.
         let key = if group_id.is_empty() {
-            (record.run_id().to_string(), format!("{:?}", record.cell()))
+            (record.run_id().to_string(), Some(record.cell().clone()))
         } else {
-            (String::new(), group_id.to_string())
+            (group_id.to_string(), None)
         };
         let at = *index.entry(key).or_insert_with(|| {
             out.push(Batch {

@@ -141,16 +141,7 @@ fn label(slot: &Slot) -> String {
         }
         Slot::Batch(cell) => ("batch", cell, String::new()),
     };
-    format!(
-        "{kind} {} {}/{} {} {} b{} r{}{idx}",
-        c.model,
-        c.scenario.as_str(),
-        c.cache_state.as_str(),
-        c.mode.as_str(),
-        c.context_tokens,
-        c.batch_size,
-        c.run
-    )
+    format!("{kind} {} r{}{idx}", c.merge_label(), c.run)
 }
 
 /// RFC 3339 timestamps compared as instants where they parse, as text otherwise.
