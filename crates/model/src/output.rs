@@ -129,8 +129,8 @@ pub fn short(v: Option<f64>) -> String {
 }
 
 /// The rows of the terminal tables in `text` (header rows too), each cell trimmed; a wrapped row's
-/// lines are joined back into one (its key, the first cell, is on its first line only).
-#[cfg(test)]
+/// lines are joined back into one (its key, the first cell, is on its first line only). The tests
+/// of every crate that prints a table read it back through this (so it is not test-only).
 pub fn table_rows(text: &str) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = Vec::new();
     for line in text.lines().filter(|l| l.starts_with('│')) {
