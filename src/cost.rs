@@ -25,7 +25,7 @@ const RELOAD_SHARE: f64 = 0.1;
 
 /// The rates the model is built from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Rates {
+pub struct ServerRates {
     /// Prefill seconds per token (linear term).
     pub prefill_s_per_token: f64,
     /// Prefill seconds per token squared (attention).
@@ -39,7 +39,7 @@ pub struct Rates {
     pub source: String,
 }
 
-impl Rates {
+impl ServerRates {
     /// Prefill seconds for `tokens` tokens.
     pub fn prefill_s(&self, tokens: f64) -> f64 {
         (self.prefill_s_per_token * tokens + self.prefill_s_per_token2 * tokens * tokens).max(0.0)
@@ -72,7 +72,7 @@ impl Rates {
 
     /// Rates fitted to an earlier run's records: cold TTFT per prompt size, decode rate, and the
     /// per-request overhead left over.
-    pub fn from_records(records: &[Record], source: &str) -> Option<Rates> {
+    pub fn from_records(records: &[Record], source: &str) -> Option<ServerRates> {
         let mut by_context: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
         let mut decode = Vec::new();
         for r in records {
@@ -90,8 +90,8 @@ impl Rates {
         let points: Vec<(f64, f64)> =
             by_context.iter().filter_map(|(c, t)| Some((*c as f64, crate::stats::median(t)?))).collect();
         let (first, last) = (points.first()?, points.last()?);
-        let (a, b) = Rates::fit_prefill(*first, *last);
-        Some(Rates {
+        let (a, b) = ServerRates::fit_prefill(*first, *last);
+        Some(ServerRates {
             prefill_s_per_token: a,
             prefill_s_per_token2: b,
             decode_tps: crate::stats::median(&decode)?,
@@ -103,7 +103,7 @@ impl Rates {
 }
 
 /// Seconds one cell is expected to take, cooldown before it included.
-pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &Rates) -> f64 {
+pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 {
     let c = f64::from(cell.context_tokens);
     let out = config.output_tokens;
     let single = match cell.cache_state {
@@ -141,7 +141,7 @@ fn prefill_of_measured(cell: &CellKey) -> f64 {
     }
 }
 
-fn cooldown_s(policy: &ThermalPolicy, rates: &Rates) -> f64 {
+fn cooldown_s(policy: &ThermalPolicy, rates: &ServerRates) -> f64 {
     match policy {
         ThermalPolicy::Off => 0.0,
         ThermalPolicy::Fixed { cooldown_s } => *cooldown_s,
@@ -152,7 +152,7 @@ fn cooldown_s(policy: &ThermalPolicy, rates: &Rates) -> f64 {
 /// Seconds the thermal gate is expected to add to `cells` cells: the policy's cooldown before
 /// each (for `probe`, its minimum and one probe; a machine that does not recover at once costs
 /// more probes, 5 s apart).
-pub fn thermal_s(cells: usize, policy: &ThermalPolicy, rates: &Rates) -> f64 {
+pub fn thermal_s(cells: usize, policy: &ThermalPolicy, rates: &ServerRates) -> f64 {
     cells as f64 * cooldown_s(policy, rates)
 }
 
@@ -162,7 +162,7 @@ const THERMAL_OFF_HINT: &str = "on a datacenter GPU with steady clocks, --therma
 /// What the thermal gate is expected to cost, said before the first cell, and how to turn it off
 /// where it buys nothing: a datacenter GPU holds its clocks under a benchmark's load, while the
 /// gate's waits and probes can be most of a short sweep's time.
-pub fn thermal_line(policy: &ThermalPolicy, cells: usize, rates: &Rates, eta_s: f64) -> String {
+pub fn thermal_line(policy: &ThermalPolicy, cells: usize, rates: &ServerRates, eta_s: f64) -> String {
     let show =
         |s: f64| humantime::format_duration(std::time::Duration::from_secs(s.round() as u64)).to_string();
     let gate = match policy {
@@ -184,7 +184,7 @@ pub fn thermal_line(policy: &ThermalPolicy, cells: usize, rates: &Rates, eta_s: 
 
 /// Seconds a cell costs less when it continues a session lifecycle (`--reuse-primes`): warm
 /// skips its priming request, hot its turn 1.
-fn reused_s(cell: &CellKey, config: &SweepConfig, rates: &Rates) -> f64 {
+fn reused_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 {
     match cell.cache_state {
         CacheState::Cold => 0.0,
         CacheState::Warm | CacheState::Hot => {
@@ -194,7 +194,7 @@ fn reused_s(cell: &CellKey, config: &SweepConfig, rates: &Rates) -> f64 {
 }
 
 /// Every cell's expected seconds, in plan order, and the total.
-pub fn estimate(cells: &[CellKey], config: &SweepConfig, rates: &Rates) -> (Vec<f64>, f64) {
+pub fn estimate(cells: &[CellKey], config: &SweepConfig, rates: &ServerRates) -> (Vec<f64>, f64) {
     let costs: Vec<f64> = cells
         .iter()
         .enumerate()
@@ -213,8 +213,8 @@ pub fn estimate(cells: &[CellKey], config: &SweepConfig, rates: &Rates) -> (Vec<
 mod tests {
     use super::*;
 
-    fn rates() -> Rates {
-        Rates {
+    fn rates() -> ServerRates {
+        ServerRates {
             prefill_s_per_token: 1e-4,
             prefill_s_per_token2: 1e-9,
             decode_tps: 100.0,
@@ -228,10 +228,10 @@ mod tests {
     fn two_points_give_the_exact_parabola() {
         // t = 1e-4 c + 1e-9 c^2 at c = 1024 and 8192.
         let t = |c: f64| 1e-4 * c + 1e-9 * c * c;
-        let (a, b) = Rates::fit_prefill((1024.0, t(1024.0)), (8192.0, t(8192.0)));
+        let (a, b) = ServerRates::fit_prefill((1024.0, t(1024.0)), (8192.0, t(8192.0)));
         assert!((a - 1e-4).abs() < 1e-12 && (b - 1e-9).abs() < 1e-15, "{a} {b}");
         // Noise that would make the parabola bend down falls back to a line through the far point.
-        let (a, b) = Rates::fit_prefill((1024.0, 0.5), (8192.0, 1.0));
+        let (a, b) = ServerRates::fit_prefill((1024.0, 0.5), (8192.0, 1.0));
         assert_eq!((a, b), (1.0 / 8192.0, 0.0));
     }
 

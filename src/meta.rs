@@ -178,7 +178,7 @@ pub struct HarnessTime {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Forecast {
-    pub rates: crate::cost::Rates,
+    pub rates: crate::cost::ServerRates,
     /// Expected seconds for the cells still to measure when the forecast was made.
     pub eta_s: f64,
     pub cells: usize,

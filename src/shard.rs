@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use crate::config::Shard;
-use crate::cost::Rates;
+use crate::cost::ServerRates;
 use crate::exit::Failure;
 use crate::plan::Matrix;
 use crate::record::{CacheState, CellKey, Mode, Scenario};
@@ -71,8 +71,8 @@ pub struct Unit {
 
 /// Fixed rates for weighing cells: an 8B-class model on one datacenter GPU, about (46 ms + 64
 /// tokens of decode) at 1K and 2.4 s of prefill at 32K. Only the ratios matter.
-fn nominal_rates() -> Rates {
-    Rates {
+fn nominal_rates() -> ServerRates {
+    ServerRates {
         prefill_s_per_token: 4.0e-5,
         prefill_s_per_token2: 1.0e-9,
         decode_tps: 150.0,

@@ -5,7 +5,7 @@
 use clap::Args;
 
 use super::{
-    ConnectionArgs, Levels, MAX_BATCH, MAX_RUNS, Mix, OutputArgs, Rates, SizeArgs, Slo, TargetArgs,
+    ConnectionArgs, Levels, MAX_BATCH, MAX_RUNS, Mix, OfferedRates, OutputArgs, SizeArgs, Slo, TargetArgs,
     ThermalArgs, WorkloadArgs,
 };
 use crate::record::Mode;
@@ -69,7 +69,7 @@ pub struct LoadArgs {
     /// search for the highest rate honestly offered that meets --slo-target (a synchronous pass,
     /// a saturation pass, then up to --search-steps rates bisecting between them).
     #[arg(long, default_value = "0.5,1,2,4,8", help_heading = "Load")]
-    pub rates: Rates,
+    pub rates: OfferedRates,
     /// Closed loop instead of rates: levels of N users (e.g. 1,4,16,64), each user sending its
     /// next request when its last one ended, each level for --duration; the table and
     /// load-throughput-latency.svg give throughput against latency per level.

@@ -64,20 +64,20 @@ impl FromStr for Rate {
 /// `--rates`: a comma list of rates, none twice; or `auto` (an empty list): search for the highest
 /// rate that is honestly offered and meets the SLO target.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Rates(pub Vec<Rate>);
+pub struct OfferedRates(pub Vec<Rate>);
 
-impl Rates {
+impl OfferedRates {
     /// `--rates auto`.
     pub fn is_auto(&self) -> bool {
         self.0.is_empty()
     }
 }
 
-impl FromStr for Rates {
+impl FromStr for OfferedRates {
     type Err = LoadSpecError;
-    fn from_str(spec: &str) -> Result<Rates, LoadSpecError> {
+    fn from_str(spec: &str) -> Result<OfferedRates, LoadSpecError> {
         if spec.trim() == "auto" {
-            return Ok(Rates(Vec::new()));
+            return Ok(OfferedRates(Vec::new()));
         }
         let mut out: Vec<Rate> = Vec::new();
         for part in spec.split(',') {
@@ -87,7 +87,7 @@ impl FromStr for Rates {
             }
             out.push(rate);
         }
-        Ok(Rates(out))
+        Ok(OfferedRates(out))
     }
 }
 
@@ -246,12 +246,15 @@ mod tests {
         assert_eq!("ttft=1s".parse::<Slo>().unwrap(), Slo { ttft_ms: 1000.0, itl_ms: 50.0 });
         assert_eq!("itl=20ms,ttft=250ms".parse::<Slo>().unwrap(), Slo { ttft_ms: 250.0, itl_ms: 20.0 });
         assert!("tpot=1s".parse::<Slo>().unwrap_err().to_string().contains("unknown SLO key"));
-        assert!("1,2,1".parse::<Rates>().unwrap_err().to_string().contains("listed twice"));
+        assert!("1,2,1".parse::<OfferedRates>().unwrap_err().to_string().contains("listed twice"));
         assert!(
             "0".parse::<Rate>().is_err() && "-1".parse::<Rate>().is_err() && "1e9".parse::<Rate>().is_err()
         );
         assert_eq!("0.5".parse::<Rate>().unwrap(), Rate(0.5));
-        assert!("auto".parse::<Rates>().unwrap().is_auto() && !"1".parse::<Rates>().unwrap().is_auto());
+        assert!(
+            "auto".parse::<OfferedRates>().unwrap().is_auto()
+                && !"1".parse::<OfferedRates>().unwrap().is_auto()
+        );
         assert_eq!("1,4,16".parse::<Levels>().unwrap(), Levels(vec![1, 4, 16]));
         assert!("0".parse::<Levels>().unwrap_err().to_string().contains("number of users"));
         assert!("4,4".parse::<Levels>().unwrap_err().to_string().contains("twice"));

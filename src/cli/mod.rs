@@ -24,7 +24,7 @@ mod tests;
 
 pub use groups::{ConnectionArgs, OutputArgs, PhysicsArgs, SizeArgs, TargetArgs, ThermalArgs, WorkloadArgs};
 pub use load::{LoadArgs, SoakArgs};
-pub use load_values::{Levels, LoadSpecError, MAX_RATE_PER_S, MAX_USERS, Mix, Rate, Rates, Slo};
+pub use load_values::{Levels, LoadSpecError, MAX_RATE_PER_S, MAX_USERS, Mix, OfferedRates, Rate, Slo};
 pub use reading::{
     CompareArgs, CompareFormat, MergeArgs, ReportArgs, ReportFormat, VerifyArgs, VerifyFormat,
 };

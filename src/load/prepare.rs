@@ -10,11 +10,11 @@ use tokio::time::Instant;
 use super::engine::Driver;
 use crate::meta::Arrival;
 use crate::record::{CellKey, Measurement, Mode, Scenario};
-use crate::runner::Ctx;
+use crate::runner::RunContext;
 use crate::runner::measure::{self, Fired, Ready};
 
 pub struct Real {
-    pub ctx: Arc<Ctx>,
+    pub ctx: Arc<RunContext>,
     pub context_tokens: u32,
     /// The rate's position in `--rates` (the records' `run`).
     pub run: u32,

@@ -19,13 +19,13 @@ use crate::record::{
     StaggeredRecord,
 };
 
-use super::Ctx;
+use super::RunContext;
 use super::harness_time::Part;
 use super::measure::{self, Fired};
 
 /// B sessions prepared one by one (priming included), then their measured requests released
 /// together. Returns B measurement records and the group record.
-pub async fn concurrent(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
+pub async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
     let group_id = format!("{}-{}", ctx.run_id, ctx.nonces.next());
     let mut ready = Vec::new();
     let mut records = Vec::new();
@@ -106,7 +106,7 @@ pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Mea
 }
 
 /// User A at t0; user B at t0 + delay (batched) or when A has finished (sequential).
-pub async fn staggered(ctx: &Ctx, cell: &CellKey) -> Record {
+pub async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
     let mut rec = StaggeredRecord {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::harness_time::Part;
-use super::{Ctx, Journal, batch, lifecycle, measure, setup};
-use crate::cost::{self, Rates};
+use super::{Journal, RunContext, batch, lifecycle, measure, setup};
+use crate::cost::{self, ServerRates};
 use crate::exit::Failure;
 use crate::meta::Forecast;
 use crate::plan::lifecycle_key;
@@ -32,7 +32,7 @@ pub enum Stop {
 }
 
 pub struct CellLoop<'a> {
-    ctx: &'a Ctx,
+    ctx: &'a RunContext,
     gate: setup::ThermalGate,
     journal: &'a Journal,
     progress: Progress,
@@ -159,12 +159,12 @@ impl AutoRuns {
 
 impl<'a> CellLoop<'a> {
     pub fn new(
-        ctx: &'a Ctx,
+        ctx: &'a RunContext,
         gate: setup::ThermalGate,
         journal: &'a Journal,
         note: &Progress,
         done: BTreeSet<CellKey>,
-        rates: Option<Rates>,
+        rates: Option<ServerRates>,
     ) -> Result<CellLoop<'a>, Failure> {
         let all = crate::shard::cells(&ctx.config.matrix(), &ctx.model, ctx.config.shard.as_ref());
         let cells: Vec<CellKey> = all.iter().filter(|c| !done.contains(*c)).cloned().collect();
@@ -365,7 +365,7 @@ async fn snapshot() -> Option<serde_json::Value> {
     tokio::task::spawn_blocking(crate::thermal::host_snapshot).await.ok().filter(|v| !v.is_null())
 }
 
-async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
+async fn execute(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
     if let Err(error) = ctx.harness.time(Part::Preset, measure::begin_cell(ctx)).await {
         return vec![failed_cell(ctx, cell, error)];
     }
@@ -393,7 +393,7 @@ async fn execute(ctx: &Ctx, cell: &CellKey) -> Vec<Record> {
 }
 
 /// The record of a cell whose global reset failed: nothing was measured.
-fn failed_cell(ctx: &Ctx, cell: &CellKey, error: crate::record::ErrorInfo) -> Record {
+fn failed_cell(ctx: &RunContext, cell: &CellKey, error: crate::record::ErrorInfo) -> Record {
     let mut m = measure::blank(ctx, cell, 0, "");
     m.error = Some(error);
     Record::Measurement(Box::new(m))

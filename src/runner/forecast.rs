@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::setup;
 use crate::cli::{OutputArgs, PlanArgs, PlanFormat, SweepArgs};
 use crate::config::{self, SweepConfig};
-use crate::cost::{self, Rates};
+use crate::cost::{self, ServerRates};
 use crate::exit::{Failure, Outcome};
 use crate::progress::Progress;
 use crate::record::CellKey;
@@ -21,7 +21,7 @@ struct PlanOutput<'a> {
     cells: Vec<PlannedCell<'a>>,
     total_cells: usize,
     forecast_s: Option<f64>,
-    rates: Option<&'a Rates>,
+    rates: Option<&'a ServerRates>,
     /// The thermal gate the sweep would run with (its cost is part of `forecast_s`).
     thermal: &'a crate::config::ThermalPolicy,
 }
@@ -45,7 +45,7 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<Outcome> {
         (Some(run), _) => {
             let config = config::resolve_offline(&sweep).map_err(Failure::from)?;
             let source = crate::results::load::load(run).map_err(|e| Failure::usage(e.to_string()))?;
-            let rates = Rates::from_records(&source.records, &format!("from {}", run.display()));
+            let rates = ServerRates::from_records(&source.records, &format!("from {}", run.display()));
             let rates = rates.ok_or_else(|| {
                 Failure::usage(format!(
                     "--from {}: no good cold measurement to take rates from",
@@ -74,7 +74,12 @@ fn config_model(args: &SweepArgs) -> Option<String> {
     config::layered(args).ok().and_then(|l| l.measure.target.model)
 }
 
-fn print(config: &SweepConfig, rates: Option<&Rates>, model: &str, format: PlanFormat) -> anyhow::Result<()> {
+fn print(
+    config: &SweepConfig,
+    rates: Option<&ServerRates>,
+    model: &str,
+    format: PlanFormat,
+) -> anyhow::Result<()> {
     let cells = config.matrix().cells(model);
     let (costs, total) = match rates {
         Some(r) => {

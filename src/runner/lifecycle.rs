@@ -22,7 +22,7 @@ use crate::plan::{LifecycleKey, continues_lifecycle, lifecycle_key};
 use crate::preset::Session;
 use crate::record::{CacheState, CellKey, ErrorInfo, Measurement, Mode, Record, TurnSummary};
 
-use super::Ctx;
+use super::RunContext;
 use super::harness_time::Part;
 use super::measure::{self, Ready, Then};
 
@@ -44,7 +44,7 @@ pub struct Lifecycle {
 /// Measures `cell` as the next state of the lifecycle in `life` (starting one when needed), and
 /// ends the lifecycle when `next` does not continue it.
 pub async fn step(
-    ctx: &Ctx,
+    ctx: &RunContext,
     cell: &CellKey,
     next: Option<&CellKey>,
     life: &mut Option<Lifecycle>,
@@ -106,7 +106,7 @@ pub async fn step(
 
 /// A new lifecycle: the cell's global reset, a fresh session with its prompt, nothing sent yet.
 async fn start(
-    ctx: &Ctx,
+    ctx: &RunContext,
     cell: &CellKey,
     key: (String, Option<LifecycleKey>),
 ) -> Result<Lifecycle, Box<Measurement>> {
@@ -135,7 +135,7 @@ async fn start(
 }
 
 /// The session's cleanup, then the global one.
-async fn end(ctx: &Ctx, life: Option<Lifecycle>) {
+async fn end(ctx: &RunContext, life: Option<Lifecycle>) {
     if let Some(l) = &life {
         let _ = measure::session_action(ctx, "cleanup", &ctx.preset.cleanup, &l.session).await;
     }
@@ -143,7 +143,7 @@ async fn end(ctx: &Ctx, life: Option<Lifecycle>) {
 }
 
 /// The global cleanup only (the session's ran with its last measurement).
-async fn end_global(ctx: &Ctx, life: Option<Lifecycle>) {
+async fn end_global(ctx: &RunContext, life: Option<Lifecycle>) {
     if life.is_some() {
         let _ = ctx.harness.time(Part::Preset, measure::end_cell(ctx)).await;
     }
@@ -172,7 +172,7 @@ fn ready(cell: &CellKey, l: &Lifecycle, mut request: ChatRequest, reload: bool) 
 }
 
 /// Fires `ready` in the timed window, with the server's counters around it.
-async fn measure(ctx: &Ctx, ready: Ready, then: Then) -> (Measurement, String) {
+async fn measure(ctx: &RunContext, ready: Ready, then: Then) -> (Measurement, String) {
     let before = ctx.harness.time(Part::Metrics, ctx.metrics()).await;
     let fired = ctx.harness.time(Part::Measured, measure::fire(ctx, &ready)).await;
     let metrics = ctx.harness.time(Part::Metrics, ctx.metrics_since(before)).await;
@@ -182,7 +182,7 @@ async fn measure(ctx: &Ctx, ready: Ready, then: Then) -> (Measurement, String) {
 
 /// A failed step's record: nothing of `cell` was measured.
 fn failed(
-    ctx: &Ctx,
+    ctx: &RunContext,
     cell: &CellKey,
     l: &Lifecycle,
     error: ErrorInfo,
@@ -197,7 +197,7 @@ fn failed(
 
 /// Turn 1, measured as the cold cell.
 async fn cold(
-    ctx: &Ctx,
+    ctx: &RunContext,
     cell: &CellKey,
     l: &mut Lifecycle,
     then: Then,
@@ -220,7 +220,7 @@ async fn cold(
 }
 
 /// Turn 1 sent unmeasured, when the lifecycle starts after cold.
-async fn prime(ctx: &Ctx, cell: &CellKey, l: &mut Lifecycle) -> Result<(), Box<Measurement>> {
+async fn prime(ctx: &RunContext, cell: &CellKey, l: &mut Lifecycle) -> Result<(), Box<Measurement>> {
     if l.turn_1.is_some() {
         return Ok(());
     }
@@ -236,7 +236,7 @@ async fn prime(ctx: &Ctx, cell: &CellKey, l: &mut Lifecycle) -> Result<(), Box<M
 
 /// The same turn-1 request after the session was evicted, with the reload in the timed window.
 async fn warm(
-    ctx: &Ctx,
+    ctx: &RunContext,
     cell: &CellKey,
     l: &mut Lifecycle,
     then: Then,
@@ -260,7 +260,7 @@ async fn warm(
 
 /// Turns 2 to N-1 unmeasured on top of turn 1, then turn N, measured as the hot cell.
 async fn hot(
-    ctx: &Ctx,
+    ctx: &RunContext,
     cell: &CellKey,
     l: &mut Lifecycle,
     then: Then,

@@ -19,7 +19,7 @@ use crate::record::{
     SCHEMA_VERSION, TurnSummary,
 };
 
-use super::Ctx;
+use super::RunContext;
 pub use super::fired::Fired;
 use super::harness_time::Part;
 
@@ -47,7 +47,7 @@ pub struct Ready {
 }
 
 /// Why a cell cannot be measured at all, before any session: its record says so.
-pub fn unsupported(ctx: &Ctx, cell: &CellKey) -> Option<String> {
+pub fn unsupported(ctx: &RunContext, cell: &CellKey) -> Option<String> {
     if cell.cache_state != CacheState::Warm {
         return None;
     }
@@ -62,7 +62,7 @@ pub fn unsupported(ctx: &Ctx, cell: &CellKey) -> Option<String> {
 }
 
 /// The cell's global actions before any session is touched (e.g. vLLM's prefix-cache reset).
-pub async fn begin_cell(ctx: &Ctx) -> Result<(), ErrorInfo> {
+pub async fn begin_cell(ctx: &RunContext) -> Result<(), ErrorInfo> {
     let p = &ctx.preset;
     let session = ctx.new_session(0);
     p.run(&ctx.client, "reset", &p.reset, Some(Scope::Global), &session)
@@ -72,7 +72,7 @@ pub async fn begin_cell(ctx: &Ctx) -> Result<(), ErrorInfo> {
 }
 
 /// The cell's global cleanup, after every session of it is finished.
-pub async fn end_cell(ctx: &Ctx) -> Result<(), ErrorInfo> {
+pub async fn end_cell(ctx: &RunContext) -> Result<(), ErrorInfo> {
     let p = &ctx.preset;
     let session = ctx.new_session(0);
     p.run(&ctx.client, "cleanup", &p.cleanup, Some(Scope::Global), &session)
@@ -81,13 +81,17 @@ pub async fn end_cell(ctx: &Ctx) -> Result<(), ErrorInfo> {
         .map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
 }
 
-pub async fn prepare(ctx: &Ctx, cell: &CellKey, request_index: u32) -> Result<Ready, Box<Measurement>> {
+pub async fn prepare(
+    ctx: &RunContext,
+    cell: &CellKey,
+    request_index: u32,
+) -> Result<Ready, Box<Measurement>> {
     prepare_on(ctx, cell, request_index, ctx.new_session(request_index)).await
 }
 
 /// `prepare` on a session the caller chose (`bench load` leases server slots itself).
 pub async fn prepare_on(
-    ctx: &Ctx,
+    ctx: &RunContext,
     cell: &CellKey,
     request_index: u32,
     session: Session,
@@ -158,7 +162,7 @@ pub struct Opened {
 /// Sizes the prompt, binds the request to `session` and runs the session reset: every cache
 /// state starts from nothing cached for this session.
 pub async fn open(
-    ctx: &Ctx,
+    ctx: &RunContext,
     cell: &CellKey,
     request_index: u32,
     session: Session,
@@ -201,7 +205,7 @@ pub async fn open(
 }
 
 /// The dataset row a cell measures: None for generated prompts.
-pub fn row_of<'a>(ctx: &'a Ctx, cell: &CellKey) -> Option<Result<&'a Row, ErrorInfo>> {
+pub fn row_of<'a>(ctx: &'a RunContext, cell: &CellKey) -> Option<Result<&'a Row, ErrorInfo>> {
     let row = cell.dataset_row?;
     let found = ctx.config.dataset.as_ref().and_then(|d| d.row(row));
     Some(found.ok_or_else(|| {
@@ -230,7 +234,7 @@ pub fn turn_1_messages(row: &Row, nonce: &str) -> Vec<Message> {
 
 /// One of the preset's per-session actions, its time counted as preset time.
 pub async fn session_action(
-    ctx: &Ctx,
+    ctx: &RunContext,
     name: &'static str,
     steps: &[crate::preset::ActionStep],
     session: &Session,
@@ -240,7 +244,11 @@ pub async fn session_action(
 }
 
 /// Warm's preparation: the prompt sent once unmeasured, then the session evicted (to disk).
-pub async fn prime_and_evict(ctx: &Ctx, request: &ChatRequest, session: &Session) -> Result<(), ErrorInfo> {
+pub async fn prime_and_evict(
+    ctx: &RunContext,
+    request: &ChatRequest,
+    session: &Session,
+) -> Result<(), ErrorInfo> {
     let primed = ctx.harness.time(Part::Priming, ctx.send(request)).await;
     if let Some(err) = primed.error {
         return Err(ErrorInfo::new(err.kind, format!("warm priming request failed: {}", err.message)));
@@ -254,7 +262,7 @@ pub async fn prime_and_evict(ctx: &Ctx, request: &ChatRequest, session: &Session
 /// the file from memory, which on an H200 was about 2x faster (docs/page-cache.md). A known file
 /// that cannot be dropped fails the measurement, naming it: a warm number must not silently
 /// become a memory number.
-pub async fn drop_saved(ctx: &Ctx, session: &Session) -> Result<PageCache, ErrorInfo> {
+pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<PageCache, ErrorInfo> {
     let Some(dir) = ctx.config.slot_dir.clone() else { return Ok(PageCache::Unknown) };
     let path = match ctx.preset.saved_path(&dir, session) {
         Ok(Some(path)) => path,
@@ -294,7 +302,7 @@ pub struct LaterTurns {
 /// question (with `--turns 3`, the origin benchmark's conversation, unchanged). Turns stream when
 /// the cell does, so each keeps its TTFT.
 pub async fn later_turns(
-    ctx: &Ctx,
+    ctx: &RunContext,
     cell: &CellKey,
     request: &mut ChatRequest,
     turn_1_output: &str,
@@ -330,7 +338,7 @@ pub async fn later_turns(
 }
 
 /// The pause between two turns (`--think-time`), as the clock measured it; None without one.
-pub async fn think(ctx: &Ctx) -> Option<f64> {
+pub async fn think(ctx: &RunContext) -> Option<f64> {
     let ms = ctx.config.think_time_ms;
     if ms <= 0.0 {
         return None;
@@ -341,20 +349,20 @@ pub async fn think(ctx: &Ctx) -> Option<f64> {
 }
 
 /// Runs the timed part. The request is serialized before the window opens.
-pub async fn fire(ctx: &Ctx, ready: &Ready) -> Fired {
+pub async fn fire(ctx: &RunContext, ready: &Ready) -> Fired {
     fire_at(ctx, ready, std::future::ready(())).await
 }
 
 /// `fire`, with the window opening when `at` completes (after serialization): `bench load` sends
 /// at scheduled instants.
-pub async fn fire_at(ctx: &Ctx, ready: &Ready, at: impl std::future::Future<Output = ()>) -> Fired {
+pub async fn fire_at(ctx: &RunContext, ready: &Ready, at: impl std::future::Future<Output = ()>) -> Fired {
     fire_announcing(ctx, ready, at, None).await
 }
 
 /// `fire_at`, telling `opened` the instant the window opened, so that a request due some time after
 /// this one (the staggered B) counts from this one's real start, not from when it was asked for.
 pub async fn fire_announcing(
-    ctx: &Ctx,
+    ctx: &RunContext,
     ready: &Ready,
     at: impl std::future::Future<Output = ()>,
     opened: Option<tokio::sync::oneshot::Sender<Instant>>,
@@ -395,7 +403,7 @@ pub async fn fire_announcing(
 /// Cleans the session up and builds the record. `release` is when the request was due (batches);
 /// `metrics` the server's counters over the request, when it has them.
 pub async fn finish(
-    ctx: &Ctx,
+    ctx: &RunContext,
     ready: Ready,
     fired: Fired,
     release: Option<Instant>,
@@ -415,7 +423,7 @@ pub enum Then {
 
 /// `finish`, with the session cleaned up or kept.
 pub async fn finish_then(
-    ctx: &Ctx,
+    ctx: &RunContext,
     ready: Ready,
     fired: Fired,
     release: Option<Instant>,
@@ -501,7 +509,7 @@ pub(super) fn record_exchange(
 }
 
 /// A record with the identity fields filled and nothing measured.
-pub fn blank(ctx: &Ctx, cell: &CellKey, request_index: u32, nonce: &str) -> Measurement {
+pub fn blank(ctx: &RunContext, cell: &CellKey, request_index: u32, nonce: &str) -> Measurement {
     Measurement {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),

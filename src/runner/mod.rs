@@ -46,7 +46,7 @@ pub use soak::soak;
 pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(3);
 
 /// Everything a cell needs, shared read-only across the requests of a batch.
-pub struct Ctx {
+pub struct RunContext {
     pub client: Client,
     pub config: SweepConfig,
     pub preset: Preset,
@@ -67,7 +67,7 @@ pub struct Ctx {
     pub bodies: Option<store::BodyLog>,
 }
 
-impl Ctx {
+impl RunContext {
     pub fn new_session(&self, request_index: u32) -> Session {
         let n = self.sessions.fetch_add(1, Ordering::Relaxed);
         Session { id: format!("tb-{}-{n}", self.nonces.next()), slot: request_index % self.slots.max(1) }

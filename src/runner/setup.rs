@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Ctx, Journal};
+use super::{Journal, RunContext};
 use crate::client::{ChatRequest, Client, ClientOptions, Message};
 use crate::config::{SweepConfig, ThermalPolicy};
 use crate::exit::Failure;
@@ -31,7 +31,7 @@ pub async fn prepare(
     config: SweepConfig,
     journal: Option<&Journal>,
     progress: &Progress,
-) -> Result<Ctx, Failure> {
+) -> Result<RunContext, Failure> {
     let preset = Preset::load(&config.preset).map_err(|e| Failure::usage(e.to_string()))?;
     required_env(&preset, &config)?;
     let api_key = match &config.api_key_env {
@@ -86,7 +86,7 @@ pub async fn prepare(
     count_rows(&mut config, &client, &sizer, progress).await?;
     learn(journal, |m| m.config.dataset = config.dataset.clone())?;
     let config_bodies = config.request_bodies;
-    let ctx = Ctx {
+    let ctx = RunContext {
         client,
         config,
         preset,
@@ -232,7 +232,7 @@ pub async fn preflight(
 /// and cleanup always; prime, evict and reload when warm is planned. A server that refuses one
 /// (vLLM without VLLM_SERVER_DEV_MODE, llama.cpp without `--slot-save-path`) ends the run here with
 /// its own words, instead of failing every cell.
-async fn dry_run_actions(ctx: &Ctx) -> Result<(), Failure> {
+async fn dry_run_actions(ctx: &RunContext) -> Result<(), Failure> {
     let p = &ctx.preset;
     let session = ctx.new_session(0);
     let fail = |e: ActionError| match e.kind {
@@ -321,7 +321,7 @@ pub struct ThermalGate {
 impl ThermalGate {
     /// Discards `--warmup` requests (the first requests after a server starts are slower), then
     /// takes the baseline probes. The last warm-up's E2E is kept, with the first error.
-    pub async fn start(ctx: &Ctx, progress: &Progress) -> ThermalGate {
+    pub async fn start(ctx: &RunContext, progress: &Progress) -> ThermalGate {
         let n = ctx.config.warmup;
         if n > 0 {
             progress.note(&format!(
@@ -382,7 +382,7 @@ impl ThermalGate {
         }
     }
 
-    pub async fn wait(&self, ctx: &Ctx, progress: &Progress) -> ThermalRecord {
+    pub async fn wait(&self, ctx: &RunContext, progress: &Progress) -> ThermalRecord {
         crate::thermal::cooldown(
             &self.policy,
             self.baseline_tps,
@@ -394,13 +394,17 @@ impl ThermalGate {
 }
 
 /// One thermal probe's duration, seconds (for a forecast without a thermal baseline).
-pub async fn probe_seconds(ctx: &Ctx) -> f64 {
+pub async fn probe_seconds(ctx: &RunContext) -> f64 {
     probe_request(ctx, 256, 16).await.1.map_or(0.5, |ms| ms / 1000.0)
 }
 
 /// A short request in its own session, cleaned up after. Returns (output tokens per second of
 /// E2E, e2e_ms, error message).
-async fn probe_request(ctx: &Ctx, words: u32, max_tokens: u32) -> (Option<f64>, Option<f64>, Option<String>) {
+async fn probe_request(
+    ctx: &RunContext,
+    words: u32,
+    max_tokens: u32,
+) -> (Option<f64>, Option<f64>, Option<String>) {
     let text = crate::prompt::document(ctx.config.seed ^ 0x9807E, &ctx.nonces.next(), words as usize);
     let ex = unmeasured(ctx, text, max_tokens, false).await;
     let tps = match (ex.usage.output_tokens, ex.e2e_ms) {
@@ -411,7 +415,12 @@ async fn probe_request(ctx: &Ctx, words: u32, max_tokens: u32) -> (Option<f64>, 
 }
 
 /// One request on a fresh session of its own, its session actions run around it.
-async fn unmeasured(ctx: &Ctx, text: String, max_tokens: u32, stream: bool) -> crate::client::Exchange {
+async fn unmeasured(
+    ctx: &RunContext,
+    text: String,
+    max_tokens: u32,
+    stream: bool,
+) -> crate::client::Exchange {
     let session = ctx.new_session(0);
     let mut req = ChatRequest {
         model: ctx.model.clone(),
@@ -436,7 +445,7 @@ async fn unmeasured(ctx: &Ctx, text: String, max_tokens: u32, stream: bool) -> c
 /// User A's duration alone at the staggered context, for a delay given as a share of it: the
 /// median of `STAGGER_CALIBRATIONS` unmeasured streaming requests, sent as A will be (one alone is
 /// at the mercy of a single slow request).
-pub async fn calibrate_stagger(ctx: &Ctx, share: f64) -> Result<StaggerCalibration, ErrorInfo> {
+pub async fn calibrate_stagger(ctx: &RunContext, share: f64) -> Result<StaggerCalibration, ErrorInfo> {
     let context = ctx.config.staggered.as_ref().map_or(4096, |s| s.context_tokens);
     let mut durations = Vec::new();
     for _ in 0..STAGGER_CALIBRATIONS {
@@ -463,11 +472,11 @@ pub async fn calibrate_stagger(ctx: &Ctx, share: f64) -> Result<StaggerCalibrati
     })
 }
 
-/// The rates the cost model needs (`cost::Rates`), measured after the warm-up with cold requests
+/// The rates the cost model needs (`cost::ServerRates`), measured after the warm-up with cold requests
 /// of two sizes (a short and a longer prompt fit prefill's linear and quadratic terms), each size
 /// twice in alternation so one slow request cannot set the rate. None when a request fails: a sweep
 /// without a forecast still measures.
-pub async fn calibrate_rates(ctx: &Ctx, probe_s: f64) -> Option<crate::cost::Rates> {
+pub async fn calibrate_rates(ctx: &RunContext, probe_s: f64) -> Option<crate::cost::ServerRates> {
     let min = ctx.config.contexts.iter().copied().min().unwrap_or(512);
     let max = ctx.config.contexts.iter().copied().max().unwrap_or(4096);
     let small = min.min(1024);
@@ -489,8 +498,8 @@ pub async fn calibrate_rates(ctx: &Ctx, probe_s: f64) -> Option<crate::cost::Rat
         decode.extend(crate::record::decode_tps(Some(out), Some(t), Some(e2e)));
     }
     let point = |i: usize| Some((input[i], crate::stats::median(&ttft[i])?));
-    let (a, b) = crate::cost::Rates::fit_prefill(point(0)?, point(1)?);
-    Some(crate::cost::Rates {
+    let (a, b) = crate::cost::ServerRates::fit_prefill(point(0)?, point(1)?);
+    Some(crate::cost::ServerRates {
         prefill_s_per_token: a,
         prefill_s_per_token2: b,
         decode_tps: crate::stats::median(&decode)?,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::measure::{self, Ready};
-use super::{Ctx, Journal, batch, open, setup};
+use super::{Journal, RunContext, batch, open, setup};
 use crate::cli::{MeasureArgs, OutputArgs, SizeArgs, SoakArgs, SweepArgs, ThermalArgs, WorkloadArgs};
 use crate::client::{ChatRequest, Message};
 use crate::exit::{Failure, Outcome};
@@ -220,7 +220,7 @@ fn finish(summary: &mut SoakSummary, started: Instant, concurrent: Served) {
 }
 
 /// One prompt per client; client i gets the (i mod n)-th context.
-async fn prompts(ctx: &Ctx, n: u32) -> Result<Vec<(u32, crate::prompt::Prompt)>, Failure> {
+async fn prompts(ctx: &RunContext, n: u32) -> Result<Vec<(u32, crate::prompt::Prompt)>, Failure> {
     let mut out = Vec::new();
     for i in 0..n {
         let context = ctx.config.contexts[i as usize % ctx.config.contexts.len()];
@@ -235,7 +235,7 @@ async fn prompts(ctx: &Ctx, n: u32) -> Result<Vec<(u32, crate::prompt::Prompt)>,
     Ok(out)
 }
 
-fn request(ctx: &Ctx, prompt: &crate::prompt::Prompt, stream: bool) -> ChatRequest {
+fn request(ctx: &RunContext, prompt: &crate::prompt::Prompt, stream: bool) -> ChatRequest {
     let mut req = ChatRequest {
         model: ctx.model.clone(),
         messages: vec![Message::new("user", prompt.text.clone())],
@@ -252,7 +252,7 @@ fn request(ctx: &Ctx, prompt: &crate::prompt::Prompt, stream: bool) -> ChatReque
 /// second request of the same prompt: the first computes the prompt, and the iterations find it
 /// cached (on a server that caches prefixes), so only the second is the same work as theirs.
 async fn reference_pass(
-    ctx: &Ctx,
+    ctx: &RunContext,
     prompts: &[(u32, crate::prompt::Prompt)],
 ) -> Result<(Vec<String>, Option<f64>), Failure> {
     let mut texts = Vec::new();
@@ -278,7 +278,7 @@ async fn reference_pass(
 }
 
 async fn iteration_records(
-    ctx: &Ctx,
+    ctx: &RunContext,
     prompts: &[(u32, crate::prompt::Prompt)],
     references: &[String],
     iteration: u32,
