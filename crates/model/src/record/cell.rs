@@ -143,25 +143,52 @@ impl std::str::FromStr for Mode {
     }
 }
 
-/// Identifies one cell of the matrix. It is also the merge key (with the record type and the
-/// request index), so it is flattened into every record.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
-pub struct CellKey {
-    pub model: String,
-    pub scenario: Scenario,
-    pub cache_state: CacheState,
-    pub mode: Mode,
-    /// Nominal prompt size in tokens, chat template included (a dataset row's own count).
-    pub context_tokens: u32,
-    /// `--dataset`: the row measured (1-based, as run.json's `config.dataset.rows` lists it), so
-    /// two rows of one length stay two cells in resume, merge and report. Absent for generated
-    /// prompts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dataset_row: Option<u32>,
-    pub batch_size: u32,
-    /// 1-based repetition number.
-    pub run: u32,
+/// The cell key's fields, declared once: `CellKey` below and every record's twin, which reads them
+/// inline (`wire`), are declared from this list. `with_cell_key_fields!(m! { input })` is
+/// `m! { @cell { fields } input }`; a field's `=> Type` is how a twin reads it (`record_types!`).
+macro_rules! with_cell_key_fields {
+    ($m:ident ! { $($input:tt)* }) => {
+        $m! {
+            @cell {
+                pub model: String,
+                pub scenario: Scenario => UnitEnum<Scenario>,
+                pub cache_state: CacheState => UnitEnum<CacheState>,
+                pub mode: Mode => UnitEnum<Mode>,
+                /// Nominal prompt size in tokens, chat template included (a dataset row's own count).
+                pub context_tokens: u32,
+                /// `--dataset`: the row measured (1-based, as run.json's `config.dataset.rows` lists it), so
+                /// two rows of one length stay two cells in resume, merge and report. Absent for generated
+                /// prompts.
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub dataset_row: Option<u32>,
+                pub batch_size: u32,
+                /// 1-based repetition number.
+                pub run: u32,
+            }
+            $($input)*
+        }
+    };
 }
+
+/// Declares the cell key from `with_cell_key_fields!`.
+macro_rules! cell_key {
+    (
+        @cell { $( $(#[$fattr:meta])* pub $field:ident : $ty:ty $(=> $wire:ty)? , )* }
+        $(#[$attr:meta])* pub struct $name:ident;
+    ) => {
+        $(#[$attr])*
+        pub struct $name {
+            $( $(#[$fattr])* pub $field: $ty, )*
+        }
+    };
+}
+
+with_cell_key_fields!(cell_key! {
+    /// Identifies one cell of the matrix. It is also the merge key (with the record type and the
+    /// request index), so it is flattened into every record.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+    pub struct CellKey;
+});
 
 /// The one label of a cell in every message: `gemma ctx 4096 warm streaming b1 run 2`; batches
 /// say `concurrent/warm`. `{:#}` leaves the model out (progress lines, where it never changes);

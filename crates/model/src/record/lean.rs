@@ -32,10 +32,7 @@ pub(super) struct Lean;
 impl Depth for Lean {
     type Offsets = Numbers;
     type Text = Text;
-    type Json = AnyJson;
-    fn json(_: Option<AnyJson>) -> Option<Value> {
-        None
-    }
+    type Json = Option<AnyJson>;
 }
 
 /// An array of numbers, as `Vec<f64>` reads it.
@@ -98,6 +95,12 @@ impl Kept<String> for Text {
 /// Any JSON value, read as `serde_json::Value` reads it (through `deserialize_any`, so its numbers
 /// and its nesting are checked as they are for a `Value`), keeping nothing.
 pub(super) struct AnyJson;
+
+impl Kept<Option<Value>> for Option<AnyJson> {
+    fn kept(self) -> Option<Value> {
+        None
+    }
+}
 
 impl<'de> Deserialize<'de> for AnyJson {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<AnyJson, D::Error> {

@@ -14,7 +14,10 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// How many characters of the model's output a record keeps.
 pub const OUTPUT_SAMPLE_CHARS: usize = 500;
 
+#[macro_use]
 mod cell;
+#[macro_use]
+mod wire;
 mod lean;
 mod metrics_delta;
 #[cfg(test)]
@@ -22,7 +25,6 @@ mod parse_tests;
 mod policy_kind;
 mod quality_code;
 mod tagged;
-mod wire;
 pub use cell::{CacheState, CellKey, MergeLabel, Mode, Scenario};
 pub use lean::LeanRecord;
 pub use metrics_delta::MetricsDelta;
@@ -124,129 +126,191 @@ impl Record {
     }
 }
 
-/// One request as the client saw it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
-pub struct Measurement {
-    pub schema_version: u32,
-    pub run_id: String,
-    #[serde(flatten)]
-    pub cell: CellKey,
-    /// Position inside a concurrent batch (0 for batch size 1).
-    pub request_index: u32,
-    /// Ties the requests of one concurrent batch to their group record.
-    pub group_id: Option<String>,
-    /// `--reuse-primes`: the session lifecycle this request was measured in. Records that share it
-    /// were measured in turn on one session (cold turn 1, then warm after evict and reload, then
-    /// hot turn 3), in started_at order; absent when the request had a session of its own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lifecycle_id: Option<String>,
-    /// Wall-clock time the request was sent (RFC 3339, UTC).
-    pub started_at: String,
-    /// The unique prefix that keeps prefix caches from serving a cold prompt.
-    pub nonce: String,
-    /// Time from the planned release of the request to the moment it was handed to the socket
-    /// (client-side queueing, a lane's earlier writes in a batch included; near zero unless the
-    /// harness is the bottleneck). Not part of `ttft_ms`, which counts from the send; their sum
-    /// counts from the release.
-    pub send_lag_ms: Option<f64>,
-    /// `bench load`: the offered arrival rate (requests/s) this request was scheduled at.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub offered_rate_per_s: Option<f64>,
-    /// `bench load`: the request's Poisson arrival instant, ms after its rate's clock started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduled_send_ms: Option<f64>,
-    /// `bench load`: when it was actually handed to the socket (its timed window opened, any wait
-    /// in the client's own queue after that added), ms after the same origin; `send_lag_ms` =
-    /// actual - scheduled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actual_send_ms: Option<f64>,
-    /// `bench load`: how long past its arrival instant the request's preparation (priming,
-    /// eviction) was still running; 0 when it was ready in time. Part of `send_lag_ms`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prepare_late_ms: Option<f64>,
-    /// `bench load --concurrency`: the closed-loop level (users) this request was sent at.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<u32>,
-    /// `bench load --concurrency`: the user (0-based) that sent it; a user sends its next request
-    /// when this one has ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_id: Option<u32>,
-    /// `bench load --concurrency`: sent in the level's warm-up (its first `--warmup`), so left out
-    /// of the level's statistics: the users all start at once, which is not the steady state.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub warmup: bool,
-    /// Response headers received.
-    pub first_byte_ms: Option<f64>,
-    /// First SSE event of any kind (role-only chunks included). Null when not streaming.
-    pub first_event_ms: Option<f64>,
-    /// First delta with non-empty content or reasoning. Null when not streaming.
-    pub ttft_ms: Option<f64>,
-    pub e2e_ms: Option<f64>,
-    /// Arrival of every content/reasoning delta, ms since send (raw samples for later statistics).
-    pub token_offsets_ms: Vec<f64>,
-    /// Prompt tokens as the server reported them (usage); null when the server gave no usage.
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
-    pub cached_tokens: Option<u64>,
-    /// Prompt tokens the harness expected the server to see (nominal context for cold/warm).
-    pub expected_input_tokens: Option<u64>,
-    /// Number of content/reasoning deltas received (a delta may hold several tokens).
-    pub delta_count: u64,
-    /// Streaming: how many distinct arrival times the content deltas had (deltas stamped by one
-    /// read arrived together). With `output_tokens` it tells a paced stream from one held back and
-    /// flushed at once (quality flag `stream_burst`). Absent when not streaming and in older records.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub distinct_arrivals: Option<u64>,
-    /// (output_tokens - 1) / ((e2e_ms - ttft_ms) / 1000); null without usage or without a TTFT.
-    pub decode_tps: Option<f64>,
-    /// input_tokens / (ttft_ms / 1000).
-    pub prefill_tps: Option<f64>,
-    pub max_tokens: u32,
-    pub finish_reason: Option<String>,
-    /// The first 500 characters of the output (content, with reasoning first when present).
-    pub output_sample: String,
-    /// Warm only: time of the explicit reload call (e.g. llama.cpp slot restore), also inside ttft_ms.
-    pub reload_ms: Option<f64>,
-    /// Warm only: whether the restore read the saved session from disk. `evicted`: bench dropped
-    /// the saved file from the OS page cache (fsync, then POSIX_FADV_DONTNEED) before the timed
-    /// window; `unknown`: bench could not reach the file, so the restore may have read memory (on
-    /// an H200 about 2x faster than from disk: docs/page-cache.md). Absent in older records.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_cache: Option<PageCache>,
-    /// Hot only: the unmeasured turns that built the conversation (turns 1 to N-1 of `--turns N`),
-    /// each with its own TTFT when the cell streams.
-    pub turns: Vec<TurnSummary>,
-    /// Hot with `--think-time`: the pause between the previous turn's answer and this (measured)
-    /// turn's send, as the clock measured it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub think_ms: Option<f64>,
-    /// What the server said about its cache for this request.
-    pub cache_evidence: Option<CacheEvidence>,
-    /// Whether the evidence matches the claimed cache state; null when the server gives none.
-    pub cache_state_confirmed: Option<bool>,
-    /// llama.cpp's `timings` object, verbatim, when present.
-    pub server_timings: Option<serde_json::Value>,
-    /// What the preset's stats endpoint said after the measurement (e.g. agent-memory cache pool).
-    pub server_stats: Option<serde_json::Value>,
-    /// The server's Prometheus counters, before vs after the measured request (batch 1 only).
-    #[serde(default)]
-    pub server_metrics: Option<crate::record::MetricsDelta>,
-    pub quality_ok: bool,
-    pub quality_flags: Vec<QualityFlag>,
-    pub thermal: Option<ThermalRecord>,
-    pub physics: Option<PhysicsRecord>,
-    pub error: Option<ErrorInfo>,
-    /// Times the measured request was sent: 1, or 2 when the first connect failed (a request that
-    /// may have reached the server is never re-sent); 0 when it was never sent. Records written
-    /// before this field existed read as 1.
-    #[serde(default = "one")]
-    pub attempts: u32,
-    /// A kept-alive connection of this request held bytes no request asked for (a stray second
-    /// response after this one, or bytes already waiting before it was sent): the connection was
-    /// closed and never read as an answer (direct path; see client::Exchange). Written only when
-    /// true.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub unexpected_bytes_dropped: bool,
+// Each record type's fields, declared once: the types, their twins (the streaming reader) and the
+// conversion between them are declared from this list (`record_types!` in `wire`).
+record_types! {
+    /// One request as the client saw it.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
+    pub struct Measurement {
+        pub schema_version: u32,
+        pub run_id: String,
+        flatten cell: CellKey,
+        /// Position inside a concurrent batch (0 for batch size 1).
+        pub request_index: u32,
+        /// Ties the requests of one concurrent batch to their group record.
+        pub group_id: Option<String>,
+        /// `--reuse-primes`: the session lifecycle this request was measured in. Records that share it
+        /// were measured in turn on one session (cold turn 1, then warm after evict and reload, then
+        /// hot turn 3), in started_at order; absent when the request had a session of its own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub lifecycle_id: Option<String>,
+        /// Wall-clock time the request was sent (RFC 3339, UTC).
+        pub started_at: String,
+        /// The unique prefix that keeps prefix caches from serving a cold prompt.
+        pub nonce: String,
+        /// Time from the planned release of the request to the moment it was handed to the socket
+        /// (client-side queueing, a lane's earlier writes in a batch included; near zero unless the
+        /// harness is the bottleneck). Not part of `ttft_ms`, which counts from the send; their sum
+        /// counts from the release.
+        pub send_lag_ms: Option<f64>,
+        /// `bench load`: the offered arrival rate (requests/s) this request was scheduled at.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub offered_rate_per_s: Option<f64>,
+        /// `bench load`: the request's Poisson arrival instant, ms after its rate's clock started.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub scheduled_send_ms: Option<f64>,
+        /// `bench load`: when it was actually handed to the socket (its timed window opened, any wait
+        /// in the client's own queue after that added), ms after the same origin; `send_lag_ms` =
+        /// actual - scheduled.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub actual_send_ms: Option<f64>,
+        /// `bench load`: how long past its arrival instant the request's preparation (priming,
+        /// eviction) was still running; 0 when it was ready in time. Part of `send_lag_ms`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub prepare_late_ms: Option<f64>,
+        /// `bench load --concurrency`: the closed-loop level (users) this request was sent at.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub concurrency: Option<u32>,
+        /// `bench load --concurrency`: the user (0-based) that sent it; a user sends its next request
+        /// when this one has ended.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub user_id: Option<u32>,
+        /// `bench load --concurrency`: sent in the level's warm-up (its first `--warmup`), so left out
+        /// of the level's statistics: the users all start at once, which is not the steady state.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pub warmup: bool,
+        /// Response headers received.
+        pub first_byte_ms: Option<f64>,
+        /// First SSE event of any kind (role-only chunks included). Null when not streaming.
+        pub first_event_ms: Option<f64>,
+        /// First delta with non-empty content or reasoning. Null when not streaming.
+        pub ttft_ms: Option<f64>,
+        pub e2e_ms: Option<f64>,
+        /// Arrival of every content/reasoning delta, ms since send (raw samples for later statistics).
+        pub token_offsets_ms: Vec<f64> => K::Offsets,
+        /// Prompt tokens as the server reported them (usage); null when the server gave no usage.
+        pub input_tokens: Option<u64>,
+        pub output_tokens: Option<u64>,
+        pub cached_tokens: Option<u64>,
+        /// Prompt tokens the harness expected the server to see (nominal context for cold/warm).
+        pub expected_input_tokens: Option<u64>,
+        /// Number of content/reasoning deltas received (a delta may hold several tokens).
+        pub delta_count: u64,
+        /// Streaming: how many distinct arrival times the content deltas had (deltas stamped by one
+        /// read arrived together). With `output_tokens` it tells a paced stream from one held back and
+        /// flushed at once (quality flag `stream_burst`). Absent when not streaming and in older records.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub distinct_arrivals: Option<u64>,
+        /// (output_tokens - 1) / ((e2e_ms - ttft_ms) / 1000); null without usage or without a TTFT.
+        pub decode_tps: Option<f64>,
+        /// input_tokens / (ttft_ms / 1000).
+        pub prefill_tps: Option<f64>,
+        pub max_tokens: u32,
+        pub finish_reason: Option<String>,
+        /// The first 500 characters of the output (content, with reasoning first when present).
+        pub output_sample: String => K::Text,
+        /// Warm only: time of the explicit reload call (e.g. llama.cpp slot restore), also inside ttft_ms.
+        pub reload_ms: Option<f64>,
+        /// Warm only: whether the restore read the saved session from disk. `evicted`: bench dropped
+        /// the saved file from the OS page cache (fsync, then POSIX_FADV_DONTNEED) before the timed
+        /// window; `unknown`: bench could not reach the file, so the restore may have read memory (on
+        /// an H200 about 2x faster than from disk: docs/page-cache.md). Absent in older records.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub page_cache: Option<PageCache> => OptionalEnum<PageCache>,
+        /// Hot only: the unmeasured turns that built the conversation (turns 1 to N-1 of `--turns N`),
+        /// each with its own TTFT when the cell streams.
+        pub turns: Vec<TurnSummary>,
+        /// Hot with `--think-time`: the pause between the previous turn's answer and this (measured)
+        /// turn's send, as the clock measured it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub think_ms: Option<f64>,
+        /// What the server said about its cache for this request.
+        pub cache_evidence: Option<CacheEvidence>,
+        /// Whether the evidence matches the claimed cache state; null when the server gives none.
+        pub cache_state_confirmed: Option<bool>,
+        /// llama.cpp's `timings` object, verbatim, when present.
+        pub server_timings: Option<serde_json::Value> => K::Json,
+        /// What the preset's stats endpoint said after the measurement (e.g. agent-memory cache pool).
+        pub server_stats: Option<serde_json::Value> => K::Json,
+        /// The server's Prometheus counters, before vs after the measured request (batch 1 only).
+        #[serde(default)]
+        pub server_metrics: Option<crate::record::MetricsDelta>,
+        pub quality_ok: bool,
+        pub quality_flags: Vec<QualityFlag>,
+        pub thermal: Option<ThermalRecord>,
+        pub physics: Option<PhysicsRecord>,
+        pub error: Option<ErrorInfo>,
+        /// Times the measured request was sent: 1, or 2 when the first connect failed (a request that
+        /// may have reached the server is never re-sent); 0 when it was never sent. Records written
+        /// before this field existed read as 1.
+        #[serde(default = "one")]
+        pub attempts: u32,
+        /// A kept-alive connection of this request held bytes no request asked for (a stray second
+        /// response after this one, or bytes already waiting before it was sent): the connection was
+        /// closed and never read as an answer (direct path; see client::Exchange). Written only when
+        /// true.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pub unexpected_bytes_dropped: bool,
+    }
+
+    /// The summary of one concurrent batch; its requests are Measurement records with the same group_id.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
+    pub struct GroupRecord {
+        pub schema_version: u32,
+        pub run_id: String,
+        flatten cell: CellKey,
+        pub group_id: String,
+        pub started_at: String,
+        /// From the release of the batch to the end of its last response.
+        pub wall_ms: f64,
+        /// Sum of output tokens over wall time.
+        pub system_tps: Option<f64>,
+        /// Mean of the requests' decode rates.
+        pub per_request_tps: Option<f64>,
+        pub avg_ttft_ms: Option<f64>,
+        pub avg_e2e_ms: Option<f64>,
+        pub total_output_tokens: u64,
+        pub requests_ok: u32,
+        pub requests_failed: u32,
+        /// The server's Prometheus counters, before vs after the whole batch.
+        #[serde(default)]
+        pub server_metrics: Option<crate::record::MetricsDelta>,
+        pub error: Option<ErrorInfo>,
+    }
+
+    /// One staggered pair: user A at t0, user B later.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
+    pub struct StaggeredRecord {
+        pub schema_version: u32,
+        pub run_id: String,
+        flatten cell: CellKey,
+        pub started_at: String,
+        /// Planned delay of B after A (batched); null for sequential.
+        pub stagger_delay_ms: Option<f64>,
+        pub user_a_ttft_ms: Option<f64>,
+        pub user_a_e2e_ms: Option<f64>,
+        pub user_b_ttft_ms: Option<f64>,
+        pub user_b_e2e_ms: Option<f64>,
+        /// When B was actually sent, ms after A was sent.
+        pub user_b_arrival_ms: Option<f64>,
+        /// B's first token, ms after A was sent: the wait user B really sees measured from the wall start.
+        pub user_b_ttft_from_wall_start_ms: Option<f64>,
+        /// Whether B was sent while A was still in flight (what a batched pair exists to measure; a
+        /// sequential pair never overlaps). Null in files written before it was recorded.
+        pub overlapped: Option<bool>,
+        /// How long B's request overlapped A's, ms (0 when it did not).
+        pub overlap_ms: Option<f64>,
+        pub total_wall_ms: Option<f64>,
+        pub user_a_output_tokens: Option<u64>,
+        pub user_b_output_tokens: Option<u64>,
+        pub user_a_token_offsets_ms: Vec<f64> => K::Offsets,
+        pub user_b_token_offsets_ms: Vec<f64> => K::Offsets,
+        pub system_tps: Option<f64>,
+        pub quality_ok: bool,
+        pub quality_flags: Vec<QualityFlag>,
+        pub thermal: Option<ThermalRecord>,
+        pub error: Option<ErrorInfo>,
+    }
 }
 
 fn one() -> u32 {
@@ -384,67 +448,6 @@ impl ErrorInfo {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         ErrorInfo { kind, message: crate::secrets::redact(&message.into()), http_status: None }
     }
-}
-
-/// The summary of one concurrent batch; its requests are Measurement records with the same group_id.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
-pub struct GroupRecord {
-    pub schema_version: u32,
-    pub run_id: String,
-    #[serde(flatten)]
-    pub cell: CellKey,
-    pub group_id: String,
-    pub started_at: String,
-    /// From the release of the batch to the end of its last response.
-    pub wall_ms: f64,
-    /// Sum of output tokens over wall time.
-    pub system_tps: Option<f64>,
-    /// Mean of the requests' decode rates.
-    pub per_request_tps: Option<f64>,
-    pub avg_ttft_ms: Option<f64>,
-    pub avg_e2e_ms: Option<f64>,
-    pub total_output_tokens: u64,
-    pub requests_ok: u32,
-    pub requests_failed: u32,
-    /// The server's Prometheus counters, before vs after the whole batch.
-    #[serde(default)]
-    pub server_metrics: Option<crate::record::MetricsDelta>,
-    pub error: Option<ErrorInfo>,
-}
-
-/// One staggered pair: user A at t0, user B later.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
-pub struct StaggeredRecord {
-    pub schema_version: u32,
-    pub run_id: String,
-    #[serde(flatten)]
-    pub cell: CellKey,
-    pub started_at: String,
-    /// Planned delay of B after A (batched); null for sequential.
-    pub stagger_delay_ms: Option<f64>,
-    pub user_a_ttft_ms: Option<f64>,
-    pub user_a_e2e_ms: Option<f64>,
-    pub user_b_ttft_ms: Option<f64>,
-    pub user_b_e2e_ms: Option<f64>,
-    /// When B was actually sent, ms after A was sent.
-    pub user_b_arrival_ms: Option<f64>,
-    /// B's first token, ms after A was sent: the wait user B really sees measured from the wall start.
-    pub user_b_ttft_from_wall_start_ms: Option<f64>,
-    /// Whether B was sent while A was still in flight (what a batched pair exists to measure; a
-    /// sequential pair never overlaps). Null in files written before it was recorded.
-    pub overlapped: Option<bool>,
-    /// How long B's request overlapped A's, ms (0 when it did not).
-    pub overlap_ms: Option<f64>,
-    pub total_wall_ms: Option<f64>,
-    pub user_a_output_tokens: Option<u64>,
-    pub user_b_output_tokens: Option<u64>,
-    pub user_a_token_offsets_ms: Vec<f64>,
-    pub user_b_token_offsets_ms: Vec<f64>,
-    pub system_tps: Option<f64>,
-    pub quality_ok: bool,
-    pub quality_flags: Vec<QualityFlag>,
-    pub thermal: Option<ThermalRecord>,
-    pub error: Option<ErrorInfo>,
 }
 
 /// decode_tps = (output_tokens - 1) / ((e2e_ms - ttft_ms) / 1000). The first token's time belongs

@@ -1,5 +1,6 @@
-//! The hand-read records (`wire`) against the derived reading they replace (`reference` below: the
-//! record types as they were derived before, flatten and internal tag included): the same records
+//! The hand-read records (`wire`) against the derived reading they replace (`Derived` below: the
+//! record types with serde's derived reading, declared from the same field list as the record types
+//! and their twins, flatten and internal tag included): the same records
 //! from the fixtures and from generated records, and the same verdict (and message) on unknown,
 //! missing, duplicated and mistyped fields and on a tag that comes late. On every line tried, the
 //! lean reading (`LeanRecord`) accepts exactly what the full one does, and reads `Record::lean` of
@@ -9,10 +10,17 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use super::wire::TAG;
 use super::*;
 
-#[path = "parse_reference.rs"]
-mod reference;
+/// `Record` as serde derives its reading: internally tagged, over the derived record types.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(tag = "record_type", rename_all = "snake_case")]
+enum Derived {
+    Measurement(Box<derived::Measurement>),
+    Group(Box<derived::GroupRecord>),
+    Staggered(Box<derived::StaggeredRecord>),
+}
 
 /// A serde message without its position (the two readers fail at different columns).
 fn bare(e: &serde_json::Error) -> String {
@@ -33,7 +41,7 @@ fn agree(line: &str, messages: bool) -> Result<Value, String> {
         (full, lean) => panic!("{line}: full {:?} vs lean {:?}", full.map(|_| ()), lean.map(|_| ())),
     }
     let new = serde_json::from_str::<Record>(line);
-    let old = serde_json::from_str::<reference::Record>(line);
+    let old = serde_json::from_str::<Derived>(line);
     match (new, old) {
         (Ok(new), Ok(old)) => {
             let new = serde_json::to_value(&new).map_err(|e| e.to_string())?;
@@ -416,4 +424,92 @@ fn unknown_duplicated_mistyped_fields_and_a_late_tag_read_as_through_the_derive(
         assert!(agree(line, false).is_err(), "{line}");
     }
     assert_eq!(same("{}"), Err("missing field `record_type`".into()));
+}
+
+/// A deserializer that answers `deserialize_struct` with the field names the type accepts (serde's
+/// derive hands them over), as its error.
+struct FieldNames;
+
+#[derive(Debug)]
+struct Accepted(Vec<&'static str>);
+
+impl std::fmt::Display for Accepted {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl std::error::Error for Accepted {}
+
+impl serde::de::Error for Accepted {
+    fn custom<T: std::fmt::Display>(_: T) -> Accepted {
+        Accepted(Vec::new())
+    }
+}
+
+impl<'de> serde::Deserializer<'de> for FieldNames {
+    type Error = Accepted;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Accepted> {
+        Err(Accepted(Vec::new()))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Accepted> {
+        Err(Accepted(fields.to_vec()))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+        unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
+}
+
+/// The member names a twin reads.
+fn read_by<T: serde::de::DeserializeOwned>() -> std::collections::BTreeSet<&'static str> {
+    T::deserialize(FieldNames).err().expect("only an error comes back").0.into_iter().collect()
+}
+
+/// A field declared once is in the record type (what it writes), its JSON Schema and its twin (what
+/// it reads, fully and lean) alike: a field any of them lacks, or one a twin reads that the type
+/// does not declare, fails here, with the members that differ.
+#[test]
+fn every_declared_field_is_written_described_and_read() {
+    use super::lean::Lean;
+    use super::wire::Full;
+    use std::collections::BTreeSet;
+    let schema = serde_json::to_value(schemars::schema_for!(Record)).unwrap();
+    let twins = [
+        (
+            "measurement",
+            "Measurement",
+            read_by::<twin::Measurement<Full>>(),
+            read_by::<twin::Measurement<Lean>>(),
+        ),
+        ("group", "GroupRecord", read_by::<twin::GroupRecord<Full>>(), read_by::<twin::GroupRecord<Lean>>()),
+        (
+            "staggered",
+            "StaggeredRecord",
+            read_by::<twin::StaggeredRecord<Full>>(),
+            read_by::<twin::StaggeredRecord<Lean>>(),
+        ),
+    ];
+    let written = objects();
+    for (kind, def, full, lean) in twins {
+        let described: BTreeSet<&str> =
+            schema["$defs"][def]["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+        // A record with every field filled writes every member (the tag first).
+        let (_, members) = written.iter().find(|(k, _)| k == kind).unwrap();
+        let members: BTreeSet<&str> = members.iter().map(|(k, _)| k.as_str()).filter(|k| *k != TAG).collect();
+        assert_eq!(members, described, "{def}: written vs described");
+        // The twin also reads the tag when it comes with the fields (a duplicate then).
+        let read: BTreeSet<&str> = full.iter().copied().filter(|k| *k != TAG).collect();
+        assert!(full.contains(TAG), "{def}: {full:?}");
+        assert_eq!(read, described, "{def}: read vs described");
+        assert_eq!(lean, full, "{def}: read lean vs read");
+    }
 }

@@ -11,7 +11,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 use super::Record;
-use super::wire::{Depth, Full, GroupWire, MeasurementWire, StaggeredWire, TAG};
+use super::twin;
+use super::wire::{Depth, Full, TAG};
 
 #[derive(Clone, Copy)]
 enum Tag {
@@ -54,9 +55,9 @@ impl Tag {
     /// The rest of the record (every field but the tag) as this variant, read at depth `K`.
     fn read<'de, K: Depth, D: Deserializer<'de>>(self, rest: D) -> Result<Record, D::Error> {
         Ok(match self {
-            Tag::Measurement => Record::Measurement(MeasurementWire::<K>::untagged(rest)?),
-            Tag::Group => Record::Group(GroupWire::untagged(rest)?),
-            Tag::Staggered => Record::Staggered(StaggeredWire::<K>::untagged(rest)?),
+            Tag::Measurement => Record::Measurement(twin::Measurement::<K>::untagged(rest)?),
+            Tag::Group => Record::Group(twin::GroupRecord::<K>::untagged(rest)?),
+            Tag::Staggered => Record::Staggered(twin::StaggeredRecord::<K>::untagged(rest)?),
         })
     }
 }
