@@ -257,42 +257,66 @@ fn element_lines(text: &str) -> Vec<usize> {
     starts
 }
 
+/// Why a row holds no conversation bench can send (its Display is the message after `file:line:`).
+#[derive(Debug, thiserror::Error)]
+enum RowError {
+    #[error("a row must be a JSON object")]
+    NotAnObject,
+    #[error("\"prompt\" must be a string")]
+    PromptNotAString,
+    #[error("a row needs \"prompt\", \"messages\" or \"conversations\"")]
+    NoMessages,
+    #[error("the row has no user message with text")]
+    NoUserText,
+    #[error("\"{key}\" must be an array")]
+    NotAnArray { key: &'static str },
+    #[error("{key}[{index}] needs string \"{role_key}\" and \"{text_key}\"")]
+    TurnFields { key: &'static str, index: usize, role_key: &'static str, text_key: &'static str },
+    #[error("{key}[{index}]: unknown {role_key} {role:?}")]
+    UnknownRole { key: &'static str, index: usize, role_key: &'static str, role: String },
+}
+
 /// A row's messages: `{"prompt": "..."}`, `{"messages": [{"role", "content"}]}` or ShareGPT's
 /// `{"conversations": [{"from", "value"}]}`. It must hold a user message with text.
-fn conversation(value: &Value) -> Result<Vec<Turn>, String> {
-    let Some(object) = value.as_object() else { return Err("a row must be a JSON object".into()) };
+fn conversation(value: &Value) -> Result<Vec<Turn>, RowError> {
+    let Some(object) = value.as_object() else { return Err(RowError::NotAnObject) };
     let messages = if let Some(prompt) = object.get("prompt") {
-        let Some(text) = prompt.as_str() else { return Err("\"prompt\" must be a string".into()) };
+        let Some(text) = prompt.as_str() else { return Err(RowError::PromptNotAString) };
         vec![Turn { role: "user", content: text.to_string() }]
     } else if let Some(list) = object.get("messages") {
         turns(list, "messages", "role", "content")?
     } else if let Some(list) = object.get("conversations") {
         turns(list, "conversations", "from", "value")?
     } else {
-        return Err("a row needs \"prompt\", \"messages\" or \"conversations\"".into());
+        return Err(RowError::NoMessages);
     };
     if !messages.iter().any(|t| t.role == "user" && !t.content.trim().is_empty()) {
-        return Err("the row has no user message with text".into());
+        return Err(RowError::NoUserText);
     }
     Ok(messages)
 }
 
-fn turns(list: &Value, key: &str, role_key: &str, text_key: &str) -> Result<Vec<Turn>, String> {
-    let Some(items) = list.as_array() else { return Err(format!("\"{key}\" must be an array")) };
+fn turns(
+    list: &Value,
+    key: &'static str,
+    role_key: &'static str,
+    text_key: &'static str,
+) -> Result<Vec<Turn>, RowError> {
+    let Some(items) = list.as_array() else { return Err(RowError::NotAnArray { key }) };
     items
         .iter()
         .enumerate()
-        .map(|(i, item)| {
+        .map(|(index, item)| {
             let role = item.get(role_key).and_then(Value::as_str);
             let text = item.get(text_key).and_then(Value::as_str);
             let (Some(role), Some(text)) = (role, text) else {
-                return Err(format!("{key}[{i}] needs string \"{role_key}\" and \"{text_key}\""));
+                return Err(RowError::TurnFields { key, index, role_key, text_key });
             };
             let role = match role {
                 "user" | "human" => "user",
                 "assistant" | "gpt" | "chatgpt" | "bard" | "bing" | "model" => "assistant",
                 "system" => "system",
-                other => return Err(format!("{key}[{i}]: unknown {role_key} {other:?}")),
+                other => return Err(RowError::UnknownRole { key, index, role_key, role: other.to_string() }),
             };
             Ok(Turn { role, content: text.to_string() })
         })
@@ -319,5 +343,26 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert!(a.windows(2).all(|w| w[0] < w[1]), "{a:?}");
+    }
+
+    #[test]
+    fn a_row_without_a_conversation_is_refused_saying_what_it_lacks() {
+        let why = |row: &str| conversation(&serde_json::from_str(row).unwrap()).unwrap_err().to_string();
+        assert_eq!(why("[1]"), "a row must be a JSON object");
+        assert_eq!(why(r#"{"prompt": 3}"#), "\"prompt\" must be a string");
+        assert_eq!(why(r#"{"text": "x"}"#), "a row needs \"prompt\", \"messages\" or \"conversations\"");
+        assert_eq!(why(r#"{"messages": {}}"#), "\"messages\" must be an array");
+        assert_eq!(
+            why(r#"{"conversations": [{"from": "human"}]}"#),
+            "conversations[0] needs string \"from\" and \"value\""
+        );
+        assert_eq!(
+            why(r#"{"conversations": [{"from": "robot", "value": "hi"}]}"#),
+            "conversations[0]: unknown from \"robot\""
+        );
+        assert_eq!(
+            why(r#"{"messages": [{"role": "assistant", "content": "hi"}]}"#),
+            "the row has no user message with text"
+        );
     }
 }

@@ -361,10 +361,17 @@ fn slurm_array(id: u64, shard_count: Option<u32>, env: Env) -> Result<ShardSpec,
     })
 }
 
+/// Inputs of one merge that come from two shardings: they cannot be one partition.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("the inputs come from shardings of {first} and {second} shards: merge one sharding")]
+pub struct MixedShardings {
+    pub first: u32,
+    pub second: u32,
+}
+
 /// The shards of the runs behind a merge, from their run.json (`config.shard`): the shard count,
-/// and the shard indices present. None when no input was sharded; an error text when the inputs
-/// disagree on the count (they cannot be one partition).
-pub fn shards_in(run_meta: &[&serde_json::Value]) -> Result<Option<(u32, Vec<u32>)>, String> {
+/// and the shard indices present. None when no input was sharded.
+pub fn shards_in(run_meta: &[&serde_json::Value]) -> Result<Option<(u32, Vec<u32>)>, MixedShardings> {
     let mut count: Option<u32> = None;
     let mut present = Vec::new();
     for meta in run_meta {
@@ -372,11 +379,7 @@ pub fn shards_in(run_meta: &[&serde_json::Value]) -> Result<Option<(u32, Vec<u32
         let (Some(k), Some(n)) = (shard["index"].as_u64(), shard["count"].as_u64()) else { continue };
         let (k, n) = (k as u32, n as u32);
         match count {
-            Some(c) if c != n => {
-                return Err(format!(
-                    "the inputs come from shardings of {c} and {n} shards: merge one sharding"
-                ));
-            }
+            Some(c) if c != n => return Err(MixedShardings { first: c, second: n }),
             _ => count = Some(n),
         }
         present.push(k);
@@ -408,4 +411,20 @@ pub fn describe_missing(matrix: &Matrix, count: u32, present: &[u32], missing: &
         s.push_str(&format!("missing shard {k}/{count}: {n} cells; {why}\n"));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_of_two_shardings_are_refused_naming_both_counts() {
+        let meta = |k: u32, n: u32| serde_json::json!({"config": {"shard": {"index": k, "count": n}}});
+        let (a, b, c) = (meta(1, 4), meta(3, 4), meta(2, 8));
+        assert_eq!(shards_in(&[&a, &b]), Ok(Some((4, vec![1, 3]))));
+        assert_eq!(shards_in(&[&serde_json::json!({})]), Ok(None));
+        let mixed = shards_in(&[&a, &c]).unwrap_err();
+        assert_eq!(mixed, MixedShardings { first: 4, second: 8 });
+        assert_eq!(mixed.to_string(), "the inputs come from shardings of 4 and 8 shards: merge one sharding");
+    }
 }
