@@ -44,7 +44,7 @@ async fn sweep(args: &ttft_bench::cli::SweepArgs) -> anyhow::Result<Outcome> {
     let swept = ttft_bench::runner::run(args).await?;
     if let Some(dir) = &swept.finished {
         if !args.output.quiet {
-            match ttft_bench::results::load::load(dir) {
+            match ttft_bench::results::sources::load(dir) {
                 Ok(source) => eprint!(
                     "per cell (median p50 / p99; `bench report {}` has the full table):\n{}",
                     dir.display(),

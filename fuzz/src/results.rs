@@ -1,8 +1,8 @@
-//! The result-file readers (`ttft_bench::results::load::from_bytes`, run.json): no panic on any
+//! The result-file readers (`ttft_bench::results::sources::from_bytes`, run.json): no panic on any
 //! bytes, every error names the file and a line that exists, and what loads survives a write and
 //! a re-read unchanged (a canonical file is a fixed point).
 
-use ttft_bench::results::load;
+use ttft_bench::results::sources;
 
 /// Lines in `data` as a reader counts them (a last line without '\n' still counts).
 fn lines(data: &[u8]) -> usize {
@@ -11,7 +11,7 @@ fn lines(data: &[u8]) -> usize {
 
 /// `name`'s extension chooses the reader, as for a file on disk.
 pub fn check_file(name: &str, data: &[u8]) {
-    match load::from_bytes(name, data) {
+    match sources::from_bytes(name, data) {
         Err(e) => {
             assert_eq!(e.file, name, "the error names another file: {e:?}");
             assert!(e.line <= lines(data), "line {} of a {}-line file: {e:?}", e.line, lines(data));
@@ -33,7 +33,7 @@ pub fn check_file(name: &str, data: &[u8]) {
 }
 
 pub fn check_run_json(data: &[u8]) {
-    if let Err(e) = load::read_run_json("run.json", data) {
+    if let Err(e) = sources::read_run_json("run.json", data) {
         assert_eq!(e.file, "run.json");
         assert!(e.line <= lines(data), "line {} of a {}-line file: {e:?}", e.line, lines(data));
     }

@@ -60,7 +60,7 @@ use failures::InputFailures;
 
 // The result-file layer (loading, de-duplication): one line to follow if it moves.
 use crate::results::combine::combine;
-use crate::results::load::{Source, load_all};
+use crate::results::sources::{Source, load_all};
 
 pub const SCHEMA: u32 = 1;
 
@@ -217,7 +217,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     let mut paths = vec![args.base.clone()];
     paths.extend(args.candidates.iter().cloned());
     let sources = load_all(&paths)?;
-    crate::results::load::require_records(&sources, args.allow_empty)?;
+    crate::results::sources::require_records(&sources, args.allow_empty)?;
     let inputs: Vec<Loaded> = sources
         .into_iter()
         .map(loaded)

@@ -1,6 +1,6 @@
 //! `bench merge`: many result files -> one canonical file (format in `canonical`).
 //!
-//! Inputs are anything `results::load::load` reads. Re-runs replace failures (`combine`), the
+//! Inputs are anything `results::sources::load` reads. Re-runs replace failures (`combine`), the
 //! metadata of every source is kept and disagreements listed (`settings`), and `--expect` checks the result
 //! against a scenario's matrix (`expect`). Bad input: exit 2 and nothing written (an input without
 //! records is bad input unless `--allow-empty`; so is an output that is one of the raw inputs
@@ -20,7 +20,7 @@ use crate::output;
 use crate::record::{Record, SCHEMA_VERSION};
 use crate::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
 use crate::results::combine;
-use crate::results::load::{Detail, Source, SourceKind, load_all_with, require_records};
+use crate::results::sources::{Detail, Source, SourceKind, load_all_with, require_records};
 use crate::results::text::{InputFault, Text};
 use crate::store::WriteError;
 
@@ -87,7 +87,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
             doc.conflicts.len(),
             args.output.display()
         );
-        crate::results::load::release(doc);
+        crate::results::sources::release(doc);
         return Ok(Outcome::Findings);
     }
     crate::store::write_atomic_with(&args.output, |w| canonical::write_with_texts(&doc, &texts, w))
@@ -103,7 +103,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
     // The output path alone on stdout, for scripts (the completeness table of --expect follows).
     output::println(&args.output.display().to_string()).map_err(|e| Failure::io(format!("stdout: {e}")))?;
     let code = check_expectation(args, &doc, expectation);
-    crate::results::load::release(doc);
+    crate::results::sources::release(doc);
     code
 }
 

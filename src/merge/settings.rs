@@ -20,8 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Number, Value, json};
 
 use crate::results::canonical::{Conflict, ConflictValue};
-use crate::results::load::Source;
 use crate::results::run_meta::{RunMetaView, ThermalView};
+use crate::results::sources::Source;
 
 /// (setting, value) pairs one metadata document states.
 pub fn settings(meta: &RunMetaView) -> Vec<(&'static str, String)> {

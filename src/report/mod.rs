@@ -28,7 +28,7 @@ use crate::cli::{ReportArgs, ReportFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::record::{self, CacheState, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord};
-use crate::results::load::{self, Detail, Source};
+use crate::results::sources::{self, Detail, Source};
 use crate::results::{batch, combine};
 use crate::stats::{self, Ratio, Summary};
 
@@ -312,8 +312,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
         .into());
     }
     // Full records: ITL is read from the token offsets, which lean records drop.
-    let sources = load::load_all_with(&args.inputs, Detail::Full)?;
-    load::require_records(&sources, args.allow_empty)?;
+    let sources = sources::load_all_with(&args.inputs, Detail::Full)?;
+    sources::require_records(&sources, args.allow_empty)?;
     pooled_note(&sources);
     let context = match args.format {
         Format::Html => html::Context::gather(&args.inputs, &sources).map_err(Failure::from)?,
@@ -343,7 +343,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
         eprintln!("note: {n} record(s) {reason}");
     }
     let cells = cells(&combined.records);
-    load::release(combined);
+    sources::release(combined);
     let out = match args.format {
         Format::Table => table::render(&cells, crate::output::TableStyle::Terminal),
         Format::Markdown => table::render(&cells, crate::output::TableStyle::Markdown),

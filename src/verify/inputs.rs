@@ -5,8 +5,8 @@
 use serde::Deserialize;
 
 use crate::physics::{self, Hardware, ModelProfile, Profile, hardware};
-use crate::results::load::Source;
 use crate::results::run_meta::PhysicsView;
+use crate::results::sources::Source;
 
 /// The physics of one input.
 pub struct InputPhysics {

@@ -27,9 +27,9 @@ mod inputs;
 #[cfg(test)]
 mod lean_tests;
 mod outlier;
+mod provenance;
 mod records;
 pub mod rule;
-mod sources;
 
 use serde::Serialize;
 
@@ -37,7 +37,7 @@ use crate::cli::{VerifyArgs, VerifyFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::physics::{self, Hardware, ModelProfile};
-use crate::results::load::{self, Detail, Source};
+use crate::results::sources::{self, Detail, Source};
 pub use finding::{Finding, Severity, cell_label};
 use rule::{Check, Input, RuleContext};
 pub use rule::{RULES, RuleId};
@@ -72,20 +72,20 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
             .map_err(Failure::from)?;
     let mut sources = Vec::new();
     for path in &args.inputs {
-        sources.push(load::load_with(path, Detail::Lean).map_err(|e| Failure::usage(e.to_string()))?);
+        sources.push(sources::load_with(path, Detail::Lean).map_err(|e| Failure::usage(e.to_string()))?);
     }
-    load::require_records(&sources, args.allow_empty)?;
+    sources::require_records(&sources, args.allow_empty)?;
     let mut claimed = Vec::new();
     for path in &args.sources {
-        let source = load::load_with(path, Detail::Lean);
+        let source = sources::load_with(path, Detail::Lean);
         claimed.push(source.map_err(|e| Failure::usage(format!("--sources: {e}")))?);
     }
-    load::require_records(&claimed, args.allow_empty)?;
+    sources::require_records(&claimed, args.allow_empty)?;
     let mut report = verify_sources(args, &sources, &claimed, flag_hw.as_ref(), flag_model.as_ref());
     let failed = report.summary.errors > 0 || (args.strict && report.summary.warnings > 0);
     let outcome = Outcome::findings_if(failed);
     report.summary.exit_code = Some(outcome.exit_code());
-    load::release((sources, claimed));
+    sources::release((sources, claimed));
     match args.format {
         // Through a Value so keys come out sorted, as they always have.
         Format::Json => output::println(&serde_json::to_string_pretty(&serde_json::to_value(&report)?)?)?,

@@ -7,10 +7,10 @@ use std::fmt;
 use serde::Serialize;
 
 use super::finding::{Finding, Severity};
-use super::{cells, explain, imported, outlier, records, sources};
+use super::{cells, explain, imported, outlier, provenance, records};
 use crate::physics::{Hardware, ModelProfile, Profile};
 use crate::record::Record;
-use crate::results::load::Source;
+use crate::results::sources::Source;
 
 /// Rule ids (stable: scripts match on their snake_case names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -278,21 +278,21 @@ pub const RULES: &[Rule] = &[
         ProvenanceNoSource,
         "provenance_no_source",
         Error,
-        Check::Sources(sources::no_source),
+        Check::Sources(provenance::no_source),
         "a published record (or batch) that no --sources file holds: a number with no measurement behind it"
     ),
     rule!(
         ProvenanceNumbersDiffer,
         "provenance_numbers_differ",
         Error,
-        Check::Sources(sources::numbers_differ),
+        Check::Sources(provenance::numbers_differ),
         "a published record whose numbers differ (beyond rounding) from the same measurement in its source"
     ),
     rule!(
         ProvenanceMetadataConflict,
         "provenance_metadata_conflict",
         Error,
-        Check::Sources(sources::metadata_conflict),
+        Check::Sources(provenance::metadata_conflict),
         "published metadata (tolerance, harness, model, hardware, max tokens) that the sources of its records contradict"
     ),
 ];

@@ -72,12 +72,12 @@ fn run_json_corpus_and_regressions_hold() {
 fn the_result_file_seeds_load() {
     for (target, name) in [("results_jsonl", "m.jsonl"), ("results_document", "p.json")] {
         for (path, data) in inputs(target) {
-            let loaded = ttft_bench::results::load::from_bytes(name, &data);
+            let loaded = ttft_bench::results::sources::from_bytes(name, &data);
             assert!(loaded.is_ok_and(|s| !s.records.is_empty()), "{path} does not load");
         }
     }
     for (path, data) in inputs("run_json") {
-        assert!(ttft_bench::results::load::read_run_json("run.json", &data).is_ok(), "{path}");
+        assert!(ttft_bench::results::sources::read_run_json("run.json", &data).is_ok(), "{path}");
     }
 }
 

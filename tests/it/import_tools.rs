@@ -10,7 +10,7 @@ use crate::common;
 
 use serde_json::{Value, json};
 use ttft_bench::record::{Measurement, Record};
-use ttft_bench::results::load::{self, SourceKind};
+use ttft_bench::results::sources::{self, SourceKind};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import").join(name)
@@ -21,7 +21,7 @@ fn read_json(path: &Path) -> Value {
 }
 
 fn measurements(path: &Path) -> Vec<Measurement> {
-    let src = load::load(path).unwrap_or_else(|e| panic!("{e}"));
+    let src = sources::load(path).unwrap_or_else(|e| panic!("{e}"));
     src.records
         .into_iter()
         .map(|r| match r {
@@ -54,7 +54,7 @@ const FIXTURES: [(&str, &str, usize); 5] = [
 #[test]
 fn every_fixture_loads_as_its_tool_with_what_it_cannot_know() {
     for (name, kind, n) in FIXTURES {
-        let src = load::load(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let src = sources::load(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(matches!(src.kind, SourceKind::Imported(_)), "{name}");
         assert_eq!((src.kind.as_str(), src.records.len()), (kind, n), "{name}");
         for r in &src.records {
@@ -73,10 +73,10 @@ fn the_format_is_told_by_content_not_by_the_name() {
     let dir = tempfile::tempdir().unwrap();
     let renamed = dir.path().join("results.txt");
     std::fs::copy(fixture("vllm_detailed.json"), &renamed).unwrap();
-    assert_eq!(load::load(&renamed).unwrap().kind.as_str(), "vllm");
+    assert_eq!(sources::load(&renamed).unwrap().kind.as_str(), "vllm");
     let renamed = dir.path().join("run.json");
     std::fs::copy(fixture("aiperf/profile_export.jsonl"), &renamed).unwrap();
-    let src = load::load(&renamed).unwrap();
+    let src = sources::load(&renamed).unwrap();
     assert_eq!((src.kind.as_str(), src.records.len()), ("aiperf", 4));
     assert!(src.records[0].cell().model.starts_with("unknown"), "no aggregate file beside it: no model");
 }
@@ -191,7 +191,7 @@ fn verify_report_and_merge_accept_every_fixture() {
         let merged = dir.path().join(format!("{kind}-{n}.json"));
         let (code, _, err) = bench(&["merge", path, "-o", merged.to_str().unwrap()]);
         assert_eq!(code, 0, "{name}: {err}");
-        let canonical = load::load(&merged).unwrap();
+        let canonical = sources::load(&merged).unwrap();
         assert_eq!((canonical.kind, canonical.records.len()), (SourceKind::Canonical, n), "{name}");
     }
 }

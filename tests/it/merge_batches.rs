@@ -8,7 +8,7 @@ use ttft_bench::merge;
 use ttft_bench::record::{
     CacheState, CellKey, GroupRecord, Measurement, Mode, QualityFlag, Record, SCHEMA_VERSION, Scenario,
 };
-use ttft_bench::results::load;
+use ttft_bench::results::sources;
 
 fn cell(run: u32) -> CellKey {
     CellKey {
@@ -86,7 +86,7 @@ fn cell_records(records: &[Record]) -> Vec<&Record> {
 fn a_half_written_batch_never_beats_an_earlier_complete_one() {
     let dir = tempfile::tempdir().unwrap();
     let (early, late) = complete_then_half_written(dir.path());
-    let doc = merge::build(load::load_all(&[late, early]).unwrap()).unwrap().doc;
+    let doc = merge::build(sources::load_all(&[late, early]).unwrap()).unwrap().doc;
     let kept = cell_records(&doc.records);
     assert_eq!(kept.len(), 3, "both members and the group record: {kept:?}");
     assert!(kept.iter().all(|r| r.run_id() == "early"), "{kept:?}");
@@ -108,7 +108,7 @@ fn a_half_written_batch_never_beats_an_earlier_complete_one() {
         .arg(&out)
         .assert()
         .code(0);
-    let merged = load::load(&out).unwrap();
+    let merged = sources::load(&out).unwrap();
     let written = cell_records(&merged.records);
     assert_eq!(written.len(), 3, "{written:?}");
     assert!(written.iter().all(|r| r.run_id() == "early"), "{written:?}");
@@ -127,7 +127,7 @@ fn a_complete_failing_batch_beats_a_newer_partial_passing_one() {
     // Group record and one member, the other member lost.
     let partial =
         write_run(dir.path(), "partial", &[member("partial", 0, LATE, true), group("partial", LATE, true)]);
-    let doc = merge::build(load::load_all(&[partial, failed]).unwrap()).unwrap().doc;
+    let doc = merge::build(sources::load_all(&[partial, failed]).unwrap()).unwrap().doc;
     let kept = cell_records(&doc.records);
     assert!(kept.iter().all(|r| r.run_id() == "failed") && kept.len() == 3, "{kept:?}");
     assert!(doc.provenance.replaced[0].losers[0].reason.contains("partial batch: 1 of 2 member requests"));
@@ -151,9 +151,9 @@ fn among_complete_batches_passing_beats_failing_then_newest_wins() {
         "c",
         &[member("c", 0, LATE, true), member("c", 1, LATE, true), group("c", LATE, true)],
     );
-    let doc = merge::build(load::load_all(&[pass_old.clone(), fail_new.clone()]).unwrap()).unwrap().doc;
+    let doc = merge::build(sources::load_all(&[pass_old.clone(), fail_new.clone()]).unwrap()).unwrap().doc;
     assert!(cell_records(&doc.records).iter().all(|r| r.run_id() == "a"));
-    let doc = merge::build(load::load_all(&[pass_old, fail_new, pass_new]).unwrap()).unwrap().doc;
+    let doc = merge::build(sources::load_all(&[pass_old, fail_new, pass_new]).unwrap()).unwrap().doc;
     assert!(cell_records(&doc.records).iter().all(|r| r.run_id() == "c"));
 }
 

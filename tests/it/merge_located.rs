@@ -9,7 +9,7 @@ use ttft_bench::merge;
 use ttft_bench::meta::{RunMeta, ServerInfo};
 use ttft_bench::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
 use ttft_bench::results::canonical;
-use ttft_bench::results::load::{self, Detail};
+use ttft_bench::results::sources::{self, Detail};
 use ttft_bench::results::text::InputFault;
 
 /// Parsed and serialized again by serde_json (without `float_roundtrip`), this reads back as
@@ -90,9 +90,9 @@ fn merge_writes_every_record_as_its_input_holds_it() {
     let again = dir.path().join("again.json");
     assert!(bench_merge(&[&out], &again).status.success());
     assert_eq!(record_lines(&again), want);
-    let whole = merge::build(load::load_all(std::slice::from_ref(&out)).unwrap()).unwrap();
+    let whole = merge::build(sources::load_all(std::slice::from_ref(&out)).unwrap()).unwrap();
     assert!(whole.texts.iter().all(Option::is_none), "read whole, nothing to copy");
-    let reread = load::load(&again).unwrap().records;
+    let reread = sources::load(&again).unwrap().records;
     assert_eq!(reread, whole.doc.records, "the copied texts read as the whole records do");
 
     // verify reads what merge wrote.
@@ -118,7 +118,7 @@ fn a_record_changed_after_it_was_read_is_refused_naming_its_file() {
         [1024, 2048, 4096].iter().map(|&c| record(c, 1, "2026-02-05T21:30:00.000Z", vec![1.5])).collect();
     let (run, _) = run_dir(dir.path(), "run", &records);
     let jsonl = run.join("measurements.jsonl");
-    let sources = load::load_all_with(std::slice::from_ref(&run), Detail::Located).unwrap();
+    let sources = sources::load_all_with(std::slice::from_ref(&run), Detail::Located).unwrap();
     assert!(sources[0].texts.is_some(), "a run directory's records are located");
     // The same length, one digit other: only the checksum can tell.
     let text = std::fs::read_to_string(&jsonl).unwrap();
@@ -141,15 +141,15 @@ fn located_duplicates_are_decided_as_whole_ones_are() {
     let (a, _) = run_dir(dir.path(), "a", &[record(1024, 1, t, vec![1.0]), record(2048, 1, t, vec![2.0])]);
     let (b, _) = run_dir(dir.path(), "b", &[record(1024, 1, t, vec![1.0]), record(2048, 1, t, vec![3.0])]);
     let inputs = [a.clone(), b.clone()];
-    let located = merge::build(load::load_all_with(&inputs, Detail::Located).unwrap()).unwrap();
-    let whole = merge::build(load::load_all(&inputs).unwrap()).unwrap();
+    let located = merge::build(sources::load_all_with(&inputs, Detail::Located).unwrap()).unwrap();
+    let whole = merge::build(sources::load_all(&inputs).unwrap()).unwrap();
     assert_eq!(located.doc.provenance, whole.doc.provenance);
     let reasons: Vec<&str> =
         whole.doc.provenance.replaced.iter().flat_map(|r| &r.losers).map(|l| l.reason.as_str()).collect();
     assert_eq!(reasons, ["identical copy", "tie on quality and start time; kept the first by content"]);
     let out = dir.path().join("merged.json");
     assert!(bench_merge(&[&a, &b], &out).status.success());
-    assert_eq!(load::load(&out).unwrap().records, whole.doc.records);
+    assert_eq!(sources::load(&out).unwrap().records, whole.doc.records);
 }
 
 /// run.json of a sweep (`common::runs`) whose server reports `build_info`.

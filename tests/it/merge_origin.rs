@@ -8,7 +8,7 @@ use assert_cmd::Command;
 use common::origin::real;
 use ttft_bench::merge::{self, expect};
 use ttft_bench::record::{Mode, Record, SCHEMA_VERSION, Scenario};
-use ttft_bench::results::load::{self, SourceKind};
+use ttft_bench::results::sources::{self, SourceKind};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
@@ -24,7 +24,7 @@ fn count(records: &[Record], kind: &str) -> usize {
 
 #[test]
 fn small_origin_file_maps_onto_our_records() {
-    let src = load::load(&fixture("origin/small_first.json")).unwrap();
+    let src = sources::load(&fixture("origin/small_first.json")).unwrap();
     assert_eq!(src.kind, SourceKind::Origin);
     assert_eq!(src.run_meta.len(), 1);
     assert_eq!(src.run_meta[0].raw["metadata"]["config"]["throttle_tps_tolerance"], 0.05);
@@ -88,7 +88,7 @@ fn small_origin_file_maps_onto_our_records() {
 #[test]
 fn rerun_replaces_the_failed_batch_and_tolerances_conflict() {
     let sources =
-        load::load_all(&[fixture("origin/small_rerun.json"), fixture("origin/small_first.json")]).unwrap();
+        sources::load_all(&[fixture("origin/small_rerun.json"), fixture("origin/small_first.json")]).unwrap();
     let doc = merge::build(sources).unwrap().doc;
     let groups: Vec<_> =
         doc.records.iter().filter_map(|r| if let Record::Group(g) = r { Some(g) } else { None }).collect();
@@ -111,7 +111,7 @@ fn real_gemma_first_run_plus_rerun() {
         real("colm_full_gemma_20260209_154125.json"),
         real("colm_full_gemma_merged.json"),
     );
-    let sources = load::load_all(&[first.clone(), rerun.clone()]).unwrap();
+    let sources = sources::load_all(&[first.clone(), rerun.clone()]).unwrap();
     assert_eq!(sources[0].records.len(), 198 + 90 + 6, "198 rows (90 of them batches) + 6 staggered");
     assert_eq!(sources[1].records.len(), 14 + 14);
     let doc = merge::build(sources).unwrap().doc;
@@ -185,7 +185,7 @@ fn real_gemma_first_run_plus_rerun() {
 fn real_deepseek_runs_are_incomplete_without_the_unpublished_third_file() {
     let (first, rerun) =
         (real("colm_full_deepseek_20260208_152120.json"), real("colm_full_deepseek_20260209_155053.json"));
-    let doc = merge::build(load::load_all(&[first, rerun]).unwrap()).unwrap().doc;
+    let doc = merge::build(sources::load_all(&[first, rerun]).unwrap()).unwrap().doc;
     let exp = expect::from_scenario(&paper_expect()).unwrap();
     let c = &expect::completeness(&exp, &doc.records)[0];
     assert_eq!((c.measured, c.missing.len(), c.staggered_measured), (163, 35, 6));

@@ -12,7 +12,7 @@ use ttft_bench::record::{
     CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, QualityFlag, Record, SCHEMA_VERSION,
     Scenario, StaggeredRecord,
 };
-use ttft_bench::results::load;
+use ttft_bench::results::sources;
 
 fn cell(context_tokens: u32, run: u32) -> CellKey {
     CellKey {
@@ -70,7 +70,7 @@ fn a_passing_duplicate_beats_a_newer_failure() {
         write_run(dir.path(), "a", &[measurement("a", cell(1024, 1), "2026-01-01T00:00:00Z", true)], None);
     let b =
         write_run(dir.path(), "b", &[measurement("b", cell(1024, 1), "2026-01-02T00:00:00Z", false)], None);
-    let doc = merge::build(load::load_all(&[a, b]).unwrap()).unwrap().doc;
+    let doc = merge::build(sources::load_all(&[a, b]).unwrap()).unwrap().doc;
     let r = kept(&doc, &cell(1024, 1));
     assert_eq!(r.run_id(), "a");
     assert!(r.is_good());
@@ -101,7 +101,7 @@ fn a_newer_rerun_replaces_an_older_failure_and_an_older_pass() {
         ],
         None,
     );
-    let doc = merge::build(load::load_all(&[old, new]).unwrap()).unwrap().doc;
+    let doc = merge::build(sources::load_all(&[old, new]).unwrap()).unwrap().doc;
     assert_eq!(kept(&doc, &cell(1024, 1)).run_id(), "new");
     assert_eq!(kept(&doc, &cell(2048, 1)).run_id(), "new");
     let older = doc.provenance.replaced.iter().find(|r| r.slot.contains(" 2048 ")).unwrap();
@@ -188,12 +188,12 @@ fn staggered_fields_and_raw_offsets_survive_a_round_trip() {
     let a = write_run(dir.path(), "a", &[staggered(), m.clone()], None);
     let out = dir.path().join("c.json");
     Command::cargo_bin("bench").unwrap().arg("merge").arg(&a).arg("-o").arg(&out).assert().code(0);
-    let back = load::load(&out).unwrap();
-    assert_eq!(back.kind, load::SourceKind::Canonical);
+    let back = sources::load(&out).unwrap();
+    assert_eq!(back.kind, sources::SourceKind::Canonical);
     assert!(back.records.contains(&staggered()), "every staggered field kept");
     assert!(back.records.contains(&m), "token_offsets_ms kept");
     // Merging the canonical file with its own source: identical copies, not new records.
-    let doc = merge::build(load::load_all(&[out.clone(), a]).unwrap()).unwrap().doc;
+    let doc = merge::build(sources::load_all(&[out.clone(), a]).unwrap()).unwrap().doc;
     assert_eq!(doc.records.len(), 2);
     assert!(doc.provenance.replaced.iter().all(|r| r.losers[0].reason == "identical copy"));
 }

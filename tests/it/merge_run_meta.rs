@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use ttft_bench::command::{Cli, Command as Verb};
 use ttft_bench::meta::{Harness, HostFacts, PhysicsProfiles, RunMeta, ServerInfo};
 use ttft_bench::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
-use ttft_bench::results::load::read_run_json;
 use ttft_bench::results::run_meta::{OurMeta, RunMetaView, ThermalView};
+use ttft_bench::results::sources::read_run_json;
 use ttft_bench::supervise::ServerCrash;
 
 fn record(run_id: &str, context_tokens: u32) -> Record {

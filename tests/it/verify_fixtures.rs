@@ -376,7 +376,7 @@ fn committed_fixtures_match_the_generator() {
 #[test]
 fn fixtures_load_as_bench_records() {
     for (name, rows) in fixtures() {
-        let source = ttft_bench::results::load::load(&dir().join(name)).unwrap();
+        let source = ttft_bench::results::sources::load(&dir().join(name)).unwrap();
         assert_eq!(source.records.len(), rows.len(), "{name}");
     }
 }

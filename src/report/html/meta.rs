@@ -17,8 +17,8 @@ use serde_json::Value;
 use super::Error;
 use super::page::{el, esc, thead};
 use crate::results::canonical::Conflict;
-use crate::results::load::{Source, SourceKind};
 use crate::results::run_meta::{RunMetaView, SourceMeta};
+use crate::results::sources::{Source, SourceKind};
 
 /// A highlight: its label, and where it is (the first pointer present wins; `All` joins them).
 enum Pick {

@@ -25,7 +25,7 @@ use self::page::{el, esc};
 use super::CellStats;
 use crate::cli::VerifyArgs;
 use crate::exit::Failure;
-use crate::results::load::Source;
+use crate::results::sources::Source;
 use crate::verify;
 
 #[derive(Debug, thiserror::Error)]

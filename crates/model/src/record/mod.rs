@@ -86,7 +86,7 @@ impl Record {
     /// The record without its raw samples and server payloads: token offsets, the output sample,
     /// hot turns, server timings, stats and metrics, thermal snapshots. Every number verify's
     /// rules and report's statistics read stays; a lean record is never written back (a reader
-    /// of 100,000 records holds a third of the memory: `results::load::Detail::Lean`). `LeanRecord`
+    /// of 100,000 records holds a third of the memory: `results::sources::Detail::Lean`). `LeanRecord`
     /// reads a record straight into this.
     pub fn lean(self) -> Record {
         match self {

@@ -100,7 +100,7 @@ fn fixture_records() -> Vec<String> {
         ("canonical.json", "fuzz/corpus/results_document/canonical"),
     ] {
         let bytes = std::fs::read(root.join(path)).unwrap();
-        let source = ttft_results::results::load::from_bytes(name, &bytes).unwrap();
+        let source = ttft_results::results::sources::from_bytes(name, &bytes).unwrap();
         lines.extend(source.records.iter().map(|r| serde_json::to_string(r).unwrap()));
     }
     lines

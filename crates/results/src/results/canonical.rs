@@ -1,4 +1,4 @@
-//! The canonical file `bench merge` writes (and every reader accepts through `load::load`).
+//! The canonical file `bench merge` writes (and every reader accepts through `sources::load`).
 //!
 //! Layout: the document is indented JSON except for `records`, which holds one record per line (so
 //! a file of 100,000 records diffs, greps and streams line by line). Any JSON layout of the same

@@ -7,7 +7,7 @@
 //! (quality_ok, error-free) beats failing, then the most recent `started_at`, then (only to stay
 //! deterministic) the smallest serialized content.
 //!
-//! Located records (`load::Detail::Located`) travel with their texts, and their text is their
+//! Located records (`sources::Detail::Located`) travel with their texts, and their text is their
 //! content: the records are lean, the texts are what a merge writes.
 
 use std::cmp::Ordering;
@@ -16,7 +16,7 @@ use std::time::SystemTime;
 
 use super::batch::batches;
 use super::canonical::{Candidate, Loser, Provenance, Replacement};
-use super::load::Source;
+use super::sources::Source;
 use super::text::Text;
 use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
 

@@ -1,7 +1,7 @@
 //! `combine`: winners by content, the order of ranks, records moved in slot order.
 
 use super::*;
-use crate::results::load::SourceKind;
+use crate::results::sources::SourceKind;
 use std::collections::BTreeMap;
 use ttft_model::record::{Measurement, SCHEMA_VERSION};
 

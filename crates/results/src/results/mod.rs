@@ -1,5 +1,5 @@
 //! The result-file layer shared by the reading verbs (merge, verify, report): loading every input
-//! kind into records (`load`, `origin`, and other tools' files: `import`), the canonical file merge writes (`canonical`), choosing one
+//! kind into records (`sources`, `origin`, and other tools' files: `import`), the canonical file merge writes (`canonical`), choosing one
 //! record per slot (`combine`), and what a batch is (`batch`).
 //!
 //! This layer sits below the verbs: it imports only `record`, `store`, `exit` and itself, never
@@ -10,9 +10,9 @@ pub mod canonical;
 pub mod combine;
 mod document;
 pub mod import;
-pub mod load;
 pub mod origin;
 mod parts;
 pub mod run_meta;
 mod scan;
+pub mod sources;
 pub mod text;

@@ -1,5 +1,5 @@
 //! Where each record's JSON text lies in the file it was read from, so `bench merge` can write
-//! records back as they were read (`load::Detail::Located`) instead of holding every one whole.
+//! records back as they were read (`sources::Detail::Located`) instead of holding every one whole.
 //!
 //! Holding 100,000 records whole (their token offsets, output samples, server timings) took
 //! nearly 300 MB, and serializing them again was a third of the merge. A located record is read
@@ -119,7 +119,7 @@ fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
 }
 
-/// Elsewhere records are not located (`load::Detail::Located` reads them whole), so this never
+/// Elsewhere records are not located (`sources::Detail::Located` reads them whole), so this never
 /// runs; it exists so the crate builds there.
 #[cfg(not(unix))]
 fn read_at(_: &File, _: &mut [u8], _: u64) -> io::Result<()> {

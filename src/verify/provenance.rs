@@ -25,8 +25,8 @@ use super::finding::Finding;
 use super::rule::RuleId;
 use crate::record::{CellKey, GroupRecord, Measurement, Record, StaggeredRecord};
 use crate::results::batch::{batches, in_batch};
-use crate::results::load::Source;
 use crate::results::run_meta::{RunMetaView, SourceMeta};
+use crate::results::sources::Source;
 
 /// What makes two records the same slot: a single record, or a whole batch.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
