@@ -233,8 +233,10 @@ fn staggered_b_arrives_after_the_delay_and_waits_from_wall_start() {
     let sequential = st.iter().find(|r| r["scenario"] == "staggered_sequential").unwrap();
     let f = |r: &Value, k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {r}"));
 
+    // Never before the delay. How late B's timer fires depends on the machine's load, so the upper
+    // bound is the one the scenario means: B arrives while A still runs (asserted below).
     let arrival = f(batched, "user_b_arrival_ms");
-    assert!((120.0..400.0).contains(&arrival), "B arrived {arrival} ms after A, delay 120 ms");
+    assert!(arrival >= 120.0, "B arrived {arrival} ms after A, before its 120 ms delay");
     let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
     assert!(close(f(batched, "user_b_ttft_from_wall_start_ms"), arrival + f(batched, "user_b_ttft_ms")));
     assert_eq!(f(batched, "stagger_delay_ms"), 120.0);

@@ -21,7 +21,7 @@ fn published_schema_matches_the_record_types() {
     let committed = std::fs::read_to_string(SCHEMA_PATH).unwrap_or_default();
     assert!(
         committed == fresh,
-        "schema/record.schema.json is out of date with crates/model/src/record.rs; regenerate with: UPDATE_SCHEMA=1 cargo test --test it schema::"
+        "schema/record.schema.json is out of date with the record types (crates/model/src/record/); regenerate with: UPDATE_SCHEMA=1 cargo test --test it schema::"
     );
 }
 
