@@ -221,8 +221,9 @@ impl CellKey {
     }
 
     /// The key as merge lists it (`--expect`'s missing cells, a canonical file's replaced
-    /// slots): `m concurrent/warm streaming 1024 b2`, scenario and cache state both spelled out;
-    /// the run is the caller's to add ("run 1", "r1"), as each file has always written it.
+    /// slots): `m concurrent/warm streaming 1024 b2`, scenario and cache state both spelled out, a
+    /// dataset row's cell with its row (`m cold/cold streaming 300 row 4 b1`); the run is the
+    /// caller's to add ("run 1", "r1"), as each file has always written it.
     pub fn merge_label(&self) -> MergeLabel<'_> {
         MergeLabel(self)
     }
@@ -234,16 +235,12 @@ pub struct MergeLabel<'a>(&'a CellKey);
 impl std::fmt::Display for MergeLabel<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let c = self.0;
-        write!(
-            f,
-            "{} {}/{} {} {} b{}",
-            c.model,
-            c.scenario.as_str(),
-            c.cache_state,
-            c.mode,
-            c.context_tokens,
-            c.batch_size
-        )
+        write!(f, "{} {}/{} {} {} ", c.model, c.scenario.as_str(), c.cache_state, c.mode, c.context_tokens)?;
+        // Rows of a dataset may share a length: the row tells their cells apart.
+        if let Some(row) = c.dataset_row {
+            write!(f, "row {row} ")?;
+        }
+        write!(f, "b{}", c.batch_size)
     }
 }
 
@@ -273,5 +270,20 @@ mod tests {
         assert_eq!(format!("{:#}", k.point()), "ctx 1024 concurrent/warm streaming b2 all runs");
         assert_eq!(k.merge_label().to_string(), "m concurrent/warm streaming 1024 b2");
         assert_eq!(Mode::NonStreaming.short_label(), "non-str");
+    }
+
+    /// Two rows of a dataset at the same length are two cells, and every label says which.
+    #[test]
+    fn a_dataset_row_is_named_in_every_label_of_its_cell() {
+        let row = |n| CellKey {
+            dataset_row: Some(n),
+            scenario: Scenario::Cold,
+            cache_state: CacheState::Cold,
+            ..key()
+        };
+        let (a, b) = (row(4), row(5));
+        assert_eq!(a.merge_label().to_string(), "m cold/cold streaming 1024 row 4 b2");
+        assert_ne!(a.merge_label().to_string(), b.merge_label().to_string());
+        assert_ne!(a.to_string(), b.to_string());
     }
 }
