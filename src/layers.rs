@@ -27,7 +27,8 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("runner", 91),
     // the run document (run.json) and every section it holds
     ("meta", 80),
-    // sweep services
+    // sweep services: which server is this (it picks the preset), then the rest
+    ("detect", 77),
     ("prompt", 76),
     ("metrics", 76),
     ("preset", 75),

@@ -17,6 +17,7 @@ pub mod compare;
 pub mod config;
 pub mod cost;
 pub mod dataset;
+pub mod detect;
 pub mod layers;
 pub mod load;
 pub mod merge;

@@ -264,6 +264,9 @@ pub struct ServerInfo {
     pub props: Option<serde_json::Value>,
     /// The preset the sweep drove the server with.
     pub preset: String,
+    /// Why this preset, when bench chose it (no `--preset`): the server's own answer that named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset_detected: Option<String>,
     /// The command bench started the server with (`--server-cmd`, port filled in).
     #[serde(default)]
     pub command: Option<String>,
@@ -565,7 +568,7 @@ impl From<&PhysicsArgs> for view::PhysicsView {
 
 impl From<&ServerInfo> for view::ServerView {
     fn from(server: &ServerInfo) -> view::ServerView {
-        let ServerInfo { base_url: _, models: _, props, preset: _, command: _ } = server;
+        let ServerInfo { base_url: _, models: _, props, preset: _, preset_detected: _, command: _ } = server;
         view::ServerView { props: props.clone() }
     }
 }

@@ -46,11 +46,17 @@ pub fn parse(text: &str) -> Snapshot {
 }
 
 /// Fetches and parses the server's metrics page; None when there is none or it cannot be read.
+pub async fn snapshot(client: &Client, spec: &MetricsSpec, timeout: Duration) -> Option<Snapshot> {
+    page(client, &spec.path, timeout).await.map(|text| parse(&text))
+}
+
+/// The text of GET `path` (a Prometheus page), with the client's credentials and the user's
+/// headers like every call bench makes; None when the server has none or it cannot be read.
 /// A GET of counters is idempotent and outside every timed window, so a failed send (a pooled
 /// connection the server had just closed) is tried once more.
-pub async fn snapshot(client: &Client, spec: &MetricsSpec, timeout: Duration) -> Option<Snapshot> {
-    let url = format!("{}{}", client.base(), spec.path);
-    let send = || client.http().get(&url).timeout(timeout).send();
+pub async fn page(client: &Client, path: &str, timeout: Duration) -> Option<String> {
+    let url = format!("{}{path}", client.base());
+    let send = || client.identify(client.http().get(&url)).timeout(timeout).send();
     let response = match send().await {
         Ok(r) => r,
         Err(_) => send().await.ok()?,
@@ -66,7 +72,7 @@ pub async fn snapshot(client: &Client, spec: &MetricsSpec, timeout: Duration) ->
             return None;
         }
     }
-    Some(parse(&String::from_utf8_lossy(&body)))
+    Some(String::from_utf8_lossy(&body).into_owned())
 }
 
 /// The change of the spec's counters between two snapshots.

@@ -90,7 +90,7 @@ pub async fn call_within(
 ) -> Result<Value, CallError> {
     let call = redact(format!("{method} {path}"));
     let url = format!("{}{path}", client.base());
-    let mut builder = client.auth(client.http().request(method, &url));
+    let mut builder = client.identify(client.http().request(method, &url));
     for (k, v) in headers {
         builder = builder.header(k.as_str(), v.as_str());
     }

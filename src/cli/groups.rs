@@ -77,8 +77,10 @@ pub struct TargetArgs {
     /// (/v1/completions: the conversation as one prompt string) [default: openai].
     #[arg(long)]
     pub api: Option<Api>,
-    /// Server preset (openai, llama.cpp, vllm, sglang, agent-memory) or a preset TOML file
-    /// [default: openai].
+    /// Server preset (llama.cpp, vllm, sglang, agent-memory, openai) or a preset TOML file
+    /// [default: auto: the server is detected from what it answers (llama.cpp /props, vLLM and
+    /// SGLang /metrics and info endpoints, agent-memory /v1/agents/stats, the hosted APIs by host)
+    /// and its preset used, said on stderr and in run.json; `--preset openai` forces the plain one].
     #[arg(long)]
     pub preset: Option<String>,
 }

@@ -24,6 +24,8 @@ use scenario_file::ScenarioFile;
 
 pub const DEFAULT_CONTEXTS: [u32; 3] = [1024, 2048, 4096];
 pub const DEFAULT_RUNS: u32 = 3;
+/// `--preset auto`, the default: the preset of the server detected at preflight (`detect`).
+pub const AUTO_PRESET: &str = "auto";
 pub const DEFAULT_OUTPUT_TOKENS: u32 = 64;
 pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
 pub const DEFAULT_SEED: u64 = 20_260_208;
@@ -505,7 +507,7 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         server_url: server,
         model: plan.target.model.clone(),
         api: plan.target.api.unwrap_or(Api::Openai),
-        preset: plan.target.preset.clone().unwrap_or_else(|| "openai".to_string()),
+        preset: plan.target.preset.clone().unwrap_or_else(|| AUTO_PRESET.to_string()),
         scenario_file: args.scenario.clone(),
         // A dataset replaces the contexts: its rows are the context axis (`matrix`).
         contexts: if dataset.is_some() { Vec::new() } else { matrix.contexts },

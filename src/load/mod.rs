@@ -102,25 +102,33 @@ fn check(args: &LoadArgs) -> Result<(), Failure> {
             )));
         }
     }
-    if args.mix.states().contains(&CacheState::Warm) {
-        let preset = crate::preset::Preset::load(args.target.preset.as_deref().unwrap_or("openai"))
-            .map_err(|e| Failure::usage(e.to_string()))?;
-        let problem = if preset.supports_warm() {
-            preset.warm_batch_problem()
-        } else {
-            Some(format!(
-                "preset {} has no evict action, so a warm cache cannot be produced honestly",
-                preset.name
-            ))
-        };
-        if let Some(why) = problem {
-            return Err(Failure::usage(format!(
-                "--mix has warm arrivals, but {why}; under load several warm sessions exist at once. \
-                 Use a preset that evicts one session to disk (llama.cpp, agent-memory) or leave warm out of --mix"
-            )));
-        }
+    // Without --preset the server is detected at setup, which checks its preset then.
+    if let Some(name) = args.target.preset.as_deref().filter(|p| *p != crate::config::AUTO_PRESET)
+        && args.mix.states().contains(&CacheState::Warm)
+    {
+        let preset = crate::preset::Preset::load(name).map_err(|e| Failure::usage(e.to_string()))?;
+        warm_mix_fits(&preset)?;
     }
     Ok(())
+}
+
+/// Warm arrivals under load need a preset that evicts one session to disk, alone.
+pub(crate) fn warm_mix_fits(preset: &crate::preset::Preset) -> Result<(), Failure> {
+    let problem = if preset.supports_warm() {
+        preset.warm_batch_problem()
+    } else {
+        Some(format!(
+            "preset {} has no evict action, so a warm cache cannot be produced honestly",
+            preset.name
+        ))
+    };
+    match problem {
+        Some(why) => Err(Failure::usage(format!(
+            "--mix has warm arrivals, but {why}; under load several warm sessions exist at once. \
+             Use a preset that evicts one session to disk (llama.cpp, agent-memory) or leave warm out of --mix"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Entry point of `bench load`.
@@ -186,6 +194,9 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
         }
     };
     progress.finish();
+    if let Some(line) = crate::runner::slot_files::leftovers_line() {
+        progress.note(&line);
+    }
     drop(opened.lock);
     let dir = journal.dir().to_path_buf();
     let empty = std::fs::metadata(dir.join(store::MEASUREMENTS_FILE)).map_or(true, |m| m.len() == 0);

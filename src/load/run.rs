@@ -136,7 +136,11 @@ pub async fn run(
 ) -> Result<End, Failure> {
     let journal = live.journal.clone();
     let mut supervisor = crate::runner::start_server(&mut config, &progress).await?;
+    let warm_arrivals = live.get().mix.iter().any(|(state, _)| *state == crate::record::CacheState::Warm);
     let ctx = Arc::new(setup::prepare(config, Some(&journal), &progress).await?);
+    if warm_arrivals {
+        super::warm_mix_fits(&ctx.preset)?;
+    }
     crate::runner::record_server(supervisor.as_ref(), &journal)?;
     let gate = setup::ThermalGate::start(&ctx, &progress).await;
     journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;

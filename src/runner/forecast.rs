@@ -24,6 +24,9 @@ struct PlanOutput<'a> {
     rates: Option<&'a ServerRates>,
     /// The thermal gate the sweep would run with (its cost is part of `forecast_s`).
     thermal: &'a crate::config::ThermalPolicy,
+    /// What the warm cells save on the server's disk (needs the model's KV size: a local
+    /// llama.cpp server's GGUF, or `--model-file`); null when unknown or no cell is warm.
+    warm_disk: Option<super::slot_files::WarmDisk>,
 }
 
 #[derive(Serialize)]
@@ -41,6 +44,7 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<Outcome> {
         args.scenario.clone(),
         OutputArgs::default(),
     );
+    let mut warm_disk = None;
     let (config, rates, model) = match (&args.from, &args.connection.server) {
         (Some(run), _) => {
             let config = config::resolve_offline(&sweep).map_err(Failure::from)?;
@@ -62,11 +66,13 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<Outcome> {
             progress.note("calibrating the cost model (two cold requests) ...");
             let probe_s = setup::probe_seconds(&ctx).await;
             let rates = setup::calibrate_rates(&ctx, probe_s).await;
+            warm_disk = ctx.warm_disk;
             (ctx.config.clone(), rates, Some(ctx.model.clone()))
         }
         (None, None) => (config::resolve_offline(&sweep).map_err(Failure::from)?, None, config_model(&sweep)),
     };
-    print(&config, rates.as_ref(), &model.unwrap_or_else(|| "(the server's model)".into()), args.format)?;
+    let model = model.unwrap_or_else(|| "(the server's model)".into());
+    print(&config, rates.as_ref(), &model, warm_disk, args.format)?;
     Ok(Outcome::Clean)
 }
 
@@ -78,6 +84,7 @@ fn print(
     config: &SweepConfig,
     rates: Option<&ServerRates>,
     model: &str,
+    warm_disk: Option<super::slot_files::WarmDisk>,
     format: PlanFormat,
 ) -> anyhow::Result<()> {
     let cells = config.matrix().cells(model);
@@ -108,6 +115,7 @@ fn print(
                 forecast_s: total,
                 rates,
                 thermal: &config.thermal,
+                warm_disk,
             };
             crate::output::println(&serde_json::to_string_pretty(&out)?)?;
         }
@@ -132,6 +140,10 @@ fn print(
                     cells.len()
                 ),
             });
+            if let Some(disk) = warm_disk {
+                text.push_str(&disk.line(config.slot_dir.is_some()));
+                text.push('\n');
+            }
             crate::output::print(&text)?;
         }
     }

@@ -41,6 +41,8 @@ pub struct Ready {
     pub turns: Vec<TurnSummary>,
     /// Warm: whether the saved session was dropped from the OS page cache before the restore.
     pub page_cache: Option<PageCache>,
+    /// Warm: the size of the session's saved file, where bench reaches it.
+    pub saved_bytes: Option<u64>,
     /// Hot with `--think-time`: when turn N-1's answer ended, so the record says how long the
     /// measured turn actually waited after it (`think_ms`).
     pub after_turn: Option<Instant>,
@@ -106,14 +108,15 @@ pub async fn prepare_on(
     };
     let mut turns = Vec::new();
     let mut reload = false;
-    let mut page_cache = None;
+    let (mut page_cache, mut saved_bytes) = (None, None);
     let mut after_turn = None;
     let mut expected = Some(expected_input_tokens);
     match cell.cache_state {
         CacheState::Cold => {}
         CacheState::Warm => {
             prime_and_evict(ctx, &request, &session).await.map_err(|e| fail(e, vec![]))?;
-            page_cache = Some(drop_saved(ctx, &session).await.map_err(|e| fail(e, vec![]))?);
+            let (dropped, bytes) = drop_saved(ctx, &session).await.map_err(|e| fail(e, vec![]))?;
+            (page_cache, saved_bytes) = (Some(dropped), bytes);
             reload = !ctx.preset.reload.is_empty();
         }
         CacheState::Hot => {
@@ -146,6 +149,7 @@ pub async fn prepare_on(
         reload,
         turns,
         page_cache,
+        saved_bytes,
         after_turn,
     })
 }
@@ -240,7 +244,30 @@ pub async fn session_action(
     session: &Session,
 ) -> Result<(), ErrorInfo> {
     let run = ctx.preset.run(&ctx.client, name, steps, Some(Scope::Session), session);
-    ctx.harness.time(Part::Preset, run).await.map(|_| ()).map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
+    let done = ctx.harness.time(Part::Preset, run).await;
+    match (name, &done) {
+        ("evict", Ok(_)) => saved_path(ctx, session).into_iter().for_each(super::slot_files::track),
+        // The session is over whether its cleanup worked or not: its saved file goes.
+        ("cleanup", _) => remove_saved(ctx, session),
+        _ => {}
+    }
+    done.map(|_| ()).map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
+}
+
+/// The session's saved file on this host, where the save directory is known and the preset names
+/// the file.
+pub fn saved_path(ctx: &RunContext, session: &Session) -> Option<std::path::PathBuf> {
+    ctx.preset.saved_path(ctx.config.slot_dir.as_deref()?, session).ok().flatten()
+}
+
+/// Removes the session's saved file from the server's save directory (docs/page-cache.md says
+/// why a sweep must): one that cannot be removed is said, never a failed measurement.
+pub fn remove_saved(ctx: &RunContext, session: &Session) {
+    if let Some(path) = saved_path(ctx, session)
+        && let Err(e) = super::slot_files::remove(&path)
+    {
+        eprintln!("warning: cannot remove the saved session {}: {e}", path.display());
+    }
 }
 
 /// Warm's preparation: the prompt sent once unmeasured, then the session evicted (to disk).
@@ -262,11 +289,11 @@ pub async fn prime_and_evict(
 /// the file from memory, which on an H200 was about 2x faster (docs/page-cache.md). A known file
 /// that cannot be dropped fails the measurement, naming it: a warm number must not silently
 /// become a memory number.
-pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<PageCache, ErrorInfo> {
-    let Some(dir) = ctx.config.slot_dir.clone() else { return Ok(PageCache::Unknown) };
+pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<(PageCache, Option<u64>), ErrorInfo> {
+    let Some(dir) = ctx.config.slot_dir.clone() else { return Ok((PageCache::Unknown, None)) };
     let path = match ctx.preset.saved_path(&dir, session) {
         Ok(Some(path)) => path,
-        Ok(None) => return Ok(PageCache::Unknown),
+        Ok(None) => return Ok((PageCache::Unknown, None)),
         Err(e) => return Err(ErrorInfo::new(ErrorKind::PresetAction, e.to_string())),
     };
     let shown = path.display().to_string();
@@ -280,7 +307,7 @@ pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<PageCache
         Err(ErrorInfo::new(ErrorKind::PresetAction, message))
     };
     match dropped {
-        Ok(Ok(())) => Ok(PageCache::Evicted),
+        Ok(Ok(bytes)) => Ok((PageCache::Evicted, Some(bytes))),
         Ok(Err(e)) => error(e.to_string()),
         Err(e) => error(e.to_string()),
     }
@@ -442,6 +469,7 @@ pub async fn finish_then(
     m.server_stats = stats;
     m.max_tokens = ready.request.max_tokens;
     m.page_cache = ready.page_cache;
+    m.saved_bytes = ready.saved_bytes;
     if ctx.config.think_time_ms > 0.0 {
         m.think_ms = ready.after_turn.map(|t| fired.window_start.duration_since(t).as_secs_f64() * 1000.0);
     }

@@ -19,6 +19,7 @@ pub(crate) mod measure;
 pub(crate) mod open;
 mod page_cache;
 pub(crate) mod setup;
+pub(crate) mod slot_files;
 mod soak;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,6 +59,8 @@ pub struct RunContext {
     pub slots: u32,
     /// Hardware and model the physical ceilings come from, when known.
     pub physics: Option<(crate::physics::Hardware, crate::physics::ModelProfile)>,
+    /// What the warm cells save on the server's disk, where the model's KV size is known.
+    pub warm_disk: Option<slot_files::WarmDisk>,
     /// B's delay in the batched staggered pair, set by calibration before the first pair.
     pub stagger_delay: tokio::sync::OnceCell<Result<f64, ErrorInfo>>,
     sessions: AtomicU64,
@@ -185,6 +188,9 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
         }
     };
     progress.finish();
+    if let Some(line) = slot_files::leftovers_line() {
+        progress.note(&line);
+    }
     drop(opened.lock);
     if !opened.resumed && nothing_measured(&outcome, journal.dir()) {
         // A run that measured nothing leaves no directory behind: a typo in --server costs nothing.

@@ -9,10 +9,12 @@ use std::path::Path;
 
 /// Drops `path` from the OS page cache: its dirty pages are written first (fsync), because
 /// POSIX_FADV_DONTNEED leaves dirty pages in memory; then every cached page of it is released.
-pub fn drop_file(path: &Path) -> std::io::Result<()> {
+/// Returns the file's size in bytes.
+pub fn drop_file(path: &Path) -> std::io::Result<u64> {
     let file = std::fs::File::open(path)?;
     file.sync_all()?;
-    advise_dontneed(&file)
+    advise_dontneed(&file)?;
+    Ok(file.metadata()?.len())
 }
 
 #[cfg(target_os = "linux")]
@@ -41,7 +43,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join("slot.bin");
         std::fs::write(&path, vec![7u8; 1 << 20]).unwrap_or_else(|e| panic!("{e}"));
-        assert!(drop_file(&path).is_ok());
+        assert_eq!(drop_file(&path).ok(), Some(1 << 20), "the size of the file dropped");
         assert_eq!(std::fs::read(&path).map(|b| b.len()).ok(), Some(1 << 20), "the file itself is kept");
         let missing = drop_file(&dir.path().join("none.bin"));
         assert_eq!(missing.err().map(|e| e.kind()), Some(std::io::ErrorKind::NotFound));

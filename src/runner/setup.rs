@@ -32,8 +32,15 @@ pub async fn prepare(
     journal: Option<&Journal>,
     progress: &Progress,
 ) -> Result<RunContext, Failure> {
-    let preset = Preset::load(&config.preset).map_err(|e| Failure::usage(e.to_string()))?;
-    required_env(&preset, &config)?;
+    let mut config = config;
+    let detecting = config.preset == crate::config::AUTO_PRESET;
+    // A named preset is checked before anything touches the server; `auto` is known only after
+    // preflight, and a plain preset stands in until then (preflight drives no action).
+    let mut preset = Preset::load(if detecting { "openai" } else { &config.preset })
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    if !detecting {
+        required_env(&preset, &config)?;
+    }
     let api_key = match &config.api_key_env {
         Some(var) => {
             let key = std::env::var(var).map_err(|_| {
@@ -44,36 +51,35 @@ pub async fn prepare(
         }
         None => None,
     };
-    let timeout = Duration::from_secs_f64(config.request_timeout_s);
-    let options = ClientOptions {
-        ca_cert: config.ca_cert.clone(),
-        insecure: config.insecure,
-        close_after_stream: preset.stream_closes_connection,
-        ..Default::default()
-    };
-    if options.insecure {
+    if config.insecure {
         // Even with --quiet: turning verification off is never silent.
         eprintln!("warning: --insecure: the server's TLS certificate is not verified");
     }
-    let mut client = Client::new(&config.server_url, config.api, api_key, timeout, options)?;
-    client.set_knobs(crate::client::RequestKnobs {
-        extra_body: config.extra_body.clone(),
-        temperature: (config.temperature != 0.0).then_some(config.temperature),
-        // Checked when the config was resolved (and on resume): a line that fails here never
-        // came through either.
-        headers: config.headers.iter().filter_map(|h| crate::config::parse_header(h).ok()).collect(),
-    });
-    let facts = preflight(&client, &config, &preset).await?;
-    let mut config = config;
+    let mut client = connect(&config, &preset, api_key.clone())?;
+    let mut facts = preflight(&client, &config, &preset).await?;
+    if detecting {
+        let found = crate::detect::detect(&client, facts.info.props.as_ref()).await;
+        progress.note(&found.announce());
+        preset = Preset::load(found.preset).map_err(|e| Failure::usage(e.to_string()))?;
+        required_env(&preset, &config)?;
+        if preset.stream_closes_connection {
+            client = connect(&config, &preset, api_key)?;
+        }
+        config.preset = preset.name.clone();
+        facts.info.preset = preset.name.clone();
+        facts.info.preset_detected = Some(found.why);
+    }
     config.model = Some(facts.model.clone());
     page_cache_plan(&mut config, &preset);
     learn(journal, |m| {
         m.server = facts.info.clone();
+        // A resumed run drives the server with the preset detection chose when it began.
+        m.config.preset = config.preset.clone();
         m.config.model = Some(facts.model.clone());
         m.config.slot_dir = config.slot_dir.clone();
         m.config.page_cache = config.page_cache;
     })?;
-    let physics = physics(&mut config, &facts.info, journal, progress)?;
+    let (physics, kv_bytes_per_token) = physics(&mut config, &facts.info, journal, progress)?;
     let nonces = Nonces::new();
     progress.note(&format!("sizing prompts against {} ({}) ...", config.server, facts.model));
     let sizer =
@@ -96,6 +102,7 @@ pub async fn prepare(
         nonces,
         slots: facts.slots,
         physics,
+        warm_disk: None,
         stagger_delay: tokio::sync::OnceCell::new(),
         sessions: AtomicU64::new(0),
         harness: Default::default(),
@@ -104,7 +111,26 @@ pub async fn prepare(
             None => None,
         },
     };
-    dry_run_actions(&ctx).await?;
+    let mut ctx = ctx;
+    if let Err(failure) = dry_run_actions(&ctx).await {
+        // A detected server that cannot evict (llama.cpp started without --slot-save-path) is
+        // still measured cold and hot; its warm cells are unsupported, said here. A preset the
+        // user named that cannot drive the server is their error, refused.
+        let warm_planned = ctx.config.cache_states.contains(&CacheState::Warm) && ctx.preset.supports_warm();
+        let Failure::Usage(why) = failure else { return Err(failure) };
+        if !(detecting && warm_planned) {
+            return Err(Failure::Usage(why));
+        }
+        progress.note(&format!(
+            "warning: {why}\nwarm cells will be recorded as unsupported (the detected server cannot evict a session)"
+        ));
+        ctx.preset.evict.clear();
+        ctx.preset.reload.clear();
+        dry_run_actions(&ctx).await?;
+    }
+    if ctx.preset.supports_warm() {
+        ctx.warm_disk = warm_disk(&ctx, kv_bytes_per_token, progress)?;
+    }
     if ctx.config.cache_states.contains(&CacheState::Warm) && !ctx.preset.supports_warm() {
         progress.note(&format!(
             "warning: preset {} cannot evict to disk; warm cells will be recorded as unsupported",
@@ -112,6 +138,48 @@ pub async fn prepare(
         ));
     }
     Ok(ctx)
+}
+
+/// What the warm cells will save on the server's disk, said before the first cell; where bench
+/// reaches the save directory, a directory that cannot hold the largest warm cell ends the run
+/// here (exit 4), before a full disk fails cells one by one.
+fn warm_disk(
+    ctx: &RunContext,
+    kv_bytes_per_token: Option<f64>,
+    progress: &Progress,
+) -> Result<Option<super::slot_files::WarmDisk>, Failure> {
+    let cells = ctx.config.matrix().cells(&ctx.model);
+    let Some(disk) = super::slot_files::warm_disk(&cells, ctx.config.output_tokens, kv_bytes_per_token)
+    else {
+        return Ok(None);
+    };
+    let reachable = ctx.config.slot_dir.as_deref().filter(|_| ctx.preset.saved_file.is_some());
+    progress.note(&disk.line(reachable.is_some()));
+    if let Some(dir) = reachable {
+        super::slot_files::check_room(dir, &disk).map_err(Failure::io)?;
+    }
+    Ok(Some(disk))
+}
+
+/// The client of this run: its TLS settings, credentials, and the user's request knobs, which
+/// every call carries from preflight on.
+fn connect(config: &SweepConfig, preset: &Preset, api_key: Option<String>) -> Result<Client, Failure> {
+    let timeout = Duration::from_secs_f64(config.request_timeout_s);
+    let options = ClientOptions {
+        ca_cert: config.ca_cert.clone(),
+        insecure: config.insecure,
+        close_after_stream: preset.stream_closes_connection,
+        ..Default::default()
+    };
+    let mut client = Client::new(&config.server_url, config.api, api_key, timeout, options)?;
+    client.set_knobs(crate::client::RequestKnobs {
+        extra_body: config.extra_body.clone(),
+        temperature: (config.temperature != 0.0).then_some(config.temperature),
+        // Checked when the config was resolved (and on resume): a line that fails here never
+        // came through either.
+        headers: config.headers.iter().filter_map(|h| crate::config::parse_header(h).ok()).collect(),
+    });
+    Ok(client)
 }
 
 /// Each dataset row's turn-1 tokens as the server counts them (a resumed run keeps the counts of
@@ -223,6 +291,7 @@ pub async fn preflight(
             models: Some(models),
             props,
             preset: preset.name.clone(),
+            preset_detected: None,
             command: None,
         },
     })
@@ -259,11 +328,16 @@ async fn dry_run_actions(ctx: &RunContext) -> Result<(), Failure> {
             return Err(Failure::server(format!("preflight: priming request failed: {}", e.message)));
         }
         p.run(&ctx.client, "evict", &p.evict, None, &session).await.map_err(fail)?;
+        super::measure::saved_path(ctx, &session).into_iter().for_each(super::slot_files::track);
         p.run(&ctx.client, "reload", &p.reload, None, &session).await.map_err(fail)?;
     }
     p.run(&ctx.client, "cleanup", &p.cleanup, None, &session).await.map_err(fail)?;
+    super::measure::remove_saved(ctx, &session);
     Ok(())
 }
+
+/// The hardware and model the physical ceilings come from, when both are known.
+type Ceilings = Option<(crate::physics::Hardware, crate::physics::ModelProfile)>;
 
 /// Resolves the physical ceilings' inputs. Where the flags name no model, a llama.cpp server on
 /// this machine tells which GGUF it serves: its header is read (and recorded, so `bench verify`
@@ -273,7 +347,7 @@ fn physics(
     server: &ServerInfo,
     journal: Option<&Journal>,
     progress: &Progress,
-) -> Result<Option<(crate::physics::Hardware, crate::physics::ModelProfile)>, Failure> {
+) -> Result<(Ceilings, Option<f64>), Failure> {
     let p = &mut config.physics;
     let local = ["://127.0.0.1", "://localhost", "://[::1]"].iter().any(|h| config.server.contains(h));
     if p.model_file.is_none() && p.model_bytes.is_none() && local {
@@ -306,7 +380,8 @@ fn physics(
         m.physics = Some(profiles);
         m.config.physics = inputs;
     })?;
-    Ok(hardware.zip(model))
+    let kv_bytes_per_token = model.as_ref().and_then(|m| m.kv_bytes_per_token);
+    Ok((hardware.zip(model), kv_bytes_per_token))
 }
 
 /// The thermal gate: a baseline TPS before the first cell, a cooldown before every later one.

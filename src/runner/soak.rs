@@ -53,6 +53,9 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
             Ok(SoakEnd::Signal)
         }
     };
+    if let Some(line) = super::slot_files::leftovers_line() {
+        progress.note(&line);
+    }
     drop(opened.lock);
     let (summary, ended) = match outcome {
         Ok(SoakEnd::Done(s)) => {
@@ -312,6 +315,7 @@ async fn iteration_records(
                 reload: false,
                 turns: Vec::new(),
                 page_cache: None,
+                saved_bytes: None,
                 after_turn: None,
             }
         })

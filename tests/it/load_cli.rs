@@ -90,7 +90,7 @@ fn a_load_run_records_every_arrival_with_its_schedule_and_proven_cache_state() {
 fn what_cannot_be_measured_honestly_is_refused_before_anything_is_created() {
     let dir = tempfile::tempdir().unwrap();
     // The openai preset cannot evict: a warm arrival could only be a lie.
-    let out = load("http://127.0.0.1:1", dir.path(), &["--mix", "cold=0.5,warm=0.5"]);
+    let out = load("http://127.0.0.1:1", dir.path(), &["--preset", "openai", "--mix", "cold=0.5,warm=0.5"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("--mix has warm arrivals, but preset openai has no evict action"),

@@ -94,6 +94,8 @@ fn a_closed_loop_sends_each_user_s_next_request_when_its_last_ended_and_finds_th
         &server.url,
         dir.path(),
         &[
+            "--preset",
+            "openai",
             "--concurrency",
             "1,2,4",
             "--duration",

@@ -8,6 +8,7 @@ mod bad_input;
 mod client_lanes;
 mod compare;
 mod datasets;
+mod detect_server;
 mod dialects;
 mod echoed_secrets;
 mod faults;

@@ -85,6 +85,36 @@ fn extra_body_temperature_and_headers_reach_every_request_and_run_json_without_t
     assert_eq!(measurements(&run)[0]["quality_ok"], true);
 }
 
+/// A server behind a gateway refuses any call without the gateway's key, so `--header` goes with
+/// every call bench makes, not only the measured ones: preflight (/v1/models, /props), detection,
+/// prompt sizing (/tokenize), the Prometheus counters, and every preset action.
+#[test]
+fn a_header_reaches_every_call_bench_makes_not_only_the_measured_ones() {
+    let server = Scripted::start(Behaviour { first_token_ms: 5, token_ms: 1, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(
+        &server.url,
+        dir.path(),
+        &["--header", "X-Api-Key: gw-secret-77", "--cache-states", "cold,warm,hot"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = server.log();
+    let paths: std::collections::BTreeSet<&str> =
+        log.iter().map(|l| l.path.split('?').next().unwrap()).collect();
+    for needed in ["/v1/models", "/props", "/tokenize", "/metrics", "/v1/chat/completions"] {
+        assert!(paths.contains(needed), "bench never called {needed}: {paths:?}");
+    }
+    assert!(paths.iter().any(|p| p.starts_with("/slots/")), "no preset action: {paths:?}");
+    let bare: Vec<String> = log
+        .iter()
+        .filter(|l| l.headers.get("x-api-key").map(String::as_str) != Some("gw-secret-77"))
+        .map(|l| format!("{} {}", l.method, l.path))
+        .collect();
+    assert!(bare.is_empty(), "calls without the user's header: {bare:?}");
+    let written = all_text(&run_dir(dir.path())) + &String::from_utf8_lossy(&out.stdout) + &stderr(&out);
+    assert!(!written.contains("gw-secret-77"), "the gateway key was written out");
+}
+
 #[test]
 fn an_extra_body_key_bench_sets_itself_is_refused_naming_the_flag_that_sets_it() {
     let server = Scripted::start(Behaviour::default());

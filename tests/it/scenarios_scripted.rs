@@ -153,7 +153,7 @@ path = "/slots/{slot}?action=erase"
 fn openai_preset_reports_warm_as_unsupported() {
     let server = Scripted::start(Behaviour::default());
     let dir = tempfile::tempdir().unwrap();
-    let out = sweep(&server.url, dir.path(), &["--cache-states", "cold,warm"]);
+    let out = sweep(&server.url, dir.path(), &["--preset", "openai", "--cache-states", "cold,warm"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let ms = measurements(&run_dir(dir.path()));
     assert_eq!(ms[0]["error"], Value::Null);

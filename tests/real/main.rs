@@ -8,6 +8,7 @@ mod common;
 mod anchors;
 mod batches_real;
 mod datasets_real;
+mod first_session;
 mod load_closed_real;
 mod load_real;
 mod parity;

@@ -375,8 +375,8 @@ impl Client {
                 builder = builder.header(reqwest::header::CONNECTION, "close");
             }
         }
-        builder = self.auth(builder);
-        for (k, v) in self.knobs.headers.iter().chain(&req.headers) {
+        builder = self.identify(builder);
+        for (k, v) in &req.headers {
             builder = builder.header(k.as_str(), v.as_str());
         }
         let request = builder.build()?;
@@ -384,8 +384,20 @@ impl Client {
         Ok(Prepared { request, stream: req.stream, wire })
     }
 
+    /// Adds what every call to the server carries, measured or not (preflight, /props,
+    /// /tokenize, /metrics, preset actions): the credentials and the user's `--header` lines. A
+    /// server behind a gateway that wants an `api-key` or `X-Api-Key` header refuses any call
+    /// without it, so none may go without.
+    pub fn identify(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let mut builder = self.auth(builder);
+        for (k, v) in &self.knobs.headers {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+        builder
+    }
+
     /// Adds credentials. The key lives only in memory and in this header.
-    pub fn auth(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    fn auth(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         let builder = match self.api {
             Api::Anthropic => builder.header("anthropic-version", "2023-06-01"),
             Api::Openai | Api::OpenaiCompletions => builder,

@@ -217,6 +217,12 @@ record_types! {
         /// an H200 about 2x faster than from disk: docs/page-cache.md). Absent in older records.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub page_cache: Option<PageCache> => OptionalEnum<PageCache>,
+        /// Warm only: the size in bytes of the session the server saved to its disk (llama.cpp's
+        /// slot file), read where bench reaches the server's save directory. bench removes the file
+        /// once the session is measured, so a sweep leaves no saved session behind. Absent where
+        /// the directory is out of reach and in older records.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub saved_bytes: Option<u64>,
         /// Hot only: the unmeasured turns that built the conversation (turns 1 to N-1 of `--turns N`),
         /// each with its own TTFT when the cell streams.
         pub turns: Vec<TurnSummary>,

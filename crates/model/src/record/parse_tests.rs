@@ -206,6 +206,7 @@ fn full_records() -> Vec<Record> {
         unexpected_bytes_dropped: true,
         distinct_arrivals: Some(3),
         page_cache: Some(crate::record::PageCache::Evicted),
+        saved_bytes: Some(4_300_000_000),
     };
     let g = GroupRecord {
         schema_version: SCHEMA_VERSION,
