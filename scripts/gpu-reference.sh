@@ -319,8 +319,11 @@ do_sweep() {
             # A sweep cut off with the machine's command: finish it (only cells not yet good run).
             job_start sweep "$bench" sweep --resume "$RUN_DIR" --server "$URL" --quiet
         else
+            # --slot-dir: the server's save directory, so each warm restore reads the disk (bench drops
+            # the saved file from the page cache first: records say page_cache "evicted") and each
+            # saved session is removed once measured (a 32K one is 4.3 GB here).
             job_start sweep "$bench" sweep --scenario "$SCENARIO" --server "$URL" "${physics[@]}" \
-                --out "$RESULTS" --run-id "$RUN_ID" --quiet
+                --slot-dir "$WORK/slots" --out "$RESULTS" --run-id "$RUN_ID" --quiet
         fi
     fi
     wait_jobs sweep
@@ -404,6 +407,17 @@ do_finish() {
         [[ -f $WORK/${name}_s ]] && echo "${name}_s $(cat "$WORK/${name}_s")" >>"$t"
     done
     echo "hardware ${hw:-none}" >>"$t"
+    # Warm must have read the disk, and the sweep must have left no saved session behind.
+    python3 - "$RUN_DIR/measurements.jsonl" >>"$t" <<'PY'
+import json, sys
+warm = [json.loads(l) for l in open(sys.argv[1]) if '"cache_state":"warm"' in l.replace(" ", "")]
+warm = [r for r in warm if r.get("record_type", "measurement") == "measurement"]
+evicted = sum(1 for r in warm if r.get("page_cache") == "evicted")
+saved = [r["saved_bytes"] for r in warm if r.get("saved_bytes")]
+print(f"warm_page_cache_evicted {evicted} of {len(warm)}")
+print(f"warm_saved_bytes_max {max(saved) if saved else 0}")
+PY
+    echo "slot_files_left $(find "$WORK/slots" -type f 2>/dev/null | wc -l)" >>"$t"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$t" 2>/dev/null || true
     tail -n 200 "$WORK/server.log" >"$dest/server.log.tail" 2>/dev/null || true
     log "results in $dest: $(ls "$dest" | tr '\n' ' ')"
