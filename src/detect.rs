@@ -1,5 +1,5 @@
-//! Which server is this? (docs/servers.md) Without `--preset`, bench picks the preset of the server it talks to
-//! from what that server already answers, so a first sweep against llama.cpp drives its slots
+//! Which server is this? (docs/servers.md) Without `--preset`, bench picks the preset of the
+//! server it talks to from what that server already answers, so a first sweep against llama.cpp drives its slots
 //! instead of treating it as a plain OpenAI endpoint (whose "cold" a llama.cpp prompt cache
 //! contradicts and whose warm cannot be produced). `--preset NAME` always wins; `--preset openai`
 //! forces the plain one.
