@@ -1,8 +1,8 @@
 //! Which server is this? (docs/servers.md) Without `--preset`, bench picks the preset of the
-//! server it talks to from what that server already answers, so a first sweep against llama.cpp drives its slots
-//! instead of treating it as a plain OpenAI endpoint (whose "cold" a llama.cpp prompt cache
-//! contradicts and whose warm cannot be produced). `--preset NAME` always wins; `--preset openai`
-//! forces the plain one.
+//! server it talks to from what that server already answers, so a first sweep against llama.cpp
+//! drives its slots instead of treating it as a plain OpenAI endpoint (whose "cold" a llama.cpp
+//! prompt cache contradicts and whose warm cannot be produced). `--preset NAME` always wins;
+//! `--preset openai` forces the plain one.
 //!
 //! Each signal is a server's own endpoint answering with its own shape, never a status alone: a
 //! gateway or a catch-all route that answers 200 to every path must not pass for a server. The
