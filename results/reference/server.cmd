@@ -1,1 +1,1 @@
-/tmp/ttft-gpu-reference/llama-server -m /tmp/ttft-gpu-reference/llama8b.gguf --alias llama8b-random-f16 --host 127.0.0.1 --port 8080 -ngl 99 -c 139264 --parallel 4 --metrics --slot-save-path /tmp/ttft-gpu-reference/slots/ --cache-ram 0 
+/work/main/target/gpu-work/llama-server -m /work/main/target/gpu-work/llama8b.gguf --alias llama8b-random-f16 --host 127.0.0.1 --port 8080 -ngl 99 -c 139264 --parallel 4 --metrics --slot-save-path /work/main/target/gpu-work/slots/ --cache-ram 0 
