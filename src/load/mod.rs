@@ -103,7 +103,9 @@ fn check(args: &LoadArgs) -> Result<(), Failure> {
         }
     }
     if args.mix.states().contains(&CacheState::Warm) {
+        let api = args.target.api.unwrap_or(crate::spec::Api::Openai).to_string();
         let preset = crate::preset::Preset::load(args.target.preset.as_deref().unwrap_or("openai"))
+            .and_then(|p| p.for_api(&api))
             .map_err(|e| Failure::usage(e.to_string()))?;
         let problem = if preset.supports_warm() {
             preset.warm_batch_problem()

@@ -28,7 +28,9 @@ pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
     };
     // The preset is read before anything is created: a file that cannot be used is bad input,
     // refused with its name rather than found by every cell.
-    crate::preset::Preset::load(&config.preset).map_err(|e| Failure::usage(e.to_string()))?;
+    crate::preset::Preset::load(&config.preset)
+        .and_then(|p| p.for_api(&config.api.to_string()))
+        .map_err(|e| Failure::usage(e.to_string()))?;
     // A new run's directory is bench's until its first write lands: if the lock, run.json or
     // the records file cannot be written (a full disk), it is removed, so a failed start leaves
     // nothing behind. A resumed run's directory holds records and is never removed.

@@ -32,7 +32,9 @@ pub async fn prepare(
     journal: Option<&Journal>,
     progress: &Progress,
 ) -> Result<RunContext, Failure> {
-    let preset = Preset::load(&config.preset).map_err(|e| Failure::usage(e.to_string()))?;
+    let preset = Preset::load(&config.preset)
+        .and_then(|p| p.for_api(&config.api.to_string()))
+        .map_err(|e| Failure::usage(e.to_string()))?;
     required_env(&preset, &config)?;
     let api_key = match &config.api_key_env {
         Some(var) => {
@@ -49,6 +51,7 @@ pub async fn prepare(
         ca_cert: config.ca_cert.clone(),
         insecure: config.insecure,
         close_after_stream: preset.stream_closes_connection,
+        anthropic_input_tokens_total: preset.anthropic_input_tokens_total,
         ..Default::default()
     };
     if options.insecure {
@@ -260,6 +263,15 @@ async fn dry_run_actions(ctx: &RunContext) -> Result<(), Failure> {
         }
         p.run(&ctx.client, "evict", &p.evict, None, &session).await.map_err(fail)?;
         p.run(&ctx.client, "reload", &p.reload, None, &session).await.map_err(fail)?;
+    }
+    if let Some(listing) = p.fetch_session_listing(&ctx.client, &session).await {
+        // The listing is read the way every measurement reads it, so a preset whose session_state
+        // does not fit this server is refused here, naming it, rather than leaving every row unconfirmed.
+        let unusable = |why: String| {
+            Failure::usage(format!("preflight: preset {}: session_state cannot be read: {why}", p.name))
+        };
+        let spec = p.session_state.as_ref().expect("a listing comes from a session_state");
+        spec.session_cache(&listing.map_err(unusable)?, &session).map_err(unusable)?;
     }
     p.run(&ctx.client, "cleanup", &p.cleanup, None, &session).await.map_err(fail)?;
     Ok(())

@@ -313,6 +313,7 @@ async fn iteration_records(
                 turns: Vec::new(),
                 page_cache: None,
                 after_turn: None,
+                session_before: None,
             }
         })
         .collect();
