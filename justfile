@@ -36,10 +36,11 @@ demo: server-build server-model
     ./target/release/bench load --server "$url" --preset llama.cpp --concurrency 1,2,4 --duration 8s --mix cold=0.5,hot=0.5 --contexts 512 --output-tokens 16 --thermal off --out results || [ $? -eq 1 ]
     echo "records: $run   canonical: results/demo.json   plots: results/demo-plots/" >&2
 
-# all tests: unit, scripted-server and real llama-server end to end (builds the server once, ~15 min).
-# The real-program tests run one at a time: two llama-servers decoding at once on a small machine starve
-# each other's HTTP threads, and the streams they send then arrive in bursts.
-test: server-build server-model
+# all tests: unit, scripted-server and real llama-server and agent-memory end to end (builds llama.cpp
+# and installs agent-memory once, ~15 min). The real-program tests run one at a time: two servers
+# decoding at once on a small machine starve each other's HTTP threads, and the streams they send then
+# arrive in bursts.
+test: server-build server-model agent-memory-setup
     cargo test --workspace --lib --bins
     cargo test --test it
     cargo test --test real -- --test-threads 1
@@ -137,3 +138,19 @@ server-stop *args:
 server-url:
     @bash scripts/llama-server.sh url
 # --- end llama.cpp server ---
+
+# --- agent-memory, the origin benchmark's server (scripts/agent-memory.sh, docs/agent-memory.md) ---
+# Its source: ../shared/seed-server/ by default, or AGENT_MEMORY_SOURCE (a checkout or a .tar.gz).
+
+# install it (venv, mlx CPU wheels, the package) and generate its model, once (~50 s); prints its cache dir
+agent-memory-setup:
+    @bash scripts/agent-memory.sh setup
+
+# start it in the background (extra args go to scripts/agent-memory.sh start); prints its URL
+agent-memory *args:
+    @bash scripts/agent-memory.sh start {{ args }}
+
+# stop it
+agent-memory-stop *args:
+    @bash scripts/agent-memory.sh stop {{ args }}
+# --- end agent-memory ---

@@ -92,6 +92,7 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
             source: "timings".into(),
             cached_tokens: Some(cached),
             prompt_evaluated_tokens: Some(input - cached),
+            ..Default::default()
         }),
         cache_state_confirmed: Some(true),
         server_timings: Some(json!({

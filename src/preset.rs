@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::client::{ChatRequest, Client};
-use crate::record::ErrorKind;
+use crate::record::{ErrorKind, SessionCache, SessionTier};
 use crate::server::{self, CallError};
 
 const BUILTIN: &[(&str, &str)] = &[
@@ -74,6 +74,97 @@ pub struct Preset {
     /// `--slot-save-path DIR` in `--server-cmd` also says it).
     #[serde(default)]
     pub slot_dir: Option<std::path::PathBuf>,
+    /// Placeholders whose value depends on the API the sweep speaks, by `--api` name:
+    /// `[per_api.openai] agent = "oai_{session}"` makes `{agent}` mean `oai_{session}` under
+    /// `--api openai`. A server may name a session's cache by the API it came through
+    /// (agent-memory: `oai_<id>` and `sess_<id>`). Resolved once, before the sweep (`for_api`), so
+    /// every action afterwards sees only `{slot}`, `{session}` and `{env:NAME}`.
+    #[serde(default)]
+    pub per_api: BTreeMap<String, BTreeMap<String, String>>,
+    /// Where the server lists each session's cache tier, read just before and just after every
+    /// measured request and kept in its cache evidence (docs/agent-memory.md).
+    #[serde(default)]
+    pub session_state: Option<SessionStateSpec>,
+    /// Under `--api anthropic`, the server's `usage.input_tokens` counts the whole prompt, cached
+    /// and newly cached tokens included (agent-memory's does), where Anthropic's API counts only
+    /// the tokens after the cache: the prompt is then `input_tokens` alone, not its sum with
+    /// `cache_read_input_tokens` and `cache_creation_input_tokens`.
+    #[serde(default)]
+    pub anthropic_input_tokens_total: bool,
+}
+
+/// Where and how the server lists each session's cache (`Preset::session_state`). The read must
+/// not change what it reads: agent-memory's `GET /v1/agents/{id}` loads a session from disk into
+/// memory (a warm session would turn hot), so its preset reads the list of every agent instead.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionStateSpec {
+    #[serde(with = "method")]
+    pub method: reqwest::Method,
+    pub path: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// JSON pointer to the array of listed sessions in the response ("" for the response itself).
+    #[serde(default)]
+    pub entries: String,
+    /// The field of an entry that names its session...
+    pub id_field: String,
+    /// ...and this session's name there (placeholders filled, e.g. "{agent}").
+    pub id: String,
+    /// The field of an entry that holds its tier...
+    pub tier_field: String,
+    /// ...its value for a cache in memory...
+    pub in_memory: String,
+    /// ...and for a cache on disk only.
+    pub on_disk: String,
+    /// The field holding the tokens the session's cache holds, where the server says.
+    #[serde(default)]
+    pub tokens_field: Option<String>,
+    /// The field holding the size of the session's cache file in bytes, where the server says.
+    #[serde(default)]
+    pub file_bytes_field: Option<String>,
+}
+
+impl SessionStateSpec {
+    /// `session`'s cache in the server's listing: `absent` when it is not listed.
+    pub fn session_cache(&self, listing: &Value, session: &Session) -> Result<SessionCache, String> {
+        let id = fill(&self.id, session).map_err(|e| e.to_string())?;
+        let entries = listing.pointer(&self.entries).and_then(Value::as_array).ok_or_else(|| {
+            format!("session_state: {} {}: no array at {:?}", self.method, self.path, self.entries)
+        })?;
+        let named = |e: &&Value| e.get(&self.id_field).and_then(Value::as_str) == Some(id.as_str());
+        let Some(entry) = entries.iter().find(named) else {
+            return Ok(SessionCache { tier: SessionTier::Absent, tokens: None, file_bytes: None });
+        };
+        let tier = match entry.get(&self.tier_field).and_then(Value::as_str) {
+            Some(t) if t == self.in_memory => SessionTier::InMemory,
+            Some(t) if t == self.on_disk => SessionTier::OnDisk,
+            other => {
+                return Err(format!(
+                    "session_state: session {id} has {} {other:?}, neither {:?} (in memory) nor {:?} (on disk)",
+                    self.tier_field, self.in_memory, self.on_disk
+                ));
+            }
+        };
+        let count =
+            |field: &Option<String>| field.as_ref().and_then(|f| entry.get(f)).and_then(Value::as_u64);
+        Ok(SessionCache {
+            tier,
+            tokens: count(&self.tokens_field),
+            file_bytes: count(&self.file_bytes_field),
+        })
+    }
+
+    fn step(&self) -> ActionStep {
+        ActionStep {
+            method: self.method.clone(),
+            path: self.path.clone(),
+            body: None,
+            headers: self.headers.clone(),
+            ok_status: Vec::new(),
+            scope: Some(Scope::Global),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -195,6 +286,8 @@ pub enum PresetError {
     PlaceholderInFile { preset: String, place: String, name: String, template: String },
     #[error("--preset {preset}: {place}: unclosed placeholder in {template:?}")]
     UnclosedInFile { preset: String, place: String, template: String },
+    #[error("preset {preset}: {{{name}}} has no value for --api {api} (its [per_api.*] tables: {known})")]
+    NotForApi { preset: String, name: String, api: String, known: String },
 }
 
 /// A preset action that failed: which action, and what a record of it is (the server gone or too
@@ -284,6 +377,22 @@ impl Preset {
                 strings(format!("{at}.body"), body, &mut texts);
             }
         }
+        if let Some(file) = &self.saved_file {
+            texts.push(("saved_file".into(), file));
+        }
+        if let Some(st) = &self.session_state {
+            texts.push(("session_state.path".into(), &st.path));
+            texts.push(("session_state.id".into(), &st.id));
+            for (k, v) in &st.headers {
+                texts.push((format!("session_state.headers.{k}"), v));
+            }
+        }
+        for (api, values) in &self.per_api {
+            for (k, v) in values {
+                texts.push((format!("per_api.{api}.{k}"), v));
+            }
+        }
+        let per_api = |name: &str| self.per_api.values().any(|values| values.contains_key(name));
         for (place, template) in texts {
             let mut rest = template;
             while let Some(open) = rest.find('{') {
@@ -295,7 +404,7 @@ impl Preset {
                     });
                 };
                 let name = &rest[open + 1..open + close];
-                if !(name == "slot" || name == "session" || name.starts_with("env:")) {
+                if !(name == "slot" || name == "session" || name.starts_with("env:") || per_api(name)) {
                     return Err(PresetError::PlaceholderInFile {
                         preset: preset.into(),
                         place,
@@ -307,6 +416,84 @@ impl Preset {
             }
         }
         Ok(())
+    }
+
+    /// The preset as `api` uses it: every `[per_api.<api>]` placeholder replaced by its value in
+    /// every template. A placeholder that another API's table defines and this API's does not is
+    /// an error naming it: the action would otherwise fail on every cell of the sweep.
+    pub fn for_api(mut self, api: &str) -> Result<Preset, PresetError> {
+        let names: std::collections::BTreeSet<String> =
+            self.per_api.values().flat_map(|values| values.keys().cloned()).collect();
+        if names.is_empty() {
+            return Ok(self);
+        }
+        let values = self.per_api.get(api).cloned().unwrap_or_default();
+        let known = self.per_api.keys().cloned().collect::<Vec<_>>().join(", ");
+        let mut missing = None;
+        let mut resolve = |text: &mut String| {
+            for name in &names {
+                let placeholder = format!("{{{name}}}");
+                if !text.contains(&placeholder) {
+                    continue;
+                }
+                match values.get(name) {
+                    Some(value) => *text = text.replace(&placeholder, value),
+                    None => missing = Some(name.clone()),
+                }
+            }
+        };
+        self.visit_templates(&mut resolve);
+        if let Some(name) = missing {
+            return Err(PresetError::NotForApi { preset: self.name.clone(), name, api: api.into(), known });
+        }
+        Ok(self)
+    }
+
+    /// Calls `f` on every template string of the preset (request binding, actions, stats, session state).
+    fn visit_templates(&mut self, f: &mut impl FnMut(&mut String)) {
+        fn in_value(value: &mut Value, f: &mut impl FnMut(&mut String)) {
+            match value {
+                Value::String(s) => f(s),
+                Value::Array(items) => items.iter_mut().for_each(|v| in_value(v, f)),
+                Value::Object(map) => map.values_mut().for_each(|v| in_value(v, f)),
+                _ => {}
+            }
+        }
+        self.request.body.values_mut().for_each(|v| in_value(v, f));
+        for v in self.request.headers.values_mut() {
+            f(v);
+        }
+        let steps = [&mut self.reset, &mut self.evict, &mut self.reload, &mut self.cleanup];
+        for step in steps.into_iter().flatten().chain(self.stats.iter_mut()) {
+            f(&mut step.path);
+            for v in step.headers.values_mut() {
+                f(v);
+            }
+            if let Some(body) = &mut step.body {
+                in_value(body, f);
+            }
+        }
+        if let Some(file) = &mut self.saved_file {
+            f(file);
+        }
+        if let Some(st) = &mut self.session_state {
+            f(&mut st.path);
+            f(&mut st.id);
+            for v in st.headers.values_mut() {
+                f(v);
+            }
+        }
+    }
+
+    /// The server's listing of every session's cache (`session_state`), or why it could not be
+    /// read; None when the preset names no such listing.
+    pub async fn fetch_session_listing(
+        &self,
+        client: &Client,
+        session: &Session,
+    ) -> Option<Result<Value, String>> {
+        let spec = self.session_state.as_ref()?;
+        Some(run_step(client, &spec.step(), session).await.map_err(|(_, message)| message))
     }
 
     /// The saved file of `session` in `dir`, when the preset names one.

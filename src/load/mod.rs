@@ -106,7 +106,10 @@ fn check(args: &LoadArgs) -> Result<(), Failure> {
     if let Some(name) = args.target.preset.as_deref().filter(|p| *p != crate::config::AUTO_PRESET)
         && args.mix.states().contains(&CacheState::Warm)
     {
-        let preset = crate::preset::Preset::load(name).map_err(|e| Failure::usage(e.to_string()))?;
+        let api = args.target.api.unwrap_or(crate::spec::Api::Openai).to_string();
+        let preset = crate::preset::Preset::load(name)
+            .and_then(|p| p.for_api(&api))
+            .map_err(|e| Failure::usage(e.to_string()))?;
         warm_mix_fits(&preset)?;
     }
     Ok(())

@@ -80,3 +80,58 @@ fn missing_env_and_unknown_placeholders_are_clear_errors() {
     assert!(fill("{nope}", &session()).unwrap_err().to_string().contains("unknown placeholder"));
     assert!(Preset::load("tgi").unwrap_err().to_string().contains("built in: openai"));
 }
+
+#[test]
+fn per_api_placeholders_name_the_session_as_the_api_does() {
+    let openai = Preset::load("agent-memory").unwrap().for_api("openai").unwrap();
+    let anthropic = Preset::load("agent-memory").unwrap().for_api("anthropic").unwrap();
+    let s = session();
+    assert_eq!(fill(&openai.evict[0].path, &s).unwrap(), "/v1/agents/oai_tb-42?evict_only=true");
+    assert_eq!(fill(&anthropic.evict[0].path, &s).unwrap(), "/v1/agents/sess_tb-42?evict_only=true");
+    assert_eq!(fill(&anthropic.cleanup[0].path, &s).unwrap(), "/v1/agents/sess_tb-42");
+    assert_eq!(fill(&anthropic.session_state.as_ref().unwrap().id, &s).unwrap(), "sess_tb-42");
+    assert_eq!(fill(anthropic.saved_file.as_deref().unwrap(), &s).unwrap(), "sess_tb-42.safetensors");
+    // An API no table names: refused, naming the placeholder, the API and the tables there are.
+    let err = Preset::load("agent-memory").unwrap().for_api("openai-completions").unwrap_err().to_string();
+    assert!(err.contains("{agent}") && err.contains("--api openai-completions"), "{err}");
+    assert!(err.contains("anthropic, openai"), "{err}");
+    // A preset without per_api tables is the same preset under every API.
+    assert_eq!(
+        Preset::load("llama.cpp").unwrap().for_api("anthropic").unwrap(),
+        Preset::load("llama.cpp").unwrap()
+    );
+}
+
+#[test]
+fn a_preset_file_may_use_its_per_api_placeholders_and_no_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.toml");
+    let text = "name = \"x\"\n[per_api.openai]\nagent = \"a_{session}\"\n[[evict]]\nmethod = \"DELETE\"\npath = \"/{agent}\"\n";
+    std::fs::write(&path, text).unwrap();
+    assert!(Preset::load(path.to_str().unwrap()).is_ok());
+    std::fs::write(&path, text.replace("/{agent}", "/{agnet}")).unwrap();
+    let err = Preset::load(path.to_str().unwrap()).unwrap_err().to_string();
+    assert!(err.contains("unknown placeholder {agnet}") && err.contains("evict[0].path"), "{err}");
+}
+
+#[test]
+fn the_session_listing_gives_the_sessions_tier_tokens_and_file() {
+    let p = Preset::load("agent-memory").unwrap().for_api("openai").unwrap();
+    let spec = p.session_state.as_ref().unwrap();
+    let listing = serde_json::json!({"agents": [
+        {"agent_id": "oai_other", "tier": "hot", "tokens": 9, "file_size_bytes": 1},
+        {"agent_id": "oai_tb-42", "tier": "warm", "tokens": 0, "file_size_bytes": 4096},
+    ]});
+    let s = session();
+    let on_disk = SessionCache { tier: SessionTier::OnDisk, tokens: Some(0), file_bytes: Some(4096) };
+    assert_eq!(spec.session_cache(&listing, &s).unwrap(), on_disk);
+    let gone = Session { id: "tb-7".into(), slot: 0 };
+    assert_eq!(spec.session_cache(&listing, &gone).unwrap().tier, SessionTier::Absent);
+    let odd = serde_json::json!({"agents": [{"agent_id": "oai_tb-42", "tier": "cold"}]});
+    assert!(spec.session_cache(&odd, &s).unwrap_err().contains("\"cold\""));
+    assert!(
+        spec.session_cache(&serde_json::json!({"ok": true}), &s)
+            .unwrap_err()
+            .contains("no array at \"/agents\"")
+    );
+}

@@ -35,6 +35,7 @@ pub async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
             Err(m) => records.push(*m),
         }
     }
+    measure::read_sessions_before(ctx, &mut ready.iter_mut().collect::<Vec<_>>()).await;
     let before = ctx.metrics().await;
     let released = release_together(ready.len(), |i| measure::fire(ctx, &ready[i]));
     let (release, fired) = ctx.harness.time(Part::Measured, released).await;
@@ -124,13 +125,14 @@ pub async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
         None => ctx.config.staggered.as_ref().and_then(|s| s.delay_ms).unwrap_or(2000.0),
     };
     rec.stagger_delay_ms = batched.then_some(delay_ms);
-    let (a, b) = match (measure::prepare(ctx, cell, 0).await, measure::prepare(ctx, cell, 1).await) {
+    let (mut a, mut b) = match (measure::prepare(ctx, cell, 0).await, measure::prepare(ctx, cell, 1).await) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(m), _) | (_, Err(m)) => {
             rec.error = m.error.clone();
             return Record::Staggered(Box::new(rec));
         }
     };
+    measure::read_sessions_before(ctx, &mut [&mut a, &mut b]).await;
     let ready = [&a, &b];
     let pair =
         stagger(batched, delay_ms, |i, at, opened| measure::fire_announcing(ctx, ready[i], at, opened));
@@ -199,6 +201,8 @@ pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measuremen
         (Some(x), Some(y), Some(w)) if w > 0.0 => Some((x + y) as f64 / (w / 1000.0)),
         _ => None,
     };
+    rec.user_a_cache = Some(crate::record::UserCache::of(a));
+    rec.user_b_cache = Some(crate::record::UserCache::of(b));
     rec.quality_flags = a
         .quality_flags
         .iter()

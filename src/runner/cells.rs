@@ -372,7 +372,8 @@ async fn execute(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
     let records = match cell.scenario {
         Scenario::Cold | Scenario::Warm | Scenario::Hot => {
             let m = match measure::prepare(ctx, cell, 0).await {
-                Ok(ready) => {
+                Ok(mut ready) => {
+                    measure::read_sessions_before(ctx, &mut [&mut ready]).await;
                     let before = ctx.harness.time(Part::Metrics, ctx.metrics()).await;
                     let fired = ctx.harness.time(Part::Measured, measure::fire(ctx, &ready)).await;
                     let metrics = ctx.harness.time(Part::Metrics, ctx.metrics_since(before)).await;

@@ -108,7 +108,7 @@ mod tests {
         assert_eq!(fired.send_lag_ms(release) + fired.offset_ms() + 10.0, 19.0);
         // And so the record reads (before, the queue was in TTFT: 18 ms, send lag 1 ms).
         let mut m = crate::record::Measurement::default();
-        super::super::measure::record_exchange(&mut m, &fired, Some(release), None);
+        super::super::measure::record_exchange(&mut m, &fired, Some(release), None, None);
         assert_eq!((m.ttft_ms, m.send_lag_ms), (Some(15.0), Some(4.0)));
     }
 

@@ -169,11 +169,13 @@ fn ready(cell: &CellKey, l: &Lifecycle, mut request: ChatRequest, reload: bool) 
         page_cache: None,
         saved_bytes: None,
         after_turn: None,
+        session_before: None,
     }
 }
 
 /// Fires `ready` in the timed window, with the server's counters around it.
-async fn measure(ctx: &RunContext, ready: Ready, then: Then) -> (Measurement, String) {
+async fn measure(ctx: &RunContext, mut ready: Ready, then: Then) -> (Measurement, String) {
+    measure::read_sessions_before(ctx, &mut [&mut ready]).await;
     let before = ctx.harness.time(Part::Metrics, ctx.metrics()).await;
     let fired = ctx.harness.time(Part::Measured, measure::fire(ctx, &ready)).await;
     let metrics = ctx.harness.time(Part::Metrics, ctx.metrics_since(before)).await;

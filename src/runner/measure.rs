@@ -16,7 +16,7 @@ use crate::preset::{Scope, Session};
 use crate::record::MetricsDelta;
 use crate::record::{
     self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, PageCache,
-    SCHEMA_VERSION, TurnSummary,
+    SCHEMA_VERSION, SessionCache, SessionTier, TurnSummary,
 };
 
 use super::RunContext;
@@ -46,6 +46,10 @@ pub struct Ready {
     /// Hot with `--think-time`: when turn N-1's answer ended, so the record says how long the
     /// measured turn actually waited after it (`think_ms`).
     pub after_turn: Option<Instant>,
+    /// The server's own record of the session's cache right before the measured request
+    /// (`read_sessions_before`); None where the preset reads none. Set, it has `finish` read the
+    /// record again after the request, and both go into the cache evidence.
+    pub session_before: Option<SessionCache>,
 }
 
 /// Why a cell cannot be measured at all, before any session: its record says so.
@@ -151,6 +155,7 @@ pub async fn prepare_on(
         page_cache,
         saved_bytes,
         after_turn,
+        session_before: None,
     })
 }
 
@@ -375,6 +380,28 @@ pub async fn think(ctx: &RunContext) -> Option<f64> {
     Some(start.elapsed().as_secs_f64() * 1000.0)
 }
 
+/// Reads the server's listing of session caches once (`Preset::session_state`) and keeps each
+/// session's entry as its state before the measured request. Called after every session of the
+/// cell is prepared and right before the measured requests go out, so that no later preparation
+/// (another session's priming) can change a tier in between. A listing that cannot be read leaves
+/// the states unset: the records then carry no such evidence, and a warm or hot row without other
+/// evidence is unconfirmed.
+pub async fn read_sessions_before(ctx: &RunContext, ready: &mut [&mut Ready]) {
+    let Some(first) = ready.first() else { return };
+    let read = ctx.preset.fetch_session_listing(&ctx.client, &first.session);
+    let Some(Ok(listing)) = ctx.harness.time(Part::Metrics, read).await else { return };
+    let Some(spec) = ctx.preset.session_state.as_ref() else { return };
+    for r in ready.iter_mut() {
+        r.session_before = spec.session_cache(&listing, &r.session).ok();
+    }
+}
+
+/// The server's record of `session`'s cache now; None where it cannot be read.
+async fn read_session(ctx: &RunContext, session: &crate::preset::Session) -> Option<SessionCache> {
+    let listing = ctx.preset.fetch_session_listing(&ctx.client, session).await?.ok()?;
+    ctx.preset.session_state.as_ref()?.session_cache(&listing, session).ok()
+}
+
 /// Runs the timed part. The request is serialized before the window opens.
 pub async fn fire(ctx: &RunContext, ready: &Ready) -> Fired {
     fire_at(ctx, ready, std::future::ready(())).await
@@ -458,6 +485,14 @@ pub async fn finish_then(
     then: Then,
 ) -> Measurement {
     let p = &ctx.preset;
+    // Read before the cleanup, which forgets the session.
+    let session_state = match ready.session_before.clone() {
+        Some(before) => {
+            let after = ctx.harness.time(Part::Metrics, read_session(ctx, &ready.session)).await;
+            Some((before, after))
+        }
+        None => None,
+    };
     let cleanup = match then {
         Then::Cleanup => session_action(ctx, "cleanup", &p.cleanup, &ready.session).await,
         Then::Keep => Ok(()),
@@ -480,7 +515,7 @@ pub async fn finish_then(
         m.error = Some(error);
         return m;
     }
-    record_exchange(&mut m, &fired, release, metrics);
+    record_exchange(&mut m, &fired, release, metrics, session_state);
     ctx.annotate(&mut m, &fired.exchange.full_output());
     // The measurement was over before its cleanup began: a failed cleanup is noted, never its failure.
     if let Err(e) = cleanup {
@@ -497,6 +532,7 @@ pub(super) fn record_exchange(
     fired: &Fired,
     release: Option<Instant>,
     metrics: Option<MetricsDelta>,
+    session_state: Option<(SessionCache, Option<SessionCache>)>,
 ) {
     let ex = &fired.exchange;
     let shift = fired.offset_ms();
@@ -520,6 +556,9 @@ pub(super) fn record_exchange(
     m.finish_reason = ex.finish_reason.clone();
     m.output_sample = record::output_sample(&ex.full_output());
     m.cache_evidence = evidence(ex).or_else(|| metrics.as_ref().and_then(MetricsDelta::evidence));
+    if let Some((before, after)) = session_state {
+        m.cache_evidence = Some(with_session_state(m.cache_evidence.take(), before, after, m.input_tokens));
+    }
     m.server_metrics = metrics;
     // A soak repeats its prompts on purpose: whatever the server caches is not the point there.
     // A warm or hot row without evidence that the cache served it is unconfirmed; a failed
@@ -561,6 +600,7 @@ pub fn evidence(ex: &Exchange) -> Option<CacheEvidence> {
                 source: "timings".into(),
                 cached_tokens: cached,
                 prompt_evaluated_tokens: evaluated,
+                ..Default::default()
             });
         }
     }
@@ -569,7 +609,38 @@ pub fn evidence(ex: &Exchange) -> Option<CacheEvidence> {
         source: "usage.cached_tokens".into(),
         cached_tokens: Some(cached),
         prompt_evaluated_tokens: ex.usage.input_tokens.map(|i| i.saturating_sub(cached)),
+        ..Default::default()
     })
+}
+
+/// The server's own record of the session before and after the request, joined to the evidence
+/// the response gave; where it gave none (agent-memory's OpenAI API), the record is the evidence,
+/// source `session_state`, with the counts it implies: what the session held before the request
+/// is what the server could serve from. Nothing when it was not listed; the tokens it held in
+/// memory (at most the prompt); unknown when it was on disk only (the listing says nothing of the
+/// file's tokens), where the tiers alone decide (`quality::session_verdict`).
+pub fn with_session_state(
+    evidence: Option<CacheEvidence>,
+    before: SessionCache,
+    after: Option<SessionCache>,
+    input_tokens: Option<u64>,
+) -> CacheEvidence {
+    let mut e = evidence.unwrap_or_else(|| {
+        let cached = match before.tier {
+            SessionTier::Absent => Some(0),
+            SessionTier::InMemory => before.tokens.zip(input_tokens).map(|(t, i)| t.min(i)),
+            SessionTier::OnDisk => None,
+        };
+        CacheEvidence {
+            source: "session_state".into(),
+            cached_tokens: cached,
+            prompt_evaluated_tokens: cached.zip(input_tokens).map(|(c, i)| i.saturating_sub(c)),
+            ..Default::default()
+        }
+    });
+    e.session_before = Some(before);
+    e.session_after = after;
+    e
 }
 
 pub fn turn_summary(turn: u32, ex: &Exchange) -> TurnSummary {

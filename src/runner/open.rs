@@ -30,7 +30,9 @@ pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
     // refused with its name rather than found by every cell.
     // `auto` is resolved against the server at setup, and its choice written to run.json.
     if config.preset != crate::config::AUTO_PRESET {
-        crate::preset::Preset::load(&config.preset).map_err(|e| Failure::usage(e.to_string()))?;
+        crate::preset::Preset::load(&config.preset)
+            .and_then(|p| p.for_api(&config.api.to_string()))
+            .map_err(|e| Failure::usage(e.to_string()))?;
     }
     // A new run's directory is bench's until its first write lands: if the lock, run.json or
     // the records file cannot be written (a full disk), it is removed, so a failed start leaves

@@ -34,10 +34,13 @@ pub async fn prepare(
 ) -> Result<RunContext, Failure> {
     let mut config = config;
     let detecting = config.preset == crate::config::AUTO_PRESET;
+    let api = config.api.to_string();
+    let load = |name: &str| {
+        Preset::load(name).and_then(|p| p.for_api(&api)).map_err(|e| Failure::usage(e.to_string()))
+    };
     // A named preset is checked before anything touches the server; `auto` is known only after
     // preflight, and a plain preset stands in until then (preflight drives no action).
-    let mut preset = Preset::load(if detecting { "openai" } else { &config.preset })
-        .map_err(|e| Failure::usage(e.to_string()))?;
+    let mut preset = load(if detecting { "openai" } else { &config.preset })?;
     if !detecting {
         required_env(&preset, &config)?;
     }
@@ -60,11 +63,10 @@ pub async fn prepare(
     if detecting {
         let found = crate::detect::detect(&client, facts.info.props.as_ref()).await;
         progress.note(&found.announce());
-        preset = Preset::load(found.preset).map_err(|e| Failure::usage(e.to_string()))?;
+        preset = load(found.preset)?;
         required_env(&preset, &config)?;
-        if preset.stream_closes_connection {
-            client = connect(&config, &preset, api_key)?;
-        }
+        // The client's connection and usage handling follow the preset.
+        client = connect(&config, &preset, api_key)?;
         config.preset = preset.name.clone();
         facts.info.preset = preset.name.clone();
         facts.info.preset_detected = Some(found.why);
@@ -169,6 +171,7 @@ fn connect(config: &SweepConfig, preset: &Preset, api_key: Option<String>) -> Re
         ca_cert: config.ca_cert.clone(),
         insecure: config.insecure,
         close_after_stream: preset.stream_closes_connection,
+        anthropic_input_tokens_total: preset.anthropic_input_tokens_total,
         ..Default::default()
     };
     let mut client = Client::new(&config.server_url, config.api, api_key, timeout, options)?;
@@ -330,6 +333,15 @@ async fn dry_run_actions(ctx: &RunContext) -> Result<(), Failure> {
         p.run(&ctx.client, "evict", &p.evict, None, &session).await.map_err(fail)?;
         super::measure::saved_path(ctx, &session).into_iter().for_each(super::slot_files::track);
         p.run(&ctx.client, "reload", &p.reload, None, &session).await.map_err(fail)?;
+    }
+    if let Some(listing) = p.fetch_session_listing(&ctx.client, &session).await {
+        // The listing is read the way every measurement reads it, so a preset whose session_state
+        // does not fit this server is refused here, naming it, rather than leaving every row unconfirmed.
+        let unusable = |why: String| {
+            Failure::usage(format!("preflight: preset {}: session_state cannot be read: {why}", p.name))
+        };
+        let spec = p.session_state.as_ref().expect("a listing comes from a session_state");
+        spec.session_cache(&listing.map_err(unusable)?, &session).map_err(unusable)?;
     }
     p.run(&ctx.client, "cleanup", &p.cleanup, None, &session).await.map_err(fail)?;
     super::measure::remove_saved(ctx, &session);

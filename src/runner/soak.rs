@@ -317,6 +317,7 @@ async fn iteration_records(
                 page_cache: None,
                 saved_bytes: None,
                 after_turn: None,
+                session_before: None,
             }
         })
         .collect();

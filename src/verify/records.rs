@@ -120,7 +120,55 @@ fn derived_cache_verdict(m: &Measurement) -> Option<bool> {
     }
 }
 
+/// A staggered pair's users that measured something, with their cache evidence: (name, evidence).
+fn staggered_users(rec: &Record) -> Vec<(&'static str, &StaggeredRecord, &crate::record::UserCache)> {
+    let Record::Staggered(s) = rec else { return Vec::new() };
+    if s.error.is_some() || s.cell.scenario == Scenario::Soak {
+        return Vec::new();
+    }
+    [("user_a", &s.user_a_cache), ("user_b", &s.user_b_cache)]
+        .into_iter()
+        .filter_map(|(name, c)| c.as_ref().map(|c| (name, &**s, c)))
+        .collect()
+}
+
+/// A staggered user's cache verdict from its own evidence, as `derived_cache_verdict` gives a
+/// measurement's.
+fn derived_user_verdict(s: &StaggeredRecord, c: &crate::record::UserCache) -> Option<bool> {
+    match &c.cache_evidence {
+        Some(e) => quality::cache_state_verdict(s.cell.cache_state, Some(e), c.input_tokens),
+        None => c.cache_state_confirmed.filter(|c| !c),
+    }
+}
+
+/// Staggered pairs: each user's stored cache verdict against the one its evidence gives, and an
+/// unconfirmed state, as for a measurement.
+fn staggered_cache(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>, rule: RuleId) {
+    for (user, s, c) in staggered_users(rec) {
+        let derived = derived_user_verdict(s, c);
+        let message = match rule {
+            RuleId::CacheStateUnconfirmed if derived == Some(false) => format!(
+                "{user}: {}",
+                quality::cache_verdict_reason(s.cell.cache_state, c.cache_evidence.as_ref(), c.input_tokens)
+            ),
+            RuleId::StoredVerdictDisagrees
+                if (c.cache_evidence.is_some() || c.cache_state_confirmed == Some(true))
+                    && c.cache_state_confirmed != derived =>
+            {
+                format!(
+                    "{user}: cache_state_confirmed {} but its evidence gives {}; an edited file or a bug",
+                    show_bool(c.cache_state_confirmed),
+                    show_bool(derived)
+                )
+            }
+            _ => continue,
+        };
+        out.push(Finding::new(rule, ctx.file, message).at(&s.run_id, &s.cell));
+    }
+}
+
 pub fn cache_state_unconfirmed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+    staggered_cache(ctx, rec, out, RuleId::CacheStateUnconfirmed);
     let Some(m) = judged(rec) else { return };
     if derived_cache_verdict(m) == Some(false) {
         let message =
@@ -160,6 +208,7 @@ fn show_bool(v: Option<bool>) -> &'static str {
 /// fractions (measured rate over the stored ceiling). A stored verdict that disagrees is an edited
 /// file or a bug: verify stands by what the evidence says, not by what the record says of itself.
 pub fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+    staggered_cache(ctx, rec, out, RuleId::StoredVerdictDisagrees);
     let Some(m) = judged(rec) else { return };
     let mut differ = Vec::new();
     let derived = derived_cache_verdict(m);

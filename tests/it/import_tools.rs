@@ -1,4 +1,6 @@
-//! Other tools' result files: vLLM `bench serve`, AIPerf and GuideLLM. The fixtures under
+//! Other tools' result files: vLLM `bench serve`, AIPerf and GuideLLM, and the origin's own
+//! streaming_benchmark.py (origin-streaming.json, written by it against agent-memory on this machine
+//! class: docs/agent-memory.md). The other fixtures under
 //! tests/fixtures/import/ were written by the real tools against a real llama-server
 //! (scripts/gen_import_fixtures.sh regenerates them; its header names the versions). Each loads,
 //! verify/report/merge accept it, our numbers agree with the tool's own aggregates, and an edited
@@ -316,4 +318,38 @@ fn absurd_token_counts_in_imports_are_refused_naming_file_and_field() {
     let (code, _, err) = bench(&["verify", guide.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("guidellm_benchmarks.json") && err.contains("output tokens"), "{err}");
+}
+
+/// The origin's own `streaming_benchmark.py` output, as it wrote it against agent-memory on the CI
+/// machine class (docs/agent-memory.md): its cache states and modes kept as it claims them, its
+/// "batch 2" rows read as the single requests it sent, and verify's findings on it.
+#[test]
+fn the_origins_streaming_benchmark_output_is_read_and_judged() {
+    let path = fixture("origin-streaming.json");
+    let src = sources::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(src.kind.as_str(), "origin_streaming");
+    let ms = measurements(&path);
+    assert_eq!(ms.len(), 72, "2 contexts x 2 modes x 3 states x 2 batch labels x 3 runs");
+    assert!(ms.iter().all(|m| m.cell.batch_size == 1 && m.cache_state_confirmed.is_none()));
+    for state in ["cold", "warm", "hot"] {
+        assert_eq!(ms.iter().filter(|m| m.cell.cache_state.as_str() == state).count(), 24, "{state}");
+    }
+    // Non-streaming rows: the file's "TTFT" is its E2E; ours is null.
+    assert!(ms.iter().filter(|m| m.cell.mode.as_str() == "non-streaming").all(|m| m.ttft_ms.is_none()));
+    let (code, out, err) = bench(&["verify", "--format", "json", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let rules =
+        |rule: &str| report["findings"].as_array().unwrap().iter().filter(|f| f["rule"] == rule).count();
+    // Its 4-characters-per-token prompts: 294 tokens for "256", 568 for "512".
+    assert_eq!(rules("input_tokens_off_nominal"), 72, "{report:#}");
+    assert_eq!(rules("warm_not_faster"), 1, "{report:#}");
+    assert_eq!(report["summary"]["errors"], 1, "{report:#}");
+    // Merged into a canonical file, every row is kept.
+    let dir = tempfile::tempdir().unwrap();
+    let merged = dir.path().join("origin.json");
+    let (code, _, err) = bench(&["merge", path.to_str().unwrap(), "-o", merged.to_str().unwrap()]);
+    assert!(code == 0 || code == 1, "{err}");
+    let canonical = sources::load(&merged).unwrap();
+    assert_eq!((canonical.kind, canonical.records.len()), (SourceKind::Canonical, 72));
 }

@@ -178,6 +178,8 @@ fn staggered() -> Record {
         quality_flags: vec![],
         thermal: None,
         error: Some(ErrorInfo::new(ErrorKind::Timeout, "kept as is")),
+        user_a_cache: None,
+        user_b_cache: None,
     }))
 }
 

@@ -342,28 +342,35 @@ fn a_warm_batch_under_a_global_reset_is_reset_once_and_every_request_is_confirme
     let cell = log.iter().rposition(|l| l.path == "/admin/caches").unwrap();
     let calls = cache_calls(&log[cell..]);
     // One global reset before any session is primed; then each session primed and evicted; then
-    // both measured together; then each cleaned up.
+    // the sessions' tiers listed once, after every preparation; then both measured together; then
+    // each one's tier listed again and the session cleaned up.
     let expected = [
         "DELETE /admin/caches",
         "chat s0 24",
         "DELETE agent s0 evict_only=true",
         "chat s1 24",
         "DELETE agent s1 evict_only=true",
+        "GET /v1/agents/list",
         "chat s0 24",
         "chat s1 24",
+        "GET /v1/agents/list",
         "DELETE agent s0 ",
         "GET /v1/agents/stats",
+        "GET /v1/agents/list",
         "DELETE agent s1 ",
         "GET /v1/agents/stats",
     ];
-    let mut measured = calls[5..7].to_vec();
+    let mut measured = calls[6..8].to_vec();
     measured.sort();
     assert_eq!(measured, ["chat s0 24", "chat s1 24"], "released together, in any order");
-    assert_eq!(calls[..5], expected[..5], "{calls:#?}");
-    assert_eq!(calls[7..], expected[7..], "{calls:#?}");
+    assert_eq!(calls[..6], expected[..6], "{calls:#?}");
+    assert_eq!(calls[8..], expected[8..], "{calls:#?}");
     for m in measurements(&run_dir(dir.path())) {
         assert_eq!(m["cache_state_confirmed"], true, "{m}");
         assert_eq!(m["quality_ok"], true, "{m}");
+        // Both sessions on disk before the release and loaded after: the server's own word.
+        assert_eq!(m["cache_evidence"]["session_before"]["tier"], "on_disk", "{m}");
+        assert_eq!(m["cache_evidence"]["session_after"]["tier"], "in_memory", "{m}");
     }
 }
 

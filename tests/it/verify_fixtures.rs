@@ -50,11 +50,13 @@ impl Row {
                 source: "timings".into(),
                 cached_tokens: Some(0),
                 prompt_evaluated_tokens: Some(input),
+                ..Default::default()
             },
             _ => CacheEvidence {
                 source: "timings".into(),
                 cached_tokens: Some(input - 16),
                 prompt_evaluated_tokens: Some(16),
+                ..Default::default()
             },
         };
         Measurement {
@@ -178,6 +180,7 @@ fn h200_llama() -> Vec<Measurement> {
                 source: "timings".into(),
                 cached_tokens: Some(cached),
                 prompt_evaluated_tokens: Some(evaluated),
+                ..Default::default()
             });
             rows.push(m);
         }

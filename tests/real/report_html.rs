@@ -47,6 +47,7 @@ fn m(cell: CellKey, ttft: f64, e2e: f64, ok: bool, confirmed: Option<bool>) -> R
         source: "timings".into(),
         cached_tokens: Some(if served { input - 1 } else { 0 }),
         prompt_evaluated_tokens: Some(if served { 1 } else { input }),
+        ..Default::default()
     });
     Record::Measurement(Box::new(Measurement {
         cache_evidence,

@@ -153,6 +153,7 @@ fn take_input_usage(usage: &Value, ex: &mut Exchange) {
     let written = count(usage.get("cache_creation_input_tokens"));
     ex.usage.input_tokens = fresh.map(|f| f + read.unwrap_or(0) + written.unwrap_or(0));
     ex.usage.cached_tokens = read;
+    ex.usage.anthropic_input_tokens = fresh;
 }
 
 #[cfg(test)]

@@ -119,6 +119,10 @@ pub struct Usage {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    /// Anthropic API: the response's own `usage.input_tokens`, as sent. By Anthropic's meaning
+    /// the prompt's tokens after its cache; a server whose count is the whole prompt
+    /// (`ClientOptions::anthropic_input_tokens_total`) has it become `input_tokens`.
+    pub anthropic_input_tokens: Option<u64>,
 }
 
 /// One request/response as measured. Offsets are milliseconds since the request was sent.
@@ -412,7 +416,11 @@ impl Client {
     /// Sends a prepared request and measures it, on one of the client's lanes (lanes.rs). Never
     /// fails: errors land in `Exchange::error`.
     pub async fn send(&self, prepared: Prepared) -> Exchange {
-        self.lanes.send(prepared).await
+        let mut ex = self.lanes.send(prepared).await;
+        if self.api == Api::Anthropic && self.options.anthropic_input_tokens_total {
+            ex.usage.input_tokens = ex.usage.anthropic_input_tokens.or(ex.usage.input_tokens);
+        }
+        ex
     }
 }
 

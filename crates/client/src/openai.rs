@@ -189,6 +189,7 @@ fn take_usage(value: &Value, ex: &mut Exchange) {
             input_tokens: count(usage.get("prompt_tokens")),
             output_tokens: count(usage.get("completion_tokens")),
             cached_tokens: count(usage.pointer("/prompt_tokens_details/cached_tokens")),
+            anthropic_input_tokens: None,
         };
     }
     if let Some(timings) = value.get("timings").filter(|t| t.is_object()) {

@@ -71,6 +71,9 @@ pub struct ClientOptions {
     /// less CPU per token) rather than through reqwest. On unless the environment says
     /// `TTFT_BENCH_TRANSPORT=reqwest`, which exists to compare the two (docs/client-lanes.md).
     pub direct: bool,
+    /// Anthropic API: the server's `usage.input_tokens` is the whole prompt, not the part after
+    /// its cache (`Preset::anthropic_input_tokens_total`).
+    pub anthropic_input_tokens_total: bool,
 }
 
 impl Default for ClientOptions {
@@ -83,6 +86,7 @@ impl Default for ClientOptions {
             close_after_stream: false,
             // Any other value is refused when a client is made (`check_transport_env`).
             direct: std::env::var(TRANSPORT_VAR).map_or(true, |v| v != "reqwest"),
+            anthropic_input_tokens_total: false,
         }
     }
 }

@@ -91,6 +91,9 @@ pub(super) async fn anything(State(s): State<AppState>, req: axum::extract::Requ
             return (StatusCode::SERVICE_UNAVAILABLE, format!("refused: {text} (scripted)")).into_response();
         }
     }
+    if method == "GET" && path == "/v1/agents/list" {
+        return axum::Json(lock(&s.slots).agents_list()).into_response();
+    }
     match lock(&s.slots).admin(&method, &path) {
         Some(StatusCode::OK) | None => axum::Json(json!({"ok": true})).into_response(),
         Some(status) => (status, "no such agent").into_response(),

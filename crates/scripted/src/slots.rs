@@ -102,6 +102,25 @@ impl Slots {
         keep_last(self.prefixes.serve(prompt))
     }
 
+    /// agent-memory's `GET /v1/agents/list`: every agent in memory ("hot", its tokens) and on disk
+    /// only ("warm", tokens 0 as the real server lists them), each with a file size (a file is
+    /// written through for both).
+    pub fn agents_list(&self) -> serde_json::Value {
+        let entry = |agent: &String, prompt: &Vec<String>, tier: &str| {
+            let tokens = if tier == "hot" { prompt.len() } else { 0 };
+            serde_json::json!({
+                "agent_id": format!("oai_{agent}"),
+                "tier": tier,
+                "tokens": tokens,
+                "file_size_bytes": 64 * prompt.len().max(1),
+            })
+        };
+        let mut agents: Vec<serde_json::Value> =
+            self.agents.iter().map(|(a, p)| entry(a, p, "hot")).collect();
+        agents.extend(self.agents_on_disk.iter().map(|(a, p)| entry(a, p, "warm")));
+        serde_json::json!({"total": agents.len(), "agents": agents})
+    }
+
     /// The admin and agent endpoints of agent-memory and the cache resets of vLLM and SGLang.
     /// Returns None for a path this server does not know.
     pub fn admin(&mut self, method: &str, path: &str) -> Option<StatusCode> {

@@ -27,6 +27,7 @@ impl MetricsDelta {
             source: "metrics".into(),
             cached_tokens: self.cached_tokens.map(round),
             prompt_evaluated_tokens: self.computed_tokens.map(round),
+            ..Default::default()
         })
     }
 }

@@ -312,10 +312,40 @@ record_types! {
         pub user_a_token_offsets_ms: Vec<f64> => K::Offsets,
         pub user_b_token_offsets_ms: Vec<f64> => K::Offsets,
         pub system_tps: Option<f64>,
+        /// User A's cache evidence and verdict, as its own measurement record would hold them:
+        /// each user of the pair is measured in the cell's cache state. Absent in files written
+        /// before they were recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub user_a_cache: Option<crate::record::UserCache>,
+        /// User B's, likewise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub user_b_cache: Option<crate::record::UserCache>,
         pub quality_ok: bool,
         pub quality_flags: Vec<QualityFlag>,
         pub thermal: Option<ThermalRecord>,
         pub error: Option<ErrorInfo>,
+    }
+}
+
+/// One user's cache evidence in a staggered pair (`StaggeredRecord::user_a_cache`): the fields of
+/// its measurement that the verdict is derived from, and the verdict.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct UserCache {
+    /// Prompt tokens as the server reported them.
+    pub input_tokens: Option<u64>,
+    /// What the server said about its cache for this user's request.
+    pub cache_evidence: Option<CacheEvidence>,
+    /// Whether the evidence matches the cell's cache state; null when the server gives none.
+    pub cache_state_confirmed: Option<bool>,
+}
+
+impl UserCache {
+    pub fn of(m: &Measurement) -> UserCache {
+        UserCache {
+            input_tokens: m.input_tokens,
+            cache_evidence: m.cache_evidence.clone(),
+            cache_state_confirmed: m.cache_state_confirmed,
+        }
     }
 }
 
@@ -366,6 +396,52 @@ pub struct CacheEvidence {
     pub cached_tokens: Option<u64>,
     /// Prompt tokens the server had to compute.
     pub prompt_evaluated_tokens: Option<u64>,
+    /// The server's own record of this session's cache just before the measured request (the
+    /// preset's `session_state`, e.g. agent-memory's `/v1/agents/list`); absent where the preset
+    /// reads none. With it, the verdict also needs the tier the claimed state implies
+    /// (`quality::confirm_cache_state`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_before: Option<SessionCache>,
+    /// The same record just after the measured request, before the session's cleanup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_after: Option<SessionCache>,
+}
+
+/// One session's cache as the server's own state listed it at one instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionCache {
+    /// Where the server held the session's cache then.
+    pub tier: SessionTier,
+    /// Tokens the server said the session's cache held; null where it did not say (agent-memory
+    /// says 0 for a session on disk only, so bench keeps null there).
+    pub tokens: Option<u64>,
+    /// Bytes of the session's cache file the server reported; null where it reports none. A
+    /// session listed on disk with a 0-byte file is a stale entry (agent-memory lists sessions
+    /// whose file an admin clear deleted), not a cache on disk.
+    pub file_bytes: Option<u64>,
+}
+
+/// Where a server held a session's cache (`SessionCache::tier`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionTier {
+    /// Not listed: nothing cached for this session.
+    #[default]
+    Absent,
+    /// In memory (agent-memory's "hot").
+    InMemory,
+    /// On disk only, not in memory (agent-memory's "warm").
+    OnDisk,
+}
+
+impl SessionTier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionTier::Absent => "absent",
+            SessionTier::InMemory => "in_memory",
+            SessionTier::OnDisk => "on_disk",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -188,6 +188,16 @@ fn full_records() -> Vec<Record> {
             source: "timings".into(),
             cached_tokens: Some(1),
             prompt_evaluated_tokens: None,
+            session_before: Some(SessionCache {
+                tier: SessionTier::OnDisk,
+                tokens: Some(0),
+                file_bytes: Some(4096),
+            }),
+            session_after: Some(SessionCache {
+                tier: SessionTier::InMemory,
+                tokens: Some(9),
+                file_bytes: None,
+            }),
         }),
         cache_state_confirmed: Some(false),
         server_timings: Some(json!({"prompt_n": 5, "nested": {"a": [1, 2.5, "x"]}})),
@@ -249,6 +259,22 @@ fn full_records() -> Vec<Record> {
         quality_flags: vec![flag],
         thermal: Some(thermal),
         error: None,
+        user_a_cache: Some(UserCache {
+            input_tokens: Some(7),
+            cache_evidence: Some(CacheEvidence {
+                source: "session_state".into(),
+                cached_tokens: Some(0),
+                prompt_evaluated_tokens: Some(7),
+                session_before: Some(SessionCache::default()),
+                session_after: None,
+            }),
+            cache_state_confirmed: Some(true),
+        }),
+        user_b_cache: Some(UserCache {
+            input_tokens: None,
+            cache_evidence: None,
+            cache_state_confirmed: None,
+        }),
     };
     vec![Record::Measurement(Box::new(m)), Record::Group(Box::new(g)), Record::Staggered(Box::new(s))]
 }

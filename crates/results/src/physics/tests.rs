@@ -113,6 +113,7 @@ fn prefill_counts_only_computed_tokens() {
         source: "timings".into(),
         cached_tokens: Some(4090),
         prompt_evaluated_tokens: Some(6),
+        ..Default::default()
     });
     assert_eq!(computed_prompt_tokens(&warm), Some(6));
     let mut cold = measurement(CacheState::Cold, 4096, 120.0, 30.0);

@@ -356,12 +356,69 @@ pub fn staggered_overlap(
 /// cold: confirmed iff nothing was served from a cache (cached 0), or the server evaluated about
 /// the whole prompt (within 1% or 2 tokens). warm/hot: confirmed iff the server computed only a small
 /// part of the prompt: evaluated <= max(64, 10% of input), or cached >= 90% of input.
+///
+/// Evidence that carries the server's own per-session state (`session_before`) must also show the
+/// tier the claimed state implies (`session_verdict`); where it does not, the row is unconfirmed
+/// whatever the counts say, and where the counts say nothing, the tiers decide.
 pub fn confirm_cache_state(
     state: CacheState,
     evidence: &CacheEvidence,
     input_tokens: Option<u64>,
 ) -> Option<bool> {
     let input = input_tokens.filter(|&n| n > 0);
+    let by_session = session_verdict(state, evidence, input);
+    if by_session == Some(false) {
+        return Some(false);
+    }
+    match confirm_by_counts(state, evidence, input) {
+        None => by_session,
+        by_counts => by_counts,
+    }
+}
+
+/// The most prompt tokens a warm or hot request may compute and still count as served from the
+/// cache: max(64, 10% of the prompt).
+fn small_part(input: Option<u64>) -> f64 {
+    input.map_or(64.0, |i| (i as f64 * 0.10).max(64.0))
+}
+
+/// What the server's own record of the session before and after the request says of the claimed
+/// state; None where the evidence carries no such record.
+/// - cold: nothing was cached for the session before the request;
+/// - warm: the session was on disk before (a file of more than 0 bytes where the size is reported:
+///   a listed session whose file is gone is a stale entry) and not in memory, and in memory after,
+///   holding at least the prompt where the count is reported;
+/// - hot: the session was in memory before, holding all of the prompt but its new part (at most
+///   max(64, 10%) tokens short: the earlier turns), and in memory after.
+pub fn session_verdict(state: CacheState, evidence: &CacheEvidence, input: Option<u64>) -> Option<bool> {
+    use ttft_model::record::SessionTier;
+    let before = evidence.session_before.as_ref()?;
+    let after = evidence.session_after.as_ref();
+    let in_memory_after = after.is_some_and(|a| a.tier == SessionTier::InMemory);
+    Some(match state {
+        CacheState::Cold => before.tier == SessionTier::Absent,
+        CacheState::Warm => {
+            let holds_prompt = match (after.and_then(|a| a.tokens), input) {
+                (Some(t), Some(i)) => t as f64 + input_tokens_tolerance(i) >= i as f64,
+                _ => true,
+            };
+            before.tier == SessionTier::OnDisk
+                && before.file_bytes != Some(0)
+                && in_memory_after
+                && holds_prompt
+        }
+        CacheState::Hot => {
+            let held_earlier_turns = match (before.tokens, input) {
+                (Some(t), Some(i)) => t as f64 + small_part(Some(i)) >= i as f64,
+                _ => false,
+            };
+            before.tier == SessionTier::InMemory && held_earlier_turns && in_memory_after
+        }
+    })
+}
+
+/// `confirm_cache_state` from the token counts alone.
+fn confirm_by_counts(state: CacheState, evidence: &CacheEvidence, input: Option<u64>) -> Option<bool> {
     let (cached, evaluated) = (evidence.cached_tokens, evidence.prompt_evaluated_tokens);
     if !shows_this_request(evidence, input) {
         return None;
@@ -375,7 +432,7 @@ pub fn confirm_cache_state(
             Some(p as f64 + input_tokens_tolerance(i) >= i as f64)
         }
         CacheState::Warm | CacheState::Hot => {
-            let small = input.map_or(64.0, |i| (i as f64 * 0.10).max(64.0));
+            let small = small_part(input);
             let by_evaluated = evaluated.map(|p| p as f64 <= small);
             let by_cached = cached.zip(input).map(|(c, i)| c as f64 >= 0.9 * i as f64);
             match (by_evaluated, by_cached) {
@@ -442,7 +499,27 @@ pub fn cache_verdict_reason(
             counts(e),
             state.as_str()
         ),
+        Some(e) if session_verdict(state, e, input_tokens.filter(|&n| n > 0)) == Some(false) => format!(
+            "the server's own state of the session contradicts '{}' (before: {}; after: {}; {} prompt tokens)",
+            state.as_str(),
+            describe_session(e.session_before.as_ref()),
+            describe_session(e.session_after.as_ref()),
+            show(input_tokens)
+        ),
         Some(e) => format!("the server's cache evidence contradicts '{}' ({})", state.as_str(), counts(e)),
+    }
+}
+
+/// A session's cache at one instant, in words: "on_disk (0 tokens listed, 446527-byte file)".
+fn describe_session(s: Option<&ttft_model::record::SessionCache>) -> String {
+    let Some(s) = s else { return "not read".into() };
+    let mut parts = Vec::new();
+    parts.extend(s.tokens.map(|t| format!("{t} tokens")));
+    parts.extend(s.file_bytes.map(|b| format!("{b}-byte file")));
+    if parts.is_empty() {
+        s.tier.as_str().to_string()
+    } else {
+        format!("{} ({})", s.tier.as_str(), parts.join(", "))
     }
 }
 

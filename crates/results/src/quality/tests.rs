@@ -185,6 +185,7 @@ fn cache_state_confirmation() {
         source: "t".into(),
         cached_tokens: cached,
         prompt_evaluated_tokens: evaluated,
+        ..Default::default()
     };
     assert_eq!(confirm_cache_state(CacheState::Cold, &ev(Some(0), None), Some(4096)), Some(true));
     assert_eq!(confirm_cache_state(CacheState::Cold, &ev(Some(4000), None), Some(4096)), Some(false));
@@ -204,6 +205,7 @@ fn evidence_that_shows_nothing_confirms_nothing() {
         source: "metrics".into(),
         cached_tokens: cached,
         prompt_evaluated_tokens: evaluated,
+        ..Default::default()
     };
     // Counters that did not move saw no request: no evidence, for any state.
     for state in [CacheState::Cold, CacheState::Warm, CacheState::Hot] {
@@ -271,4 +273,65 @@ fn a_stream_flushed_at_once_is_a_burst_and_a_paced_or_grouped_one_is_not() {
     // Not streamed: nothing arrived token by token.
     flushed.cell.mode = Mode::NonStreaming;
     assert!(check_burst(&flushed).is_none());
+}
+
+#[test]
+fn the_servers_session_state_must_show_the_claimed_tier() {
+    use ttft_model::record::{SessionCache, SessionTier};
+    let at = |tier, tokens, file_bytes| Some(SessionCache { tier, tokens, file_bytes });
+    let ev = |cached, before, after| CacheEvidence {
+        source: "session_state".into(),
+        cached_tokens: cached,
+        prompt_evaluated_tokens: None,
+        session_before: before,
+        session_after: after,
+    };
+    let absent = at(SessionTier::Absent, None, None);
+    let on_disk = at(SessionTier::OnDisk, Some(0), Some(4096));
+    let stale = at(SessionTier::OnDisk, Some(0), Some(0));
+    let loaded = at(SessionTier::InMemory, Some(264), Some(4096));
+    let held = at(SessionTier::InMemory, Some(290), Some(4096));
+    let input = Some(256);
+    // cold: nothing of the session cached before.
+    assert_eq!(
+        confirm_cache_state(CacheState::Cold, &ev(Some(0), absent.clone(), loaded.clone()), input),
+        Some(true)
+    );
+    assert_eq!(
+        confirm_cache_state(CacheState::Cold, &ev(None, held.clone(), held.clone()), input),
+        Some(false)
+    );
+    // warm: on disk (a real file) and not in memory before, loaded after, holding the prompt.
+    assert_eq!(
+        confirm_cache_state(CacheState::Warm, &ev(None, on_disk.clone(), loaded.clone()), input),
+        Some(true)
+    );
+    assert_eq!(
+        confirm_cache_state(CacheState::Warm, &ev(None, held.clone(), held.clone()), input),
+        Some(false)
+    );
+    assert_eq!(confirm_cache_state(CacheState::Warm, &ev(None, stale, loaded.clone()), input), Some(false));
+    assert_eq!(confirm_cache_state(CacheState::Warm, &ev(None, on_disk.clone(), None), input), Some(false));
+    assert_eq!(
+        confirm_cache_state(CacheState::Warm, &ev(None, absent.clone(), loaded.clone()), input),
+        Some(false)
+    );
+    let short = at(SessionTier::InMemory, Some(100), Some(4096));
+    assert_eq!(confirm_cache_state(CacheState::Warm, &ev(None, on_disk.clone(), short), input), Some(false));
+    // hot: in memory before with all but the new turn (at most max(64, 10%) tokens short).
+    let turn_3 = Some(310);
+    assert_eq!(
+        confirm_cache_state(CacheState::Hot, &ev(None, held.clone(), held.clone()), turn_3),
+        Some(true)
+    );
+    assert_eq!(
+        confirm_cache_state(CacheState::Hot, &ev(None, on_disk.clone(), held.clone()), turn_3),
+        Some(false)
+    );
+    let little = at(SessionTier::InMemory, Some(200), Some(4096));
+    assert_eq!(confirm_cache_state(CacheState::Hot, &ev(None, little, held.clone()), turn_3), Some(false));
+    // Counts that confirm cannot outvote tiers that contradict (a usage all-or-nothing cache read).
+    assert_eq!(confirm_cache_state(CacheState::Warm, &ev(Some(256), held.clone(), held), input), Some(false));
+    let reason = cache_verdict_reason(CacheState::Warm, Some(&ev(None, absent, loaded)), input);
+    assert!(reason.contains("own state of the session") && reason.contains("before: absent"), "{reason}");
 }

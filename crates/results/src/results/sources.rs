@@ -50,6 +50,7 @@ impl SourceKind {
             SourceKind::Imported(Tool::Vllm) => "vllm",
             SourceKind::Imported(Tool::AiperfRecords | Tool::AiperfAggregate) => "aiperf",
             SourceKind::Imported(Tool::Guidellm) => "guidellm",
+            SourceKind::Imported(Tool::OriginStreaming) => "origin_streaming",
         }
     }
 }

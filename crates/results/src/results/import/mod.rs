@@ -33,6 +33,7 @@ use ttft_model::record::{
 
 mod aiperf;
 mod guidellm;
+pub mod origin_streaming;
 mod vllm;
 
 /// The flag every imported record carries (a code of ours kept as `QualityCode::Other`, so
@@ -50,6 +51,9 @@ pub enum Tool {
     AiperfAggregate,
     /// GuideLLM's `benchmarks.json` report.
     Guidellm,
+    /// The origin benchmark's own `streaming_benchmark.py` output (its cache states kept as it
+    /// claims them: `origin_streaming`).
+    OriginStreaming,
 }
 
 impl Tool {
@@ -59,6 +63,7 @@ impl Tool {
             Tool::Vllm => "vLLM bench serve",
             Tool::AiperfRecords | Tool::AiperfAggregate => "AIPerf",
             Tool::Guidellm => "GuideLLM",
+            Tool::OriginStreaming => origin_streaming::NAME,
         }
     }
 }
@@ -82,6 +87,9 @@ pub fn sniff(head: &[u8]) -> Option<Tool> {
     }
     if has("benchmarks") && !has("measurements") && !has("records") {
         return Some(Tool::Guidellm);
+    }
+    if origin_streaming::sniffed(&has) {
+        return Some(Tool::OriginStreaming);
     }
     None
 }
@@ -124,6 +132,8 @@ pub fn import(
         InputError::new(file, line, "not valid UTF-8")
     })?;
     let runs = match tool {
+        // Its rows carry their own cells (cache states, modes): not a load of cold requests.
+        Tool::OriginStreaming => return origin_streaming::import(file, run_id, text),
         Tool::Vllm => vllm::read(file, text)?,
         Tool::AiperfRecords => aiperf::read_records(file, text, dir)?,
         Tool::AiperfAggregate => aiperf::read_aggregate(file, text)?,
