@@ -3,14 +3,15 @@
 //! Skipped with a message when it is not set up locally; never skipped in CI
 //! (TTFT_BENCH_REQUIRE_AGENT_MEMORY=1).
 //!
-//! Every test drives the `bench` binary with `--preset agent-memory` and judges only what bench
-//! wrote: the records, run.json and `bench verify`'s report of them.
+//! Every test drives the `bench` binary (with `--preset agent-memory`, or without a preset to
+//! detect the server) and judges only what bench wrote: the records, run.json and `bench
+//! verify`'s report of them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::common::{records, run_dir, stderr};
+use crate::common::{measurements, records, run_dir, stderr};
 use serde_json::Value;
 
 /// One server at a time: on a 2-core machine two MLX servers (or a server and another test's
@@ -340,4 +341,38 @@ fn agent_memory_a_warm_never_evicted_is_not_confirmed() {
         findings.iter().any(|f| f["rule"] == "cache_state_unconfirmed" && f["severity"] == "error"),
         "{report:#}"
     );
+}
+
+/// Without `--preset`, bench finds agent-memory by its own cache statistics endpoint and drives it
+/// with its preset: cold and hot confirmed by the server's session state.
+#[test]
+fn agent_memory_is_detected_without_a_preset() {
+    let Some(server) = AgentMemory::start("agent_memory_detected") else { return };
+    let out = tempfile::tempdir().unwrap();
+    let done = server.bench(&[
+        "sweep",
+        "--server",
+        &server.url,
+        "--contexts",
+        CONTEXT,
+        "--cache-states",
+        "cold,hot",
+        "--runs",
+        "1",
+        "--output-tokens",
+        "8",
+        "--thermal",
+        "off",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    assert!(stderr(&done).contains("server detected: preset agent-memory"), "{}", stderr(&done));
+    let run = run_dir(out.path());
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["server"]["preset"], "agent-memory");
+    assert!(meta["server"]["preset_detected"].as_str().unwrap_or_default().contains("/v1/agents/stats"));
+    for m in measurements(&run) {
+        assert_eq!(m["cache_state_confirmed"], true, "{m}");
+    }
 }
