@@ -73,7 +73,8 @@ fn measure(bin: &str, url: &str, rate: f64, seconds: f64) -> Value {
 }
 
 fn main() {
-    let server = Scripted::start(Behaviour { first_token_ms: 5, token_ms: 1, ..Default::default() });
+    let server =
+        Scripted::start(Behaviour { first_token_ms: 5, token_ms: 1, catch_up: true, ..Default::default() });
     // TTFT_BENCH_BIN: the bench binary to measure, when this one runs away from its build tree.
     let bin = std::env::var("TTFT_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_bench").to_string());
     let samples: f64 =

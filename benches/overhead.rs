@@ -52,7 +52,7 @@ async fn round(client: &Client, server: &Scripted, nonces: &Nonces, streams: usi
 }
 
 fn main() {
-    let behaviour = Behaviour { first_token_ms: 200, token_ms: 5, ..Default::default() };
+    let behaviour = Behaviour { first_token_ms: 200, token_ms: 5, catch_up: true, ..Default::default() };
     let plain = Scripted::start(behaviour.clone());
     let tls = Scripted::start_tls(behaviour);
     let ca = tempfile::NamedTempFile::new().unwrap();

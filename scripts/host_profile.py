@@ -5,7 +5,7 @@ Read bandwidth: a matrix-vector product over a large float32 matrix is memory bo
 every core (BLAS), so bytes / time is what the cores can stream. Compute: a float32 GEMM. The best
 of several repetitions is kept: a ceiling must be an upper bound, and a busy machine only slows.
 These are measured, not vendor figures: a CPU llama.cpp build can exceed an f32 GEMM somewhat with
-wider kernels, so the figures are printed with their margin in mind (see README, Physics).
+wider kernels, so the figures are printed with their margin in mind (see docs/sweep.md, Physics).
 """
 import json
 import time

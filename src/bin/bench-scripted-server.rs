@@ -184,6 +184,8 @@ fn behaviour(args: &Args) -> Result<Behaviour, exit::Failure> {
         max_concurrent: args.max_concurrent,
         dialect: args.dialect,
         cache_report: !args.no_cache_report,
+        // The benchmarks' server holds its schedule (the offered token rate) through a stall.
+        catch_up: true,
         ..Behaviour::default()
     })
 }

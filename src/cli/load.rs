@@ -45,7 +45,8 @@ use crate::spec::{Count, Span};
     run.json, load-summary.json, load-ttft-p99.svg (TTFT p50 and p99 against the rate).\n\
     Stopped early (a signal; a --server-cmd server's crash: restarted, the rate run again), a\n\
     load summarizes what finished and marks the rate it cut short. Exit codes: 0 all good; 1 failed measurements, a rate not honestly\n\
-    offered or cut short; 3 the server is gone; 130 interrupted. Method: docs/load.md.")]
+    offered or cut short; 3 the server is gone; 130 interrupted. Method: docs/load.md.\n\n\
+    Guide: docs/load.md (in the ttft-bench repository)")]
 // The shared flags whose meaning is narrower in a load say so here; they are declared once, in
 // their groups.
 #[command(mut_arg("contexts", |a| a.help("Prompt size, one context (e.g. 4k) [default: 4096]")))]
@@ -122,7 +123,8 @@ pub struct LoadArgs {
     Each client has its own prompt; a serial pass first records each prompt's greedy output\n\
     (temperature 0), and every concurrent output is compared with it. Records land in\n\
     <out>/<run-id>/measurements.jsonl (scenario soak, run = iteration), crashes in run.json.\n\
-    Exit codes: 0 every request passed, no crash, no mismatch; 1 findings; 3 the server is gone.")]
+    Exit codes: 0 every request passed, no crash, no mismatch; 1 findings; 3 the server is gone.\n\n\
+    Guide: docs/sweep.md#bench-soak (in the ttft-bench repository)")]
 #[command(mut_arg("contexts", |a| a.help("Prompt sizes; client i uses the (i mod n)-th [default: 1024]")))]
 #[command(mut_arg("run_id", |a| a.help("Name of the run directory (default: a UTC timestamp and \"soak\")")))]
 pub struct SoakArgs {

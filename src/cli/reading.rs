@@ -27,7 +27,8 @@ pub enum VerifyFormat {
     (physics.model, read from the GGUF at sweep time), then its inputs (config.physics), then the\n\
     built-in profiles of known models. Without hardware, the ceiling rules are skipped and a note says so.\n\
     Exit codes: 0 clean; 1 errors (or warnings with --strict); 2 unusable input (a bad flag, an\n\
-    unreadable file, an input without records unless --allow-empty).")]
+    unreadable file, an input without records unless --allow-empty).\n\n\
+    Guide: docs/merge-verify.md (in the ttft-bench repository)")]
 pub struct VerifyArgs {
     /// Result files or run directories (ours, the origin's, or vLLM/AIPerf/GuideLLM results:
     /// docs/import.md).
@@ -74,7 +75,8 @@ pub struct VerifyArgs {
     file, hardware) and on what was measured (output tokens, thermal policy, harness, host):\n\
     each disagreement is printed as a conflict, and the merge exits 1 without writing.\n\
     Exit codes: 0 merged (and complete); 1 conflicts (nothing written) or incomplete against\n\
-    --expect (written); 2 bad input (nothing written); 4 the output could not be written.")]
+    --expect (written); 2 bad input (nothing written); 4 the output could not be written.\n\n\
+    Guide: docs/merge-verify.md (in the ttft-bench repository)")]
 pub struct MergeArgs {
     /// Run directories, .jsonl files, canonical files or origin result JSON.
     #[arg(required = true)]
@@ -119,7 +121,8 @@ pub enum ReportFormat {
     cell table, verify's findings under the cells they concern (the rules `bench verify INPUTS`\n\
     runs), every run's metadata and the conflicts between sources; it needs -o.\n\
     CSV columns: docs/report-columns.md. Exit codes: 0 done; 2 bad input (an input without records\n\
-    unless --allow-empty; html without -o); 4 the report or the plots not written.")]
+    unless --allow-empty; html without -o); 4 the report or the plots not written.\n\n\
+    Guide: docs/merge-verify.md (in the ttft-bench repository)")]
 pub struct ReportArgs {
     /// Canonical files, run directories, .jsonl files or origin result JSON.
     #[arg(required = true)]
@@ -158,7 +161,8 @@ pub enum CompareFormat {
     higher for rates (decode, system tok/s). Details: docs/compare.md.\n\
     Exit codes: 0 compared; 1 a significant regression beyond --fail-on-regression; 2 bad input (an\n\
     unreadable file, an input without records or a candidate sharing no cell with the base, unless\n\
-    --allow-empty).")]
+    --allow-empty).\n\n\
+    Guide: docs/compare.md (in the ttft-bench repository)")]
 pub struct CompareArgs {
     /// The reference: a run directory, .jsonl, canonical file or origin result JSON.
     pub base: PathBuf,

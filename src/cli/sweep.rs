@@ -19,7 +19,8 @@ use crate::spec::{Count, List, Tokens};
     bench sweep --scenario scenarios/quick.toml --server http://127.0.0.1:8080\n  \
     bench sweep --resume results/20261122T101500Z-cold --server http://127.0.0.1:8081\n\n\
     Flags override the values of --scenario (keys are the flag names with underscores).\n\
-    Records land in <out>/<run-id>/measurements.jsonl, fsync'd as each cell finishes.")]
+    Records land in <out>/<run-id>/measurements.jsonl, fsync'd as each cell finishes.\n\n\
+    Guide: docs/sweep.md (in the ttft-bench repository)")]
 /// No `Default`: a verb that runs the sweep's machinery builds its arguments with `new_run`, which
 /// names every field.
 pub struct SweepArgs {
@@ -60,7 +61,8 @@ pub struct SweepArgs {
     bench plan --scenario scenarios/paper.toml --from results/20261122T101500Z-cold\n\n\
     With --server, two short cold requests measure the prefill and decode rates (and the preset's actions\n\
     are tried once, as a sweep would). With --from, the rates come from an earlier run's records.\n\
-    Without either, the cells are listed without a forecast.")]
+    Without either, the cells are listed without a forecast.\n\n\
+    Guide: docs/sweep.md#bench-plan (in the ttft-bench repository)")]
 pub struct PlanArgs {
     /// Scenario file (TOML) giving any setting; flags override it.
     #[arg(long)]

@@ -1,6 +1,6 @@
 //! Every rule of `bench verify`, in one list (`RULES`): its id, severity, scope and reason. The
-//! README's rule list and `bench verify --list-rules` mirror this list; a rule is added here and
-//! nowhere else.
+//! rule list of docs/merge-verify.md and `bench verify --list-rules` mirror this list; a rule is
+//! added here and nowhere else.
 
 use std::fmt;
 

@@ -48,3 +48,13 @@ pub fn schema_validator() -> jsonschema::Validator {
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     jsonschema::validator_for(&schema).unwrap()
 }
+
+/// Asserts two floats agree up to rounding (relative 1e-9, and 1e-9 absolute near zero). For
+/// values computed two ways from one measurement (a product, a sum, a subtraction, or a value
+/// that went through a JSON file's text and back): they differ in the last bits of a float only,
+/// while any real disagreement (a wrong share, a wrong operand) is far beyond this.
+#[track_caller]
+pub fn assert_close(a: f64, b: f64, what: &str) {
+    let scale = a.abs().max(b.abs()).max(1.0);
+    assert!((a - b).abs() <= 1e-9 * scale, "{what}: {a} vs {b}");
+}

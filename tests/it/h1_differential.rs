@@ -178,7 +178,11 @@ async fn through_hyper(bytes: Vec<u8>) -> Outcome {
 
 #[test]
 fn random_framings_read_the_same_through_the_direct_path_and_hyper() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // Paused time: the in-memory exchange runs to where it waits, and only then do its timeouts
+    // (200 ms for reuse, 1-2 s in all) fire, so a loaded machine that stalls this thread cannot
+    // turn a slow read into a verdict.
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
     let mut rng = Rng::new(0x5eed_f1a3);
     let (mut ended, mut refused) = (0, 0);
     for case in 0..300 {
@@ -534,7 +538,11 @@ fn cuttings(len: usize, rng: &mut Rng) -> Vec<(String, Vec<usize>)> {
 
 #[test]
 fn the_same_responses_read_the_same_however_the_reads_cut_them() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    // Paused time: the in-memory exchange runs to where it waits, and only then do its timeouts
+    // (200 ms for reuse, 1-2 s in all) fire, so a loaded machine that stalls this thread cannot
+    // turn a slow read into a verdict.
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
     let mut rng = Rng::new(0x7ab1_e5ed);
     // Every case that differs, so that one run names them all.
     let mut wrong = Vec::new();

@@ -77,15 +77,18 @@ pub fn assert_apart(row: &[&Label]) {
     }
 }
 
-/// Two serving slots, 60 ms to the first token and 24 tokens 5 ms apart: a request holds a slot
-/// for about 180 ms. One or two users are served at once (TTFT about 60 ms); four users queue for
-/// the two slots, each waiting about a whole request (TTFT about 240 ms), so with a TTFT SLO of
-/// 150 ms the knee is 2 users.
+/// Two serving slots, 60 ms to the first token and 24 tokens 12 ms apart: a request holds a slot
+/// for about 340 ms. One or two users are served at once (TTFT about 60 ms); four users queue for
+/// the two slots, each waiting about half a request (TTFT about 230 ms), so with a TTFT SLO of
+/// 140 ms the knee is 2 users. The SLO sits about 80 ms from either side (at 5 ms a token the
+/// four users' TTFT was 150 ms, on the SLO, and the knee was the machine's luck), and the ITL
+/// limit (500 ms) far above the 12 ms the script sends: a loaded machine's stalls only lengthen
+/// times, so they cannot pass 4 users, and within those margins they do not fail 2.
 #[test]
 fn a_closed_loop_sends_each_user_s_next_request_when_its_last_ended_and_finds_the_knee() {
     let server = Scripted::start(Behaviour {
         first_token_ms: 60,
-        token_ms: 5,
+        token_ms: 12,
         max_concurrent: Some(2),
         ..Default::default()
     });
@@ -105,7 +108,7 @@ fn a_closed_loop_sends_each_user_s_next_request_when_its_last_ended_and_finds_th
             "--output-tokens",
             "24",
             "--slo",
-            "ttft=150ms,itl=50ms",
+            "ttft=140ms,itl=500ms",
         ],
     );
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
@@ -126,7 +129,11 @@ fn a_closed_loop_sends_each_user_s_next_request_when_its_last_ended_and_finds_th
         let user = m["user_id"].as_u64().unwrap();
         assert!(user < level, "{m}");
         let sent = m["actual_send_ms"].as_f64().unwrap();
-        assert_eq!(m["warmup"] == true, sent < 300.0, "warm-up is the first 300 ms: {m}");
+        // The flag is decided on the clock's own instants, the record keeps microseconds: within
+        // a microsecond of the boundary the rounded send time cannot tell the side.
+        if (sent - 300.0).abs() > 0.001 {
+            assert_eq!(m["warmup"] == true, sent < 300.0, "warm-up is the first 300 ms: {m}");
+        }
         by_user.entry((level, user)).or_default().push(m);
     }
     for level in levels {

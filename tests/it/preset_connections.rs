@@ -96,8 +96,8 @@ fn a_preset_file_that_says_streams_end_their_connection_loses_no_cleanup() {
     .unwrap();
     let out_dir = dir.path().join("out");
     let out = sweep(&server.url, &out_dir, preset.to_str().unwrap(), "cold,hot");
-    assert!(out.status.success(), "{}", stderr(&out));
     let ms = measurements(&run_dir(&out_dir));
+    assert!(out.status.success(), "{:?} {} {ms:#?}", out.status, stderr(&out));
     assert_eq!(ms.len(), 4);
     for m in &ms {
         assert!(m["error"].is_null(), "{} {}", m["cache_state"], m["error"]);
@@ -144,22 +144,28 @@ fn a_failed_cleanup_is_recorded_and_the_measurement_before_it_kept() {
     while !measuring(&server) && waited.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    // Within the first measured request's 300 ms to its first token: its cleanup is refused.
+    // Normally within the first measured request's 300 ms to its first token, so its cleanup is
+    // refused; a loaded machine may wake this thread later, and then the second run's is. Either
+    // way every cleanup after the switch fails, and the last one always comes after it.
     server.set(Behaviour { no_slot_save_path: true, ..behaviour });
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "nothing measured failed: {}", stderr(&out));
     let ms = measurements(&run_dir(&out_dir));
+    assert!(out.status.success(), "nothing measured failed: {} {ms:#?}", stderr(&out));
     assert_eq!(ms.len(), 2);
+    let cleanup_failed = |m: &Value| {
+        m["quality_flags"].as_array().unwrap().iter().find(|f| f["flag"] == "cleanup_failed").cloned()
+    };
+    let last = ms.last().unwrap();
+    assert!(
+        cleanup_failed(last).is_some(),
+        "no cleanup_failed flag on the last run: {}",
+        last["quality_flags"]
+    );
     for m in &ms {
         assert!(m["error"].is_null(), "{}", m["error"]);
         assert_eq!(m["quality_ok"], true, "{}", m["quality_flags"]);
         assert!(m["ttft_ms"].as_f64().unwrap() >= 300.0);
-        let flag = m["quality_flags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["flag"] == "cleanup_failed")
-            .unwrap_or_else(|| panic!("no cleanup_failed flag: {}", m["quality_flags"]));
+        let Some(flag) = cleanup_failed(m) else { continue };
         assert_eq!(flag["fails_gate"], false);
         let reason = flag["reason"].as_str().unwrap();
         assert!(

@@ -1,4 +1,5 @@
 //! Record round-trips and the derived rates (decode, prefill, output sample).
+use crate::common;
 use ttft_bench::record::*;
 
 fn sample() -> Measurement {
@@ -42,7 +43,8 @@ fn record_round_trips_through_json_with_flat_cell_fields() {
 #[test]
 fn decode_rate_excludes_the_first_token() {
     // 65 tokens, first at 100 ms, last at 1100 ms: 64 intervals in one second.
-    assert_eq!(decode_tps(Some(65), Some(100.0), Some(1100.0)), Some(64.0));
+    // Rates are divisions: equal to the literal up to rounding, however the formula is arranged.
+    common::assert_close(decode_tps(Some(65), Some(100.0), Some(1100.0)).unwrap(), 64.0, "decode tok/s");
     assert_eq!(decode_tps(Some(1), Some(100.0), Some(1100.0)), None);
     assert_eq!(decode_tps(Some(65), Some(100.0), Some(100.0)), None);
     assert_eq!(decode_tps(None, Some(100.0), Some(1100.0)), None);
@@ -51,7 +53,7 @@ fn decode_rate_excludes_the_first_token() {
 
 #[test]
 fn prefill_rate_is_input_over_ttft() {
-    assert_eq!(prefill_tps(Some(4096), Some(2048.0)), Some(2000.0));
+    common::assert_close(prefill_tps(Some(4096), Some(2048.0)).unwrap(), 2000.0, "prefill tok/s");
     assert_eq!(prefill_tps(Some(0), Some(2048.0)), None);
     assert_eq!(prefill_tps(Some(10), Some(0.0)), None);
 }

@@ -170,8 +170,13 @@ fn concurrent_batch_is_released_together_with_a_correct_group_record() {
     let log = server.log();
     let c = chats(&log);
     assert_eq!(c.len(), 2);
-    let apart = c[1].at.duration_since(c[0].at).as_millis();
-    assert!(apart < 100, "the batch was not released together: {apart} ms apart");
+    // Released together: the second request reached the server before the first could have been
+    // answered (each member streams for at least 150 + 23 x 3 = 219 ms by the script), which a
+    // release one after the other can never do however fast the machine. (A fixed 100 ms bound
+    // here was the machine's scheduling, not the release.) The records say the same from the
+    // client's side below: every member was sent before any member ended.
+    let apart = c[1].at.duration_since(c[0].at).as_secs_f64() * 1000.0;
+    assert!(apart < 219.0, "the batch was not released together: {apart} ms apart");
     // Released together, so either may reach the server first.
     let mut slots: Vec<u64> = c.iter().map(|l| l.body["id_slot"].as_u64().unwrap()).collect();
     slots.sort();
@@ -189,6 +194,12 @@ fn concurrent_batch_is_released_together_with_a_correct_group_record() {
         ms.iter().map(|m| m["send_lag_ms"].as_f64().unwrap() + m["e2e_ms"].as_f64().unwrap()).collect();
     // Records keep microseconds, so the sum of two rounded values may differ from the rounded wall in the last bit.
     let last_end = ends.iter().copied().fold(0.0, f64::max);
+    let first_end = ends.iter().copied().fold(f64::INFINITY, f64::min);
+    let last_send = ms.iter().map(|m| m["send_lag_ms"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!(
+        last_send < first_end,
+        "a member was sent only after another ended: sent {last_send}, ends {ends:?}"
+    );
     assert!((wall - last_end).abs() < 0.002, "wall {wall} ms is the last member's end {last_end} ms");
     // Checked against the script, not the code's formulas (runner::batch's unit tests hold those to
     // literals): each member's first token comes 150 ms after its request and its 24th 23 x 3 ms
@@ -233,10 +244,15 @@ fn staggered_b_arrives_after_the_delay_and_waits_from_wall_start() {
     let sequential = st.iter().find(|r| r["scenario"] == "staggered_sequential").unwrap();
     let f = |r: &Value, k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {r}"));
 
-    // Never before the delay. How late B's timer fires depends on the machine's load, so the upper
-    // bound is the one the scenario means: B arrives while A still runs (asserted below).
+    // B's timer runs from A's start (its window opening), while the record counts from A's send,
+    // after A's wait in the client's own queue (a lane waking): so B is recorded at least the
+    // delay less that wait. On a loaded machine that wait reached a few ms (115.6 ms recorded);
+    // QUEUE_MS bounds it generously and still fails a delay not applied (B at about 0 ms) or
+    // applied from elsewhere (B after A's end, asserted below). How late B's timer fires depends
+    // on the load, so the upper bound is the one the scenario means: B arrives while A still runs.
+    const QUEUE_MS: f64 = 20.0;
     let arrival = f(batched, "user_b_arrival_ms");
-    assert!(arrival >= 120.0, "B arrived {arrival} ms after A, before its 120 ms delay");
+    assert!(arrival >= 120.0 - QUEUE_MS, "B arrived {arrival} ms after A, before its 120 ms delay");
     let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
     assert!(close(f(batched, "user_b_ttft_from_wall_start_ms"), arrival + f(batched, "user_b_ttft_ms")));
     assert_eq!(f(batched, "stagger_delay_ms"), 120.0);
@@ -252,12 +268,14 @@ fn staggered_b_arrives_after_the_delay_and_waits_from_wall_start() {
     let system_tps = f(sequential, "system_tps");
     assert!(system_tps > 0.0 && system_tps <= 45.28, "{sequential}");
     assert_eq!(sequential["user_b_token_offsets_ms"].as_array().unwrap().len(), 24);
-    // Exact server-side gap check: B's chat hit the server ~120 ms after A's in the batched run.
+    // Server side: B's chat reached the server about the delay after A's (less A's client-side
+    // wait, as above) and while A still streamed, not a fixed 400 ms that a loaded machine's
+    // timers overshoot.
     let log = server.log();
     let c = chats(&log);
     assert_eq!(c.len(), 5, "cold cell, then A and B batched, then A and B sequential");
-    let gap = c[2].at.duration_since(c[1].at).as_millis();
-    assert!((110..400).contains(&gap), "server saw B {gap} ms after A");
+    let gap = c[2].at.duration_since(c[1].at).as_secs_f64() * 1000.0;
+    assert!(gap >= 120.0 - QUEUE_MS && gap < f(batched, "user_a_e2e_ms"), "server saw B {gap} ms after A");
 }
 
 #[test]

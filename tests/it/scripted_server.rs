@@ -83,17 +83,25 @@ fn one_serving_slot_serves_requests_one_after_another_in_arrival_order() {
     let exchanges = send_all(&server.url, 4, 20);
     assert!(exchanges.iter().all(|e| e.error.is_none()));
     let mut all = timings(&server, 4);
+    // First come, first served: the order of admission is the order the server read the requests.
+    // (Not the nonce order the client meant: on a loaded machine a send staggered 15 ms later
+    // may still reach the server first, and then it is rightly served first.)
+    let mut arrived = all.clone();
+    arrived.sort_by_key(|t| t.body_read_ns);
     all.sort_by_key(|t| t.admitted_ns);
-    let order: Vec<&str> = all.iter().map(|t| t.nonce.as_deref().unwrap_or("")).collect();
-    assert_eq!(
-        order,
-        ["000000000001", "000000000002", "000000000003", "000000000004"],
-        "first come, first served"
-    );
+    let nonces =
+        |ts: &[RequestTiming]| ts.iter().map(|t| t.nonce.clone().unwrap_or_default()).collect::<Vec<_>>();
+    assert_eq!(nonces(&all), nonces(&arrived), "first come, first served");
+    let mut queued = 0;
     for pair in all.windows(2) {
         assert!(pair[1].admitted_ns >= pair[0].end_ns, "admitted only once the previous one ended");
-        assert!(pair[1].admitted_ns > pair[1].body_read_ns, "it waited in the queue");
+        if pair[1].body_read_ns < pair[0].end_ns {
+            assert!(pair[1].admitted_ns > pair[1].body_read_ns, "it arrived while one was served: it waited");
+            queued += 1;
+        }
     }
+    // Each request is served for at least 10 + 19 ms and the sends are 15 ms apart: some queue.
+    assert!(queued > 0, "no request met a busy slot, so nothing was queued: {all:?}");
 }
 
 #[test]

@@ -313,7 +313,8 @@ fn concurrent_and_staggered_on_the_real_server() {
     // called overlapped, and never longer than A ran after B was sent.
     let overlap_ms = f(batched, "overlap_ms");
     assert_eq!(batched["overlapped"], overlap_ms > 0.0, "{batched}");
-    assert!(overlap_ms <= f(batched, "user_a_e2e_ms") - delay, "{batched}");
+    // Give or take the microsecond each of the three recorded times is rounded to.
+    assert!(overlap_ms <= f(batched, "user_a_e2e_ms") - delay + 0.002, "{batched}");
     assert!(f(sequential, "user_b_arrival_ms") >= f(sequential, "user_a_e2e_ms"));
     assert_eq!(sequential["overlapped"], false, "{sequential}");
     assert_eq!(batched["quality_ok"], true, "{batched}");

@@ -428,16 +428,19 @@ mod tests {
         })
     }
 
-    /// Asserts token `index` of `ex` was stamped within `span` (give or take clock rounding).
-    fn assert_arrived_within(ex: &Exchange, index: usize, (before, after): (Instant, Instant)) {
+    /// Asserts token `index` of `ex` was stamped no earlier than its write began and before
+    /// `latest` (give or take clock rounding). `latest` is where a wrong stamp would land (the
+    /// lane's late read, the next token's write), not the write's end: on a loaded machine the
+    /// kernel may take a loopback packet in (and stamp it) a while after the write returned.
+    fn assert_arrived_between(ex: &Exchange, index: usize, before: Instant, latest: Instant) {
         let start = ex.start.unwrap();
         let ms = |t: Instant| t.duration_since(start).as_secs_f64() * 1000.0;
         let at = ex.token_offsets_ms[index];
         assert!(
-            at >= ms(before) - 1.0 && at <= ms(after) + 1.0,
-            "token {index} at {at} ms, written {}..{} ms",
+            at >= ms(before) - 1.0 && at < ms(latest),
+            "token {index} at {at} ms, written from {} ms, due before {} ms",
             ms(before),
-            ms(after)
+            ms(latest)
         );
     }
 
@@ -449,7 +452,9 @@ mod tests {
             stream_to_a_blocked_lane(vec![vec![("A", 0)], vec![("B", 0)]], Duration::from_millis(300));
         assert!(ex.error.is_none(), "{:?}", ex.error);
         assert_eq!(ex.content, "AB");
-        assert_arrived_within(&ex, 1, spans[0][0]);
+        // Stamped at the read it would be 300 ms after its write: half of that is the limit.
+        let (before, after) = spans[0][0];
+        assert_arrived_between(&ex, 1, before, after + Duration::from_millis(150));
     }
 
     /// Two tokens arrive 20 ms apart while a lane that is already behind is blocked: each keeps
@@ -459,12 +464,28 @@ mod tests {
     /// past its start has: while those last the kernel merges queued packets, stamps and all.
     #[test]
     fn tokens_queued_while_a_lane_is_behind_keep_their_own_arrival_times() {
-        let start: Vec<_> = (0..20).map(|_| (".", 2)).collect();
-        let phases = vec![start, vec![("B", 0)], vec![("C", 20), ("D", 0)]];
-        let (ex, spans) = stream_to_a_blocked_lane(phases, Duration::from_millis(60));
-        assert!(ex.error.is_none(), "{:?}", ex.error);
-        assert_eq!(ex.content, format!("{}BCD", ".".repeat(20)));
-        assert_arrived_within(&ex, 21, spans[1][0]);
-        assert_arrived_within(&ex, 22, spans[1][1]);
+        // C's stamp is its own, not D's (read in one go, C carried D's stamp): earlier than D's,
+        // and no earlier than C's write; D's is not the late read's (60 ms on): half of that is
+        // the limit. On a loaded machine the kernel itself may take C in only with D (its
+        // receive work deferred past D's write) and merge the two, stamp and all: nothing a
+        // client can tell apart. So up to three tries, one of which must show both stamps; the
+        // lane's own bug (reading a behind socket in one go) merges them in every try.
+        let mut tries = Vec::new();
+        for _ in 0..3 {
+            let start: Vec<_> = (0..20).map(|_| (".", 2)).collect();
+            let phases = vec![start, vec![("B", 0)], vec![("C", 20), ("D", 0)]];
+            let (ex, spans) = stream_to_a_blocked_lane(phases, Duration::from_millis(60));
+            assert!(ex.error.is_none(), "{:?}", ex.error);
+            assert_eq!(ex.content, format!("{}BCD", ".".repeat(20)));
+            let ((c_before, _), (d_before, d_after)) = (spans[1][0], spans[1][1]);
+            let (c_at, d_at) = (ex.token_offsets_ms[21], ex.token_offsets_ms[22]);
+            if c_at < d_at {
+                assert_arrived_between(&ex, 21, c_before, d_after + Duration::from_millis(30));
+                assert_arrived_between(&ex, 22, d_before, d_after + Duration::from_millis(30));
+                return;
+            }
+            tries.push((c_at, d_at));
+        }
+        panic!("C carried D's arrival in every try (C, D stamped at ms): {tries:?}");
     }
 }

@@ -1,7 +1,7 @@
 //! The measuring HTTP client: one chat request, timed on a monotonic clock from the moment it is
 //! handed to the socket.
 //!
-//! Timing rules (README "Timing"): the body is serialized and the request built BEFORE the clock
+//! Timing rules (docs/sweep.md, "Timing"): the body is serialized and the request built BEFORE the clock
 //! starts; arrival times are stamped when bytes arrive, before any SSE or JSON parsing; TTFT is the
 //! first delta with non-empty content or reasoning (role-only and empty chunks are events, not
 //! tokens). Every failure becomes an `ErrorInfo` on the exchange — never a panic, never a silent

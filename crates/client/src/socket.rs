@@ -185,16 +185,25 @@ mod tests {
         assert!(enable_arrival_stamps(client.as_raw_fd()));
         assert_eq!(idle_state(client.as_raw_fd()), Idle::Quiet);
         server.write_all(b"ab").unwrap();
-        // Read 150 ms after the bytes came: the stamp still says when they came. Sleeping proves
-        // a lower bound only, so the assertion is one-sided and cannot fail on a slow machine.
+        // Read 150 ms after the bytes were seen to have come: the stamp still says when they came.
+        // Waiting for them first (a loaded machine's kernel may take a loopback packet in a while
+        // after the write returned) makes the sleep a lower bound on their age.
+        until(|| idle_state(client.as_raw_fd()) == Idle::Unexpected, "unasked-for bytes are seen");
         std::thread::sleep(Duration::from_millis(150));
-        assert_eq!(idle_state(client.as_raw_fd()), Idle::Unexpected, "unasked-for bytes are seen");
         let mut buf = [0u8; 16];
         let (n, age) = recv(client.as_raw_fd(), &mut buf).unwrap();
         assert_eq!(&buf[..n], b"ab");
         assert!(age.unwrap() >= Duration::from_millis(140), "{age:?}");
         drop(server);
-        std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(idle_state(client.as_raw_fd()), Idle::Closed, "a closed connection is not reused");
+        until(|| idle_state(client.as_raw_fd()) == Idle::Closed, "a closed connection is not reused");
+    }
+
+    /// Waits for `done` (bounded: a hang is a failure, a slow machine is not).
+    fn until(done: impl Fn() -> bool, what: &str) {
+        let start = std::time::Instant::now();
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}: not within 10 s");
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }

@@ -107,6 +107,8 @@ struct Paced {
     close_after: Option<AfterStream>,
     /// llama.cpp's timings, measured on the stream as it is sent.
     timings: Option<LateTimings>,
+    /// `Behaviour::catch_up`: overdue events go at once, back on the schedule.
+    catch_up: bool,
     _permit: Option<OwnedSemaphorePermit>,
 }
 
@@ -150,8 +152,12 @@ fn paced(p: Paced) -> Response {
             return None;
         };
         p.due += event.delay;
-        if p.due > tokio::time::Instant::now() {
+        let now = tokio::time::Instant::now();
+        if p.due > now {
             tokio::time::sleep_until(p.due).await;
+        } else if !p.catch_up {
+            // Late: this event goes now, and the next keeps its delay after it.
+            p.due = now;
         }
         if event.content {
             let now = Instant::now();
@@ -286,6 +292,7 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
         first_sent: key.map(|k| (s.first_sent.clone(), k)),
         close_after: None,
         timings: None,
+        catch_up: b.catch_up,
         _permit: permit,
     })
 }
@@ -338,6 +345,7 @@ async fn complete(
             max_concurrent: b.max_concurrent,
             dialect: b.dialect,
             cache_report: b.cache_report,
+            catch_up: b.catch_up,
             usage,
             ..Behaviour::default()
         }
@@ -503,6 +511,7 @@ async fn complete(
             _ => None,
         },
         timings: Some(LateTimings { planned, admitted: start.into_std(), first: None, last: None, interval }),
+        catch_up: b.catch_up,
         _permit: permit,
     })
 }

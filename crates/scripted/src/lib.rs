@@ -74,6 +74,12 @@ pub struct Behaviour {
     /// `prompt_tokens_details.cached_tokens`. Without it, those servers' only cache evidence is
     /// their metrics page. llama.cpp and the OpenAI API always report.
     pub cache_report: bool,
+    /// A stream that fell behind its schedule (the machine stalled the server) sends its overdue
+    /// tokens at once to get back on it, so the offered token rate holds: what the benchmarks'
+    /// `bench-scripted-server` does. Off (the tests' default), each token keeps its interval after
+    /// the one before, as a real server's decode does, so a loaded test machine's stall delays
+    /// the stream instead of turning it into a burst that the quality gate rightly fails.
+    pub catch_up: bool,
 }
 
 impl Default for Behaviour {
@@ -94,6 +100,7 @@ impl Default for Behaviour {
             refuse_after: None,
             dialect: Dialect::default(),
             cache_report: true,
+            catch_up: false,
         }
     }
 }
