@@ -115,20 +115,50 @@ pub async fn prepare(
     };
     let mut ctx = ctx;
     if let Err(failure) = dry_run_actions(&ctx).await {
-        // A detected server that cannot evict (llama.cpp started without --slot-save-path) is
-        // still measured cold and hot; its warm cells are unsupported, said here. A preset the
-        // user named that cannot drive the server is their error, refused.
-        let warm_planned = ctx.config.cache_states.contains(&CacheState::Warm) && ctx.preset.supports_warm();
+        // A preset the user named that cannot drive the server is their error, refused. A detected
+        // one is the server's own, started without what its actions need: llama.cpp without
+        // --slot-save-path refuses every slot action. Without warm's actions (evict, reload) its
+        // warm cells are unsupported; a server that refuses even the reset is measured with the
+        // plain preset (cold rests on the prompt's nonce), and each step is said.
         let Failure::Usage(why) = failure else { return Err(failure) };
-        if !(detecting && warm_planned) {
+        if !detecting {
             return Err(Failure::Usage(why));
         }
-        progress.note(&format!(
-            "warning: {why}\nwarm cells will be recorded as unsupported (the detected server cannot evict a session)"
-        ));
+        let warm_planned = ctx.config.cache_states.contains(&CacheState::Warm) && ctx.preset.supports_warm();
         ctx.preset.evict.clear();
         ctx.preset.reload.clear();
-        dry_run_actions(&ctx).await?;
+        let refused = if warm_planned {
+            match dry_run_actions(&ctx).await {
+                Ok(()) => {
+                    progress.note(&format!(
+                        "warning: {why}\nwarm cells will be recorded as unsupported (the detected server cannot evict a session)"
+                    ));
+                    None
+                }
+                Err(Failure::Usage(why)) => Some(why),
+                Err(failure) => return Err(failure),
+            }
+        } else {
+            Some(why)
+        };
+        if let Some(why) = refused {
+            let detected = ctx.preset.name.clone();
+            ctx.preset = load("openai")?;
+            ctx.config.preset = ctx.preset.name.clone();
+            progress.note(&format!(
+                "warning: {why}\nthe detected {detected} server refuses its preset's actions: measured with the plain \
+                 preset instead (cold rests on the prompt's nonce, warm is unsupported)"
+            ));
+            learn(journal, |m| {
+                let found = m.server.preset_detected.take().unwrap_or_default();
+                m.server.preset_detected = Some(format!(
+                    "{found}; the server refused the {detected} preset's actions: the plain preset"
+                ));
+                m.server.preset = ctx.preset.name.clone();
+                m.config.preset = ctx.preset.name.clone();
+            })?;
+            dry_run_actions(&ctx).await?;
+        }
     }
     if ctx.preset.supports_warm() {
         ctx.warm_disk = warm_disk(&ctx, kv_bytes_per_token, progress)?;

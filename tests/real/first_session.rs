@@ -234,3 +234,41 @@ fn a_load_without_a_preset_is_driven_as_llama_cpp_and_every_arrival_is_confirmed
         assert_eq!(m["cache_state_confirmed"], true, "{m}");
     }
 }
+
+/// llama-server started without --slot-save-path refuses every slot action, the erase included:
+/// detected as llama.cpp, it is measured with the plain preset, and run.json and stderr say why.
+#[test]
+fn a_llama_server_without_a_slot_save_path_is_measured_with_the_plain_preset_and_says_why() {
+    let Some(cmd) = common::llama::server_command("no_slot_save_path") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "sweep",
+        "--server-cmd",
+        &cmd,
+        "--contexts",
+        "512",
+        "--cache-states",
+        "cold,warm",
+        "--runs",
+        "1",
+        "--output-tokens",
+        "32",
+        "--thermal",
+        "off",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    // Warm unsupported (and a cold the template's shared first tokens may contradict) are findings.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--slot-save-path"), "the server's own words: {}", stderr(&out));
+    let run = run_dir(dir.path());
+    let meta = run_json(&run);
+    assert_eq!(meta["server"]["preset"], "openai");
+    assert_eq!(meta["config"]["preset"], "openai", "a resumed run drives the same");
+    let why = meta["server"]["preset_detected"].as_str().unwrap_or_default();
+    assert!(why.contains("/props") && why.contains("refused the llama.cpp preset"), "{why}");
+    let ms = measurements(&run);
+    assert_eq!(ms.len(), 2);
+    assert!(ms[0]["error"].is_null(), "{}", ms[0]);
+    assert_eq!(ms[1]["error"]["kind"], "unsupported", "{}", ms[1]);
+}
