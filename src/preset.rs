@@ -163,6 +163,7 @@ impl SessionStateSpec {
             headers: self.headers.clone(),
             ok_status: Vec::new(),
             scope: Some(Scope::Global),
+            saved_bytes: None,
         }
     }
 }
@@ -220,6 +221,11 @@ pub struct ActionStep {
     /// Inferred from the placeholders when not given (see the module docs).
     #[serde(default)]
     pub scope: Option<Scope>,
+    /// The field of this step's JSON answer that says how many bytes the server saved to its disk
+    /// (llama.cpp's slot save: `n_written`): the size of a warm session's saved file where bench
+    /// cannot reach the server's save directory to read it.
+    #[serde(default)]
+    pub saved_bytes: Option<String>,
 }
 
 /// An HTTP method is checked once, when the preset is read, not on every call.
@@ -288,6 +294,13 @@ pub enum PresetError {
     UnclosedInFile { preset: String, place: String, template: String },
     #[error("preset {preset}: {{{name}}} has no value for --api {api} (its [per_api.*] tables: {known})")]
     NotForApi { preset: String, name: String, api: String, known: String },
+}
+
+/// A preset action that ran: how long it took, and what its answers said the server saved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ActionDone {
+    pub took: Duration,
+    pub saved_bytes: Option<u64>,
 }
 
 /// A preset action that failed: which action, and what a record of it is (the server gone or too
@@ -577,15 +590,33 @@ impl Preset {
         scope: Option<Scope>,
         session: &Session,
     ) -> Result<Duration, ActionError> {
+        self.run_saving(client, action, steps, scope, session).await.map(|done| done.took)
+    }
+
+    /// `run`, and the bytes the server said it saved (the steps' `saved_bytes` fields, added up).
+    pub async fn run_saving(
+        &self,
+        client: &Client,
+        action: &str,
+        steps: &[ActionStep],
+        scope: Option<Scope>,
+        session: &Session,
+    ) -> Result<ActionDone, ActionError> {
         let start = Instant::now();
+        let mut saved_bytes = None;
         for step in steps.iter().filter(|s| scope.is_none_or(|want| s.scope() == want)) {
-            run_step(client, step, session).await.map_err(|(kind, message)| ActionError {
+            let answer = run_step(client, step, session).await.map_err(|(kind, message)| ActionError {
                 action: action.to_string(),
                 kind,
                 message,
             })?;
+            if let Some(n) =
+                step.saved_bytes.as_ref().and_then(|field| answer.get(field)).and_then(Value::as_u64)
+            {
+                saved_bytes = Some(saved_bytes.unwrap_or(0) + n);
+            }
         }
-        Ok(start.elapsed())
+        Ok(ActionDone { took: start.elapsed(), saved_bytes })
     }
 
     pub async fn fetch_stats(&self, client: &Client, session: &Session) -> Option<Value> {

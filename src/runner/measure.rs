@@ -248,10 +248,15 @@ pub async fn session_action(
     steps: &[crate::preset::ActionStep],
     session: &Session,
 ) -> Result<(), ErrorInfo> {
-    let run = ctx.preset.run(&ctx.client, name, steps, Some(Scope::Session), session);
+    let run = ctx.preset.run_saving(&ctx.client, name, steps, Some(Scope::Session), session);
     let done = ctx.harness.time(Part::Preset, run).await;
     match (name, &done) {
-        ("evict", Ok(_)) => saved_path(ctx, session).into_iter().for_each(super::slot_files::track),
+        ("evict", Ok(evicted)) => {
+            saved_path(ctx, session).into_iter().for_each(super::slot_files::track);
+            if let Some(bytes) = evicted.saved_bytes {
+                super::slot_files::note_written(&session.id, bytes);
+            }
+        }
         // The session is over whether its cleanup worked or not: its saved file goes.
         ("cleanup", _) => remove_saved(ctx, session),
         _ => {}
@@ -295,10 +300,12 @@ pub async fn prime_and_evict(
 /// that cannot be dropped fails the measurement, naming it: a warm number must not silently
 /// become a memory number.
 pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<(PageCache, Option<u64>), ErrorInfo> {
-    let Some(dir) = ctx.config.slot_dir.clone() else { return Ok((PageCache::Unknown, None)) };
+    // Where the file is out of reach, its size is what the server said it wrote.
+    let written = super::slot_files::take_written(&session.id);
+    let Some(dir) = ctx.config.slot_dir.clone() else { return Ok((PageCache::Unknown, written)) };
     let path = match ctx.preset.saved_path(&dir, session) {
         Ok(Some(path)) => path,
-        Ok(None) => return Ok((PageCache::Unknown, None)),
+        Ok(None) => return Ok((PageCache::Unknown, written)),
         Err(e) => return Err(ErrorInfo::new(ErrorKind::PresetAction, e.to_string())),
     };
     let shown = path.display().to_string();

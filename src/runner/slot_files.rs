@@ -9,7 +9,7 @@
 //! The registry is process-wide: an interrupt aborts the task that measures, and the file that
 //! task had just saved must still be found by the close that follows.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -18,6 +18,20 @@ use serde::Serialize;
 use crate::record::{CacheState, CellKey};
 
 static SAVED: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// What the server said it saved for each session (its evict's answer), by session id: a warm
+/// record's `saved_bytes` where bench cannot read the file itself.
+static WRITTEN: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+
+/// The server saved `bytes` for `session` (its evict's answer).
+pub fn note_written(session: &str, bytes: u64) {
+    WRITTEN.lock().unwrap_or_else(|p| p.into_inner()).insert(session.to_string(), bytes);
+}
+
+/// What the server said it saved for `session`, taken (each session's evict is measured once).
+pub fn take_written(session: &str) -> Option<u64> {
+    WRITTEN.lock().unwrap_or_else(|p| p.into_inner()).remove(session)
+}
 
 fn saved() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
     SAVED.lock().unwrap_or_else(|p| p.into_inner())

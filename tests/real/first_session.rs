@@ -103,6 +103,37 @@ fn warm_sessions_leave_no_slot_file_on_the_servers_disk() {
     }
     let left: Vec<_> = std::fs::read_dir(&slots).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "slot files left on the server's disk: {left:?}");
+    // Without --slot-dir the file is out of reach: the size is what the server's save answered
+    // (n_written), the same per token as the file's, and the restore may have read memory.
+    let blind = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "sweep",
+        "--server",
+        &server.url,
+        "--contexts",
+        "1024",
+        "--cache-states",
+        "warm",
+        "--runs",
+        "2",
+        "--output-tokens",
+        "16",
+        "--thermal",
+        "off",
+        "--quiet",
+        "--out",
+        blind.path().to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let per_token =
+        |m: &Value| m["saved_bytes"].as_f64().unwrap_or(0.0) / m["input_tokens"].as_f64().unwrap_or(1.0);
+    let seen =
+        ms.iter().find(|m| m["context_tokens"] == 1024 && m["batch_size"] == 1).map(per_token).unwrap();
+    for m in measurements(&run_dir(blind.path())) {
+        assert_eq!(m["page_cache"], "unknown", "{m}");
+        let said = per_token(&m);
+        assert!((said - seen).abs() <= 0.05 * seen, "n_written {said} a token vs the file's {seen}: {m}");
+    }
 }
 
 /// A sweep interrupted while a saved session waits for its measurement still removes it.

@@ -218,9 +218,9 @@ record_types! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub page_cache: Option<PageCache> => OptionalEnum<PageCache>,
         /// Warm only: the size in bytes of the session the server saved to its disk (llama.cpp's
-        /// slot file), read where bench reaches the server's save directory. bench removes the file
-        /// once the session is measured, so a sweep leaves no saved session behind. Absent where
-        /// the directory is out of reach and in older records.
+        /// slot file): read from the file where bench reaches the server's save directory (and
+        /// removes the file once the session is measured), else what the server's evict answered
+        /// it wrote (llama.cpp's `n_written`). Absent where neither is known and in older records.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub saved_bytes: Option<u64>,
         /// Hot only: the unmeasured turns that built the conversation (turns 1 to N-1 of `--turns N`),
