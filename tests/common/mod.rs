@@ -34,6 +34,12 @@ pub fn records(run_dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// A run directory's run.json.
+pub fn run_json(run_dir: &Path) -> Value {
+    let text = std::fs::read_to_string(run_dir.join("run.json")).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", run_dir.display()))
+}
+
 pub fn measurements(run_dir: &Path) -> Vec<Value> {
     records(run_dir).into_iter().filter(|r| r["record_type"] == "measurement").collect()
 }

@@ -7,7 +7,6 @@ use crate::common;
 
 use common::scripted::{Behaviour, Dialect, Scripted};
 use common::{bench, measurements, run_dir, stderr};
-use serde_json::Value;
 
 fn sweep(url: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
@@ -29,8 +28,8 @@ fn sweep(url: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Outp
     bench(&args)
 }
 
-fn run_json(out: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(run_dir(out).join("run.json")).unwrap()).unwrap()
+fn run_json(out: &std::path::Path) -> serde_json::Value {
+    common::run_json(&run_dir(out))
 }
 
 #[test]

@@ -5,12 +5,8 @@
 use crate::common;
 
 use common::llama::LlamaServer;
-use common::{bench, measurements, run_dir, stderr};
+use common::{bench, measurements, run_dir, run_json, stderr};
 use serde_json::Value;
-
-fn run_json(run: &std::path::Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap()
-}
 
 /// The README's first sweep (its flags, smaller contexts for a CPU), then report and verify of it.
 #[test]
