@@ -248,11 +248,15 @@ pub async fn session_action(
     steps: &[crate::preset::ActionStep],
     session: &Session,
 ) -> Result<(), ErrorInfo> {
+    if name == "evict" {
+        // Known before the save is sent: an interrupt may land between the server writing the
+        // file and its answer arriving, and the file must still be found and removed.
+        saved_path(ctx, session).into_iter().for_each(super::slot_files::track);
+    }
     let run = ctx.preset.run_saving(&ctx.client, name, steps, Some(Scope::Session), session);
     let done = ctx.harness.time(Part::Preset, run).await;
     match (name, &done) {
         ("evict", Ok(evicted)) => {
-            saved_path(ctx, session).into_iter().for_each(super::slot_files::track);
             if let Some(bytes) = evicted.saved_bytes {
                 super::slot_files::note_written(&session.id, bytes);
             }

@@ -360,8 +360,8 @@ async fn dry_run_actions(ctx: &RunContext) -> Result<(), Failure> {
         if let Some(e) = primed.error {
             return Err(Failure::server(format!("preflight: priming request failed: {}", e.message)));
         }
-        p.run(&ctx.client, "evict", &p.evict, None, &session).await.map_err(fail)?;
         super::measure::saved_path(ctx, &session).into_iter().for_each(super::slot_files::track);
+        p.run(&ctx.client, "evict", &p.evict, None, &session).await.map_err(fail)?;
         p.run(&ctx.client, "reload", &p.reload, None, &session).await.map_err(fail)?;
     }
     if let Some(listing) = p.fetch_session_listing(&ctx.client, &session).await {
