@@ -140,7 +140,7 @@ server-url:
 # --- end llama.cpp server ---
 
 # --- agent-memory, the origin benchmark's server (scripts/agent-memory.sh, docs/agent-memory.md) ---
-# Its source: ../shared/seed-server/ by default, or AGENT_MEMORY_SOURCE (a checkout or a .tar.gz).
+# Its source: AGENT_MEMORY_SOURCE (a checkout or a .tar.gz), else the snapshot beside the checkout (docs/agent-memory.md).
 
 # install it (venv, mlx CPU wheels, the package) and generate its model, once (~50 s); prints its cache dir
 agent-memory-setup:

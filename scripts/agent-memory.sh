@@ -12,7 +12,8 @@
 #   agent-memory.sh source [--source PATH]  print the unpacked source directory (its benchmarks/)
 #
 # --source (or $AGENT_MEMORY_SOURCE): a checkout of the server or a .tar.gz of one; default: the
-# snapshot in ../shared/seed-server/ beside the project root.
+# first agent-memory-*.tar.gz in shared/seed-server/ beside the checkout, where the project's test
+# machines keep a snapshot (docs/agent-memory.md).
 # The admin key (DELETE /admin/caches) is $AGENT_MEMORY_ADMIN_KEY, the variable presets/agent-memory.toml
 # reads; when it is unset, start makes a random one and keeps it in DIR/admin-key (mode 600) only.
 # Human-facing messages go to stderr; machine-readable results to stdout.
