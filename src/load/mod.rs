@@ -197,7 +197,7 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
         }
     };
     progress.finish();
-    if let Some(line) = crate::runner::slot_files::leftovers_line() {
+    if let Some(line) = crate::runner::slot_files::remove_leftovers().line() {
         progress.note(&line);
     }
     drop(opened.lock);

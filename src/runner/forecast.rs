@@ -141,7 +141,7 @@ fn print(
                 ),
             });
             if let Some(disk) = warm_disk {
-                text.push_str(&disk.line(config.slot_dir.is_some()));
+                text.push_str(&disk.line());
                 text.push('\n');
             }
             crate::output::print(&text)?;

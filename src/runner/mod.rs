@@ -188,7 +188,7 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
         }
     };
     progress.finish();
-    if let Some(line) = slot_files::leftovers_line() {
+    if let Some(line) = slot_files::remove_leftovers().line() {
         progress.note(&line);
     }
     drop(opened.lock);

@@ -181,12 +181,14 @@ fn warm_disk(
     progress: &Progress,
 ) -> Result<Option<super::slot_files::WarmDisk>, Failure> {
     let cells = ctx.config.matrix().cells(&ctx.model);
-    let Some(disk) = super::slot_files::warm_disk(&cells, ctx.config.output_tokens, kv_bytes_per_token)
+    let reachable = ctx.config.slot_dir.as_deref().filter(|_| ctx.preset.saved_file.is_some());
+    let output_tokens = ctx.config.output_tokens;
+    let Some(disk) =
+        super::slot_files::warm_disk(&cells, output_tokens, kv_bytes_per_token, reachable.is_some())
     else {
         return Ok(None);
     };
-    let reachable = ctx.config.slot_dir.as_deref().filter(|_| ctx.preset.saved_file.is_some());
-    progress.note(&disk.line(reachable.is_some()));
+    progress.note(&disk.line());
     if let Some(dir) = reachable {
         super::slot_files::check_room(dir, &disk).map_err(Failure::io)?;
     }

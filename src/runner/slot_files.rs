@@ -79,21 +79,22 @@ pub fn remove_leftovers() -> Leftovers {
     out
 }
 
-/// One line for stderr when the end of a run had something to remove, None otherwise.
-pub fn leftovers_line() -> Option<String> {
-    let left = remove_leftovers();
-    if left.removed == 0 && left.failed.is_empty() {
-        return None;
+impl Leftovers {
+    /// One line for stderr when there was something to remove, None otherwise.
+    pub fn line(&self) -> Option<String> {
+        if self.removed == 0 && self.failed.is_empty() {
+            return None;
+        }
+        let mut line = format!(
+            "removed {} saved session file(s) of this run from the server's save directory ({:.1} MB)",
+            self.removed,
+            self.bytes as f64 / 1e6
+        );
+        if !self.failed.is_empty() {
+            line += &format!("; could not remove: {}", self.failed.join(", "));
+        }
+        Some(line)
     }
-    let mut line = format!(
-        "removed {} saved session file(s) of this run from the server's save directory ({:.1} MB)",
-        left.removed,
-        left.bytes as f64 / 1e6
-    );
-    if !left.failed.is_empty() {
-        line += &format!("; could not remove: {}", left.failed.join(", "));
-    }
-    Some(line)
 }
 
 /// What a plan's warm cells save on the server's disk, from the model's KV bytes per token: one
@@ -106,10 +107,18 @@ pub struct WarmDisk {
     /// Every warm cell's saved sessions: what the sweep leaves where bench cannot remove them.
     pub total_bytes: f64,
     pub warm_cells: usize,
+    /// bench reaches the save directory, so it removes each session once measured.
+    pub reachable: bool,
 }
 
-/// `cells`' warm disk use, or None when the plan has no warm cell or the KV size is unknown.
-pub fn warm_disk(cells: &[CellKey], output_tokens: u32, kv_bytes_per_token: Option<f64>) -> Option<WarmDisk> {
+/// `cells`' warm disk use, or None when the plan has no warm cell or the KV size is unknown;
+/// `reachable`: bench reaches the save directory.
+pub fn warm_disk(
+    cells: &[CellKey],
+    output_tokens: u32,
+    kv_bytes_per_token: Option<f64>,
+    reachable: bool,
+) -> Option<WarmDisk> {
     let kv = kv_bytes_per_token.filter(|k| *k > 0.0)?;
     let saved: Vec<f64> = cells
         .iter()
@@ -120,14 +129,14 @@ pub fn warm_disk(cells: &[CellKey], output_tokens: u32, kv_bytes_per_token: Opti
         peak_bytes: saved.iter().copied().fold(0.0, f64::max),
         total_bytes: saved.iter().sum(),
         warm_cells: saved.len(),
+        reachable,
     })
 }
 
 impl WarmDisk {
-    /// What the sweep does to the server's disk, in one line; `reachable`: bench removes each
-    /// saved session (it knows the save directory).
-    pub fn line(&self, reachable: bool) -> String {
-        if reachable {
+    /// What the sweep does to the server's disk, in one line.
+    pub fn line(&self) -> String {
+        if self.reachable {
             format!(
                 "warm: {} cells save up to {} at once on the server's disk (each session removed once measured)",
                 self.warm_cells,
@@ -215,21 +224,21 @@ mod tests {
             cell(CacheState::Warm, 2000, 2),
             cell(CacheState::Hot, 32768, 1),
         ];
-        let disk = warm_disk(&cells, 24, Some(10.0)).unwrap_or_else(|| panic!("warm cells"));
+        let disk = warm_disk(&cells, 24, Some(10.0), true).unwrap_or_else(|| panic!("warm cells"));
         assert_eq!(disk.warm_cells, 2);
         assert!((disk.peak_bytes - 2.0 * 2024.0 * 10.0).abs() < 1e-6, "{disk:?}");
         assert!((disk.total_bytes - (1024.0 + 2.0 * 2024.0) * 10.0).abs() < 1e-6, "{disk:?}");
-        assert_eq!(warm_disk(&cells[..1], 24, Some(10.0)), None, "no warm cell");
-        assert_eq!(warm_disk(&cells, 24, None), None, "unknown KV size");
+        assert_eq!(warm_disk(&cells[..1], 24, Some(10.0), true), None, "no warm cell");
+        assert_eq!(warm_disk(&cells, 24, None, true), None, "unknown KV size");
     }
 
     #[test]
     fn a_save_directory_too_small_for_the_largest_cell_is_named_with_its_free_space() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let huge = WarmDisk { peak_bytes: 1e18, total_bytes: 1e18, warm_cells: 1 };
+        let huge = WarmDisk { peak_bytes: 1e18, total_bytes: 1e18, warm_cells: 1, reachable: true };
         let err = check_room(dir.path(), &huge).err().unwrap_or_default();
         assert!(err.contains(&dir.path().display().to_string()) && err.contains("free"), "{err}");
-        let tiny = WarmDisk { peak_bytes: 1.0, total_bytes: 1.0, warm_cells: 1 };
+        let tiny = WarmDisk { peak_bytes: 1.0, total_bytes: 1.0, warm_cells: 1, reachable: true };
         assert!(check_room(dir.path(), &tiny).is_ok());
     }
 }

@@ -53,7 +53,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
             Ok(SoakEnd::Signal)
         }
     };
-    if let Some(line) = super::slot_files::leftovers_line() {
+    if let Some(line) = super::slot_files::remove_leftovers().line() {
         progress.note(&line);
     }
     drop(opened.lock);
