@@ -186,50 +186,10 @@ do_available() {
 }
 
 # ------------------------------------------------------------------ server
-pid_alive() {
-    local pid=$1
-    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
-    # guard against pid reuse: must still be the server
-    [[ ! -r /proc/$pid/cmdline ]] || tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q agent-memory
-}
-
-state_pid() { cat "$1/pid" 2>/dev/null || true; }
-
-do_stop() {
-    local dir=$1 pid
-    pid=$(state_pid "$dir")
-    if pid_alive "$pid"; then
-        log "stopping agent-memory pid $pid ($dir)"
-        # SIGTERM: the server drains and persists its hot caches (about 1 s).
-        kill -TERM "$pid" 2>/dev/null || true
-        local i
-        for ((i = 0; i < 150; i++)); do
-            pid_alive "$pid" || break
-            sleep 0.1
-        done
-        if pid_alive "$pid"; then
-            log "pid $pid still alive after 15 s, sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            for ((i = 0; i < 50; i++)); do pid_alive "$pid" || break; sleep 0.1; done
-        fi
-    fi
-    rm -f "$dir/pid" "$dir/url"
-}
-
-do_url() {
-    local dir=$1 pid
-    pid=$(state_pid "$dir")
-    if pid_alive "$pid" && [[ -s $dir/url ]]; then
-        cat "$dir/url"
-    else
-        log "no running server for state dir $dir"
-        exit 1
-    fi
-}
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# SIGTERM: the server drains and persists its hot caches (about 1 s).
+SERVER_PROCESS=agent-memory STOP_GRACE_S=15
+# shellcheck source=scripts/server-state.sh
+source "$SCRIPT_DIR/server-state.sh"
 
 do_start() {
     local port="" dir=$DEFAULT_STATE_DIR level=INFO

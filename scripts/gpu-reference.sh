@@ -87,7 +87,7 @@ do_stage() {
     [[ -x $bench ]] || die "$bench missing: cargo build --release first (or set BENCH)"
     mkdir -p "$dir/scripts" "$dir/scenarios" "$dir/bin"
     cp "$SELF" "$SCRIPT_DIR/gen_model.py" "$SCRIPT_DIR/gpu_probe.py" "$SCRIPT_DIR/llama-server.sh" \
-        "$SCRIPT_DIR/parity.py" "$dir/scripts/"
+        "$SCRIPT_DIR/server-state.sh" "$SCRIPT_DIR/parity.py" "$dir/scripts/"
     cp "$SCENARIO" "$dir/scenarios/"
     strip -o "$dir/bin/bench" "$bench"
     # Only what a CUDA llama-server build and the generator need (the full tree is ~180 MB, mostly

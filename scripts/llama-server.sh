@@ -157,49 +157,9 @@ do_model() {
 }
 
 # --------------------------------------------------------------------- server
-pid_alive() { # pid -> 0 iff that pid is a running llama-server
-    local pid=$1
-    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
-    # guard against pid reuse: must still be llama-server
-    [[ ! -r /proc/$pid/cmdline ]] || tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q llama-server
-}
-
-state_pid() { cat "$1/pid" 2>/dev/null || true; }
-
-do_stop() {
-    local dir=$1 pid
-    pid=$(state_pid "$dir")
-    if pid_alive "$pid"; then
-        log "stopping llama-server pid $pid ($dir)"
-        kill -TERM "$pid" 2>/dev/null || true
-        local i
-        for ((i = 0; i < 100; i++)); do
-            pid_alive "$pid" || break
-            sleep 0.1
-        done
-        if pid_alive "$pid"; then
-            log "pid $pid still alive after 10 s, sending SIGKILL"
-            kill -KILL "$pid" 2>/dev/null || true
-            for ((i = 0; i < 50; i++)); do pid_alive "$pid" || break; sleep 0.1; done
-        fi
-    fi
-    rm -f "$dir/pid" "$dir/url"
-}
-
-do_url() {
-    local dir=$1 pid
-    pid=$(state_pid "$dir")
-    if pid_alive "$pid" && [[ -s $dir/url ]]; then
-        cat "$dir/url"
-    else
-        log "no running server for state dir $dir"
-        exit 1
-    fi
-}
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+SERVER_PROCESS=llama-server STOP_GRACE_S=10
+# shellcheck source=scripts/server-state.sh
+source "$SCRIPT_DIR/server-state.sh"
 
 port_free() { # port -> 0 iff 127.0.0.1:port can be bound
     python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null
