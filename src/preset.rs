@@ -348,65 +348,16 @@ impl Preset {
     /// Every placeholder of every template is one `fill` knows, checked when the file is read:
     /// found only when an action runs, a misspelled one would fail every cell of a sweep.
     fn check_placeholders(&self, preset: &str) -> Result<(), PresetError> {
-        let mut texts: Vec<(String, &str)> = Vec::new();
-        fn strings<'a>(place: String, value: &'a Value, out: &mut Vec<(String, &'a str)>) {
-            match value {
-                Value::String(s) => out.push((place, s)),
-                Value::Array(items) => {
-                    for (i, v) in items.iter().enumerate() {
-                        strings(format!("{place}[{i}]"), v, out);
-                    }
-                }
-                Value::Object(map) => {
-                    for (k, v) in map {
-                        strings(format!("{place}.{k}"), v, out);
-                    }
-                }
-                _ => {}
-            }
-        }
-        for (k, v) in &self.request.body {
-            strings(format!("request.body.{k}"), v, &mut texts);
-        }
-        for (k, v) in &self.request.headers {
-            texts.push((format!("request.headers.{k}"), v));
-        }
-        let actions = [
-            ("reset", &self.reset),
-            ("evict", &self.evict),
-            ("reload", &self.reload),
-            ("cleanup", &self.cleanup),
-        ];
-        let steps = actions
-            .iter()
-            .flat_map(|(name, steps)| steps.iter().enumerate().map(move |(i, s)| (format!("{name}[{i}]"), s)))
-            .chain(self.stats.iter().map(|s| ("stats".to_string(), s)));
-        for (at, step) in steps {
-            texts.push((format!("{at}.path"), &step.path));
-            for (k, v) in &step.headers {
-                texts.push((format!("{at}.headers.{k}"), v));
-            }
-            if let Some(body) = &step.body {
-                strings(format!("{at}.body"), body, &mut texts);
-            }
-        }
-        if let Some(file) = &self.saved_file {
-            texts.push(("saved_file".into(), file));
-        }
-        if let Some(st) = &self.session_state {
-            texts.push(("session_state.path".into(), &st.path));
-            texts.push(("session_state.id".into(), &st.id));
-            for (k, v) in &st.headers {
-                texts.push((format!("session_state.headers.{k}"), v));
-            }
-        }
+        let mut texts: Vec<(String, String)> = Vec::new();
+        self.clone().visit_templates(&mut |place, text| texts.push((place, text.clone())));
         for (api, values) in &self.per_api {
             for (k, v) in values {
-                texts.push((format!("per_api.{api}.{k}"), v));
+                texts.push((format!("per_api.{api}.{k}"), v.clone()));
             }
         }
         let per_api = |name: &str| self.per_api.values().any(|values| values.contains_key(name));
-        for (place, template) in texts {
+        for (place, template) in &texts {
+            let (place, template) = (place.clone(), template.as_str());
             let mut rest = template;
             while let Some(open) = rest.find('{') {
                 let Some(close) = rest[open..].find('}') else {
@@ -443,7 +394,7 @@ impl Preset {
         let values = self.per_api.get(api).cloned().unwrap_or_default();
         let known = self.per_api.keys().cloned().collect::<Vec<_>>().join(", ");
         let mut missing = None;
-        let mut resolve = |text: &mut String| {
+        let mut resolve = |_: String, text: &mut String| {
             for name in &names {
                 let placeholder = format!("{{{name}}}");
                 if !text.contains(&placeholder) {
@@ -462,38 +413,61 @@ impl Preset {
         Ok(self)
     }
 
-    /// Calls `f` on every template string of the preset (request binding, actions, stats, session state).
-    fn visit_templates(&mut self, f: &mut impl FnMut(&mut String)) {
-        fn in_value(value: &mut Value, f: &mut impl FnMut(&mut String)) {
+    /// Calls `f` on every template string of the preset (request binding, actions, stats, saved
+    /// file, session state) with where it is (`reset[0].path`): the one walk that placeholder
+    /// checks and `for_api` share, so a template field added here is both checked and resolved.
+    fn visit_templates(&mut self, f: &mut impl FnMut(String, &mut String)) {
+        fn in_value(place: String, value: &mut Value, f: &mut impl FnMut(String, &mut String)) {
             match value {
-                Value::String(s) => f(s),
-                Value::Array(items) => items.iter_mut().for_each(|v| in_value(v, f)),
-                Value::Object(map) => map.values_mut().for_each(|v| in_value(v, f)),
+                Value::String(s) => f(place, s),
+                Value::Array(items) => {
+                    for (i, v) in items.iter_mut().enumerate() {
+                        in_value(format!("{place}[{i}]"), v, f);
+                    }
+                }
+                Value::Object(map) => {
+                    for (k, v) in map.iter_mut() {
+                        in_value(format!("{place}.{k}"), v, f);
+                    }
+                }
                 _ => {}
             }
         }
-        self.request.body.values_mut().for_each(|v| in_value(v, f));
-        for v in self.request.headers.values_mut() {
-            f(v);
+        for (k, v) in self.request.body.iter_mut() {
+            in_value(format!("request.body.{k}"), v, f);
         }
-        let steps = [&mut self.reset, &mut self.evict, &mut self.reload, &mut self.cleanup];
-        for step in steps.into_iter().flatten().chain(self.stats.iter_mut()) {
-            f(&mut step.path);
-            for v in step.headers.values_mut() {
-                f(v);
+        for (k, v) in self.request.headers.iter_mut() {
+            f(format!("request.headers.{k}"), v);
+        }
+        let actions = [
+            ("reset", &mut self.reset),
+            ("evict", &mut self.evict),
+            ("reload", &mut self.reload),
+            ("cleanup", &mut self.cleanup),
+        ];
+        let steps = actions
+            .into_iter()
+            .flat_map(|(name, steps)| {
+                steps.iter_mut().enumerate().map(move |(i, s)| (format!("{name}[{i}]"), s))
+            })
+            .chain(self.stats.iter_mut().map(|s| ("stats".to_string(), s)));
+        for (at, step) in steps {
+            f(format!("{at}.path"), &mut step.path);
+            for (k, v) in step.headers.iter_mut() {
+                f(format!("{at}.headers.{k}"), v);
             }
             if let Some(body) = &mut step.body {
-                in_value(body, f);
+                in_value(format!("{at}.body"), body, f);
             }
         }
         if let Some(file) = &mut self.saved_file {
-            f(file);
+            f("saved_file".into(), file);
         }
         if let Some(st) = &mut self.session_state {
-            f(&mut st.path);
-            f(&mut st.id);
-            for v in st.headers.values_mut() {
-                f(v);
+            f("session_state.path".into(), &mut st.path);
+            f("session_state.id".into(), &mut st.id);
+            for (k, v) in st.headers.iter_mut() {
+                f(format!("session_state.headers.{k}"), v);
             }
         }
     }
