@@ -299,3 +299,29 @@ fn a_llama_server_without_a_slot_save_path_is_measured_with_the_plain_preset_and
     assert!(ms[0]["error"].is_null(), "{}", ms[0]);
     assert_eq!(ms[1]["error"]["kind"], "unsupported", "{}", ms[1]);
 }
+
+/// `bench plan` says what the warm cells will save on the server's disk, from the served model's
+/// KV size: the peak where bench removes each session (it reaches the directory), all of it where
+/// it cannot.
+#[test]
+fn plan_says_the_disk_the_warm_cells_will_use() {
+    let Some(server) = LlamaServer::start("plan_warm_disk", &[]) else { return };
+    let slots = server.slot_dir();
+    let plan = |extra: &[&str]| {
+        let mut args =
+            vec!["plan", "--server", &server.url, "--cache-states", "cold,warm", "--contexts", "1k,4k"];
+        args.extend_from_slice(extra);
+        let out = bench(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let table = String::from_utf8_lossy(&plan(&["--slot-dir", slots.to_str().unwrap()]).stdout).to_string();
+    assert!(table.contains("warm: 6 cells save up to") && table.contains("each session removed"), "{table}");
+    let json: Value = serde_json::from_slice(&plan(&["--format", "json"]).stdout).unwrap();
+    let disk = &json["warm_disk"];
+    assert_eq!(disk["reachable"], false, "{disk}");
+    assert_eq!(disk["warm_cells"], 6, "{disk}");
+    // 3 runs of 1K and 4K (each with its 64 output tokens): the total is the sum, the peak one 4K session.
+    let (peak, total) = (disk["peak_bytes"].as_f64().unwrap(), disk["total_bytes"].as_f64().unwrap());
+    assert!((total - 3.0 * peak * (1024.0 + 64.0 + 4096.0 + 64.0) / (4096.0 + 64.0)).abs() < 1.0, "{disk}");
+}
