@@ -59,6 +59,7 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("progress", 10),
     ("clock", 10),
     ("input_file", 10),
+    ("page_cache", 10),
     ("ticks", 10),
     // this table (ttft-bench)
     ("layers", 10),

@@ -8,7 +8,9 @@
 //! the rest of the code uses; src/layers.rs orders this crate's own modules.
 
 pub use ttft_client as client;
-pub use ttft_model::{clock, exit, input_file, output, progress, record, secrets, spec, stats, ticks};
+pub use ttft_model::{
+    clock, exit, input_file, output, page_cache, progress, record, secrets, spec, stats, ticks,
+};
 pub use ttft_results::{physics, plan, quality, results, store};
 
 pub mod cli;

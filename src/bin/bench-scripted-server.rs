@@ -87,6 +87,13 @@ struct Args {
     /// Append every chat request's timing to FILE as JSONL (truncated at start).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Save slots to files in DIR, as llama-server's `--slot-save-path` does (each padded to
+    /// --slot-file-bytes); a restore reads its file back. Without it slots are saved in memory.
+    #[arg(long, value_name = "DIR")]
+    slot_save_path: Option<PathBuf>,
+    /// With --slot-save-path: the size of each slot file.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20, requires = "slot_save_path")]
+    slot_file_bytes: usize,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -184,6 +191,8 @@ fn behaviour(args: &Args) -> Result<Behaviour, exit::Failure> {
         max_concurrent: args.max_concurrent,
         dialect: args.dialect,
         cache_report: !args.no_cache_report,
+        slot_save_path: args.slot_save_path.clone(),
+        slot_file_bytes: args.slot_file_bytes,
         // The benchmarks' server holds its schedule (the offered token rate) through a stall.
         catch_up: true,
         ..Behaviour::default()

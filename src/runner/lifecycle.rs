@@ -166,8 +166,7 @@ fn ready(cell: &CellKey, l: &Lifecycle, mut request: ChatRequest, reload: bool) 
         request,
         reload,
         turns,
-        page_cache: None,
-        saved_bytes: None,
+        saved: None,
         after_turn: None,
         session_before: None,
     }
@@ -250,12 +249,10 @@ async fn warm(
             .await
             .map_err(|e| failed(ctx, cell, l, e, vec![]))?;
     }
-    let (page_cache, saved_bytes) =
-        measure::drop_saved(ctx, &l.session).await.map_err(|e| failed(ctx, cell, l, e, vec![]))?;
+    let saved = measure::drop_saved(ctx, &l.session).await.map_err(|e| failed(ctx, cell, l, e, vec![]))?;
     let reload = !ctx.preset.reload.is_empty();
     let mut ready = ready(cell, l, l.request.clone(), reload);
-    ready.page_cache = Some(page_cache);
-    ready.saved_bytes = saved_bytes;
+    ready.saved = Some(saved);
     let (m, _) = measure(ctx, ready, then).await;
     // Reloaded (or served from disk) by the measured request: the session is in memory again.
     l.evicted = false;

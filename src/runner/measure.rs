@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use crate::client::{ChatRequest, Exchange, Message};
 use crate::dataset::Row;
 use crate::preset::{Scope, Session};
+use crate::quality::PromptTokens;
 use crate::record::MetricsDelta;
 use crate::record::{
     self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, PageCache,
@@ -39,10 +40,8 @@ pub struct Ready {
     /// Warm with an explicit reload: run the preset's reload steps inside the timed window.
     pub reload: bool,
     pub turns: Vec<TurnSummary>,
-    /// Warm: whether the saved session was dropped from the OS page cache before the restore.
-    pub page_cache: Option<PageCache>,
-    /// Warm: the size of the session's saved file, where bench reaches it.
-    pub saved_bytes: Option<u64>,
+    /// Warm: the saved session's file and whether it left the OS page cache before the restore.
+    pub saved: Option<Saved>,
     /// Hot with `--think-time`: when turn N-1's answer ended, so the record says how long the
     /// measured turn actually waited after it (`think_ms`).
     pub after_turn: Option<Instant>,
@@ -112,15 +111,14 @@ pub async fn prepare_on(
     };
     let mut turns = Vec::new();
     let mut reload = false;
-    let (mut page_cache, mut saved_bytes) = (None, None);
+    let mut saved = None;
     let mut after_turn = None;
     let mut expected = Some(expected_input_tokens);
     match cell.cache_state {
         CacheState::Cold => {}
         CacheState::Warm => {
             prime_and_evict(ctx, &request, &session).await.map_err(|e| fail(e, vec![]))?;
-            let (dropped, bytes) = drop_saved(ctx, &session).await.map_err(|e| fail(e, vec![]))?;
-            (page_cache, saved_bytes) = (Some(dropped), bytes);
+            saved = Some(drop_saved(ctx, &session).await.map_err(|e| fail(e, vec![]))?);
             reload = !ctx.preset.reload.is_empty();
         }
         CacheState::Hot => {
@@ -152,8 +150,7 @@ pub async fn prepare_on(
         request,
         reload,
         turns,
-        page_cache,
-        saved_bytes,
+        saved,
         after_turn,
         session_before: None,
     })
@@ -297,23 +294,42 @@ pub async fn prime_and_evict(
     session_action(ctx, "evict", &ctx.preset.evict, session).await
 }
 
+/// A warm session's saved file, as it stood when the timed window opened.
+#[derive(Clone, Copy, Debug)]
+pub struct Saved {
+    /// Where the restore read it from (`evicted`: the disk).
+    pub page_cache: PageCache,
+    /// The file's size, where bench reaches it, else what the server said it wrote.
+    pub bytes: Option<u64>,
+    /// The percentage of the file's pages still in the page cache after the drop, where the
+    /// kernel says.
+    pub resident_pct: Option<f64>,
+}
+
 /// Warm, after the evict and before the timed window: drops the session's saved file from the OS
 /// page cache where bench can reach it (the server's save directory is known and the preset names
-/// the file), so the restore reads the disk: `evicted`. Otherwise `unknown`: the restore may read
+/// the file), then asks the kernel how much of it is still cached: `evicted` when (nearly) none
+/// is, so the restore reads the disk; `memory` when the file stayed (a save directory on tmpfs or
+/// ramfs: the drop succeeds and nothing leaves memory). Otherwise `unknown`: the restore may read
 /// the file from memory, which on an H200 was about 2x faster (docs/page-cache.md). A known file
 /// that cannot be dropped fails the measurement, naming it: a warm number must not silently
 /// become a memory number.
-pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<(PageCache, Option<u64>), ErrorInfo> {
+pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<Saved, ErrorInfo> {
     // Where the file is out of reach, its size is what the server said it wrote.
     let written = super::slot_files::take_written(&session.id);
-    let Some(dir) = ctx.config.slot_dir.clone() else { return Ok((PageCache::Unknown, written)) };
+    let unknown = Saved { page_cache: PageCache::Unknown, bytes: written, resident_pct: None };
+    let Some(dir) = ctx.config.slot_dir.clone() else { return Ok(unknown) };
     let path = match ctx.preset.saved_path(&dir, session) {
         Ok(Some(path)) => path,
-        Ok(None) => return Ok((PageCache::Unknown, written)),
+        Ok(None) => return Ok(unknown),
         Err(e) => return Err(ErrorInfo::new(ErrorKind::PresetAction, e.to_string())),
     };
     let shown = path.display().to_string();
-    let dropping = tokio::task::spawn_blocking(move || super::page_cache::drop_file(&path));
+    let dropping = tokio::task::spawn_blocking(move || {
+        let bytes = crate::page_cache::drop_file(&path)?;
+        let share = crate::page_cache::resident_share(&path)?;
+        Ok::<_, std::io::Error>((bytes, share.map(|s| s * 100.0)))
+    });
     let dropped = ctx.harness.time(Part::Preset, dropping).await;
     let error = |why: String| {
         let message = format!(
@@ -323,7 +339,9 @@ pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<(PageCach
         Err(ErrorInfo::new(ErrorKind::PresetAction, message))
     };
     match dropped {
-        Ok(Ok(bytes)) => Ok((PageCache::Evicted, Some(bytes))),
+        Ok(Ok((bytes, resident_pct))) => {
+            Ok(Saved { page_cache: PageCache::after_drop(resident_pct), bytes: Some(bytes), resident_pct })
+        }
         Ok(Err(e)) => error(e.to_string()),
         Err(e) => error(e.to_string()),
     }
@@ -514,8 +532,11 @@ pub async fn finish_then(
     m.turns = ready.turns;
     m.server_stats = stats;
     m.max_tokens = ready.request.max_tokens;
-    m.page_cache = ready.page_cache;
-    m.saved_bytes = ready.saved_bytes;
+    if let Some(saved) = ready.saved {
+        m.page_cache = Some(saved.page_cache);
+        m.saved_bytes = saved.bytes;
+        m.page_cache_resident_pct = saved.resident_pct;
+    }
     if ctx.config.think_time_ms > 0.0 {
         m.think_ms = ready.after_turn.map(|t| fired.window_start.duration_since(t).as_secs_f64() * 1000.0);
     }
@@ -574,11 +595,11 @@ pub(super) fn record_exchange(
     // A soak repeats its prompts on purpose: whatever the server caches is not the point there.
     // A warm or hot row without evidence that the cache served it is unconfirmed; a failed
     // request is judged by its error, so only the evidence it did bring back is weighed.
-    let (state, evidence) = (m.cell.cache_state, m.cache_evidence.as_ref());
+    let (state, evidence, prompt) = (m.cell.cache_state, m.cache_evidence.as_ref(), PromptTokens::of(m));
     m.cache_state_confirmed = match (m.cell.scenario, &ex.error) {
         (crate::record::Scenario::Soak, _) => None,
-        (_, Some(_)) => evidence.and_then(|e| crate::quality::confirm_cache_state(state, e, m.input_tokens)),
-        (_, None) => crate::quality::cache_state_verdict(state, evidence, m.input_tokens),
+        (_, Some(_)) => evidence.and_then(|e| crate::quality::confirm_cache_state(state, e, prompt)),
+        (_, None) => crate::quality::cache_state_verdict(state, evidence, prompt),
     };
     m.server_timings = ex.server_timings.clone();
     m.attempts = ex.attempts;

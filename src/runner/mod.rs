@@ -17,7 +17,6 @@ pub mod harness_time;
 mod lifecycle;
 pub(crate) mod measure;
 pub(crate) mod open;
-mod page_cache;
 pub(crate) mod setup;
 pub(crate) mod slot_files;
 mod soak;
@@ -114,7 +113,7 @@ impl RunContext {
                 reason: crate::quality::cache_verdict_reason(
                     m.cell.cache_state,
                     m.cache_evidence.as_ref(),
-                    m.input_tokens,
+                    crate::quality::PromptTokens::of(m),
                 ),
                 fails_gate: true,
             });

@@ -72,7 +72,9 @@ pub async fn prepare(
         facts.info.preset_detected = Some(found.why);
     }
     config.model = Some(facts.model.clone());
-    page_cache_plan(&mut config, &preset);
+    if let Some(note) = page_cache_plan(&mut config, &preset) {
+        progress.note(&note);
+    }
     learn(journal, |m| {
         m.server = facts.info.clone();
         // A resumed run drives the server with the preset detection chose when it began.
@@ -243,14 +245,28 @@ async fn count_rows(
 }
 
 /// Where warm's saved sessions are (the flag or command line, else the preset), and whether each
-/// can be dropped from the page cache before its restore; nothing to say without warm cells.
-fn page_cache_plan(config: &mut SweepConfig, preset: &Preset) {
+/// can be dropped from the page cache before its restore; nothing to say without warm cells. A
+/// save directory on a filesystem that keeps its files in memory (tmpfs, ramfs) can never send a
+/// session to disk: the run says `memory`, and the returned line says why.
+fn page_cache_plan(config: &mut SweepConfig, preset: &Preset) -> Option<String> {
     if config.slot_dir.is_none() {
         config.slot_dir = preset.slot_dir.clone();
     }
     let warm = config.cache_states.contains(&CacheState::Warm) && preset.supports_warm();
-    let reachable = config.slot_dir.is_some() && preset.saved_file.is_some();
-    config.page_cache = warm.then_some(if reachable { PageCache::Evicted } else { PageCache::Unknown });
+    let reachable = config.slot_dir.as_ref().filter(|_| preset.saved_file.is_some());
+    let in_memory = reachable.and_then(|dir| Some((dir, crate::page_cache::memory_filesystem(dir).ok()??)));
+    config.page_cache = warm.then_some(match (reachable, in_memory) {
+        (None, _) => PageCache::Unknown,
+        (Some(_), Some(_)) => PageCache::Memory,
+        (Some(_), None) => PageCache::Evicted,
+    });
+    let (dir, filesystem) = in_memory.filter(|_| warm)?;
+    Some(format!(
+        "warm: the save directory {} is on {filesystem}, which keeps its files in memory: each restore reads \
+         memory, not the disk (records say page_cache: memory); give the server a save directory on a disk \
+         to measure warm from disk",
+        dir.display()
+    ))
 }
 
 /// Every `{env:NAME}` the plan's preset actions need is set: otherwise every cell would fail the

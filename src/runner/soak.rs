@@ -314,8 +314,7 @@ async fn iteration_records(
                 request: req,
                 reload: false,
                 turns: Vec::new(),
-                page_cache: None,
-                saved_bytes: None,
+                saved: None,
                 after_turn: None,
                 session_before: None,
             }

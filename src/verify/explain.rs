@@ -43,11 +43,10 @@ pub fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     out.push(Finding::new(RuleId::StreamBurst, ctx.file, message).at(&m.run_id, &m.cell));
 }
 
-/// `warm_page_cache_unknown`: per run, how many warm records restored a saved session bench could
-/// not drop from the OS page cache (`page_cache: "unknown"`): such a restore may have read memory,
-/// not the disk that "warm" claims. Records written before bench kept the field say nothing either
-/// way and are not counted (imports and older files would otherwise all raise it).
-pub fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+/// Per run, (warm records with `page_cache` equal to `label`, warm records that say where their
+/// restore read from). Records written before bench kept the field say nothing either way and are
+/// not counted (imports and older files would otherwise all raise the rules below).
+fn warm_page_cache_counts<'a>(records: &'a [Record], label: PageCache) -> BTreeMap<&'a str, (usize, usize)> {
     let mut runs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for r in records {
         let Record::Measurement(m) = r else { continue };
@@ -55,22 +54,44 @@ pub fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Record], out: &mut 
             continue;
         }
         let Some(page_cache) = m.page_cache else { continue };
-        let (unknown, all) = runs.entry(&m.run_id).or_default();
+        let (matching, all) = runs.entry(&m.run_id).or_default();
         *all += 1;
-        if page_cache == PageCache::Unknown {
-            *unknown += 1;
+        if page_cache == label {
+            *matching += 1;
         }
     }
-    for (run_id, (unknown, all)) in runs {
-        if unknown == 0 {
-            continue;
-        }
+    runs.retain(|_, (matching, _)| *matching > 0);
+    runs
+}
+
+/// `warm_page_cache_unknown`: per run, how many warm records restored a saved session bench could
+/// not drop from the OS page cache (`page_cache: "unknown"`): such a restore may have read memory,
+/// not the disk that "warm" claims.
+pub fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+    for (run_id, (unknown, all)) in warm_page_cache_counts(records, PageCache::Unknown) {
         let message = format!(
             "{unknown} of {all} warm records restored a saved session that may still have been in the OS page \
              cache (page_cache unknown): their TTFT may read memory, not disk (on an H200 about 2x faster); \
              give --slot-dir DIR, or --server-cmd with --slot-save-path, so bench drops the file first"
         );
         let mut f = Finding::new(RuleId::WarmPageCacheUnknown, ctx.file, message);
+        f.run_id = Some(run_id.to_string());
+        out.push(f);
+    }
+}
+
+/// `warm_read_memory`: per run, how many warm records restored a saved session that was still in
+/// memory when the restore was sent (`page_cache: "memory"`: a save directory on tmpfs or ramfs,
+/// or a drop the kernel did not carry out): "warm" claims a disk read, and these read memory.
+pub fn warm_read_memory(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+    for (run_id, (memory, all)) in warm_page_cache_counts(records, PageCache::Memory) {
+        let message = format!(
+            "{memory} of {all} warm records restored a saved session that was still in memory (page_cache \
+             memory: the save directory keeps its files in memory, or the kernel kept the file's pages after \
+             the drop): their TTFT is a read from memory, not the disk that warm claims (on an H200 about 2x \
+             faster); give the server a save directory on a disk"
+        );
+        let mut f = Finding::new(RuleId::WarmReadMemory, ctx.file, message);
         f.run_id = Some(run_id.to_string());
         out.push(f);
     }

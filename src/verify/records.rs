@@ -6,7 +6,7 @@
 use super::finding::Finding;
 use super::rule::{RuleContext, RuleId};
 use crate::physics;
-use crate::quality;
+use crate::quality::{self, PromptTokens};
 use crate::record::PolicyKind;
 use crate::record::{CacheState, Measurement, Record, Scenario, StaggeredRecord};
 
@@ -115,7 +115,7 @@ fn derived_cache_verdict(m: &Measurement) -> Option<bool> {
         return None;
     }
     match &m.cache_evidence {
-        Some(e) => quality::cache_state_verdict(m.cell.cache_state, Some(e), m.input_tokens),
+        Some(e) => quality::cache_state_verdict(m.cell.cache_state, Some(e), PromptTokens::of(m)),
         None => m.cache_state_confirmed.filter(|c| !c),
     }
 }
@@ -172,7 +172,7 @@ pub fn cache_state_unconfirmed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Fi
     let Some(m) = judged(rec) else { return };
     if derived_cache_verdict(m) == Some(false) {
         let message =
-            quality::cache_verdict_reason(m.cell.cache_state, m.cache_evidence.as_ref(), m.input_tokens);
+            quality::cache_verdict_reason(m.cell.cache_state, m.cache_evidence.as_ref(), PromptTokens::of(m));
         out.push(finding(ctx, m, RuleId::CacheStateUnconfirmed, message));
     }
 }

@@ -35,6 +35,7 @@ pub enum RuleId {
     HotSlowerExplained,
     BatchIncomplete,
     WarmPageCacheUnknown,
+    WarmReadMemory,
     HardwareMismatch,
     ImportedUnknowns,
     RunOutlier,
@@ -252,6 +253,13 @@ pub const RULES: &[Rule] = &[
         Info,
         Check::Cell(explain::warm_page_cache_unknown),
         "warm records (counted per run) whose saved session bench could not drop from the OS page cache: the restore may have read memory, not disk"
+    ),
+    rule!(
+        WarmReadMemory,
+        "warm_read_memory",
+        Warning,
+        Check::Cell(explain::warm_read_memory),
+        "warm records (counted per run) whose saved session was still in memory when restored (a save directory on tmpfs, or a drop the kernel did not carry out): the restore read memory, not disk"
     ),
     rule!(
         HardwareMismatch,

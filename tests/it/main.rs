@@ -28,6 +28,7 @@ mod merge_output;
 mod merge_records;
 mod merge_run_meta;
 mod merge_servers;
+mod page_cache;
 mod plan;
 mod preset_connections;
 mod preset_evidence;

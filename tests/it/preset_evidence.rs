@@ -104,3 +104,64 @@ fn anthropic_is_confirmed_from_its_cache_reads() {
     assert!(input > cached && cached >= 1024, "input_tokens counts the cache reads too: {hot}");
     assert_eq!(ms[0]["input_tokens"], ms[0]["expected_input_tokens"], "{}", ms[0]);
 }
+
+/// A metrics page scraped one interval late shows, around hot turn 3, the counts of turn 2: most
+/// of the prompt cached and a few new tokens computed, summing to turn 2's prompt, which at 16K
+/// is within 1% of turn 3's. Those counts describe another request: the hot row is unconfirmed
+/// (the sweep exits 1), however close the sum, because it is closer to the earlier turn's prompt
+/// than to this one's.
+#[test]
+fn counters_one_scrape_late_confirm_no_hot_row() {
+    let server = Scripted::start(Behaviour {
+        dialect: Dialect::Vllm,
+        cache_report: false,
+        metrics_late: true,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let run = bench(&[
+        "sweep",
+        "--server",
+        &server.url,
+        "--out",
+        out,
+        "--thermal",
+        "off",
+        "--quiet",
+        "--contexts",
+        "16384",
+        "--runs",
+        "1",
+        "--output-tokens",
+        "24",
+        "--preset",
+        "vllm",
+        "--cache-states",
+        "hot",
+    ]);
+    let ms = measurements(&run_dir(dir.path()));
+    assert_eq!(ms.len(), 1, "{}", stderr(&run));
+    let hot = &ms[0];
+    assert_eq!(hot["cache_evidence"]["source"], "metrics", "{hot:#}");
+    let evidence = &hot["cache_evidence"];
+    let sum =
+        evidence["cached_tokens"].as_u64().unwrap() + evidence["prompt_evaluated_tokens"].as_u64().unwrap();
+    let (input, turn2) =
+        (hot["input_tokens"].as_u64().unwrap(), hot["turns"][1]["input_tokens"].as_u64().unwrap());
+    assert_eq!(sum, turn2, "the late page's counts are turn 2's: {hot:#}");
+    assert!(input.abs_diff(sum) as f64 <= input as f64 * 0.01, "within the 1% a count may be off: {hot:#}");
+    assert_eq!(hot["cache_state_confirmed"], false, "turn 2's counts confirmed turn 3: {hot:#}");
+    let flags = hot["quality_flags"].as_array().unwrap();
+    let why =
+        flags.iter().find(|f| f["flag"] == "cache_state_unconfirmed").unwrap_or_else(|| panic!("{hot:#}"));
+    assert!(why["reason"].as_str().unwrap().contains("previous turn's"), "{why:#}");
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    // verify reaches the same verdict from the record alone.
+    let out = bench(&["verify", run_dir(dir.path()).to_str().unwrap(), "--format", "json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules: Vec<&str> =
+        report["findings"].as_array().unwrap().iter().map(|f| f["rule"].as_str().unwrap()).collect();
+    assert!(rules.contains(&"cache_state_unconfirmed"), "{report:#}");
+    assert!(!rules.contains(&"stored_verdict_disagrees"), "{report:#}");
+}

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod exit;
 pub mod input_file;
 pub mod output;
+pub mod page_cache;
 pub mod progress;
 pub mod record;
 pub mod secrets;

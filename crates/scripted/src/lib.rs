@@ -20,7 +20,7 @@ pub mod trace;
 pub use chat::{output_text, token};
 pub use dialect::Dialect;
 pub use faults::{EchoKey, Fault};
-pub use slots::PREFIX_BLOCK;
+pub use slots::{PREFIX_BLOCK, Restored};
 pub use trace::{Clock, RequestTiming, TraceLine};
 
 use std::collections::HashMap;
@@ -80,6 +80,16 @@ pub struct Behaviour {
     /// the one before, as a real server's decode does, so a loaded test machine's stall delays
     /// the stream instead of turning it into a burst that the quality gate rightly fails.
     pub catch_up: bool,
+    /// llama-server's `--slot-save-path`: slot saves are written to files in this directory (the
+    /// session's words, padded to `slot_file_bytes`, left to the OS to write back as a server
+    /// leaves them), and a restore reads its file whole, first asking the kernel how much of it
+    /// the page cache held (`Scripted::restores`). None: slots are saved in memory only.
+    pub slot_save_path: Option<PathBuf>,
+    /// The size of each slot file written under `slot_save_path`.
+    pub slot_file_bytes: usize,
+    /// The `/metrics` page shows the counters as they stood before the latest chat request, as a
+    /// page scraped one interval late does: the deltas around a request are the previous one's.
+    pub metrics_late: bool,
 }
 
 impl Default for Behaviour {
@@ -101,6 +111,9 @@ impl Default for Behaviour {
             dialect: Dialect::default(),
             cache_report: true,
             catch_up: false,
+            slot_save_path: None,
+            slot_file_bytes: 1 << 20,
+            metrics_late: false,
         }
     }
 }
@@ -349,6 +362,12 @@ impl Scripted {
             trace::Sink::Memory(all) => lock(all).clone(),
             _ => Vec::new(),
         }
+    }
+
+    /// Every slot restore from a file (`Behaviour::slot_save_path`), in order, with how much of
+    /// its file the page cache held when the restore began.
+    pub fn restores(&self) -> Vec<Restored> {
+        lock(&self.state.slots).restores.clone()
     }
 
     /// Chat requests of measured size (max_tokens >= 20: not calibration, not warm-up) received.

@@ -47,10 +47,15 @@ pub(super) async fn models(State(s): State<AppState>, headers: HeaderMap) -> imp
 /// the hosted API, which has none.
 pub(super) async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
     record(&s, "GET", "/metrics", &headers, &Value::Null);
-    let dialect = lock(&s.behaviour).dialect;
+    let (dialect, late) = {
+        let b = lock(&s.behaviour);
+        (b.dialect, b.metrics_late)
+    };
     let page = {
         let slots = lock(&s.slots);
-        dialect.metrics(slots.computed_total, slots.cached_total)
+        let (computed, cached) =
+            if late { slots.before_latest } else { (slots.computed_total, slots.cached_total) };
+        dialect.metrics(computed, cached)
     };
     match page {
         Some(page) => page.into_response(),
@@ -132,23 +137,57 @@ pub(super) async fn slot_action(
         )
             .into_response();
     }
-    let mut slots = lock(&s.slots);
+    let (save_path, file_bytes) = {
+        let b = lock(&s.behaviour);
+        (b.slot_save_path.clone(), b.slot_file_bytes)
+    };
     let file = body["filename"].as_str().unwrap_or("").to_string();
+    // A file name with a path in it is refused, as llama-server refuses one.
+    let on_disk = save_path.filter(|_| !file.contains('/') && !file.is_empty()).map(|dir| dir.join(&file));
+    let mut slots = lock(&s.slots);
+    let mut written = None;
     match action.as_str() {
         "erase" => {
             slots.live.remove(&id);
         }
         "save" => {
             let prompt = slots.live.get(&id).cloned().unwrap_or_default();
-            slots.files.insert(file, prompt);
-        }
-        "restore" => match slots.files.get(&file).cloned() {
-            Some(p) => {
-                slots.live.insert(id, p);
+            if let Some(path) = &on_disk {
+                match write_slot_file(path, &prompt, file_bytes) {
+                    Ok(n) => written = Some(n),
+                    Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+                }
             }
-            None => return (StatusCode::BAD_REQUEST, "no such file").into_response(),
-        },
+            slots.files.insert(file.clone(), prompt);
+        }
+        "restore" => {
+            if let Some(path) = &on_disk {
+                let resident_share = ttft_model::page_cache::resident_share(path).ok().flatten();
+                if std::fs::read(path).is_err() {
+                    return (StatusCode::BAD_REQUEST, "failed to restore slot: no such file").into_response();
+                }
+                slots.restores.push(super::Restored { file: file.clone(), resident_share });
+            }
+            match slots.files.get(&file).cloned() {
+                Some(p) => {
+                    slots.live.insert(id, p);
+                }
+                None => return (StatusCode::BAD_REQUEST, "no such file").into_response(),
+            }
+        }
         _ => return (StatusCode::BAD_REQUEST, "bad action").into_response(),
     }
-    axum::Json(json!({"id_slot": id})).into_response()
+    match written {
+        Some(n) => axum::Json(json!({"id_slot": id, "filename": file, "n_written": n})).into_response(),
+        None => axum::Json(json!({"id_slot": id})).into_response(),
+    }
+}
+
+/// A slot file as a server leaves it: written, not synced (its pages are dirty in the page cache
+/// until the OS writes them back). Holds the session's words, padded to `bytes`.
+fn write_slot_file(path: &std::path::Path, prompt: &[String], bytes: usize) -> std::io::Result<usize> {
+    let mut data = prompt.join(" ").into_bytes();
+    data.resize(data.len().max(bytes), 0);
+    std::fs::write(path, &data)?;
+    Ok(data.len())
 }

@@ -56,6 +56,15 @@ impl PrefixBlocks {
     }
 }
 
+/// One slot restore read from its file (`Behaviour::slot_save_path`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Restored {
+    pub file: String,
+    /// The share (0..=1) of the file's pages in the OS page cache when the restore began; None
+    /// where the kernel would not say.
+    pub resident_share: Option<f64>,
+}
+
 #[derive(Default)]
 pub(super) struct Slots {
     pub live: HashMap<u64, Vec<String>>,
@@ -66,6 +75,10 @@ pub(super) struct Slots {
     /// llama.cpp's /metrics counters: prompt tokens computed, and served from the cache.
     pub computed_total: u64,
     pub cached_total: u64,
+    /// The counters as they stood before the latest chat request (`Behaviour::metrics_late`).
+    pub before_latest: (u64, u64),
+    /// Slot restores read from files, in order.
+    pub restores: Vec<Restored>,
     /// Measured-size chat requests so far (for `Behaviour::diverge_after`).
     pub measured_requests: usize,
     /// Preset actions matching `Behaviour::refuse_after` so far.
@@ -79,6 +92,7 @@ fn common_prefix(a: &[String], b: &[String]) -> usize {
 impl Slots {
     /// Prompt tokens served from the cache for this request, and the cache updated with it.
     pub fn serve(&mut self, slot: Option<u64>, agent: Option<&str>, prompt: &[String]) -> u64 {
+        self.before_latest = (self.computed_total, self.cached_total);
         let cached = self.lookup(slot, agent, prompt);
         self.cached_total += cached;
         self.computed_total += prompt.len() as u64 - cached;

@@ -84,7 +84,8 @@ impl Record {
     }
 
     /// The record without its raw samples and server payloads: token offsets, the output sample,
-    /// hot turns, server timings, stats and metrics, thermal snapshots. Every number verify's
+    /// hot turns but the last (the turn before the measured one, whose prompt size tells late
+    /// counters from this turn's), server timings, stats and metrics, thermal snapshots. Every number verify's
     /// rules and report's statistics read stays; a lean record is never written back (a reader
     /// of 100,000 records holds a third of the memory: `results::sources::Detail::Lean`). `LeanRecord`
     /// reads a record straight into this.
@@ -93,7 +94,9 @@ impl Record {
             Record::Measurement(mut m) => {
                 m.token_offsets_ms = Vec::new();
                 m.output_sample = String::new();
-                m.turns = Vec::new();
+                let earlier = m.turns.len().saturating_sub(1);
+                m.turns.drain(..earlier);
+                m.turns.shrink_to_fit();
                 m.server_timings = None;
                 m.server_stats = None;
                 m.server_metrics = None;
@@ -213,10 +216,19 @@ record_types! {
         pub reload_ms: Option<f64>,
         /// Warm only: whether the restore read the saved session from disk. `evicted`: bench dropped
         /// the saved file from the OS page cache (fsync, then POSIX_FADV_DONTNEED) before the timed
-        /// window; `unknown`: bench could not reach the file, so the restore may have read memory (on
-        /// an H200 about 2x faster than from disk: docs/page-cache.md). Absent in older records.
+        /// window and the kernel showed it gone where it says; `memory`: the file stayed in memory
+        /// (a save directory on tmpfs or ramfs, or a drop the kernel did not carry out), so the
+        /// restore read memory; `unknown`: bench could not reach the file, so the restore may have
+        /// read memory (on an H200 about 2x faster than from disk: docs/page-cache.md). Absent in
+        /// older records.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub page_cache: Option<PageCache> => OptionalEnum<PageCache>,
+        /// Warm only: the percentage of the saved file's pages the OS page cache held after bench's
+        /// drop, just before the timed window (the kernel's `mincore`); absent where bench could
+        /// not reach the file or the kernel would not say (a file neither owned nor writable by
+        /// bench). Above `PageCache::MAX_RESIDENT_PCT` the record says `memory`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub page_cache_resident_pct: Option<f64>,
         /// Warm only: the size in bytes of the session the server saved to its disk (llama.cpp's
         /// slot file): read from the file where bench reaches the server's save directory (and
         /// removes the file once the session is measured), else what the server's evict answered
@@ -361,13 +373,32 @@ pub enum PageCache {
     Evicted,
     /// Bench could not reach the saved file: the restore may have read it from memory.
     Unknown,
+    /// The saved file was still in memory when the restore was sent (its filesystem keeps files
+    /// in memory, or the kernel kept its pages): the restore read memory, not the disk.
+    Memory,
 }
 
 impl PageCache {
+    /// The most of a saved file (percent of its pages) that may still be in the page cache after
+    /// the drop for its restore to count as a disk read. A drop that works leaves 0%; a file on
+    /// tmpfs stays at 100%. The margin covers pages read back between the drop and the restore
+    /// (readahead by another reader of the directory).
+    pub const MAX_RESIDENT_PCT: f64 = 10.0;
+
+    /// The label a restore earns from the share of its file still cached after the drop (None:
+    /// the kernel would not say, and the drop is taken as done).
+    pub fn after_drop(resident_pct: Option<f64>) -> PageCache {
+        match resident_pct {
+            Some(pct) if pct > Self::MAX_RESIDENT_PCT => PageCache::Memory,
+            _ => PageCache::Evicted,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             PageCache::Evicted => "evicted",
             PageCache::Unknown => "unknown",
+            PageCache::Memory => "memory",
         }
     }
 }

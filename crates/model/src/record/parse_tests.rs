@@ -215,7 +215,8 @@ fn full_records() -> Vec<Record> {
         attempts: 2,
         unexpected_bytes_dropped: true,
         distinct_arrivals: Some(3),
-        page_cache: Some(crate::record::PageCache::Evicted),
+        page_cache: Some(crate::record::PageCache::Memory),
+        page_cache_resident_pct: Some(97.5),
         saved_bytes: Some(4_300_000_000),
     };
     let g = GroupRecord {

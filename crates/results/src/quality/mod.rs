@@ -363,14 +363,15 @@ pub fn staggered_overlap(
 pub fn confirm_cache_state(
     state: CacheState,
     evidence: &CacheEvidence,
-    input_tokens: Option<u64>,
+    prompt: impl Into<PromptTokens>,
 ) -> Option<bool> {
-    let input = input_tokens.filter(|&n| n > 0);
+    let prompt = prompt.into();
+    let input = prompt.input.filter(|&n| n > 0);
     let by_session = session_verdict(state, evidence, input);
     if by_session == Some(false) {
         return Some(false);
     }
-    match confirm_by_counts(state, evidence, input) {
+    match confirm_by_counts(state, evidence, PromptTokens { input, ..prompt }) {
         None => by_session,
         by_counts => by_counts,
     }
@@ -417,12 +418,39 @@ pub fn session_verdict(state: CacheState, evidence: &CacheEvidence, input: Optio
     })
 }
 
+/// The prompt a cache verdict is about: its size as the server counted it and, for a later turn
+/// of a conversation, the size of the turn before it, whose counts a counter read late would show
+/// in its place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PromptTokens {
+    pub input: Option<u64>,
+    pub earlier_turn: Option<u64>,
+}
+
+impl From<Option<u64>> for PromptTokens {
+    fn from(input: Option<u64>) -> Self {
+        PromptTokens { input, earlier_turn: None }
+    }
+}
+
+impl PromptTokens {
+    /// A measurement's prompt; a hot record's earlier turn is the last of its unmeasured turns.
+    pub fn of(m: &Measurement) -> PromptTokens {
+        let earlier_turn = match m.cell.cache_state {
+            CacheState::Hot => m.turns.last().and_then(|t| t.input_tokens),
+            _ => None,
+        };
+        PromptTokens { input: m.input_tokens, earlier_turn }
+    }
+}
+
 /// `confirm_cache_state` from the token counts alone.
-fn confirm_by_counts(state: CacheState, evidence: &CacheEvidence, input: Option<u64>) -> Option<bool> {
+fn confirm_by_counts(state: CacheState, evidence: &CacheEvidence, prompt: PromptTokens) -> Option<bool> {
     let (cached, evaluated) = (evidence.cached_tokens, evidence.prompt_evaluated_tokens);
-    if !shows_this_request(evidence, input) {
+    if !shows_this_request(evidence, prompt) {
         return None;
     }
+    let input = prompt.input;
     match state {
         CacheState::Cold => {
             if let Some(c) = cached {
@@ -443,18 +471,22 @@ fn confirm_by_counts(state: CacheState, evidence: &CacheEvidence, input: Option<
     }
 }
 
-/// Whether `evidence` describes a request whose prompt had `input` tokens: not all zero (nothing
-/// computed and nothing cached is no request at all), and where both counts and the prompt are
-/// known, computed + cached is the prompt (within `input_tokens_tolerance`).
-fn shows_this_request(evidence: &CacheEvidence, input: Option<u64>) -> bool {
+/// Whether `evidence` describes a request whose prompt had `prompt.input` tokens: not all zero
+/// (nothing computed and nothing cached is no request at all), and where both counts and the
+/// prompt are known, computed + cached is the prompt (within `input_tokens_tolerance`). A later
+/// turn's counts must also be nearer its own prompt than the turn before it: the tolerance is
+/// wider than a short turn's new tokens (1% of 16K is 164 tokens), so counts that add up to the
+/// earlier turn (a counter read one scrape late) would otherwise pass for this one.
+fn shows_this_request(evidence: &CacheEvidence, prompt: PromptTokens) -> bool {
     let (cached, evaluated) = (evidence.cached_tokens, evidence.prompt_evaluated_tokens);
     if cached.unwrap_or(0) == 0 && evaluated == Some(0) {
         return false;
     }
-    match (cached, evaluated, input) {
-        (Some(c), Some(p), Some(i)) => ((c + p) as f64 - i as f64).abs() <= input_tokens_tolerance(i),
-        _ => true,
-    }
+    let (Some(c), Some(p), Some(i)) = (cached, evaluated, prompt.input) else { return true };
+    let sum = c + p;
+    let off = sum.abs_diff(i);
+    let nearer_than_earlier = prompt.earlier_turn.is_none_or(|e| off < sum.abs_diff(e));
+    off as f64 <= input_tokens_tolerance(i) && nearer_than_earlier
 }
 
 /// The verdict a record carries in `cache_state_confirmed`, from its evidence (None: no
@@ -466,9 +498,10 @@ fn shows_this_request(evidence: &CacheEvidence, input: Option<u64>) -> bool {
 pub fn cache_state_verdict(
     state: CacheState,
     evidence: Option<&CacheEvidence>,
-    input_tokens: Option<u64>,
+    prompt: impl Into<PromptTokens>,
 ) -> Option<bool> {
-    match evidence.and_then(|e| confirm_cache_state(state, e, input_tokens)) {
+    let prompt = prompt.into();
+    match evidence.and_then(|e| confirm_cache_state(state, e, prompt)) {
         Some(v) => Some(v),
         None if state == CacheState::Cold => None,
         None => Some(false),
@@ -480,8 +513,10 @@ pub fn cache_state_verdict(
 pub fn cache_verdict_reason(
     state: CacheState,
     evidence: Option<&CacheEvidence>,
-    input_tokens: Option<u64>,
+    prompt: impl Into<PromptTokens>,
 ) -> String {
+    let prompt = prompt.into();
+    let input_tokens = prompt.input;
     let show = |v: Option<u64>| v.map_or("null".to_string(), |n| n.to_string());
     let counts = |e: &CacheEvidence| {
         format!(
@@ -494,8 +529,20 @@ pub fn cache_verdict_reason(
     };
     match evidence {
         None => format!("no cache evidence: nothing shows the cache served this '{}' prompt", state.as_str()),
-        Some(e) if confirm_cache_state(state, e, input_tokens).is_none() => format!(
-            "the server's cache evidence shows nothing about this request ({}): nothing shows the cache served this '{}' prompt",
+        Some(e)
+            if confirm_cache_state(state, e, prompt).is_none()
+                && !shows_this_request(e, prompt.input.into()) =>
+        {
+            format!(
+                "the server's cache evidence shows nothing about this request ({}): nothing shows the cache served this '{}' prompt",
+                counts(e),
+                state.as_str()
+            )
+        }
+        Some(e) if confirm_cache_state(state, e, prompt).is_none() => format!(
+            "the server's cache evidence adds up to the previous turn's {}-token prompt, not this one's ({}): \
+             counters read late describe another request, so nothing shows the cache served this '{}' prompt",
+            show(prompt.earlier_turn),
             counts(e),
             state.as_str()
         ),
