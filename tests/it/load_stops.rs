@@ -151,14 +151,94 @@ fn a_started_server_that_dies_mid_rate_is_restarted_and_the_rate_repeated() {
     assert_eq!(summarized, [(1, true), (2, false), (3, false)]);
     // The cut run 1 (4/s, goodput 0) is left out of the knee, so the repeat's 4/s is it; unless the
     // repeat itself was not honestly offered (a busy machine's send lag), which ends the chain at 3/s.
-    // (Likewise 3/s itself: a chain that ends before its first rate has no knee.)
-    let honest = |i: usize| summary["rates"][i]["honestly_offered"].as_bool().unwrap();
+    // (Likewise 3/s itself: a chain that ends before its first rate has no knee.) Whether a run was
+    // honestly offered is read from its records' own send lags, not from the summary's flag.
+    let honest = |i: usize| {
+        let run_no = i as u64 + 1;
+        let flagged = summary["rates"][i]["honestly_offered"].as_bool().unwrap();
+        let of_run: Vec<&Value> = ms.iter().filter(|m| m["run"] == run_no).collect();
+        match honest_from_records(&of_run) {
+            Some(honest) => {
+                assert_eq!(flagged, honest, "run {run_no}'s send lags say honest={honest}: {summary}");
+                honest
+            }
+            None => flagged, // at the limit: either reading is the rule's
+        }
+    };
     let knee = match (honest(1), honest(2)) {
         (false, _) => Value::Null,
         (true, false) => 3.0.into(),
         (true, true) => 4.0.into(),
     };
     assert_eq!(summary["knees"][0]["rate_per_s"], knee, "from the repeat, not the cut rate: {summary}");
+}
+
+/// Whether a rate's arrivals were honestly offered, from their records alone: the p99 of their
+/// send lags (nearest rank) at most 1 ms or 2% of their median TTFT, whichever is more. None
+/// when the p99 lies within 25% of that limit, where the rule's own reading of "p99" decides.
+fn honest_from_records(of_run: &[&Value]) -> Option<bool> {
+    let sorted = |field: &str| {
+        let mut v: Vec<f64> = of_run.iter().filter_map(|m| m[field].as_f64()).collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let (lags, ttfts) = (sorted("send_lag_ms"), sorted("ttft_ms"));
+    assert!(!lags.is_empty() && !ttfts.is_empty(), "records with send lags and TTFTs");
+    let p99 = lags[((lags.len() as f64 * 0.99).ceil() as usize).clamp(1, lags.len()) - 1];
+    let limit = (ttfts[(ttfts.len() - 1) / 2] * 0.02).max(1.0);
+    if (p99 - limit).abs() < 0.25 * limit {
+        return None;
+    }
+    Some(p99 <= limit)
+}
+
+/// Send lag caused from outside the process: bench stopped (SIGSTOP) for 300 ms mid-rate sends
+/// the arrivals due meanwhile late. The records say how late, the rate is named not honestly
+/// offered, and it makes no knee; a load reading its arrivals' lag wrongly would call it a knee.
+#[test]
+fn a_load_stopped_from_outside_mid_rate_is_not_honestly_offered_and_says_so() {
+    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 1, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("load");
+    let slo = ["--slo", "ttft=150ms"];
+    let child = spawn_load(
+        &["--server", &server.url],
+        dir.path(),
+        &[&["--rates", "8", "--duration", "3s"][..], &slo].concat(),
+    );
+    wait_for("two finished requests", || records_in(&run) >= 2);
+    signal(child.id(), libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(300));
+    signal(child.id(), libc::SIGCONT);
+    let out = finish(child);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    let ms = measurements(&run);
+    let refs: Vec<&Value> = ms.iter().collect();
+    let max_lag = ms.iter().filter_map(|m| m["send_lag_ms"].as_f64()).fold(0.0, f64::max);
+    assert!(max_lag >= 100.0, "arrivals due while bench was stopped went out late: {max_lag} ms");
+    assert_eq!(honest_from_records(&refs), Some(false), "by the records' own lags");
+    let summary = json(&run.join("load-summary.json"));
+    assert_eq!(summary["rates"][0]["honestly_offered"], false, "{summary}");
+    assert_eq!(
+        summary["knees"][0]["rate_per_s"],
+        Value::Null,
+        "a rate not honestly offered is no knee: {summary}"
+    );
+    let table = stderr(&out);
+    assert!(table.contains("NOT honestly"), "{table}");
+    // Goodput counts TTFT from the scheduled send: an arrival sent 300 ms late missed a 150 ms SLO
+    // however fast the server answered it once sent.
+    let from_scheduled = |m: &Value| m["send_lag_ms"].as_f64().unwrap() + m["ttft_ms"].as_f64().unwrap();
+    let met = ms.iter().filter(|m| m["error"].is_null() && from_scheduled(m) <= 150.0).count();
+    assert!(met < ms.len(), "some arrival was late past the SLO: {max_lag} ms");
+    let cold =
+        summary["rates"][0]["states"].as_array().unwrap().iter().find(|st| st["state"] == "cold").unwrap();
+    let scheduled = summary["rates"][0]["arrivals_scheduled"].as_u64().unwrap() as f64;
+    common::assert_close(
+        cold["goodput"].as_f64().unwrap(),
+        met as f64 / scheduled,
+        "goodput from the scheduled send",
+    );
 }
 
 /// Fails when a server that may not be restarted again leaves the load running (or exiting with

@@ -87,6 +87,8 @@ pub struct Behaviour {
     pub slot_save_path: Option<PathBuf>,
     /// The size of each slot file written under `slot_save_path`.
     pub slot_file_bytes: usize,
+    /// A slot restore takes this long (ms) before it answers, as reading a session back does.
+    pub slot_restore_ms: u64,
     /// The `/metrics` page shows the counters as they stood before the latest chat request, as a
     /// page scraped one interval late does: the deltas around a request are the previous one's.
     pub metrics_late: bool,
@@ -113,6 +115,7 @@ impl Default for Behaviour {
             catch_up: false,
             slot_save_path: None,
             slot_file_bytes: 1 << 20,
+            slot_restore_ms: 0,
             metrics_late: false,
         }
     }

@@ -137,10 +137,13 @@ pub(super) async fn slot_action(
         )
             .into_response();
     }
-    let (save_path, file_bytes) = {
+    let (save_path, file_bytes, restore_ms) = {
         let b = lock(&s.behaviour);
-        (b.slot_save_path.clone(), b.slot_file_bytes)
+        (b.slot_save_path.clone(), b.slot_file_bytes, b.slot_restore_ms)
     };
+    if action == "restore" && restore_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(restore_ms)).await;
+    }
     let file = body["filename"].as_str().unwrap_or("").to_string();
     // A file name with a path in it is refused, as llama-server refuses one.
     let on_disk = save_path.filter(|_| !file.contains('/') && !file.is_empty()).map(|dir| dir.join(&file));
