@@ -58,6 +58,10 @@ check:
     cargo test --workspace --lib --bins
     cargo test --test it
 
+# break the line behind each guarantee (scripts/mutations.toml) and check its cited tests fail; refreshes docs/mutations.md
+mutants *ARGS:
+    python3 scripts/mutation-check.py --write docs/mutations.md {{ARGS}}
+
 # fmt + clippy, as CI runs them
 lint:
     cargo fmt --all -- --check

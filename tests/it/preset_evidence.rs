@@ -111,7 +111,7 @@ fn anthropic_is_confirmed_from_its_cache_reads() {
 /// (the sweep exits 1), however close the sum, because it is closer to the earlier turn's prompt
 /// than to this one's.
 #[test]
-fn counters_one_scrape_late_confirm_no_hot_row() {
+fn counters_read_one_scrape_late_confirm_no_cold_or_hot_row() {
     let server = Scripted::start(Behaviour {
         dialect: Dialect::Vllm,
         cache_report: false,
@@ -164,4 +164,46 @@ fn counters_one_scrape_late_confirm_no_hot_row() {
         report["findings"].as_array().unwrap().iter().map(|f| f["rule"].as_str().unwrap()).collect();
     assert!(rules.contains(&"cache_state_unconfirmed"), "{report:#}");
     assert!(!rules.contains(&"stored_verdict_disagrees"), "{report:#}");
+
+    // Cold rows of 256 then 1024 tokens: around the second, the late page shows the first's counts
+    // (nothing cached, ~256 computed). They do not add up to this prompt: no evidence, so the
+    // row is unknown, never confirmed cold by another request's counts.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let run = bench(&[
+        "sweep",
+        "--server",
+        &server.url,
+        "--out",
+        out,
+        "--thermal",
+        "off",
+        "--quiet",
+        "--contexts",
+        "256,1024",
+        "--runs",
+        "1",
+        "--output-tokens",
+        "24",
+        "--preset",
+        "vllm",
+        "--cache-states",
+        "cold",
+    ]);
+    let ms = measurements(&run_dir(dir.path()));
+    assert_eq!(ms.len(), 2, "{}", stderr(&run));
+    let second = &ms[1];
+    let evidence = &second["cache_evidence"];
+    let sum =
+        evidence["cached_tokens"].as_u64().unwrap() + evidence["prompt_evaluated_tokens"].as_u64().unwrap();
+    assert_eq!(
+        sum,
+        ms[0]["input_tokens"].as_u64().unwrap(),
+        "the late page's counts are the first row's: {second:#}"
+    );
+    assert_eq!(
+        second["cache_state_confirmed"],
+        Value::Null,
+        "another request's counts confirmed cold: {second:#}"
+    );
 }
