@@ -251,12 +251,14 @@ pub async fn run(
                 }
                 if !written.is_empty() && written.iter().all(unanswered) {
                     // Every later rate would fail the same way, one timeout per request.
-                    return Err(Failure::server(format!(
+                    let why = format!(
                         "the server at {} answered none of the {} requests at {}/s: it is down or wedged",
                         ctx.config.server,
                         written.len(),
                         rate.rate_per_s
-                    )));
+                    );
+                    live.update(|p| stop_rate(p, i, why.clone()))?;
+                    return Err(Failure::server(format!("{why}; the load stopped there")));
                 }
             }
             RateEnd::Refused => {

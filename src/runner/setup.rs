@@ -521,7 +521,12 @@ impl ThermalGate {
         crate::thermal::cooldown(
             &self.policy,
             self.baseline_tps,
-            || async { probe_request(ctx, 256, 16).await.0 },
+            || async {
+                match probe_request(ctx, 256, 16).await {
+                    (Some(tps), _, _) => Ok(tps),
+                    (None, _, why) => Err(why.unwrap_or_else(|| "no output tokens to time".to_string())),
+                }
+            },
             |status: &str| progress.cooling(status),
         )
         .await

@@ -41,6 +41,9 @@ pub enum Decision {
 /// `recovered` means "nothing says the machine is still hot": true for `off` and `fixed` (there
 /// is nothing to judge; the record's `policy` says so), true for `probe` only when a probe reached
 /// the threshold. Without a baseline the probe policy waits the minimum and reports not recovered.
+/// A failed probe ends the wait at once, not recovered: a server that does not answer a short
+/// request is a failed server, not a hot GPU, and waiting out the maximum cooldown for it made a
+/// sweep whose server died take 723 s (with the gate off, under 10) to say so.
 pub fn decide(
     policy: &ThermalPolicy,
     baseline_tps: Option<f64>,
@@ -69,6 +72,7 @@ pub fn decide(
                 Some(Some(tps)) if tps >= recovery_threshold(base, tolerance) => {
                     Decision::Finish { recovered: true }
                 }
+                Some(None) => Decision::Finish { recovered: false },
                 Some(_) if elapsed_s >= max_cooldown_s => Decision::Finish { recovered: false },
                 Some(_) => Decision::Wait {
                     sleep_s: PROBE_INTERVAL_S.min(max_cooldown_s - elapsed_s),
@@ -92,7 +96,7 @@ pub fn policy_name(policy: &ThermalPolicy) -> &'static str {
     policy_kind(policy).as_str()
 }
 
-/// Waits per `policy` after a measurement. `probe` runs one TPS probe (None when it failed);
+/// Waits per `policy` after a measurement. `probe` runs one TPS probe (Err: why it failed);
 /// `on_status` receives one line per step for a progress display. `before`/`after` telemetry is
 /// the caller's to fill (see `host_snapshot`).
 pub async fn cooldown<F, Fut>(
@@ -103,7 +107,7 @@ pub async fn cooldown<F, Fut>(
 ) -> ThermalRecord
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Option<f64>>,
+    Fut: Future<Output = Result<f64, String>>,
 {
     let start = Instant::now();
     let mut probe_tps = Vec::new();
@@ -119,20 +123,23 @@ where
                 }
                 if then_probe {
                     let result = probe().await;
-                    if let Some(tps) = result {
+                    if let Ok(tps) = result {
                         probe_tps.push(tps);
                     }
                     let target = baseline_tps.zip(match policy {
                         ThermalPolicy::Probe { tolerance, .. } => Some(*tolerance),
                         _ => None,
                     });
-                    on_status(&match (result, target) {
-                        (Some(tps), Some((b, t))) => {
+                    on_status(&match (&result, target) {
+                        (Ok(tps), Some((b, t))) => {
                             format!("probe {tps:.1} tok/s (need {:.1})", recovery_threshold(b, t))
                         }
-                        _ => "probe failed".to_string(),
+                        (Ok(tps), None) => format!("probe {tps:.1} tok/s"),
+                        (Err(why), _) => format!(
+                            "probe failed ({why}): the server did not answer, so the gate stops waiting"
+                        ),
                     });
-                    last = Some(result);
+                    last = Some(result.ok());
                 }
             }
         }
@@ -175,7 +182,11 @@ mod tests {
             decide(&PROBE, b, 10.0, Some(Some(39.9))),
             Decision::Wait { sleep_s: 5.0, then_probe: true }
         );
-        assert_eq!(decide(&PROBE, b, 238.0, Some(None)), Decision::Wait { sleep_s: 2.0, then_probe: true });
+        assert_eq!(
+            decide(&PROBE, b, 238.0, Some(Some(1.0))),
+            Decision::Wait { sleep_s: 2.0, then_probe: true }
+        );
+        assert_eq!(decide(&PROBE, b, 10.0, Some(None)), Decision::Finish { recovered: false });
         assert_eq!(decide(&PROBE, b, 240.0, Some(Some(1.0))), Decision::Finish { recovered: false });
         assert_eq!(decide(&PROBE, None, 0.0, None), Decision::Wait { sleep_s: 10.0, then_probe: false });
         assert_eq!(decide(&PROBE, None, 10.0, None), Decision::Finish { recovered: false });
@@ -187,21 +198,38 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn cooldown_probes_until_recovered() {
-        let mut answers = vec![Some(30.0), None, Some(38.0), Some(45.0)].into_iter();
+        let mut answers = vec![30.0, 35.0, 38.0, 45.0].into_iter();
         let mut lines = Vec::new();
         let rec = cooldown(
             &PROBE,
             Some(50.0),
-            || std::future::ready(answers.next().flatten()),
+            || std::future::ready(answers.next().ok_or_else(|| "none left".to_string())),
             |s| lines.push(s.to_string()),
         )
         .await;
         assert!(rec.recovered);
-        assert_eq!(rec.probe_tps, vec![30.0, 38.0, 45.0]);
+        assert_eq!(rec.probe_tps, vec![30.0, 35.0, 38.0, 45.0]);
         // 10 s minimum, then three more probes 5 s apart.
         assert_eq!(rec.cooldown_s, 25.0);
         assert_eq!(rec.policy, PolicyKind::Probe);
         assert!(lines.iter().any(|l| l == "probe 45.0 tok/s (need 40.0)"), "{lines:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_probe_ends_the_wait_at_once_not_recovered() {
+        let mut answers = vec![Ok(30.0), Err("connection refused".to_string())].into_iter();
+        let mut lines = Vec::new();
+        let rec = cooldown(
+            &PROBE,
+            Some(50.0),
+            || std::future::ready(answers.next().unwrap_or_else(|| panic!("no probe after a failed one"))),
+            |s| lines.push(s.to_string()),
+        )
+        .await;
+        assert!(!rec.recovered);
+        assert_eq!(rec.probe_tps, vec![30.0]);
+        assert_eq!(rec.cooldown_s, 15.0, "the minimum, one more probe, and no wait for the maximum");
+        assert!(lines.iter().any(|l| l.contains("probe failed (connection refused)")), "{lines:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -213,7 +241,7 @@ mod tests {
             Some(50.0),
             || {
                 n += 1;
-                std::future::ready(Some(20.0))
+                std::future::ready(Ok(20.0))
             },
             |_| {},
         )

@@ -46,7 +46,7 @@ pub fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
 /// Per run, (warm records with `page_cache` equal to `label`, warm records that say where their
 /// restore read from). Records written before bench kept the field say nothing either way and are
 /// not counted (imports and older files would otherwise all raise the rules below).
-fn warm_page_cache_counts<'a>(records: &'a [Record], label: PageCache) -> BTreeMap<&'a str, (usize, usize)> {
+fn warm_page_cache_counts(records: &[Record], label: PageCache) -> BTreeMap<&str, (usize, usize)> {
     let mut runs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for r in records {
         let Record::Measurement(m) = r else { continue };

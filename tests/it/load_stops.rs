@@ -300,3 +300,58 @@ fn a_dead_server_stops_the_load_after_a_few_refused_requests_with_exit_3() {
     let planned = rates[0]["arrivals"].as_array().unwrap().len();
     assert!(ms.len() < planned, "the rate stopped early: {} of {planned}", ms.len());
 }
+
+/// A server that dies while the thermal gate probes it between two rates: the failed probe ends
+/// the gate at once (a failed server, not a hot GPU), the next rate's refused requests stop the
+/// load with exit 3, instead of the gate probing a dead server for its 240 s maximum first.
+#[test]
+fn a_server_dead_at_the_thermal_probe_stops_the_load_without_waiting_out_the_cooldown() {
+    // Slow tokens: a probe takes ~0.5 s, long enough to be cut by the server's death.
+    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 30, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("load");
+    let child = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["load", "--server", &server.url, "--out", dir.path().to_str().unwrap(), "--run-id", "load"])
+        .args(["--quiet", "--contexts", "256", "--output-tokens", "24", "--mix", "cold=1"])
+        .args(["--rates", "2,3", "--duration", "2s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the first rate's end", || {
+        std::fs::read_to_string(run.join("run.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .is_some_and(|m| !m["load"]["rates"][0]["clock_started_at"].is_null())
+    });
+    drop(server);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let out = rx.recv_timeout(Duration::from_secs(200)).expect("the load waited out its cooldown").unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let meta = json(&run.join("run.json"));
+    assert_eq!(meta["status"], "interrupted", "{meta}");
+}
+
+/// A server that takes every request and answers none (wedged): the rate that found it so is
+/// marked stopped in run.json with why, and the load exits 3.
+#[test]
+fn a_wedged_server_s_rate_is_marked_stopped_and_the_load_exits_3() {
+    let server = Scripted::start(Behaviour { fault: common::scripted::Fault::Hang, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("load");
+    let child = spawn_load(
+        &["--server", &server.url],
+        dir.path(),
+        &["--rates", "4,6", "--duration", "1s", "--request-timeout", "1s"],
+    );
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let meta = json(&run.join("run.json"));
+    let rates = meta["load"]["rates"].as_array().unwrap();
+    let why = rates[0]["stopped"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the wedged rate is not marked stopped: {meta}"));
+    assert!(why.contains("answered none"), "{why}");
+    assert!(rates[1]["clock_started_at"].is_null(), "the next rate never began: {meta}");
+}

@@ -47,3 +47,42 @@ fn the_paper_scenario_keeps_the_origins_ten_second_minimum() {
     let text = plan.to_string();
     assert!(text.contains("\"min_cooldown_s\":10.0"), "{text}");
 }
+
+/// A server that dies mid-sweep under the default thermal gate: the gate's next probe fails, and
+/// a failed probe is a failed server, not a hot GPU, so the gate stops waiting at once instead of
+/// probing for its whole 240 s maximum per cell (the sweep then stops on the refused measurement,
+/// exit 3). The run ends well inside the guard below, which waiting out the maximum once exceeds.
+#[test]
+fn a_server_that_dies_mid_sweep_is_noticed_at_the_first_failed_probe_not_after_the_cooldown() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 1, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["sweep", "--server", &server.url, "--out", dir.path().to_str().unwrap(), "--run-id", "dies"])
+        .args(["--contexts", "256,512,1024", "--runs", "2", "--output-tokens", "24", "--quiet"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run = dir.path().join("dies");
+    let records = || std::fs::read_to_string(run.join("measurements.jsonl")).map_or(0, |t| t.lines().count());
+    let guard = Instant::now();
+    while records() < 1 {
+        assert!(guard.elapsed() < Duration::from_secs(120), "no first record");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(server); // every later connection is refused
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let out = rx.recv_timeout(Duration::from_secs(200)).expect("the sweep waited out its cooldown").unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(run_json(&run)["status"], "interrupted");
+    let ms = common::measurements(&run);
+    let failed =
+        ms.iter().find(|m| !m["error"].is_null()).unwrap_or_else(|| panic!("no failed record: {ms:#?}"));
+    let thermal = &failed["thermal"];
+    assert_eq!(thermal["recovered"], false, "{failed:#}");
+    let max = run_json(&run)["config"]["thermal"]["max_cooldown_s"].as_f64().unwrap();
+    assert!(thermal["cooldown_s"].as_f64().unwrap() < max, "the gate waited out its maximum: {failed:#}");
+}
