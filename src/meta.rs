@@ -514,13 +514,13 @@ impl From<&SweepConfig> for view::ConfigView {
             reuse_primes: _,
             slot_dir: _,
             page_cache: _,
-            extra_body: _,
-            temperature: _,
+            extra_body,
+            temperature,
             headers: _,
             warmup: _,
             runs_auto: _,
             dataset: _,
-            turns: _,
+            turns,
             think_time_ms: _,
             request_bodies: _,
         } = config;
@@ -536,6 +536,9 @@ impl From<&SweepConfig> for view::ConfigView {
             thermal: Some(thermal.into()),
             physics: Some(physics.into()),
             insecure: *insecure,
+            turns: *turns,
+            temperature: *temperature,
+            extra_body: extra_body.clone(),
         }
     }
 }

@@ -311,7 +311,8 @@ pub fn validate_extra_body(body: &serde_json::Map<String, Value>) -> Result<(), 
     }
 }
 
-pub const DEFAULT_TURNS: u32 = 3;
+/// One constant for the sweep and for reading run.json back (merge compares it).
+pub use crate::results::run_meta::DEFAULT_TURNS;
 
 fn default_turns() -> u32 {
     DEFAULT_TURNS

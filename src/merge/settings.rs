@@ -2,18 +2,26 @@
 //!
 //! Records of one model share cells: a merge pools them and replaces one run's by another's, so
 //! the runs must have measured the same thing on the same server. What must agree: which server
-//! (its URL, or the `--server-cmd` that started it, whose port differs every run; the preset; the
-//! API; the server's build; the model file; the hardware profile) and what was measured (output
-//! tokens, the thermal policy, the harness, the host). Sources of different models never share a
-//! cell and are not compared. A setting a source does not state is not a conflict.
+//! (its URL, or the `--server-cmd` that started it, whose port differs every run; a run against a
+//! running server and a run of a server bench started are never known to be one server; the
+//! preset; the API; the server's build; the model file; the hardware profile) and what was
+//! measured (output tokens, the hot turn, the temperature, the extra request body, the thermal
+//! policy, the harness, the host). Sources of different models never share a cell and are not
+//! compared. A setting a source does not state is not a conflict, but records of bench's own
+//! without their run.json (a `measurements.jsonl` alone) state nothing at all: pooled with
+//! another source of their model they are a conflict of their own (`run_json`), since nothing
+//! shows they measured the same server and settings.
 //!
 //! Read through the typed metadata view (`results::run_meta`): from our run.json (`config.server`,
 //! `config.server_cmd`, `config.preset`, `config.api`, `server.props.build_info`,
-//! `server.props.model_path`, `config.physics.hardware`, `config.output_tokens`,
-//! `config.thermal.tolerance`, `host.cpu_brand`/`arch`, `harness`, `config.model`) and from the
-//! origin's metadata (`config.throttle_tps_tolerance`, `config.output_tokens`, `server_env`,
-//! `machine`, `benchmark`/`git_sha`, `model_id`). Values are printed: URLs lose their
-//! credentials and commands the values of key and password flags.
+//! `server.props.model_path`, `config.physics.hardware`, `config.output_tokens`, `config.turns`,
+//! `config.temperature`, `config.extra_body`, `config.thermal.tolerance`, `host.cpu_brand`/`arch`,
+//! `harness`, `config.model`) and from the origin's metadata (`config.throttle_tps_tolerance`,
+//! `config.output_tokens`, `server_env`, `machine`, `benchmark`/`git_sha`, `model_id`). The
+//! server command is compared as run.json holds it: the sweep masked the values of secret flags
+//! (`--api-key`, `--hf-token`) before writing it, and two commands that differ only in a
+//! credential start the same server; every other value (`--max-num-batched-tokens 8192`) is
+//! written and compared as given. URLs are printed without their credentials.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,7 +29,7 @@ use serde_json::{Number, Value, json};
 
 use crate::results::canonical::{Conflict, ConflictValue};
 use crate::results::run_meta::{RunMetaView, ThermalView};
-use crate::results::sources::Source;
+use crate::results::sources::{Source, SourceKind};
 
 /// (setting, value) pairs one metadata document states.
 pub fn settings(meta: &RunMetaView) -> Vec<(&'static str, String)> {
@@ -55,12 +63,27 @@ pub fn settings(meta: &RunMetaView) -> Vec<(&'static str, String)> {
             });
             put("thermal_tolerance", tolerance);
             match config.and_then(|c| c.server_cmd.as_deref()) {
-                Some(cmd) => put("server_command", Some(redact_command(cmd))),
-                None => put("server_url", config.and_then(|c| c.server.as_deref()).map(redact_url)),
+                Some(cmd) => put("server_command", Some(crate::secrets::redact_command(cmd))),
+                None => {
+                    put("server_url", config.and_then(|c| c.server.as_deref()).map(redact_url));
+                    // Stated so that a run of a server bench started never pools with one of a
+                    // server it was pointed at: nothing shows the two were one server.
+                    put("server_command", config.map(|_| NO_SERVER_COMMAND.to_string()));
+                }
             }
             put("preset", config.and_then(|c| c.preset.clone()));
             put("api", config.and_then(|c| c.api.as_ref()).and_then(text));
             put("output_tokens", config.and_then(|c| c.output_tokens).map(|n| n.to_string()));
+            put("turns", config.map(|c| c.turns.to_string()));
+            // Printed as the JSON number it was written as (0.7, not 0.7000000000000001).
+            put("temperature", config.map(|c| json!(c.temperature).to_string()));
+            put(
+                "extra_body",
+                config.map(|c| match c.extra_body.is_empty() {
+                    true => "none".to_string(),
+                    false => Value::Object(c.extra_body.clone()).to_string(),
+                }),
+            );
             let props = m.server.as_ref().and_then(|s| s.props.as_ref());
             put("server_version", props.and_then(|p| p.get("build_info")).and_then(text));
             let physics = config.and_then(|c| c.physics.as_ref());
@@ -90,38 +113,12 @@ pub fn model(meta: &RunMetaView) -> Option<&str> {
     }
 }
 
+/// The server command a run against a running server (`--server URL`) states.
+pub const NO_SERVER_COMMAND: &str = "none (measured a running server: --server URL)";
+
 /// A URL as it may be printed: without user or password.
 fn redact_url(url: &str) -> String {
     crate::secrets::redact(&crate::secrets::redact_url(url))
-}
-
-/// A server command as it may be printed: the value of every flag that names a key, token,
-/// password or secret masked (`--api-key X`, `--api-key=X`), URLs without credentials. Two
-/// commands that differ only there start the same server.
-pub fn redact_command(cmd: &str) -> String {
-    let secret_flag = |w: &str| {
-        let w = w.trim_start_matches('-').to_ascii_lowercase();
-        ["key", "token", "password", "passwd", "secret"].iter().any(|k| w.contains(k))
-    };
-    let mut out: Vec<String> = Vec::new();
-    let mut mask_next = false;
-    for word in cmd.split(' ') {
-        if mask_next && !word.is_empty() {
-            out.push(crate::secrets::MASK.to_string());
-            mask_next = false;
-            continue;
-        }
-        match word.split_once('=') {
-            Some((flag, _)) if flag.starts_with('-') && secret_flag(flag) => {
-                out.push(format!("{flag}={}", crate::secrets::MASK));
-            }
-            _ => {
-                mask_next = word.starts_with('-') && secret_flag(word);
-                out.push(redact_url(word));
-            }
-        }
-    }
-    out.join(" ")
 }
 
 /// A JSON value as a setting's text: strings as they are, anything else as JSON; null states nothing.
@@ -153,9 +150,17 @@ pub fn conflicts(sources: &[&Source]) -> Vec<Conflict> {
             }
         }
     }
+    for (model, values) in unstated(sources) {
+        seen.entry(model).or_default().insert(RUN_JSON, values);
+    }
     let mut out = Vec::new();
     for (model, settings) in seen {
-        for (setting, values) in settings.into_iter().filter(|(_, values)| values.len() > 1) {
+        let pooled_unknown =
+            |setting: &str, values: &Values| setting == RUN_JSON && values.contains_key(RUN_JSON_MISSING);
+        for (setting, values) in settings
+            .into_iter()
+            .filter(|(setting, values)| values.len() > 1 || pooled_unknown(setting, values))
+        {
             out.push(Conflict {
                 model: model.map(str::to_string),
                 setting: setting.to_string(),
@@ -169,8 +174,54 @@ pub fn conflicts(sources: &[&Source]) -> Vec<Conflict> {
     out
 }
 
+/// The setting under which records without their run.json are a conflict.
+const RUN_JSON: &str = "run_json";
+/// What such records state of their server and settings.
+const RUN_JSON_MISSING: &str = "missing: records without their run.json state no server or settings";
+
+/// Per model whose records come from more than one source, where any of those sources holds bench's
+/// own records without their run.json: each source's word on it (missing, or present). A model
+/// measured by one source alone pools nothing and is left out.
+fn unstated<'a>(sources: &[&'a Source]) -> BTreeMap<Option<&'a str>, BTreeMap<String, BTreeSet<String>>> {
+    let bare = |s: &Source| s.run_meta.is_empty() && matches!(s.kind, SourceKind::RunDir | SourceKind::Jsonl);
+    let mut by_model: BTreeMap<&str, Vec<&Source>> = BTreeMap::new();
+    for source in sources {
+        let models: BTreeSet<&str> = source.records.iter().map(|r| r.cell().model.as_str()).collect();
+        for model in models {
+            by_model.entry(model).or_default().push(source);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (model, of_model) in by_model {
+        if of_model.len() < 2 || !of_model.iter().any(|s| bare(s)) {
+            continue;
+        }
+        let mut values: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for source in of_model {
+            let word = if bare(source) { RUN_JSON_MISSING } else { "present" };
+            values.entry(word.to_string()).or_default().insert(source.path.display().to_string());
+        }
+        out.insert(Some(model), values);
+    }
+    out
+}
+
 /// One line per conflict, for stderr.
 pub fn describe(conflict: &Conflict) -> String {
+    if conflict.setting == RUN_JSON {
+        let bare: Vec<&str> = conflict
+            .values
+            .iter()
+            .filter(|v| v.value == RUN_JSON_MISSING)
+            .flat_map(|v| v.sources.iter().map(String::as_str))
+            .collect();
+        let of = conflict.model.as_ref().map_or(String::new(), |m| format!(" of model {m}"));
+        return format!(
+            "conflict: {RUN_JSON}: records without their run.json ({}) pooled with other records{of}: nothing \
+             shows they measured the same server and settings (merge their run directory instead)",
+            bare.join(", ")
+        );
+    }
     let values: Vec<String> =
         conflict.values.iter().map(|v| format!("{} ({})", v.value, v.sources.join(", "))).collect();
     let of = conflict.model.as_ref().map_or(String::new(), |m| format!(" (model {m})"));
@@ -205,26 +256,4 @@ pub fn pooled(sources: &[&Source]) -> Vec<String> {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_server_commands_secrets_are_masked_and_its_identity_kept() {
-        let cmd = "llama-server -m /m/gemma.gguf --api-key sk-live-1 --hf-token=hf_abc --port {port} \
-                   --ssl-key-file k.pem http://u:pw-9999@host/x";
-        let shown = redact_command(cmd);
-        assert_eq!(
-            shown,
-            "llama-server -m /m/gemma.gguf --api-key [redacted] --hf-token=[redacted] --port {port} \
-             --ssl-key-file [redacted] http://[redacted]@host/x"
-        );
-        for secret in ["sk-live-1", "hf_abc", "pw-9999"] {
-            assert!(!shown.contains(secret), "{shown}");
-        }
-        // Two commands that differ only in a key start the same server.
-        assert_eq!(redact_command("s --api-key a1b2c3"), redact_command("s --api-key d4e5f6"));
-    }
 }

@@ -230,3 +230,36 @@ pub fn hardware_mismatch(ctx: &RuleContext, _records: &[Record], out: &mut Vec<F
         out.push(Finding::new(RuleId::HardwareMismatch, ctx.file, message));
     }
 }
+
+/// `nonce_reused`: every request bench sends opens with a fresh nonce, so that no prefix cache can
+/// serve a cold prompt; one session measured cold, warm and hot in turn (`--reuse-primes`) carries
+/// its nonce once per cache state. Two records of one input (a run, or a merged set) with one
+/// nonce and one cache state are one measurement counted twice: a record copied, as the fastest
+/// run pasted in as new runs. Each copy after the first is named with the record it repeats.
+/// A soak repeats its prompts on purpose; imported records carry no nonce.
+pub fn nonce_reused(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+    let mut first: BTreeMap<(&str, CacheState), &crate::record::Measurement> = BTreeMap::new();
+    for r in records {
+        let Record::Measurement(m) = r else { continue };
+        if m.nonce.is_empty() || m.cell.scenario == Scenario::Soak {
+            continue;
+        }
+        let Some(original) = first.get(&(m.nonce.as_str(), m.cell.cache_state)) else {
+            first.insert((m.nonce.as_str(), m.cell.cache_state), m);
+            continue;
+        };
+        let message = format!(
+            "nonce {} measured twice: this record (run {}, request {}, started {}) repeats run {} (request {}, \
+             started {}); bench sends every request with a fresh nonce, so one of them is a copy, \
+             not a measurement",
+            m.nonce,
+            m.cell.run,
+            m.request_index,
+            m.started_at,
+            original.cell.run,
+            original.request_index,
+            original.started_at,
+        );
+        out.push(Finding::new(RuleId::NonceReused, ctx.file, message).at(&m.run_id, &m.cell));
+    }
+}

@@ -17,6 +17,22 @@ pub struct InputPhysics {
     pub run_json_hardware: Option<String>,
     /// The host's CPU brand and the profile it suggests.
     pub host: Option<(String, &'static Profile)>,
+    pub stored: StoredCeilings,
+}
+
+/// What the ceilings each record stored when it was measured (`physics`) are to verify.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredCeilings {
+    /// Flags chose the hardware or the model: the stored ceilings are another machine's, and the
+    /// flags' ceilings judge.
+    Overridden,
+    /// The runs' own physics, but the input's runs stated different physics (a merge of several):
+    /// each record's stored fraction still says whether it beat the ceiling it was measured
+    /// against, but the one physics verify resolves for the input is not each record's.
+    Mixed,
+    /// One physics for the whole input, the run's own: every stored ceiling must be the one it
+    /// gives, or run.json's physics or the record were edited.
+    Same,
 }
 
 /// Resolves the physics of `src`; what cannot be used is said in `notes`.
@@ -70,7 +86,18 @@ pub fn resolve(
         }
     });
     let run_json_hardware = meta_hw.filter(|_| flag_hw.is_some()).map(|m| m.name);
-    InputPhysics { hardware: hw, model, run_json_hardware, host }
+    let stated = |m: &crate::results::run_meta::SourceMeta| {
+        (m.view.physics_inputs().cloned(), m.view.recorded_model().cloned())
+    };
+    let physics_stated: Vec<_> = src.run_meta.iter().map(stated).collect();
+    let stored = if flag_hw.is_some() || flag_model.is_some() {
+        StoredCeilings::Overridden
+    } else if physics_stated.windows(2).any(|w| w[0] != w[1]) {
+        StoredCeilings::Mixed
+    } else {
+        StoredCeilings::Same
+    };
+    InputPhysics { hardware: hw, model, run_json_hardware, host, stored }
 }
 
 impl InputPhysics {

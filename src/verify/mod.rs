@@ -245,6 +245,7 @@ fn verify_input(
         host: phys.host.as_ref().map(|(b, p)| (b.as_str(), *p)),
         min_warm_speedup: args.min_warm_speedup,
         storage_gbps: args.storage_gbps,
+        stored: phys.stored,
     };
     for rec in &src.records {
         for rule in RULES {

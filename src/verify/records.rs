@@ -4,6 +4,7 @@
 //! come from `quality`, so a record judged at sweep time and one judged later by verify agree.
 
 use super::finding::Finding;
+use super::inputs::StoredCeilings;
 use super::rule::{RuleContext, RuleId};
 use crate::physics;
 use crate::quality::{self, PromptTokens};
@@ -35,11 +36,12 @@ fn show(v: Option<u64>) -> String {
 pub fn decode_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     // A burst's client-side rate is no decode at all: `stream_burst` explains it.
     let Some(m) = judged(rec).filter(|m| !super::explain::is_burst(m)) else { return };
-    let (Some(hw), Some(model)) = (ctx.hardware, (ctx.model_for)(&m.cell.model)) else { return };
-    let (Some(d), Some(c)) = (m.decode_tps, physics::ceilings(hw, &model, m).decode_ceiling_tps) else {
-        return;
-    };
-    if d > c {
+    let Some(d) = m.decode_tps else { return };
+    let now = ctx.hardware.zip((ctx.model_for)(&m.cell.model));
+    if let Some((hw, c)) =
+        now.as_ref().and_then(|(hw, model)| Some((hw, physics::ceilings(hw, model, m).decode_ceiling_tps?)))
+        && d > c
+    {
         let message = format!(
             "decode {d:.1} tok/s > ceiling {c:.1} tok/s ({:.0}% of it): {:.2} GB read per token needs {:.0} GB/s, {} has {:.0} GB/s",
             100.0 * d / c,
@@ -49,24 +51,63 @@ pub fn decode_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Findi
             hw.bandwidth_gbps
         );
         out.push(finding(ctx, m, RuleId::DecodeAboveCeiling, message).numbers(d, c, "tok/s"));
+        return;
+    }
+    let stored = m.physics.as_ref().and_then(|p| Some((p.decode_fraction?, p.decode_ceiling_tps?)));
+    if let Some((fraction, c)) = stored_above(ctx, stored) {
+        let message = format!(
+            "decode {d:.1} tok/s > the ceiling of {c:.1} tok/s the record stored when it was measured \
+             (decode_fraction {fraction:.2}){}",
+            now_says(now.is_some())
+        );
+        out.push(finding(ctx, m, RuleId::DecodeAboveCeiling, message).numbers(d, c, "tok/s"));
+    }
+}
+
+/// A stored (fraction, ceiling) above 1 that verify judges: the run's own physics (no flag chose
+/// other hardware or model). A record that beat the ceiling it was measured against stays above it
+/// whatever run.json says now: editing run.json's bandwidth or TFLOPS (or removing its physics)
+/// must not make it pass. Whether the stored ceiling is the one run.json gives is
+/// `stored_verdict_disagrees`'s.
+fn stored_above(ctx: &RuleContext, stored: Option<(f64, f64)>) -> Option<(f64, f64)> {
+    stored.filter(|(fraction, _)| ctx.stored != StoredCeilings::Overridden && *fraction > 1.0)
+}
+
+fn now_says(known: bool) -> &'static str {
+    if known {
+        ": the run's physics as run.json now states them give a higher ceiling (run.json or the record edited)"
+    } else {
+        ": run.json now states no physics to judge it by"
     }
 }
 
 pub fn prefill_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
-    let (Some(hw), Some(model)) = (ctx.hardware, (ctx.model_for)(&m.cell.model)) else { return };
-    let ceiling = physics::ceilings(hw, &model, m).prefill_ceiling_tps;
-    let (Some(rate), Some(c)) = (physics::computed_prefill_tps(m), ceiling) else { return };
-    if rate > c {
-        let why = if m.cell.cache_state == CacheState::Cold {
-            "a 'cold' row was probably served from a cache"
-        } else {
-            "the server computed fewer tokens than its evidence says"
-        };
+    let Some(rate) = physics::computed_prefill_tps(m) else { return };
+    let why = if m.cell.cache_state == CacheState::Cold {
+        "a 'cold' row was probably served from a cache"
+    } else {
+        "the server computed fewer tokens than its evidence says"
+    };
+    let now = ctx.hardware.zip((ctx.model_for)(&m.cell.model));
+    if let Some((hw, c)) =
+        now.as_ref().and_then(|(hw, model)| Some((hw, physics::ceilings(hw, model, m).prefill_ceiling_tps?)))
+        && rate > c
+    {
         let message = format!(
             "prefill {rate:.0} computed tok/s > compute ceiling {c:.0} tok/s ({} at {:.1} TFLOP/s): {why}",
             hw.name,
             hw.tflops.unwrap_or(0.0)
+        );
+        out.push(finding(ctx, m, RuleId::PrefillAboveCeiling, message).numbers(rate, c, "tok/s"));
+        return;
+    }
+    let stored = m.physics.as_ref().and_then(|p| Some((p.prefill_fraction?, p.prefill_ceiling_tps?)));
+    if let Some((fraction, c)) = stored_above(ctx, stored) {
+        let message = format!(
+            "prefill {rate:.0} computed tok/s > the compute ceiling of {c:.0} tok/s the record stored when it \
+             was measured (prefill_fraction {fraction:.2}): {why}{}",
+            now_says(now.is_some())
         );
         out.push(finding(ctx, m, RuleId::PrefillAboveCeiling, message).numbers(rate, c, "tok/s"));
     }
@@ -106,16 +147,18 @@ pub fn ttft_after_e2e(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
 }
 
 /// The cache verdict the record's own evidence gives (`quality::cache_state_verdict`, the
-/// sweep's own function). Without an evidence object only a stored `false` stands (the sweep
-/// found nothing to confirm its warm or hot state); a file without evidence or verdict (written
-/// before either existed, or imported) has no verdict to give. A soak repeats its prompts on
-/// purpose: its cache is not judged.
+/// sweep's own function). A record bench measured (it carries its prompt's nonce) is judged as the
+/// sweep judged it: a warm or hot row without evidence is unconfirmed, so deleting its evidence
+/// and its verdict together leaves it unconfirmed, not unjudged. An imported record without
+/// evidence (another tool's, or the origin's) keeps only a stored `false`; with neither it has no
+/// verdict to give. A soak repeats its prompts on purpose: its cache is not judged.
 fn derived_cache_verdict(m: &Measurement) -> Option<bool> {
     if m.cell.scenario == Scenario::Soak {
         return None;
     }
     match &m.cache_evidence {
         Some(e) => quality::cache_state_verdict(m.cell.cache_state, Some(e), PromptTokens::of(m)),
+        None if bench_verdicts(m) => quality::cache_state_verdict(m.cell.cache_state, None, PromptTokens::of(m)),
         None => m.cache_state_confirmed.filter(|c| !c),
     }
 }
@@ -213,8 +256,8 @@ pub fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mut Vec<F
     let mut differ = Vec::new();
     let derived = derived_cache_verdict(m);
     let stored = m.cache_state_confirmed;
-    let cache_judged =
-        m.cell.scenario != Scenario::Soak && (m.cache_evidence.is_some() || stored == Some(true));
+    let cache_judged = m.cell.scenario != Scenario::Soak
+        && (m.cache_evidence.is_some() || stored == Some(true) || (bench_verdicts(m) && derived.is_some()));
     if cache_judged && stored != derived {
         let ev = m.cache_evidence.as_ref();
         differ.push(format!(
@@ -271,6 +314,7 @@ pub fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mut Vec<F
             ));
         }
     }
+    differ.extend(stored_ceilings_differ(ctx, m));
     if !differ.is_empty() {
         let message = format!(
             "the record's stored verdicts disagree with its own numbers (request {}, started {}): {}; an edited file or a bug",
@@ -281,6 +325,38 @@ pub fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mut Vec<F
         out.push(finding(ctx, m, RuleId::StoredVerdictDisagrees, message));
     }
 }
+
+/// The ceilings a record stored against the ones the input's physics give now, where both are the
+/// run's own (`StoredCeilings::Same`): the same formula over the same numbers, so anything beyond
+/// rounding is run.json's physics or the record edited (the bandwidth and TFLOPS multiplied, a
+/// stored ceiling raised to pull a fraction under 1).
+fn stored_ceilings_differ(ctx: &RuleContext, m: &Measurement) -> Vec<String> {
+    let (Some(stored), StoredCeilings::Same) = (&m.physics, ctx.stored) else { return Vec::new() };
+    let Some(now) =
+        ctx.hardware.zip((ctx.model_for)(&m.cell.model)).map(|(hw, model)| physics::ceilings(hw, &model, m))
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, was, is) in [
+        ("decode_ceiling_tps", stored.decode_ceiling_tps, now.decode_ceiling_tps),
+        ("prefill_ceiling_tps", stored.prefill_ceiling_tps, now.prefill_ceiling_tps),
+    ] {
+        if let (Some(was), Some(is)) = (was, is)
+            && (was - is).abs() > CEILING_ROUNDING * was.abs().max(is.abs())
+        {
+            out.push(format!(
+                "physics.{name} {was:.1} but the run's hardware and model (run.json) give {is:.1}: run.json's physics or the record edited"
+            ));
+        }
+    }
+    out
+}
+
+/// How far (relative) a stored ceiling may sit from the one recomputed from run.json: the same
+/// computation over numbers read back from JSON; a physics table or profile that changed between
+/// versions moves a ceiling by far more.
+const CEILING_ROUNDING: f64 = 1e-6;
 
 fn show_f(v: Option<f64>) -> String {
     v.map_or("null".into(), |x| format!("{x:.4}"))

@@ -7,6 +7,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::finding::{Finding, Severity};
+use super::inputs::StoredCeilings;
 use super::{cells, explain, imported, outlier, provenance, records};
 use crate::physics::{Hardware, ModelProfile, Profile};
 use crate::record::Record;
@@ -34,6 +35,7 @@ pub enum RuleId {
     HotSlowerThanWarm,
     HotSlowerExplained,
     BatchIncomplete,
+    NonceReused,
     WarmPageCacheUnknown,
     WarmReadMemory,
     HardwareMismatch,
@@ -78,6 +80,8 @@ pub struct RuleContext<'a> {
     pub host: Option<(&'a str, &'a Profile)>,
     pub min_warm_speedup: f64,
     pub storage_gbps: f64,
+    /// Whether the records' stored ceilings are judged, and compared with `hardware`'s.
+    pub stored: StoredCeilings,
 }
 
 /// One input given to verify: its name and records.
@@ -248,6 +252,13 @@ pub const RULES: &[Rule] = &[
         "a concurrent batch without all its member requests or its group record (a sweep killed mid-batch)"
     ),
     rule!(
+        NonceReused,
+        "nonce_reused",
+        Error,
+        Check::Cell(cells::nonce_reused),
+        "two records of one input with one nonce and cache state: bench sends every request with a fresh nonce, so one is a copy (a run pasted in as new runs)"
+    ),
+    rule!(
         WarmPageCacheUnknown,
         "warm_page_cache_unknown",
         Info,
@@ -367,7 +378,7 @@ mod tests {
             assert_eq!(serde_json::to_value(rule.id).ok(), Some(serde_json::json!(rule.name)));
             assert!(!rule.reason.is_empty());
         }
-        assert_eq!(RULES.len(), 25);
+        assert_eq!(RULES.len(), 26);
     }
 
     #[test]

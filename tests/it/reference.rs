@@ -103,6 +103,24 @@ fn the_reference_verifies_without_flags_by_its_recorded_model_profile() {
     assert!(!text.contains("model profile unusable"), "the recorded profile is used: {text}");
 }
 
+/// Fails when `--strict` fails the clean reference: its hot batches of 4 are one number per run,
+/// three runs a cell, and a record judged against two siblings has no spread to be judged by
+/// (26.3 ms beside two runs near 19.3 is one member a decode step behind, not another machine).
+#[test]
+fn the_reference_passes_strict_with_no_warning() {
+    let out = Command::cargo_bin("bench")
+        .unwrap()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["verify", "--strict", "results/reference/gpu-reference.json", "--format", "json"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    assert_eq!(rules(&report, "error"), Vec::<String>::new(), "{report:#}");
+    assert_eq!(rules(&report, "warning"), Vec::<String>::new(), "{report:#}");
+    assert_eq!(report["summary"]["records"], 186);
+}
+
 #[test]
 fn without_a_recorded_model_profile_warm_is_judged_by_the_cache_evidence() {
     // A run.json written before the profile was recorded: the physics cannot price the reload,

@@ -22,15 +22,17 @@ fn sweep(url: &str, out: &Path, extra: &[&str]) -> std::process::Output {
         "off",
         "--contexts",
         "256",
-        "--runs",
-        "1",
         "--output-tokens",
         "24",
         "--preset",
         "llama.cpp",
-        "--cache-states",
-        "cold,warm,hot",
     ];
+    // One run of cold, warm and hot unless `extra` names its own.
+    for (flag, default) in [("--runs", "1"), ("--cache-states", "cold,warm,hot")] {
+        if !extra.contains(&flag) {
+            args.extend([flag, default]);
+        }
+    }
     args.extend_from_slice(extra);
     bench(&args)
 }
@@ -183,4 +185,160 @@ fn verify_recomputes_quality_and_physics_verdicts_of_an_edited_record() {
     let message = disagree[0]["message"].as_str().unwrap();
     assert!(message.contains("quality_ok true but the gate fails on usage_missing"), "{message}");
     assert!(message.contains("physics.decode_fraction"), "{message}");
+}
+
+/// Rewrites measurements.jsonl as `edit` leaves the whole list of records.
+fn edit_records(run: &Path, edit: impl FnOnce(&mut Vec<Value>)) {
+    let mut recs = records(run);
+    edit(&mut recs);
+    let text: String = recs.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(run.join("measurements.jsonl"), text).unwrap();
+}
+
+fn messages(report: &Value, rule: &str) -> String {
+    findings(report, rule).iter().map(|f| format!("{}\n", f["message"].as_str().unwrap())).collect()
+}
+
+/// Fails when a record's stored physics fraction above 1 passes because run.json's bandwidth and
+/// TFLOPS were multiplied (or its physics deleted), when a stored ceiling that run.json's physics
+/// no longer give goes unnamed, or when a stored prefill fraction edited alone is not caught.
+#[test]
+fn stored_fractions_above_1_survive_an_edited_run_json_and_a_lone_prefill_fraction_edit_is_caught() {
+    let server = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    // Ceilings far under what the scripted server does: every record is above both.
+    let physics =
+        ["--bandwidth-gbps", "0.01", "--tflops", "0.001", "--model-bytes", "0.1GB", "--params", "0.1B"];
+    let mut extra = vec!["--modes", "streaming", "--cache-states", "cold"];
+    extra.extend(physics);
+    let out = sweep(&server.url, dir.path(), &extra);
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{}", stderr(&out));
+    let run = run_dir(dir.path());
+    let cold = records(&run).into_iter().find(|r| r["record_type"] == "measurement").unwrap();
+    for fraction in ["decode_fraction", "prefill_fraction"] {
+        assert!(cold["physics"][fraction].as_f64().unwrap() > 1.0, "{cold:#}");
+    }
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(findings(&report, "decode_above_ceiling").len(), 1, "{report:#}");
+    assert_eq!(findings(&report, "prefill_above_ceiling").len(), 1, "{report:#}");
+    assert!(findings(&report, "stored_verdict_disagrees").is_empty(), "as written: {report:#}");
+
+    // A stored prefill fraction halved, nothing else: only its own check can see it.
+    let original = std::fs::read(run.join("measurements.jsonl")).unwrap();
+    edit_records(&run, |recs| {
+        let m = recs.iter_mut().find(|r| r["record_type"] == "measurement").unwrap();
+        m["physics"]["prefill_fraction"] = (m["physics"]["prefill_fraction"].as_f64().unwrap() / 2.0).into();
+    });
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 1, "{report:#}");
+    let disagree = messages(&report, "stored_verdict_disagrees");
+    assert!(disagree.contains("physics.prefill_fraction"), "{report:#}");
+    assert!(!disagree.contains("physics.decode_fraction"), "{disagree}");
+    std::fs::write(run.join("measurements.jsonl"), &original).unwrap();
+
+    // run.json's bandwidth and TFLOPS multiplied: verify's own ceilings now sit far above the
+    // records, but each record stored the ceiling it was measured against.
+    let run_json = run.join("run.json");
+    let written = std::fs::read_to_string(&run_json).unwrap();
+    let mut meta: Value = serde_json::from_str(&written).unwrap();
+    for key in ["bandwidth_gbps", "tflops"] {
+        let v = meta["config"]["physics"][key].as_f64().unwrap();
+        meta["config"]["physics"][key] = (v * 1e5).into();
+    }
+    std::fs::write(&run_json, serde_json::to_string_pretty(&meta).unwrap()).unwrap();
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 1, "an edited run.json hides nothing: {report:#}");
+    for rule in ["decode_above_ceiling", "prefill_above_ceiling"] {
+        let text = messages(&report, rule);
+        assert!(text.contains("the record stored when it was measured"), "{rule}: {report:#}");
+    }
+    let disagree = messages(&report, "stored_verdict_disagrees");
+    assert!(
+        disagree.contains("physics.decode_ceiling_tps") && disagree.contains("physics.prefill_ceiling_tps"),
+        "{report:#}"
+    );
+
+    // run.json without physics at all: the stored fractions still stand.
+    meta["config"]["physics"] = serde_json::json!({});
+    meta["physics"] = Value::Null;
+    std::fs::write(&run_json, serde_json::to_string_pretty(&meta).unwrap()).unwrap();
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(findings(&report, "decode_above_ceiling").len(), 1, "{report:#}");
+    assert!(messages(&report, "decode_above_ceiling").contains("no physics"), "{report:#}");
+}
+
+/// Fails when a warm or hot record whose evidence and verdict were deleted together verifies
+/// clean: a row bench measured is confirmed only by evidence, so without any it is unconfirmed.
+#[test]
+fn a_warm_or_hot_record_without_evidence_or_verdict_is_unconfirmed() {
+    let server = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(&server.url, dir.path(), &["--modes", "streaming"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = run_dir(dir.path());
+    assert_eq!(verify_json(&run).0, 0);
+    let original = std::fs::read(run.join("measurements.jsonl")).unwrap();
+    for state in ["warm", "hot"] {
+        std::fs::write(run.join("measurements.jsonl"), &original).unwrap();
+        edit_records(&run, |recs| {
+            let m = recs.iter_mut().find(|r| r["cache_state"] == state).unwrap();
+            assert_eq!(m["cache_state_confirmed"], true, "{m:#}");
+            let m = m.as_object_mut().unwrap();
+            m.remove("cache_evidence");
+            m.remove("cache_state_confirmed");
+        });
+        let (code, report) = verify_json(&run);
+        assert_eq!(code, 1, "{state}: {report:#}");
+        let unconfirmed = findings(&report, "cache_state_unconfirmed");
+        assert_eq!(unconfirmed.len(), 1, "{state}: {report:#}");
+        assert_eq!(unconfirmed[0]["cell"]["cache_state"], state);
+        assert!(unconfirmed[0]["message"].as_str().unwrap().contains("no cache evidence"), "{report:#}");
+        let disagree = messages(&report, "stored_verdict_disagrees");
+        assert!(disagree.contains("cache_state_confirmed null but its evidence gives false"), "{report:#}");
+        assert!(disagree.contains("quality_ok true"), "{report:#}");
+    }
+}
+
+/// Fails when the fastest record copied in as new runs of its cell (the same nonce) verifies
+/// clean, in the run or in a merge of it.
+#[test]
+fn the_fastest_record_copied_as_new_runs_is_a_reused_nonce() {
+    let server = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        sweep(&server.url, dir.path(), &["--modes", "streaming", "--cache-states", "cold", "--runs", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = run_dir(dir.path());
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 0, "{report:#}");
+    assert!(findings(&report, "nonce_reused").is_empty(), "{report:#}");
+    let mut nonce = String::new();
+    edit_records(&run, |recs| {
+        let fastest = recs
+            .iter()
+            .filter(|r| r["record_type"] == "measurement")
+            .min_by(|a, b| a["ttft_ms"].as_f64().unwrap().total_cmp(&b["ttft_ms"].as_f64().unwrap()))
+            .unwrap()
+            .clone();
+        nonce = fastest["nonce"].as_str().unwrap().to_string();
+        for run_number in [4, 5] {
+            let mut copy = fastest.clone();
+            copy["run"] = run_number.into();
+            recs.push(copy);
+        }
+    });
+    let merged = dir.path().join("merged.json");
+    let merge = bench(&["merge", run.to_str().unwrap(), "-o", merged.to_str().unwrap()]);
+    assert_eq!(merge.status.code(), Some(0), "{}", stderr(&merge));
+    for target in [&run, &merged] {
+        let (code, report) = verify_json(target);
+        assert_eq!(code, 1, "{report:#}");
+        let reused = findings(&report, "nonce_reused");
+        assert_eq!(reused.len(), 2, "{report:#}");
+        let runs: Vec<u64> = reused.iter().map(|f| f["cell"]["run"].as_u64().unwrap()).collect();
+        assert_eq!(runs, [4, 5], "{report:#}");
+        assert!(reused[0]["message"].as_str().unwrap().contains(&nonce), "{report:#}");
+    }
 }

@@ -459,12 +459,11 @@ fn a_batch_far_from_its_siblings_is_a_run_outlier_naming_file_and_run() {
     assert_eq!(f["value"], 798.6);
     assert!(f["file"].as_str().unwrap().ends_with("batch_outlier.jsonl"), "{f}");
     let msg = f["message"].as_str().unwrap();
-    assert!(
-        msg.contains("avg_ttft_ms 798.6")
-            && msg.contains("batch_outlier.jsonl")
-            && msg.contains("also system_tps"),
-        "{msg}"
-    );
+    assert!(msg.contains("avg_ttft_ms 798.6") && msg.contains("batch_outlier.jsonl"), "{msg}");
+    // Two siblings estimate no spread: 0.42x of their median counts, its system tok/s 1.38x theirs
+    // (31.4 beside 23.2 and 22.2) does not.
+    assert!(msg.contains("2 others give no estimate of a spread"), "{msg}");
+    assert!(!msg.contains("also system_tps"), "{msg}");
 }
 
 #[test]

@@ -88,6 +88,22 @@ pub struct ConfigView {
     /// `--insecure`: the server's TLS certificate was not verified.
     #[serde(default)]
     pub insecure: bool,
+    /// `--turns`: the turn hot measures (written only when it is not `DEFAULT_TURNS`).
+    #[serde(default = "default_turns")]
+    pub turns: u32,
+    /// `--temperature` of every request (0, greedy, unless given).
+    #[serde(default)]
+    pub temperature: f64,
+    /// `--extra-body`: merged into every request body (written only when given).
+    #[serde(default)]
+    pub extra_body: serde_json::Map<String, Value>,
+}
+
+/// The turn hot measures unless `--turns` says otherwise (run.json then states none).
+pub const DEFAULT_TURNS: u32 = 3;
+
+fn default_turns() -> u32 {
+    DEFAULT_TURNS
 }
 
 /// `config::ThermalPolicy` as written (`{"policy": "probe", "tolerance": 0.2, ...}`).
