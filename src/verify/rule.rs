@@ -378,7 +378,7 @@ mod tests {
             assert_eq!(serde_json::to_value(rule.id).ok(), Some(serde_json::json!(rule.name)));
             assert!(!rule.reason.is_empty());
         }
-        assert_eq!(RULES.len(), 26);
+        assert_eq!(RULES.len(), 27);
     }
 
     #[test]
