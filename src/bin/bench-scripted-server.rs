@@ -61,7 +61,8 @@ struct Args {
     /// huge-error-body, html200, invalid-utf8, hang-after-headers, echo-headers,
     /// slow-drip:BYTES:MS, drop-after-read, reset-mid-body, close-after-stream:MS (llama-server's
     /// way: a finished stream's connection reads nothing more and closes MS later), burst (the
-    /// stream held back and flushed at once, like a buffering proxy),
+    /// stream held back and flushed at once, like a buffering proxy), stray-after-reply:MS (a copy
+    /// of each reply on its kept-alive connection MS later, as from a proxy answering twice),
     /// echo-key:escaped|completion|at-cut (the request's key said back `\/`-escaped, in the
     /// completion, or across the 2000th character of a 401 body).
     #[arg(long, default_value = "none", value_parser = parse_fault)]
@@ -135,6 +136,7 @@ fn parse_fault(text: &str) -> Result<Fault, FaultError> {
         "html200" => Fault::Html200,
         "invalid-utf8" => Fault::InvalidUtf8,
         "hang-after-headers" => Fault::HangAfterHeaders,
+        "stray-after-reply" => Fault::StrayAfterReply(number("ms")?),
         "echo-headers" => Fault::EchoHeaders,
         "burst" => Fault::Burst,
         "slow-drip" => {

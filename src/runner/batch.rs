@@ -37,6 +37,9 @@ pub async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
     }
     measure::read_sessions_before(ctx, &mut ready.iter_mut().collect::<Vec<_>>()).await;
     let before = ctx.metrics().await;
+    // Each member's connection is opened before the release, so none connects between the
+    // release and its write (and none reuses one whose earlier reply may still have a stray).
+    ctx.client.preconnect(ready.len()).await;
     let released = release_together(ready.len(), |i| measure::fire(ctx, &ready[i]));
     let (release, fired) = ctx.harness.time(Part::Measured, released).await;
     let metrics = ctx.metrics_since(before).await;
@@ -134,6 +137,7 @@ pub async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
     };
     measure::read_sessions_before(ctx, &mut [&mut a, &mut b]).await;
     let ready = [&a, &b];
+    ctx.client.preconnect(ready.len()).await;
     let pair =
         stagger(batched, delay_ms, |i, at, opened| measure::fire_announcing(ctx, ready[i], at, opened));
     let (fired_a, fired_b, arrival_ms) = ctx.harness.time(Part::Measured, pair).await;

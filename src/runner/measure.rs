@@ -604,6 +604,7 @@ pub(super) fn record_exchange(
     m.server_timings = ex.server_timings.clone();
     m.attempts = ex.attempts;
     m.unexpected_bytes_dropped = ex.unexpected_bytes_dropped;
+    m.connection = ex.connection;
     m.error = ex.error.clone();
 }
 

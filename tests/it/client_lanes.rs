@@ -11,6 +11,7 @@ use common::scripted::{Behaviour, Scripted};
 use futures_util::future::join_all;
 use ttft_bench::client::{ChatRequest, Client, ClientOptions, Message};
 use ttft_bench::prompt::document;
+use ttft_bench::record::ConnectionUse;
 use ttft_bench::spec::Api;
 
 const BOUND: Duration = Duration::from_secs(60);
@@ -36,7 +37,7 @@ fn chat_peers(server: &Scripted) -> Vec<u16> {
 }
 
 #[test]
-fn requests_sent_one_after_another_keep_one_connection() {
+fn requests_sent_one_after_another_each_take_a_connection_opened_before_their_window() {
     let server = Scripted::start(Behaviour { first_token_ms: 5, token_ms: 1, ..Default::default() });
     let client = client(&server.url);
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -47,11 +48,13 @@ fn requests_sent_one_after_another_keep_one_connection() {
             .expect("answered");
         assert!(ex.error.is_none(), "{:?}", ex.error);
         assert_eq!(ex.token_offsets_ms.len(), 24);
+        // A connect inside the window would be in TTFT; a reused connection could hand over a
+        // stray copy of the last reply.
+        assert_eq!(ex.connection, Some(ConnectionUse::NewBeforeWindow), "request {i}");
     }
     let peers = chat_peers(&server);
     assert_eq!(peers.len(), 4);
-    // A new connection inside a measured request would put a connect into its TTFT.
-    assert!(peers.iter().all(|p| *p == peers[0]), "one keep-alive connection: {peers:?}");
+    assert_eq!(peers.iter().collect::<HashSet<_>>().len(), 4, "each on its own connection: {peers:?}");
 }
 
 #[test]

@@ -14,12 +14,13 @@
 //!   its own allocation, which with the chunked decoding was most of a lane's CPU per token
 //!   besides the kernel's.
 //!
-//! The rules are the reqwest path's: the window opens before the connection is taken or made, a
-//! request is sent a second time only when its connection could not be made, and failures carry
-//! the same kinds and messages (tests/it/faults.rs runs both paths).
+//! The rules are the reqwest path's: a request is sent a second time only when its connection
+//! could not be made, and failures carry the same kinds and messages (tests/it/faults.rs runs
+//! both paths). One differs, by design: a request goes out on a connection that has carried no
+//! earlier response, opened before its window (`Spares`), where reqwest connects inside it.
 
 use std::os::fd::AsRawFd;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncWriteExt, Interest};
@@ -28,23 +29,22 @@ use tokio::net::TcpStream;
 use super::body::{self, Body};
 use super::h1::{self, Head, Unframe, Wire};
 use super::{
-    Api, DROPPED_AFTER_SEND, Exchange, Limits, QUIET_BEFORE_REUSE, Window, catch_up, ms_since,
+    Api, DROPPED_AFTER_SEND, Exchange, Limits, Window, catch_up, deadline_after, ms_since,
     no_response_headers, socket,
 };
-use ttft_model::record::ErrorKind;
+use ttft_model::record::{ConnectionUse, ErrorKind};
 
 /// Read buffer of a connection: the response head must fit in it.
 const BUFFER_BYTES: usize = h1::MAX_HEAD_BYTES;
 
-/// After the stream's end marker, how long the rest of the body (the last chunk's framing) may
-/// take to come before the connection is given up instead of kept for the next request.
-const END_WAIT: Duration = Duration::from_millis(100);
-
-/// At most this much is read after the end marker to reach the body's end.
-const END_BYTES: u64 = 64 << 10;
-
-/// A lane's idle keep-alive connections.
-pub(super) struct Pool {
+/// A lane's spare connections: opened ahead of the requests that take them, each carrying one
+/// request and its response, then closed. A connection that has carried a response may carry
+/// more after it that no request asked for (a proxy or server answering twice, a copy of the
+/// last reply any time later: 66-150 ms seen); a request written on it would read that as its
+/// answer, faster than the server could have answered. A connection that has carried nothing has
+/// nothing to be late with, whatever the delay, and opened ahead its connect is outside the
+/// request's window, as a kept-alive one's was.
+pub(super) struct Spares {
     idle: Mutex<Vec<(Conn, Instant)>>,
     keep_alive_idle: Duration,
     _stamps_on: socket::StampsOn,
@@ -57,21 +57,20 @@ pub(super) struct Conn {
     reads: catch_up::EventReads,
 }
 
-impl Pool {
-    pub fn new(keep_alive_idle: Duration) -> Pool {
-        Pool { idle: Mutex::new(Vec::new()), keep_alive_idle, _stamps_on: socket::StampsOn::new() }
+impl Spares {
+    /// Spares are closed once idle for `keep_alive_idle`: a server may close an idle connection
+    /// on its own timer, and a request written onto it then may be lost (options.rs).
+    pub fn new(keep_alive_idle: Duration) -> Spares {
+        Spares { idle: Mutex::new(Vec::new()), keep_alive_idle, _stamps_on: socket::StampsOn::new() }
     }
 
-    /// The most recently used connection to `authority` that is still fresh, open and quiet.
-    /// A connection holding bytes nobody asked for is closed, and `ex` says so: those bytes
-    /// would be read as this request's answer.
+    /// A spare connection to `authority` that is still fresh, open and silent. One holding bytes
+    /// before any request was written on it is closed, and `ex` says so.
     fn take(&self, authority: &str, ex: &mut Exchange) -> Option<Conn> {
         let mut idle = self.idle.lock().ok()?;
         idle.retain(|(_, since)| since.elapsed() < self.keep_alive_idle);
-        while let Some((conn, _)) = idle.pop() {
-            if conn.authority != authority {
-                continue;
-            }
+        while let Some(i) = idle.iter().rposition(|(conn, _)| conn.authority == authority) {
+            let (conn, _) = idle.swap_remove(i);
             match socket::idle_state(conn.stream.as_raw_fd()) {
                 socket::Idle::Quiet => return Some(conn),
                 socket::Idle::Unexpected => ex.unexpected_bytes_dropped = true,
@@ -81,9 +80,47 @@ impl Pool {
         None
     }
 
-    fn put(&self, conn: Conn) {
-        if let Ok(mut idle) = self.idle.lock() {
-            idle.push((conn, Instant::now()));
+    /// Spares to `authority` now.
+    fn count(&self, authority: &str) -> usize {
+        let Ok(mut idle) = self.idle.lock() else { return 0 };
+        idle.retain(|(_, since)| since.elapsed() < self.keep_alive_idle);
+        idle.iter().filter(|(conn, _)| conn.authority == authority).count()
+    }
+
+    /// Opens spares to `authority` until it has `n`, all at once; one that cannot be made is left
+    /// out (the request that finds none makes its own and says why it could not). Each is closed
+    /// once idle for `keep_alive_idle`, so none holds a server's connection slot for long.
+    pub async fn fill(self: &Arc<Self>, authority: &str, n: usize) {
+        let missing = n.saturating_sub(self.count(authority));
+        let mut opening = tokio::task::JoinSet::new();
+        for _ in 0..missing {
+            let authority = authority.to_string();
+            opening.spawn(async move { Conn::connect(&authority).await });
+        }
+        let mut added = false;
+        while let Some(opened) = opening.join_next().await {
+            if let (Ok(Ok(conn)), Ok(mut idle)) = (opened, self.idle.lock()) {
+                idle.push((conn, Instant::now()));
+                added = true;
+            }
+        }
+        if added {
+            let spares = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(spares.keep_alive_idle).await;
+                if let Ok(mut idle) = spares.idle.lock() {
+                    idle.retain(|(_, since)| since.elapsed() < spares.keep_alive_idle);
+                }
+            });
+        }
+    }
+
+    /// After a request to `authority`: one spare for the lane's next request, opened now in the
+    /// background unless one is there.
+    fn replenish(self: &Arc<Self>, authority: &str) {
+        if self.count(authority) == 0 {
+            let (spares, authority) = (self.clone(), authority.to_string());
+            tokio::spawn(async move { spares.fill(&authority, 1).await });
         }
     }
 }
@@ -142,9 +179,11 @@ impl Conn {
     }
 }
 
-/// One timed exchange on the direct path. Never fails: errors land in `Exchange::error`.
+/// One timed exchange on the direct path. Never fails: errors land in `Exchange::error`. Its
+/// connection is closed once the answer is read: nothing that comes on it after is read by
+/// anyone.
 pub(super) async fn exchange(
-    pool: &Pool,
+    spares: &Arc<Spares>,
     api: Api,
     limits: &Limits,
     timeout: Duration,
@@ -152,59 +191,48 @@ pub(super) async fn exchange(
     stream: bool,
 ) -> Exchange {
     let mut ex = Exchange { started_at: ttft_model::clock::now_rfc3339(), ..Default::default() };
-    let Some((mut conn, window)) = open(pool, wire, timeout, &mut ex).await else { return ex };
+    let opened = open(spares, wire, timeout, &mut ex).await;
+    // The lane's next request finds a spare (`fill` is spawned: this request waits for nothing).
+    spares.replenish(&wire.authority);
+    let Some((mut conn, window)) = opened else { return ex };
     let Some((head, used, filled)) = send(&mut conn, wire, window, &mut ex).await else { return ex };
     let first_ms = ex.first_byte_ms.unwrap_or(0.0);
     let mut body = Raw::new(&mut conn, &head, used..filled, first_ms, window.start);
     body::read_answer(api, limits, head.status, stream, &mut body, window, &mut ex).await;
-    let reusable = head.keep_alive && !wire.close && ex.error.is_none() && body.read_to_end().await;
-    if reusable {
-        match stays_quiet(&conn).await {
-            socket::Idle::Quiet => pool.put(conn),
-            socket::Idle::Unexpected => ex.unexpected_bytes_dropped = true,
-            socket::Idle::Closed => {}
-        }
-    }
     ex
 }
 
-/// Watches a connection whose response has ended for `QUIET_BEFORE_REUSE` (mod.rs): what it
-/// held by then. The exchange's own measurements are already taken; only its return waits.
-async fn stays_quiet(conn: &Conn) -> socket::Idle {
-    let by = tokio::time::Instant::now() + QUIET_BEFORE_REUSE;
-    let fd = conn.stream.as_raw_fd();
-    loop {
-        match conn.stream.try_io(Interest::READABLE, || socket::peek_idle(fd)) {
-            Ok(idle) => return idle,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(_) => return socket::Idle::Closed,
-        }
-        if tokio::time::timeout_at(by, conn.stream.readable()).await.is_err() {
-            return socket::Idle::Quiet;
-        }
-    }
-}
-
-/// A connection for the request, and its window: a pooled one, or a new one, made at most twice.
-async fn open(pool: &Pool, wire: &Wire, timeout: Duration, ex: &mut Exchange) -> Option<(Conn, Window)> {
+/// A connection for the request, and its window, which opens once the connection is there: a
+/// spare, or a new one, made at most twice, within the request's timeout.
+async fn open(spares: &Spares, wire: &Wire, timeout: Duration, ex: &mut Exchange) -> Option<(Conn, Window)> {
+    let deadline = deadline_after(Instant::now(), timeout);
     loop {
         ex.attempts += 1;
-        let window = Window::open(timeout);
-        ex.start = Some(window.start);
-        if let Some(conn) = pool.take(&wire.authority, ex) {
-            return Some((conn, window));
-        }
-        match tokio::time::timeout_at(window.deadline, Conn::connect(&wire.authority)).await {
-            Ok(Ok(conn)) => return Some((conn, window)),
-            // Nothing reached the server: it may be sent again, once.
-            Ok(Err(_)) if ex.attempts < 2 => {}
-            Ok(Err(why)) => {
-                ex.fail(ErrorKind::Connect, super::failure::cannot_connect(&wire.authority, &why.to_string()))
+        ex.start = Some(Instant::now());
+        let conn = match spares.take(&wire.authority, ex) {
+            Some(conn) => Ok(conn),
+            None => match tokio::time::timeout_at(deadline, Conn::connect(&wire.authority)).await {
+                Ok(made) => made,
+                Err(_) => {
+                    ex.fail(ErrorKind::Timeout, no_response_headers(timeout));
+                    return None;
+                }
+            },
+        };
+        match conn {
+            Ok(conn) => {
+                let window = Window::open_by(deadline, timeout);
+                ex.start = Some(window.start);
+                ex.connection = Some(ConnectionUse::NewBeforeWindow);
+                return Some((conn, window));
             }
-            Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
-        }
-        if ex.error.is_some() {
-            return None;
+            // Nothing reached the server: it may be sent again, once.
+            Err(_) if ex.attempts < 2 => {}
+            Err(why) => {
+                let message = super::failure::cannot_connect(&wire.authority, &why.to_string());
+                ex.fail(ErrorKind::Connect, message);
+                return None;
+            }
         }
     }
 }
@@ -280,21 +308,6 @@ impl<'c> Raw<'c> {
         let coding = head.coding.clone();
         let (pos, len) = (held.start, held.end);
         Raw { conn, unframe, content_type, location, coding, pos, len, at_ms, start, read: 0 }
-    }
-
-    /// Reads on to the body's end, briefly and boundedly, after the stream's end marker: true when
-    /// it ended cleanly with nothing after it, so the connection can carry the next request.
-    async fn read_to_end(&mut self) -> bool {
-        let by = tokio::time::Instant::now() + END_WAIT;
-        let mut extra = 0;
-        while !self.unframe.is_done() && extra <= END_BYTES {
-            match tokio::time::timeout_at(by, self.next()).await {
-                Ok(Some(Ok((piece, _)))) => extra += piece.len() as u64,
-                Ok(None) => break,
-                _ => return false,
-            }
-        }
-        self.unframe.is_done() && self.pos == self.len
     }
 }
 
@@ -419,11 +432,10 @@ mod tests {
             let wire = Wire {
                 authority,
                 bytes: b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n".to_vec(),
-                close: false,
             };
-            let pool = Pool::new(Duration::from_secs(2));
-            let ex =
-                exchange(&pool, Api::Openai, &Limits::default(), Duration::from_secs(30), &wire, true).await;
+            let spares = Arc::new(Spares::new(Duration::from_secs(2)));
+            let ex = exchange(&spares, Api::Openai, &Limits::default(), Duration::from_secs(30), &wire, true)
+                .await;
             (ex, blocker.await.unwrap())
         })
     }

@@ -31,8 +31,6 @@ pub struct Wire {
     /// `host:port`, as `tokio::net::lookup_host` takes it (an IPv6 host keeps its brackets).
     pub authority: String,
     pub bytes: Vec<u8>,
-    /// The request asks the server to close the connection after answering.
-    pub close: bool,
 }
 
 /// Proxy variables reqwest honours. With any of them set, requests go through reqwest, which
@@ -43,10 +41,7 @@ const PROXY_VARS: [&str; 4] = ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_pro
 /// body already in memory. `None` sends it through reqwest (HTTPS, proxies).
 pub fn wire(request: &reqwest::Request) -> Option<Wire> {
     let url = request.url();
-    let proxied = PROXY_VARS.iter().any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
-    if url.scheme() != "http" || proxied {
-        return None;
-    }
+    let authority = direct_authority(url)?;
     let host = url.host_str()?;
     let body = match request.body() {
         Some(body) => body.as_bytes()?,
@@ -66,13 +61,9 @@ pub fn wire(request: &reqwest::Request) -> Option<Wire> {
     let mut bytes = Vec::with_capacity(head.len() + 512 + body.len());
     bytes.extend_from_slice(head.as_bytes());
     let headers = request.headers();
-    let mut close = false;
     for (name, value) in headers {
         if name == reqwest::header::HOST || name == reqwest::header::CONTENT_LENGTH {
             continue;
-        }
-        if name == reqwest::header::CONNECTION {
-            close |= value.to_str().is_ok_and(|v| has_token(v, "close"));
         }
         for part in [name.as_str().as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
             bytes.extend_from_slice(part);
@@ -84,8 +75,17 @@ pub fn wire(request: &reqwest::Request) -> Option<Wire> {
     }
     bytes.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
     bytes.extend_from_slice(body);
-    let port = url.port_or_known_default()?;
-    Some(Wire { authority: format!("{host}:{port}"), bytes, close })
+    Some(Wire { authority, bytes })
+}
+
+/// The `host:port` a request to `url` connects to on the direct path; None where it goes through
+/// reqwest (not plain `http://`, or a proxy is set).
+pub fn direct_authority(url: &reqwest::Url) -> Option<String> {
+    let proxied = PROXY_VARS.iter().any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
+    if url.scheme() != "http" || proxied {
+        return None;
+    }
+    Some(format!("{}:{}", url.host_str()?, url.port_or_known_default()?))
 }
 
 /// Whether a comma-separated header value holds `token` (case-insensitive).
@@ -798,7 +798,6 @@ mod tests {
             .unwrap();
         let written = wire(&request).unwrap();
         assert_eq!(written.authority, "127.0.0.1:8080");
-        assert!(written.close);
         assert_eq!(
             String::from_utf8(written.bytes).unwrap(),
             "POST /v1/chat/completions?x=1 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\naccept: text/event-stream\r\n\

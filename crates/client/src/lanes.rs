@@ -11,8 +11,8 @@
 //! read their sockets in parallel, each with its own epoll.
 //!
 //! A request goes to the lane with the fewest requests in flight, the lowest-numbered on a tie.
-//! So requests sent one after another all go to lane 0 and reuse its keep-alive connection, as
-//! with a single pool, and a batch released together spreads evenly.
+//! So requests sent one after another all go to lane 0 and take the spare connection it opened
+//! after the one before (direct.rs), and a batch released together spreads evenly.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +36,18 @@ struct Job {
     reply: oneshot::Sender<Exchange>,
 }
 
+/// What a lane is asked to do.
+enum Work {
+    Exchange(Box<Job>),
+    /// Have this many spare connections to this `host:port` (direct.rs), then say so.
+    #[cfg_attr(not(unix), allow(dead_code))]
+    Spares {
+        authority: String,
+        count: usize,
+        done: oneshot::Sender<()>,
+    },
+}
+
 /// What every exchange of a client is run with.
 #[derive(Clone)]
 struct Settings {
@@ -45,7 +57,7 @@ struct Settings {
 }
 
 pub(super) struct Lanes {
-    jobs: Vec<mpsc::UnboundedSender<Job>>,
+    jobs: Vec<mpsc::UnboundedSender<Work>>,
     /// Requests handed to each lane and not yet answered.
     in_flight: Vec<Arc<AtomicUsize>>,
 }
@@ -87,11 +99,33 @@ impl Lanes {
         let (reply, answer) = oneshot::channel();
         let i = least_busy(&self.in_flight);
         self.in_flight[i].fetch_add(1, Ordering::SeqCst);
-        if self.jobs[i].send(Job { prepared, reply }).is_err() {
+        if self.jobs[i].send(Work::Exchange(Box::new(Job { prepared, reply }))).is_err() {
             self.in_flight[i].fetch_sub(1, Ordering::SeqCst);
             return failed("the client lane has stopped".into());
         }
         answer.await.unwrap_or_else(|_| failed("the client lane stopped before answering".into()))
+    }
+
+    /// `n` spare connections to `authority`, spread over the lanes as `n` requests sent together
+    /// now would be (`least_busy` with none in flight: lane i takes the i-th, the n+i-th, ...);
+    /// returns once every lane has opened its share.
+    #[cfg(unix)]
+    pub(super) async fn preconnect(&self, authority: &str, n: usize) {
+        let lanes = self.jobs.len();
+        let mut opened = Vec::new();
+        for (i, lane) in self.jobs.iter().enumerate() {
+            let count = n / lanes + usize::from(i < n % lanes);
+            if count == 0 {
+                continue;
+            }
+            let (done, is_done) = oneshot::channel();
+            if lane.send(Work::Spares { authority: authority.to_string(), count, done }).is_ok() {
+                opened.push(is_done);
+            }
+        }
+        for is_done in opened {
+            let _ = is_done.await;
+        }
     }
 }
 
@@ -104,7 +138,7 @@ fn least_busy(in_flight: &[Arc<AtomicUsize>]) -> usize {
 /// A lane's thread: its runtime and pool, then every job it is sent, until the client is dropped.
 fn run_lane(
     settings: Settings,
-    queue: mpsc::UnboundedReceiver<Job>,
+    queue: mpsc::UnboundedReceiver<Work>,
     in_flight: Arc<AtomicUsize>,
     started: std::sync::mpsc::Sender<Result<(), Failure>>,
 ) {
@@ -129,24 +163,41 @@ fn run_lane(
 
 /// A lane's loop: every job becomes a task on this thread.
 async fn serve(
-    mut queue: mpsc::UnboundedReceiver<Job>,
+    mut queue: mpsc::UnboundedReceiver<Work>,
     http: reqwest::Client,
     settings: Settings,
     in_flight: Arc<AtomicUsize>,
 ) {
     let (api, limits, timeout) = (settings.api, settings.options.limits, settings.timeout);
     #[cfg(unix)]
-    let pool = Arc::new(super::direct::Pool::new(settings.options.keep_alive_idle));
-    while let Some(mut job) = queue.recv().await {
+    let spares = Arc::new(super::direct::Spares::new(settings.options.keep_alive_idle));
+    while let Some(work) = queue.recv().await {
+        let mut job = match work {
+            Work::Exchange(job) => *job,
+            #[cfg(unix)]
+            Work::Spares { authority, count, done } => {
+                let spares = spares.clone();
+                tokio::spawn(async move {
+                    spares.fill(&authority, count).await;
+                    let _ = done.send(());
+                });
+                continue;
+            }
+            #[cfg(not(unix))]
+            Work::Spares { done, .. } => {
+                let _ = done.send(());
+                continue;
+            }
+        };
         let (http, in_flight) = (http.clone(), in_flight.clone());
         #[cfg(unix)]
-        let pool = pool.clone();
+        let spares = spares.clone();
         tokio::spawn(async move {
             let run = async {
                 #[cfg(unix)]
                 if let Some(wire) = &job.prepared.wire {
                     let stream = job.prepared.stream;
-                    return super::direct::exchange(&pool, api, &limits, timeout, wire, stream).await;
+                    return super::direct::exchange(&spares, api, &limits, timeout, wire, stream).await;
                 }
                 super::exchange(&http, api, &limits, timeout, job.prepared).await
             };

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use ttft_model::exit::Failure;
-use ttft_model::record::{ErrorInfo, ErrorKind};
+use ttft_model::record::{ConnectionUse, ErrorInfo, ErrorKind};
 use ttft_model::spec::Api;
 
 pub use body::{causes, quote};
@@ -151,12 +151,13 @@ pub struct Exchange {
     /// Times the request was handed to the transport: 1, or 2 when the first connect failed
     /// (0 when it was never sent).
     pub attempts: u32,
-    /// A kept-alive connection of this request held bytes no request asked for (a stray
-    /// response after this one's end, or bytes waiting on a pooled connection before this
-    /// request was sent): it was closed, never reused, and nothing was read from it as an
-    /// answer. The direct path says so; on the reqwest path hyper closes such a connection
-    /// itself, unseen.
+    /// A spare connection held bytes before any request was written on it (a server that
+    /// spoke first): it was closed, and nothing was read from it as an answer. The direct path
+    /// says so.
     pub unexpected_bytes_dropped: bool,
+    /// The connection the request went out on (None when it went out on none): never one that
+    /// has carried an earlier response, whose stray could be read as this request's answer.
+    pub connection: Option<ConnectionUse>,
 }
 
 impl Exchange {
@@ -211,10 +212,22 @@ pub struct Window {
 impl Window {
     fn open(timeout: Duration) -> Window {
         let start = Instant::now();
-        // A timeout too large for the clock (validated upstream; never panic here) means "none".
-        let deadline = start.checked_add(timeout).unwrap_or(start + Duration::from_secs(100 * 365 * 86400));
-        Window { start, deadline: tokio::time::Instant::from_std(deadline), timeout }
+        Window { start, deadline: deadline_after(start, timeout), timeout }
     }
+
+    /// A window opening now that gives up at `deadline`, set before a connect outside it: the
+    /// request's one timeout covers both.
+    #[cfg(unix)]
+    fn open_by(deadline: tokio::time::Instant, timeout: Duration) -> Window {
+        Window { start: Instant::now(), deadline, timeout }
+    }
+}
+
+/// `timeout` after `start`. A timeout too large for the clock (validated upstream; never panic
+/// here) means "none".
+fn deadline_after(start: Instant, timeout: Duration) -> tokio::time::Instant {
+    let deadline = start.checked_add(timeout).unwrap_or(start + Duration::from_secs(100 * 365 * 86400));
+    tokio::time::Instant::from_std(deadline)
 }
 
 /// The outcome of handing a request to the transport.
@@ -279,14 +292,6 @@ impl Prepared {
         (self.request.url().path(), body)
     }
 }
-
-/// After a response that leaves its connection open, the connection is watched this long before
-/// the exchange returns and the connection may carry the next request. A server or proxy that
-/// answers a request twice writes the second answer a few ms after the first (5-50 ms seen); a
-/// request sent on the connection meanwhile would read that stray as its own answer, with a
-/// TTFT shorter than the prefill. Watched, the stray arrives first and the connection is closed.
-/// Costs wall time between requests, never measured time: the window has closed.
-pub(crate) const QUIET_BEFORE_REUSE: Duration = Duration::from_millis(60);
 
 /// Preflight calls (is the server there at all?) wait at most this long, or the request timeout
 /// when that is shorter: a wrong --server should cost seconds, not the request timeout.
@@ -383,8 +388,15 @@ impl Client {
         for (k, v) in &req.headers {
             builder = builder.header(k.as_str(), v.as_str());
         }
-        let request = builder.build()?;
+        let mut request = builder.build()?;
         let wire = if cfg!(unix) && self.options.direct { h1::wire(&request) } else { None };
+        if wire.is_none() {
+            // Through reqwest, no chat request reuses a connection that carried an earlier reply,
+            // whose stray it could read as its own answer: HTTP/1.1 closes each (HTTP/2 drops the
+            // header). The direct path never reuses one (direct.rs) and asks nothing.
+            let close = reqwest::header::HeaderValue::from_static("close");
+            request.headers_mut().insert(reqwest::header::CONNECTION, close);
+        }
         Ok(Prepared { request, stream: req.stream, wire })
     }
 
@@ -411,6 +423,21 @@ impl Client {
             (Some(key), Api::Anthropic) => builder.header("x-api-key", key),
             (None, _) => builder,
         }
+    }
+
+    /// Opens `n` spare connections ahead of `n` requests about to be sent together (a batch's
+    /// release), spread over the lanes as those requests will be, so that none connects between
+    /// the release and its write. Only the direct path can (a connection reqwest makes is its
+    /// own); there and elsewhere a request without a spare makes its own connection.
+    pub async fn preconnect(&self, n: usize) {
+        #[cfg(unix)]
+        if self.options.direct
+            && let Ok(url) = reqwest::Url::parse(&self.base)
+            && let Some(authority) = h1::direct_authority(&url)
+        {
+            self.lanes.preconnect(&authority, n).await;
+        }
+        let _ = n;
     }
 
     /// Sends a prepared request and measures it, on one of the client's lanes (lanes.rs). Never
@@ -453,27 +480,17 @@ async fn exchange(
         Ok(Ok(r)) => r,
     };
     ex.first_byte_ms = Some(ms_since(window.start));
+    // Every chat request on this path asks `Connection: close` (`Client::prepare`), so hyper
+    // returns no HTTP/1.1 connection of a lane to its pool: each request has its own, made inside
+    // the window. HTTP/2 drops that header and ties each reply to its request's stream.
+    ex.connection = Some(match response.version() {
+        reqwest::Version::HTTP_2 | reqwest::Version::HTTP_3 => ConnectionUse::Http2Stream,
+        _ => ConnectionUse::NewInWindow,
+    });
     let status = response.status().as_u16();
-    let kept_open = keeps_connection(&response);
     let mut source = body::Fetched::new(response, window.start);
     body::read_answer(api, limits, status, prepared.stream, &mut source, window, &mut ex).await;
-    drop(source);
-    if kept_open && ex.error.is_none() {
-        // hyper reads an idle connection and closes it on bytes no request asked for: a stray
-        // that comes within the watch never reaches the next request (QUIET_BEFORE_REUSE).
-        tokio::time::sleep(QUIET_BEFORE_REUSE).await;
-    }
     ex
-}
-
-/// An HTTP/1.1 response that leaves its connection open for another request.
-fn keeps_connection(response: &reqwest::Response) -> bool {
-    let close = response
-        .headers()
-        .get_all(reqwest::header::CONNECTION)
-        .iter()
-        .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))));
-    response.version() == reqwest::Version::HTTP_11 && !close
 }
 
 fn ms_since(start: Instant) -> f64 {

@@ -40,7 +40,8 @@ impl Default for Limits {
     }
 }
 
-/// Idle keep-alive connections are dropped after this long. Servers close idle connections on
+/// Idle keep-alive connections (and the direct path's spares, opened ahead of a request) are
+/// dropped after this long. Servers close idle connections on
 /// their own timer, and a request written onto a connection the server is closing at that moment
 /// may have been read (so it must not be re-sent) yet gets no answer. Staying well under the
 /// shortest common server timeout keeps that race away:

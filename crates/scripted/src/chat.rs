@@ -102,9 +102,11 @@ struct Paced {
     due: tokio::time::Instant,
     trace: Trace,
     first_sent: Option<(FirstSent, String)>,
-    /// `Fault::CloseAfterStream` and `Fault::StrayAfterStream`: once the last event is out, the
+    /// `Fault::CloseAfterStream` and `Fault::StrayAfterReply`: once the last event is out, the
     /// connection is marked with what happens to it this long after.
     close_after: Option<AfterStream>,
+    /// `Fault::StrayAfterReply`: every frame as sent, when, and whether it held content.
+    sent: Vec<(Instant, Bytes, bool)>,
     /// llama.cpp's timings, measured on the stream as it is sent.
     timings: Option<LateTimings>,
     /// `Behaviour::catch_up`: overdue events go at once, back on the schedule.
@@ -139,15 +141,51 @@ impl LateTimings {
 }
 
 /// Where to mark a connection once its stream has ended, after how long, and with what.
-type AfterStream = (net::Kills, net::Peer, Duration, fn(tokio::time::Instant) -> net::Kill);
+struct AfterStream {
+    kills: net::Kills,
+    peer: net::Peer,
+    after: Duration,
+    then: AfterStreamKill,
+}
+
+enum AfterStreamKill {
+    /// `net::Kill::Deaf`.
+    Deaf,
+    /// `net::Kill::Stray` with a copy of the stream (`Paced::sent`).
+    Stray,
+}
+
+impl AfterStream {
+    fn new(s: &AppState, peer: net::Peer, ms: u64, then: AfterStreamKill) -> AfterStream {
+        AfterStream { kills: s.kills.clone(), peer, after: Duration::from_millis(ms), then }
+    }
+
+    /// Marks the connection, the stream's frames (`Paced::sent`) copied for a stray.
+    fn mark(self, sent: &[(Instant, Bytes, bool)]) {
+        let at = tokio::time::Instant::now() + self.after;
+        let kill = match self.then {
+            AfterStreamKill::Deaf => net::Kill::Deaf(at),
+            AfterStreamKill::Stray => {
+                let first = sent.iter().find(|f| f.2).or(sent.first()).map(|f| f.0);
+                let at_gaps: Vec<_> = sent
+                    .iter()
+                    .map(|(t, frame, _)| {
+                        (first.map_or(Duration::ZERO, |f| t.saturating_duration_since(f)), frame.clone())
+                    })
+                    .collect();
+                net::Kill::Stray(at, std::sync::Arc::new(faults::stray_copy_of_stream(&at_gaps)))
+            }
+        };
+        lock(&self.kills).insert(self.peer.0, kill);
+    }
+}
 
 fn paced(p: Paced) -> Response {
     let frames = stream::unfold(p, |mut p| async move {
         let Some(event) = p.events.next() else {
             p.trace.completed();
-            if let Some((kills, peer, after, kill)) = p.close_after.take() {
-                let at = tokio::time::Instant::now() + after;
-                lock(&kills).insert(peer.0, kill(at));
+            if let Some(after) = p.close_after.take() {
+                after.mark(&p.sent);
             }
             return None;
         };
@@ -174,6 +212,9 @@ fn paced(p: Paced) -> Response {
             (Some(t), true) => Bytes::from(t.measured().fill(&String::from_utf8_lossy(&event.frame))),
             _ => event.frame,
         };
+        if p.close_after.as_ref().is_some_and(|a| matches!(a.then, AfterStreamKill::Stray)) {
+            p.sent.push((Instant::now(), frame.clone(), event.content));
+        }
         Some((Ok::<_, Infallible>(frame), p))
     });
     sse_response(Body::from_stream(frames))
@@ -291,6 +332,7 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
         trace,
         first_sent: key.map(|k| (s.first_sent.clone(), k)),
         close_after: None,
+        sent: Vec::new(),
         timings: None,
         catch_up: b.catch_up,
         _permit: permit,
@@ -412,6 +454,12 @@ async fn complete(
         let reply = wire.whole(&text, "length", counts, b.usage, &planned);
         trace.content(Instant::now());
         trace.completed();
+        if let Fault::StrayAfterReply(ms) = b.fault {
+            // The copy is marked as the reply goes out: the write follows within microseconds.
+            let copy = faults::stray_copy_of_body(&serde_json::to_vec(&reply).unwrap_or_default());
+            let at = tokio::time::Instant::now() + Duration::from_millis(ms);
+            lock(&s.kills).insert(peer.0, net::Kill::Stray(at, std::sync::Arc::new(copy)));
+        }
         return axum::Json(reply).into_response();
     }
     let keep_alive = if b.fault == Fault::KeepAlive { ": keep-alive\n\n" } else { "" };
@@ -502,14 +550,11 @@ async fn complete(
         trace,
         first_sent: key.map(|k| (s.first_sent.clone(), k)),
         close_after: match b.fault {
-            Fault::CloseAfterStream(ms) => {
-                Some((s.kills.clone(), peer, Duration::from_millis(ms), net::Kill::Deaf))
-            }
-            Fault::StrayAfterStream(ms) => {
-                Some((s.kills.clone(), peer, Duration::from_millis(ms), net::Kill::Stray))
-            }
+            Fault::CloseAfterStream(ms) => Some(AfterStream::new(&s, peer, ms, AfterStreamKill::Deaf)),
+            Fault::StrayAfterReply(ms) => Some(AfterStream::new(&s, peer, ms, AfterStreamKill::Stray)),
             _ => None,
         },
+        sent: Vec::new(),
         timings: Some(LateTimings { planned, admitted: start.into_std(), first: None, last: None, interval }),
         catch_up: b.catch_up,
         _permit: permit,

@@ -65,11 +65,14 @@ pub enum Fault {
     /// after its last chunk); here the connection stays open, deaf, for this many ms, so a
     /// request a client writes onto it right after the stream is lost every time, not now and then.
     CloseAfterStream(u64),
-    /// After each stream's end, this many ms later, a second, unasked-for response on the same
-    /// kept-alive connection (a whole SSE stream whose one token is "stray"): written before the
-    /// server reads the connection's next request, so a client that sent one meanwhile gets the
-    /// stray first, as from a proxy or server that answers a request twice.
-    StrayAfterStream(u64),
+    /// This many ms after each measured reply has gone out (streamed or whole), a copy of that
+    /// reply on the same kept-alive connection, written before the server reads the
+    /// connection's next request: what a proxy or server that answers a request twice does. The
+    /// copy is the reply as sent (same id, text and usage), a stream's events at their original
+    /// gaps from its first token on, so nothing in it but its timing tells it from an answer: a
+    /// client that sent its next request on that connection meanwhile reads the copy as that
+    /// request's answer, sooner than the server could have answered it.
+    StrayAfterReply(u64),
     /// The request's key (bearer, Basic credentials or x-api-key) said back in another form.
     EchoKey(EchoKey),
 }
@@ -111,11 +114,32 @@ fn echo_key(how: EchoKey, headers: &HeaderMap) -> Option<Response> {
     Some(with_type(StatusCode::UNAUTHORIZED, "application/json", Body::from(body)))
 }
 
-/// The unasked-for response of `Fault::StrayAfterStream`: complete, chunked, one token.
-pub const STRAY_RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-transfer-encoding: chunked\r\n\r\n\
-3d\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"stray\"}}]}\n\n\r\n\
-e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
+/// One write of an unasked-for response (`Fault::StrayAfterReply`): its bytes, and how long
+/// after the response's first write it goes.
+pub type StrayPiece = (Duration, Bytes);
+
+/// The copy of a whole (non-streamed) JSON reply, as one write.
+pub fn stray_copy_of_body(body: &[u8]) -> Vec<StrayPiece> {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    vec![(Duration::ZERO, Bytes::from([head.as_bytes(), body].concat()))]
+}
+
+/// The copy of a stream: its frames, each sent this long after the stream's first content frame
+/// (frames before it go at once), chunked as the original was.
+pub fn stray_copy_of_stream(frames: &[(Duration, Bytes)]) -> Vec<StrayPiece> {
+    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+    let mut pieces = vec![(Duration::ZERO, Bytes::from_static(head.as_bytes()))];
+    for (at, frame) in frames {
+        let chunk = [format!("{:x}\r\n", frame.len()).as_bytes(), frame, b"\r\n"].concat();
+        pieces.push((*at, Bytes::from(chunk)));
+    }
+    let end = pieces.last().map_or(Duration::ZERO, |p| p.0);
+    pieces.push((end, Bytes::from_static(b"0\r\n\r\n")));
+    pieces
+}
 
 fn sse(stream: impl futures_util::Stream<Item = Bytes> + Send + 'static) -> Response {
     sse_response(Body::from_stream(stream.map(Ok::<_, Infallible>)))

@@ -16,10 +16,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+use super::faults::StrayPiece;
 use super::{ScriptedError, lock};
 
 /// What happens to a connection at its next write.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Kill {
     /// Close it (FIN): the request was read, no answer follows.
     Drop,
@@ -28,8 +29,9 @@ pub enum Kill {
     /// Read nothing more from it (a request written onto it stays unread) and close it at this
     /// instant; writes still go through, so the response under way ends normally.
     Deaf(tokio::time::Instant),
-    /// At this instant, write `faults::STRAY_RESPONSE` onto the connection, before reading on.
-    Stray(tokio::time::Instant),
+    /// From this instant, write these pieces of an unasked-for response onto the connection, each
+    /// at its offset (`faults::StrayPiece`), before reading on.
+    Stray(tokio::time::Instant, Arc<Vec<StrayPiece>>),
 }
 
 /// Connections marked by a handler, by peer address.
@@ -127,7 +129,7 @@ impl axum::serve::Listener for Listener {
                     Err(_) => continue,
                 },
             };
-            return (Conn { io, peer, kills: self.kills.clone(), deaf: None }, peer);
+            return (Conn { io, peer, kills: self.kills.clone(), deaf: None, stray: None }, peer);
         }
     }
 
@@ -145,8 +147,10 @@ pub struct Conn {
     io: Io,
     peer: SocketAddr,
     kills: Kills,
-    /// The close of a `Kill::Deaf` connection, or the stray write of a `Kill::Stray` one.
+    /// The close of a `Kill::Deaf` connection, or the next stray write of a `Kill::Stray` one.
     deaf: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The pieces of a `Kill::Stray` response not yet written, each with its instant.
+    stray: Option<std::collections::VecDeque<(tokio::time::Instant, axum::body::Bytes)>>,
 }
 
 impl Conn {
@@ -157,28 +161,37 @@ impl Conn {
         }
     }
 
-    /// `Kill::Stray`: `Ready` once no stray is due (written now if its time has come), `Pending`
-    /// until then, with the connection's task woken at its time. Polled by writes too: the mark
-    /// is set as the response's last chunk is written, and the task may not read again before
-    /// the next request arrives.
+    /// `Kill::Stray`: `Ready` once no stray piece is left to write (each written once its time
+    /// has come), `Pending` until then, with the connection's task woken at the next piece's
+    /// time. Polled by writes too: the mark is set as the response's last chunk is written, and
+    /// the task may not read again before the next request arrives.
     fn stray_due(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(Kill::Stray(at)) = lock(&self.kills).get(&self.peer).copied() else {
-            return Poll::Ready(());
-        };
-        let due = self.deaf.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
-        if due.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
+        if self.stray.is_none() {
+            let mut kills = lock(&self.kills);
+            let Some(Kill::Stray(at, pieces)) = kills.get(&self.peer).cloned() else {
+                return Poll::Ready(());
+            };
+            kills.remove(&self.peer);
+            self.stray = Some(pieces.iter().map(|(after, bytes)| (at + *after, bytes.clone())).collect());
         }
-        self.deaf = None;
-        lock(&self.kills).remove(&self.peer);
-        self.write_stray(cx);
+        while let Some((at, bytes)) = self.stray.as_mut().and_then(|s| s.front().cloned()) {
+            let due = self.deaf.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+            if due.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.deaf = None;
+            self.write_stray(cx, &bytes);
+            if let Some(left) = self.stray.as_mut() {
+                left.pop_front();
+            }
+        }
+        self.stray = None;
         Poll::Ready(())
     }
 
-    /// Writes the stray response of `Kill::Stray`, as far as the socket takes it at once (a few
-    /// hundred bytes: all of it).
-    fn write_stray(&mut self, cx: &mut Context<'_>) {
-        let stray = super::faults::STRAY_RESPONSE;
+    /// Writes one piece of a stray response, as far as the socket takes it at once (a reply's
+    /// copy of a few KB, or one event of a stream: all of it).
+    fn write_stray(&mut self, cx: &mut Context<'_>, stray: &[u8]) {
         let _ = match &mut self.io {
             Io::Plain(t) => Pin::new(t).poll_write(cx, stray),
             Io::Tls(t) => {
@@ -191,9 +204,9 @@ impl Conn {
 
     /// Carries out a kill marked for this connection: the write fails, hyper drops the socket.
     fn killed(&self) -> Option<io::Error> {
-        let kill = lock(&self.kills).get(&self.peer).copied()?;
+        let kill = lock(&self.kills).get(&self.peer).cloned()?;
         match kill {
-            Kill::Deaf(_) | Kill::Stray(_) => None,
+            Kill::Deaf(_) | Kill::Stray(..) => None,
             Kill::Drop => Some(io::Error::new(io::ErrorKind::BrokenPipe, "scripted: drop after read")),
             Kill::Reset => {
                 let _ = socket2::SockRef::from(self.tcp()).set_linger(Some(std::time::Duration::ZERO));
@@ -206,7 +219,8 @@ impl Conn {
 impl AsyncRead for Conn {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if let Some(Kill::Deaf(at)) = lock(&this.kills).get(&this.peer).copied() {
+        let deaf = lock(&this.kills).get(&this.peer).cloned();
+        if let Some(Kill::Deaf(at)) = deaf {
             let close = this.deaf.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
             // Then end of input: hyper closes the connection, with the unread request in it.
             return close.as_mut().poll(cx).map(|()| Ok(()));

@@ -269,6 +269,15 @@ record_types! {
         /// true.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         pub unexpected_bytes_dropped: bool,
+        /// How the request was kept from reading bytes that were not its reply (a stray: a copy of
+        /// an earlier answer that a proxy or server sent late on a kept-alive connection):
+        /// `new_before_window`, a connection that had carried nothing, opened before the timed
+        /// window (the direct path); `new_in_window`, one opened for this request inside the
+        /// window, its connect and any TLS handshake inside TTFT (reqwest over HTTP/1.1);
+        /// `http2_stream`, an HTTP/2 stream, whose reply is tied to it. Absent in older records,
+        /// whose requests may have reused a connection.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub connection: Option<ConnectionUse> => OptionalEnum<ConnectionUse>,
     }
 
     /// The summary of one concurrent batch; its requests are Measurement records with the same group_id.
@@ -363,6 +372,19 @@ impl UserCache {
 
 fn one() -> u32 {
     1
+}
+
+/// The connection a measured request went out on (`Measurement::connection`): each one that of
+/// a request that can read no stray.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectionUse {
+    /// A connection that had carried no request, opened before the timed window.
+    NewBeforeWindow,
+    /// A connection opened for this request inside the timed window (connect and TLS in TTFT).
+    NewInWindow,
+    /// A stream of an HTTP/2 connection: its reply carries its stream's id.
+    Http2Stream,
 }
 
 /// Where a warm restore read the saved session from (`Measurement::page_cache`).

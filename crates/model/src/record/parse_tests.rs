@@ -214,6 +214,7 @@ fn full_records() -> Vec<Record> {
         error: Some(error.clone()),
         attempts: 2,
         unexpected_bytes_dropped: true,
+        connection: Some(crate::record::ConnectionUse::NewBeforeWindow),
         distinct_arrivals: Some(3),
         page_cache: Some(crate::record::PageCache::Memory),
         page_cache_resident_pct: Some(97.5),
