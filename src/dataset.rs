@@ -105,6 +105,9 @@ impl Dataset {
             let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
             at(path, line, "not UTF-8 text")
         })?;
+        // A UTF-8 byte-order mark (editors on Windows write one) is not part of the first row:
+        // kept, it hides the `[` or `{` that says what the file holds.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let trimmed = text.trim_start();
         let (format, mut rows) = if trimmed.starts_with('[') {
             ("sharegpt", json_array(path, text)?)

@@ -158,7 +158,9 @@ fn derived_cache_verdict(m: &Measurement) -> Option<bool> {
     }
     match &m.cache_evidence {
         Some(e) => quality::cache_state_verdict(m.cell.cache_state, Some(e), PromptTokens::of(m)),
-        None if bench_verdicts(m) => quality::cache_state_verdict(m.cell.cache_state, None, PromptTokens::of(m)),
+        None if bench_verdicts(m) => {
+            quality::cache_state_verdict(m.cell.cache_state, None, PromptTokens::of(m))
+        }
         None => m.cache_state_confirmed.filter(|c| !c),
     }
 }

@@ -350,3 +350,39 @@ fn a_resumed_dataset_run_reads_its_file_again_and_refuses_one_that_changed() {
     assert!(err.contains(file.to_str().unwrap()) && err.contains("changed since the run began"), "{err}");
     assert_eq!(std::fs::read_to_string(run.join("measurements.jsonl")).unwrap(), before, "nothing measured");
 }
+
+/// A dataset saved with a UTF-8 byte-order mark (as Windows editors write it) is the same
+/// dataset: ShareGPT and JSONL files are read by their shape, not sent as raw JSON text prompts.
+#[test]
+fn a_byte_order_mark_does_not_turn_a_dataset_into_plain_text() {
+    let server = server();
+    let sharegpt = std::fs::read(fixture("sharegpt.json")).unwrap();
+    let jsonl =
+        b"{\"prompt\": \"tell me about rivers and the sea\"}\n{\"prompt\": \"name three birds\"}\n".to_vec();
+    for (name, format, body, rows) in
+        [("bom.json", "sharegpt", sharegpt, 3), ("bom.jsonl", "jsonl", jsonl, 2)]
+    {
+        let files = tempfile::tempdir().unwrap();
+        let file = files.path().join(name);
+        std::fs::write(&file, [b"\xEF\xBB\xBF".as_slice(), &body].concat()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let out =
+            sweep(&server.url, dir.path(), &["--dataset", file.to_str().unwrap(), "--cache-states", "cold"]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let meta = run_json(&run_dir(dir.path()));
+        assert_eq!(meta["config"]["dataset"]["format"], format, "{name}: {}", meta["config"]["dataset"]);
+        assert_eq!(meta["config"]["dataset"]["rows_in_file"], rows, "{name}");
+        let log = server.log();
+        assert!(log.iter().any(|l| l.path == "/v1/chat/completions"), "the server keeps its requests");
+        let raw_json_sent = log.iter().filter(|l| l.path == "/v1/chat/completions").any(|l| {
+            l.body["messages"].as_array().is_some_and(|ms| {
+                ms.iter().any(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.contains("\"prompt\"") || c.contains("\"conversations\""))
+                })
+            })
+        });
+        assert!(!raw_json_sent, "{name}: a row's raw JSON was sent as a prompt");
+    }
+}

@@ -161,3 +161,103 @@ fn the_ttft_plot_has_ticks_at_the_swept_sizes_and_names_the_table_s_statistic() 
     let numbers = texts.iter().filter(|t| t.parse::<f64>().is_ok()).count();
     assert!(numbers >= 4, "{texts:?}");
 }
+
+/// The y value (ms) each pixel row of a plot stands for, read from its y-axis tick labels (right-
+/// aligned numbers left of the axis): log or linear, whichever the ticks follow.
+fn y_scale(doc: &roxmltree::Document) -> impl Fn(f64) -> f64 {
+    let mut ticks: Vec<(f64, f64)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text") && n.attribute("text-anchor") == Some("end"))
+        .filter_map(|n| {
+            let value: f64 = n.text()?.trim().parse().ok()?;
+            Some((n.attribute("y")?.parse().ok()?, value))
+        })
+        .collect();
+    ticks.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(ticks.len() >= 3, "y ticks: {ticks:?}");
+    let ((y0, v0), (y1, v1), (y2, v2)) = (ticks[0], ticks[1], ticks[ticks.len() - 1]);
+    let log = |v: f64| v.ln();
+    let linear_miss = (v0 + (v1 - v0) * (y2 - y0) / (y1 - y0) - v2).abs() / v2;
+    let log_miss = (log(v0) + (log(v1) - log(v0)) * (y2 - y0) / (y1 - y0) - log(v2)).abs() / log(v2).abs();
+    let is_log = log_miss < linear_miss;
+    move |y: f64| {
+        if is_log {
+            (log(v0) + (log(v1) - log(v0)) * (y - y0) / (y1 - y0)).exp()
+        } else {
+            v0 + (v1 - v0) * (y - y0) / (y1 - y0)
+        }
+    }
+}
+
+/// The plotted p50 is the median: with one record of each cell 10x slower than the other two,
+/// the mean is 4x the median, and the p50 line (the thick one starting at the first swept size)
+/// must sit at the median of each context's records, within a pixel's rounding.
+#[test]
+fn the_ttft_plot_draws_the_median_not_the_mean() {
+    let (dir, run) = sweep();
+    let path = run.join("measurements.jsonl");
+    let mut seen = std::collections::BTreeSet::new();
+    let edited: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut m: serde_json::Value = serde_json::from_str(line).unwrap();
+            if m["record_type"] == "measurement" && seen.insert(m["context_tokens"].as_u64()) {
+                m["ttft_ms"] = (m["ttft_ms"].as_f64().unwrap() * 10.0).into();
+            }
+            m.to_string()
+        })
+        .collect();
+    std::fs::write(&path, edited.join("\n") + "\n").unwrap();
+    let mut medians = Vec::new();
+    for context in [512, 1024] {
+        let ttfts = sorted(
+            measurements(&run)
+                .iter()
+                .filter(|m| m["context_tokens"] == context)
+                .map(|m| m["ttft_ms"].as_f64().unwrap())
+                .collect(),
+        );
+        assert_eq!(ttfts.len(), 3);
+        let mean = ttfts.iter().sum::<f64>() / 3.0;
+        assert!(mean > 2.0 * ttfts[1], "the mean differs: {ttfts:?}");
+        medians.push(ttfts[1]);
+    }
+    let plots = dir.path().join("plots");
+    let out = bench(&["report", run.to_str().unwrap(), "--plot", plots.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ttft = std::fs::read_dir(&plots)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("ttft-"))
+        .unwrap();
+    let svg = std::fs::read_to_string(ttft).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let value_at = y_scale(&doc);
+    let first_size_x = doc
+        .descendants()
+        .find(|n| n.has_tag_name("text") && n.text().map(str::trim) == Some("512"))
+        .and_then(|n| n.attribute("x"))
+        .unwrap()
+        .to_string();
+    let line: Vec<(f64, f64)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke-width") == Some("2"))
+        .filter_map(|n| n.attribute("points"))
+        .filter(|p| p.starts_with(&format!("{first_size_x},")))
+        .map(|p| {
+            p.split_whitespace()
+                .map(|xy| {
+                    let (x, y) = xy.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect()
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no p50 line from x={first_size_x}: {svg}"));
+    assert_eq!(line.len(), 2, "{line:?}");
+    for ((_, y), median) in line.iter().zip(&medians) {
+        let drawn = value_at(*y);
+        assert!((drawn / median - 1.0).abs() < 0.05, "p50 drawn at {drawn:.1} ms, the median is {median:.1}");
+    }
+}
