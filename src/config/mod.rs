@@ -619,6 +619,10 @@ pub fn validate_server(server: &str) -> Result<ServerUrl, BadServerUrl> {
     if parsed.host_str().is_none_or(str::is_empty) {
         return Err(BadServerUrl(format!("{:?} names no host", shown())));
     }
+    // Port 0 is "any free port" to a server binding one, never a port a client can reach.
+    if parsed.port() == Some(0) {
+        return Err(BadServerUrl(format!("{:?} names port 0, which no server listens on", shown())));
+    }
     match server.strip_suffix("/v1").map(|base| base.trim_end_matches('/')) {
         Some(base) if base.len() > "https://".len() && parsed.query().is_none() => Ok(ServerUrl {
             url: base.to_string(),

@@ -68,6 +68,8 @@ pub fn build(sources: Vec<Source>) -> std::io::Result<Merged> {
 }
 
 pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
+    // Ctrl-C or SIGTERM: exit 130, no temp file left beside the output, the output untouched.
+    crate::store::stop_writes_on_signal();
     let expectation = match &args.expect {
         Some(path) => Some(expect::from_scenario(path).map_err(Failure::from)?),
         None => None,
@@ -90,8 +92,13 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
         crate::results::sources::release(doc);
         return Ok(Outcome::Findings);
     }
-    crate::store::write_atomic_with(&args.output, |w| canonical::write_with_texts(&doc, &texts, w))
-        .map_err(write_failure)?;
+    let written =
+        crate::store::write_atomic_with(&args.output, |w| canonical::write_with_texts(&doc, &texts, w));
+    if written.is_err() && crate::store::interrupted() {
+        eprintln!("interrupted by a signal: nothing was written to {}", args.output.display());
+        return Ok(Outcome::Interrupted);
+    }
+    written.map_err(write_failure)?;
     let replaced: usize = doc.provenance.replaced.iter().map(|r| r.beat).sum();
     eprintln!(
         "merged {} records from {} sources ({} duplicates set aside, see provenance) -> {}",

@@ -155,9 +155,13 @@ fn plan_with_a_missing_or_broken_scenario_is_exit_2() {
 fn a_server_url_that_cannot_exist_is_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    for server in
-        ["http://127.0.0.1:99999", "http://127.0.0.1:65536", "http://:8080", "http://user:pw@host:123456"]
-    {
+    for server in [
+        "http://127.0.0.1:99999",
+        "http://127.0.0.1:65536",
+        "http://:8080",
+        "http://user:pw@host:123456",
+        "http://127.0.0.1:0",
+    ] {
         for verb in ["sweep", "soak", "load"] {
             let run = bench(&[verb, "--server", server, "--out", out.to_str().unwrap()]);
             assert_eq!(code(&run), 2, "{verb} {server}: {}", stderr(&run));

@@ -202,3 +202,49 @@ fn an_output_that_cannot_be_written_exits_4_and_leaves_nothing_behind() {
     assert!(stderr.contains(&blocked.display().to_string()), "{stderr}");
     assert_eq!(std::fs::read(&blocked).unwrap(), b"", "nothing written");
 }
+
+/// SIGTERM (or Ctrl-C) while merge writes its output: exit 130 as every verb, the temp file it
+/// was filling removed at once (not left until the next merge), and no output file.
+#[test]
+fn a_merge_stopped_by_a_signal_exits_130_and_leaves_no_temp_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<Record> = (0..300_000).map(|i| record(64 + (i % 1000) as u32)).collect();
+    let records: Vec<Record> = records
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut r)| {
+            if let Record::Measurement(m) = &mut r {
+                m.cell.run = 1 + i as u32 / 1000;
+            }
+            r
+        })
+        .collect();
+    let input = run_dir(dir.path(), "big", &records);
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let output = out_dir.join("merged.json");
+    let mut child = Std::cargo_bin("bench")
+        .unwrap()
+        .args(["merge", input.to_str().unwrap(), "-o", output.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let temp_seen = || {
+        std::fs::read_dir(&out_dir)
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().contains(".tmp-"))
+    };
+    let start = std::time::Instant::now();
+    while !temp_seen() {
+        assert!(child.try_wait().unwrap().is_none(), "merge ended before it began writing");
+        assert!(start.elapsed() < std::time::Duration::from_secs(120), "no temp file appeared");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let left: Vec<_> = std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "nothing may be left in the output's directory: {left:?}");
+}

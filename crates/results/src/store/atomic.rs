@@ -7,6 +7,54 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A signal arrived while a document was being written (`stop_writes_on_signal`).
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// A temp file is being filled: a signal must let its writer remove it before the process ends.
+static WRITING: AtomicBool = AtomicBool::new(false);
+
+/// From now on SIGINT and SIGTERM end this process with exit 130 and leave no temp file: outside
+/// a write it ends at once (nothing half-written exists); during one, the write fails at its next
+/// buffer, removes its temp file and reports `interrupted()`, and the caller exits 130. For verbs
+/// that only read and then write one document (merge, report -o); a sweep handles its signals itself.
+pub fn stop_writes_on_signal() {
+    #[cfg(unix)]
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only touches atomics and calls _exit, both async-signal-safe.
+        unsafe { libc::signal(signal, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+#[cfg(unix)]
+extern "C" fn on_signal(_: libc::c_int) {
+    if !WRITING.load(Ordering::SeqCst) {
+        // SAFETY: _exit is async-signal-safe; nothing is half-written outside a write.
+        unsafe { libc::_exit(i32::from(ttft_model::exit::INTERRUPTED)) };
+    }
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Whether a signal stopped a write (its temp file is removed, the target untouched).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// Marks a write in progress while it lives.
+struct Writing;
+
+impl Writing {
+    fn start() -> Writing {
+        WRITING.store(true, Ordering::SeqCst);
+        Writing
+    }
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        WRITING.store(false, Ordering::SeqCst);
+    }
+}
 
 /// A write that failed, naming the file and what was being done to it.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +102,8 @@ pub fn write_atomic_with(
         .to_string_lossy()
         .to_string();
     sweep_stale_temps(dir, &name);
+    // Marked before the temp file exists and until it is renamed or removed (TempFile drops first).
+    let _writing = Writing::start();
     let tmp = TempFile(dir.join(format!("{}{}", temp_prefix(&name), std::process::id())));
     let file = File::create(&tmp.0).map_err(|e| WriteError::new(path, "create a temp file beside", e))?;
     let mut out = BufWriter::new(WriteBehind::new(file));
@@ -106,6 +156,9 @@ impl WriteBehind {
 
 impl Write for WriteBehind {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if interrupted() {
+            return Err(io::Error::other("interrupted by a signal"));
+        }
         let n = self.file.write(buf)?;
         self.written += n as u64;
         if self.written - self.started >= WRITE_BEHIND {

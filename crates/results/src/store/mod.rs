@@ -11,7 +11,9 @@ mod bodies;
 mod lock;
 mod records;
 
-pub use atomic::{WriteError, write_atomic, write_atomic_with, write_json_atomic};
+pub use atomic::{
+    WriteError, interrupted, stop_writes_on_signal, write_atomic, write_atomic_with, write_json_atomic,
+};
 pub use bodies::{BODIES_FILE, BodyLine, BodyLog};
 pub use lock::{KILLED, LOCK_FILE, LockError, RunLock, holder_gone};
 pub use records::{
