@@ -61,7 +61,9 @@ struct Args {
     /// huge-error-body, html200, invalid-utf8, hang-after-headers, echo-headers,
     /// slow-drip:BYTES:MS, drop-after-read, reset-mid-body, close-after-stream:MS (llama-server's
     /// way: a finished stream's connection reads nothing more and closes MS later), burst (the
-    /// stream held back and flushed at once, like a buffering proxy),
+    /// stream held back and flushed at once, like a buffering proxy), lumps:BYTES (a buffering
+    /// gateway: forwarded whenever BYTES are held), hold-first:EVENTS (the first EVENTS events
+    /// held and flushed at once, the rest on time),
     /// echo-key:escaped|completion|at-cut (the request's key said back `\/`-escaped, in the
     /// completion, or across the 2000th character of a 401 body).
     #[arg(long, default_value = "none", value_parser = parse_fault)]
@@ -130,6 +132,8 @@ fn parse_fault(text: &str) -> Result<Fault, FaultError> {
         "hang-after-headers" => Fault::HangAfterHeaders,
         "echo-headers" => Fault::EchoHeaders,
         "burst" => Fault::Burst,
+        "lumps" => Fault::Lumps(number("bytes")? as usize),
+        "hold-first" => Fault::HoldFirst(number("events")? as usize),
         "slow-drip" => {
             Fault::SlowDrip { bytes: number("bytes")? as usize, every_ms: number("milliseconds")? }
         }

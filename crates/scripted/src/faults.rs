@@ -54,6 +54,13 @@ pub enum Fault {
     /// buffering proxy does, and a llama-server under load did to 12 of 36 streams. The `timings`
     /// say how long the server decoded (`predicted_ms`), as llama.cpp's do.
     Burst,
+    /// A buffering gateway: the normal stream, each event held until this many bytes are held, then
+    /// all of them forwarded in one write (the rest when the stream ends). The first token comes
+    /// only with the ones decoded after it, and so does every later lump.
+    Lumps(usize),
+    /// A proxy that holds the stream's first this many events (frames: a role chunk counts) and
+    /// flushes them in one write when the last of them is due, then forwards each event on time.
+    HoldFirst(usize),
     /// Read the request, then close the connection without answering.
     DropAfterRead,
     /// Two content chunks, then a TCP reset.
@@ -214,6 +221,27 @@ pub fn respond(
         _ => return None,
     };
     Some(response)
+}
+
+/// What a buffering proxy (`Fault::Lumps`, `Fault::HoldFirst`) forwards of a stream whose frames
+/// are each due at their instant: the writes it makes, when and what. Every frame is forwarded
+/// once, in order, never before it is due; another fault forwards each frame as it comes.
+pub fn forwarded<T: Copy>(fault: &Fault, frames: Vec<(T, Bytes)>) -> Vec<(T, Bytes)> {
+    let mut writes = Vec::new();
+    let mut held = Vec::new();
+    let count = frames.len();
+    for (i, (due, frame)) in frames.into_iter().enumerate() {
+        held.extend_from_slice(&frame);
+        let forward = match fault {
+            Fault::Lumps(bytes) => held.len() >= *bytes,
+            Fault::HoldFirst(events) => i + 1 >= *events,
+            _ => true,
+        };
+        if forward || i + 1 == count {
+            writes.push((due, Bytes::from(std::mem::take(&mut held))));
+        }
+    }
+    writes
 }
 
 /// `frames` cut into `bytes`-byte pieces, one every `every_ms`.
