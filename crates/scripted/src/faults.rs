@@ -249,3 +249,23 @@ pub fn drip(frames: Vec<Bytes>, bytes: usize, every_ms: u64) -> Vec<(u64, Bytes)
     let all: Vec<u8> = frames.concat();
     all.chunks(bytes.max(1)).map(|c| (every_ms, Bytes::copy_from_slice(c))).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffering_proxy_forwards_every_frame_once_in_order_when_it_lets_it_go() {
+        let frames: Vec<(u32, Bytes)> = (0..7).map(|i| (i, Bytes::from(format!("f{i}.")))).collect();
+        let all: Vec<u8> = frames.iter().flat_map(|(_, b)| b.to_vec()).collect();
+        // 3 bytes a frame: a write once 7 are held (the third frame), and the rest at the end.
+        let lumps = forwarded(&Fault::Lumps(7), frames.clone());
+        assert_eq!(lumps.iter().map(|w| w.0).collect::<Vec<_>>(), vec![2, 5, 6]);
+        assert_eq!(lumps.iter().flat_map(|w| w.1.to_vec()).collect::<Vec<_>>(), all);
+        // The first 4 in one write when the fourth is due, then each on its own.
+        let held = forwarded(&Fault::HoldFirst(4), frames.clone());
+        assert_eq!(held.iter().map(|w| w.0).collect::<Vec<_>>(), vec![3, 4, 5, 6]);
+        assert_eq!(&held[0].1[..], b"f0.f1.f2.f3.");
+        assert_eq!(forwarded(&Fault::None, frames).len(), 7);
+    }
+}

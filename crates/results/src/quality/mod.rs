@@ -17,7 +17,7 @@
 //! | http_error | yes | non-2xx status |
 //! | request_failed | yes | connect, timeout, truncation, protocol or preset failure |
 //! | ttft_after_e2e | yes | impossible timing: clock misuse |
-//! | stream_burst | yes | the stream was held back and flushed at once (many tokens per distinct arrival, or the client saw the tokens spread over far less time than the server's own `timings` say it decoded): TTFT holds the decode and the decode rate is the client's read, not the server's |
+//! | stream_burst | yes | the stream was held back: flushed at once (many tokens per distinct arrival, or the client saw the tokens spread over far less time than the server's own `timings` say it decoded), or its first arrival brought the first token only with 4 or more deltas whose decode is a fifth of TTFT or more (`first_lump`): TTFT holds the decode and the decode rate is the client's read, not the server's |
 
 use std::collections::HashMap;
 
@@ -153,7 +153,7 @@ pub struct FirstLump {
     pub at_ms: f64,
     /// The stream's pace, ms a delta (`delta_pace_ms`).
     pub pace_ms: f64,
-    /// (deltas - 1) x pace: how much of TTFT is decode that came after the first token.
+    /// (deltas - 1) x pace, at most TTFT: how much of TTFT is decode that came after the first token.
     pub held_ms: f64,
 }
 
@@ -175,6 +175,7 @@ pub fn delta_pace_ms(offsets_ms: &[f64], timings: Option<&serde_json::Value>) ->
         (a, s) => a.or(s),
     }
 }
+
 /// The first arrival's lump, when it held back the first token: at least `LUMP_MIN_FIRST_DELTAS`
 /// deltas, holding at least `LUMP_HELD_SHARE` of TTFT and `LUMP_MIN_HELD_MS` of decode. None for a
 /// stream whose first token came alone or with a few, or whose pace is unknown.
@@ -185,8 +186,9 @@ pub fn first_lump(m: &Measurement) -> Option<FirstLump> {
         return None;
     }
     let pace_ms = delta_pace_ms(offsets, m.server_timings.as_ref())?;
-    let held_ms = (deltas - 1) as f64 * pace_ms;
     let ttft = m.ttft_ms.unwrap_or(at_ms);
+    // Nothing was decoded before the request was sent: a pace overstated by a stall is capped there.
+    let held_ms = ((deltas - 1) as f64 * pace_ms).min(ttft);
     (held_ms >= LUMP_MIN_HELD_MS && held_ms >= LUMP_HELD_SHARE * ttft).then_some(FirstLump {
         deltas,
         at_ms,
