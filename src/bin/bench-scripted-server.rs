@@ -63,6 +63,8 @@ struct Args {
     /// way: a finished stream's connection reads nothing more and closes MS later), burst (the
     /// stream held back and flushed at once, like a buffering proxy), stray-after-reply:MS (a copy
     /// of each reply on its kept-alive connection MS later, as from a proxy answering twice),
+    /// lumps:BYTES (a buffering gateway: forwarded whenever BYTES are held), hold-first:EVENTS (the
+    /// first EVENTS events held and flushed at once, the rest on time),
     /// echo-key:escaped|completion|at-cut (the request's key said back `\/`-escaped, in the
     /// completion, or across the 2000th character of a 401 body).
     #[arg(long, default_value = "none", value_parser = parse_fault)]
@@ -139,6 +141,8 @@ fn parse_fault(text: &str) -> Result<Fault, FaultError> {
         "stray-after-reply" => Fault::StrayAfterReply(number("ms")?),
         "echo-headers" => Fault::EchoHeaders,
         "burst" => Fault::Burst,
+        "lumps" => Fault::Lumps(number("bytes")? as usize),
+        "hold-first" => Fault::HoldFirst(number("events")? as usize),
         "slow-drip" => {
             Fault::SlowDrip { bytes: number("bytes")? as usize, every_ms: number("milliseconds")? }
         }

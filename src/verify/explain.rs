@@ -1,5 +1,5 @@
-//! Rules that explain a record's numbers rather than fault them: a stream that arrived in one
-//! burst (its decode was never observable), and warm restores that may have read the OS page
+//! Rules that explain a record's numbers rather than fault them: a stream held back, whole or in
+//! lumps (its decode was never observable), and warm restores that may have read the OS page
 //! cache instead of the disk.
 
 use std::collections::BTreeMap;
@@ -15,19 +15,25 @@ pub fn is_burst(m: &Measurement) -> bool {
     m.quality_flags.iter().any(|f| f.flag == QualityCode::StreamBurst)
 }
 
-/// `stream_burst`: a stream held back and flushed at once. Its client-side decode rate can be far
-/// above the physical ceiling without anything being faked: the tokens were decoded at the
-/// server's pace and read at the client's. `decode_above_ceiling` leaves such a record to this
-/// rule, which says what happened instead of calling the rate impossible.
+/// `stream_burst`: a stream held back, whole or in part, so that its first token came only with
+/// tokens decoded after it. Its client-side decode rate can be far above the physical ceiling
+/// without anything being faked: the tokens were decoded at the server's pace and read at the
+/// client's. `decode_above_ceiling` leaves such a record to this rule, which says what happened in
+/// the sweep's own words (the flag's reason: a burst of N tokens in M arrivals, or the first
+/// arrival's lump and the decode it held) instead of calling the rate impossible.
 pub fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Record::Measurement(m) = rec else { return };
-    if m.error.is_some() || !is_burst(m) {
+    let Some(flag) = m.quality_flags.iter().find(|f| f.flag == QualityCode::StreamBurst) else { return };
+    if m.error.is_some() {
         return;
     }
-    let arrivals = m.distinct_arrivals.map_or("?".into(), |n| n.to_string());
-    let tokens = m.output_tokens.map_or("?".into(), |n| n.to_string());
-    let mut message =
-        format!("stream arrived in a burst ({tokens} tokens in {arrivals} arrivals); decode not measurable");
+    let mut message = if flag.reason.is_empty() {
+        let arrivals = m.distinct_arrivals.map_or("?".into(), |n| n.to_string());
+        let tokens = m.output_tokens.map_or("?".into(), |n| n.to_string());
+        format!("stream arrived in a burst ({tokens} tokens in {arrivals} arrivals); decode not measurable")
+    } else {
+        flag.reason.clone()
+    };
     let ceiling = ctx
         .hardware
         .zip((ctx.model_for)(&m.cell.model))
@@ -36,10 +42,10 @@ pub fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
         && d > c
     {
         message.push_str(&format!(
-            " (its {d:.0} tok/s above the {c:.0} tok/s ceiling is the client reading the burst, not the server decoding)"
+            " (its {d:.0} tok/s above the {c:.0} tok/s ceiling is the client reading what was held back, not the server decoding)"
         ));
     }
-    message.push_str("; its TTFT holds the decode: kept out of TTFT and decode statistics");
+    message.push_str("; kept out of TTFT and decode statistics");
     out.push(Finding::new(RuleId::StreamBurst, ctx.file, message).at(&m.run_id, &m.cell));
 }
 

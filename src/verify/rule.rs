@@ -214,7 +214,7 @@ pub const RULES: &[Rule] = &[
         "stream_burst",
         Info,
         Check::Record(explain::stream_burst),
-        "a stream held back and flushed at once: TTFT holds the decode, the decode rate is the client's read (not impossible, not measurable)"
+        "a stream held back, flushed at once or its first token lumped with later ones: TTFT holds the decode, the decode rate is the client's read (not impossible, not measurable)"
     ),
     rule!(
         WarmNotFaster,

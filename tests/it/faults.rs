@@ -647,12 +647,17 @@ fn a_stream_flushed_at_once_is_flagged_kept_out_of_statistics_and_explained_by_v
             "{reason}"
         );
     }
-    // The batch's averages hold no burst's times (its tokens still count).
-    let group = records(&run).into_iter().find(|r| r["record_type"] == "group").unwrap();
-    assert!(group["avg_ttft_ms"].is_null() && group["per_request_tps"].is_null(), "{group}");
-    assert_eq!(group["total_output_tokens"], 64, "{group}");
+    kept_out_of_statistics_and_explained(&run, 64, "stream arrived in a burst (32 tokens in");
+}
 
-    // verify explains the burst instead of calling the decode impossible.
+/// What a stream held back must get beyond its flag: the batch's averages hold none of its times
+/// (its `total_tokens` still count), `bench verify` explains it in the flag's own words instead of
+/// calling the decode impossible, and `bench report` keeps it out of every TTFT and decode statistic.
+fn kept_out_of_statistics_and_explained(run: &std::path::Path, total_tokens: u64, explained: &str) {
+    let group = records(run).into_iter().find(|r| r["record_type"] == "group").unwrap();
+    assert!(group["avg_ttft_ms"].is_null() && group["per_request_tps"].is_null(), "{group}");
+    assert_eq!(group["total_output_tokens"], total_tokens, "{group}");
+
     let run_arg = run.to_str().unwrap();
     let physics = ["--bandwidth-gbps", "32", "--tflops", "0.17", "--model-bytes", "1GB", "--params", "1B"];
     let mut args = vec!["verify", run_arg];
@@ -660,11 +665,10 @@ fn a_stream_flushed_at_once_is_flagged_kept_out_of_statistics_and_explained_by_v
     let out = bench(&args);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("stream_burst"), "{text}");
-    assert!(text.contains("stream arrived in a burst (32 tokens in"), "{text}");
+    assert!(text.contains(explained), "{text}");
     assert!(text.contains("decode not measurable"), "{text}");
     assert!(!text.contains("decode_above_ceiling"), "{text}");
 
-    // The report's statistics leave the bursts out: no TTFT or decode sample in any cell.
     let out = bench(&["report", run_arg, "--format", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -694,6 +698,63 @@ fn stray_sweep(
         .timeout(HANG)
         .output()
         .unwrap()
+}
+
+/// Fails when a stream whose first token came only with tokens decoded after it passes as good: a
+/// buffering gateway forwarding 4 KB at a time (its first 16 tokens in one write, TTFT ~115 ms for
+/// the server's 40) and a proxy holding the first 30 events, each against a server pacing 128
+/// tokens 5 ms apart. Neither is a whole-stream flush: most tokens come after the first arrival,
+/// over most of the server's decode time.
+#[test]
+fn a_stream_forwarded_in_lumps_is_flagged_kept_out_of_statistics_and_explained_by_verify() {
+    for fault in [Fault::None, Fault::Lumps(4096), Fault::HoldFirst(30)] {
+        let server = Scripted::start(Behaviour {
+            first_token_ms: 40,
+            token_ms: 5,
+            fault: fault.clone(),
+            ..Default::default()
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let out = assert_cmd::Command::cargo_bin("bench")
+            .unwrap()
+            .args(["sweep", "--server", &server.url, "--out", dir.path().to_str().unwrap()])
+            .args(["--contexts", "256", "--runs", "1", "--output-tokens", "128", "--thermal", "off"])
+            .args(["--batch-sizes", "1,2"])
+            .timeout(HANG)
+            .output()
+            .unwrap();
+        let run = run_dir(dir.path());
+        let ms = measurements(&run);
+        assert_eq!(ms.len(), 3, "{fault:?}: batch 1 and a batch of 2");
+        if fault == Fault::None {
+            // The same server without a proxy: its first token alone, nothing flagged.
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            for m in &ms {
+                assert!(burst_flag(m).is_none() && m["quality_ok"] == true, "{m}");
+            }
+            continue;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{fault:?}: a failed quality gate is a finding: {}",
+            stderr(&out)
+        );
+        for m in &ms {
+            assert_eq!(m["quality_ok"], false, "{fault:?}: {m}");
+            let flag = burst_flag(m).unwrap_or_else(|| panic!("{fault:?}: no stream_burst flag: {m}"));
+            assert_eq!(flag["fails_gate"], true, "{flag}");
+            let reason = flag["reason"].as_str().unwrap();
+            assert!(
+                reason.starts_with("stream arrived in lumps: its first arrival at"),
+                "{fault:?}: {reason}"
+            );
+            assert!(reason.contains("of 128 deltas") && reason.contains("decode not measurable"), "{reason}");
+            // Not a whole-stream flush: the stream came in many arrivals.
+            assert!(m["distinct_arrivals"].as_u64().is_some_and(|n| n >= 4), "{fault:?}: {m}");
+        }
+        kept_out_of_statistics_and_explained(&run, 256, "stream arrived in lumps: its first arrival at");
+    }
 }
 
 #[test]

@@ -530,6 +530,24 @@ async fn complete(
         });
         return sse_response(Body::from_stream(held));
     }
+    if matches!(b.fault, Fault::Lumps(_) | Fault::HoldFirst(_)) {
+        // A buffering proxy between this server and the client: each frame made when it is due
+        // (its deadline from admission, as a paced stream's), forwarded when the proxy lets it go.
+        let mut due = start;
+        let schedule: Vec<_> = events
+            .iter()
+            .map(|e| {
+                due += e.delay;
+                due
+            })
+            .collect();
+        let frames = schedule.into_iter().zip(planned_frames(events)).collect();
+        let writes = stream::iter(faults::forwarded(&b.fault, frames)).then(|(due, bytes)| async move {
+            tokio::time::sleep_until(due).await;
+            Ok::<_, Infallible>(bytes)
+        });
+        return sse_response(Body::from_stream(writes));
+    }
     if let Fault::SlowDrip { bytes, every_ms } = b.fault {
         let pieces = stream::iter(faults::drip(planned_frames(events), bytes, every_ms)).then(
             |(delay, piece)| async move {

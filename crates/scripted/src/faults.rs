@@ -54,6 +54,13 @@ pub enum Fault {
     /// buffering proxy does, and a llama-server under load did to 12 of 36 streams. The `timings`
     /// say how long the server decoded (`predicted_ms`), as llama.cpp's do.
     Burst,
+    /// A buffering gateway: the normal stream, each event held until this many bytes are held, then
+    /// all of them forwarded in one write (the rest when the stream ends). The first token comes
+    /// only with the ones decoded after it, and so does every later lump.
+    Lumps(usize),
+    /// A proxy that holds the stream's first this many events (frames: a role chunk counts) and
+    /// flushes them in one write when the last of them is due, then forwards each event on time.
+    HoldFirst(usize),
     /// Read the request, then close the connection without answering.
     DropAfterRead,
     /// Two content chunks, then a TCP reset.
@@ -240,8 +247,49 @@ pub fn respond(
     Some(response)
 }
 
+/// What a buffering proxy (`Fault::Lumps`, `Fault::HoldFirst`) forwards of a stream whose frames
+/// are each due at their instant: the writes it makes, when and what. Every frame is forwarded
+/// once, in order, never before it is due; another fault forwards each frame as it comes.
+pub fn forwarded<T: Copy>(fault: &Fault, frames: Vec<(T, Bytes)>) -> Vec<(T, Bytes)> {
+    let mut writes = Vec::new();
+    let mut held = Vec::new();
+    let count = frames.len();
+    for (i, (due, frame)) in frames.into_iter().enumerate() {
+        held.extend_from_slice(&frame);
+        let forward = match fault {
+            Fault::Lumps(bytes) => held.len() >= *bytes,
+            Fault::HoldFirst(events) => i + 1 >= *events,
+            _ => true,
+        };
+        if forward || i + 1 == count {
+            writes.push((due, Bytes::from(std::mem::take(&mut held))));
+        }
+    }
+    writes
+}
+
 /// `frames` cut into `bytes`-byte pieces, one every `every_ms`.
 pub fn drip(frames: Vec<Bytes>, bytes: usize, every_ms: u64) -> Vec<(u64, Bytes)> {
     let all: Vec<u8> = frames.concat();
     all.chunks(bytes.max(1)).map(|c| (every_ms, Bytes::copy_from_slice(c))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffering_proxy_forwards_every_frame_once_in_order_when_it_lets_it_go() {
+        let frames: Vec<(u32, Bytes)> = (0..7).map(|i| (i, Bytes::from(format!("f{i}.")))).collect();
+        let all: Vec<u8> = frames.iter().flat_map(|(_, b)| b.to_vec()).collect();
+        // 3 bytes a frame: a write once 7 are held (the third frame), and the rest at the end.
+        let lumps = forwarded(&Fault::Lumps(7), frames.clone());
+        assert_eq!(lumps.iter().map(|w| w.0).collect::<Vec<_>>(), vec![2, 5, 6]);
+        assert_eq!(lumps.iter().flat_map(|w| w.1.to_vec()).collect::<Vec<_>>(), all);
+        // The first 4 in one write when the fourth is due, then each on its own.
+        let held = forwarded(&Fault::HoldFirst(4), frames.clone());
+        assert_eq!(held.iter().map(|w| w.0).collect::<Vec<_>>(), vec![3, 4, 5, 6]);
+        assert_eq!(&held[0].1[..], b"f0.f1.f2.f3.");
+        assert_eq!(forwarded(&Fault::None, frames).len(), 7);
+    }
 }

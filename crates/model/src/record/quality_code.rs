@@ -31,8 +31,8 @@ pub enum QualityCode {
     OutputMismatch,
     /// The session's cleanup failed after the measurement ended (recorded; it does not fail it).
     CleanupFailed,
-    /// The stream was held back and flushed at once: its TTFT holds the decode, and the decode
-    /// rate is not measurable.
+    /// The stream was held back, flushed at once or with its first token lumped together with
+    /// later ones: its TTFT holds the decode, and the decode rate is not measurable.
     StreamBurst,
     /// Origin import: the origin wrote 0 (or e2e) as TTFT where none was observed.
     OriginTtftNotMeasured,

@@ -17,7 +17,7 @@
 //! | http_error | yes | non-2xx status |
 //! | request_failed | yes | connect, timeout, truncation, protocol or preset failure |
 //! | ttft_after_e2e | yes | impossible timing: clock misuse |
-//! | stream_burst | yes | the stream was held back and flushed at once (many tokens per distinct arrival, or the client saw the tokens spread over far less time than the server's own `timings` say it decoded): TTFT holds the decode and the decode rate is the client's read, not the server's |
+//! | stream_burst | yes | the stream was held back: flushed at once (many tokens per distinct arrival, or the client saw the tokens spread over far less time than the server's own `timings` say it decoded), or its first arrival brought the first token only with 4 or more deltas whose decode is a fifth of TTFT or more (`first_lump`): TTFT holds the decode and the decode rate is the client's read, not the server's |
 
 use std::collections::HashMap;
 
@@ -37,9 +37,9 @@ pub const MAX_MEAN_WORD_CHARS: f64 = 20.0;
 pub const BURST_MIN_TOKENS: u64 = 8;
 /// Output tokens per distinct arrival from which a stream counts as flushed at once, when its
 /// first arrival also holds at least `BURST_FIRST_SHARE` of its deltas. A paced stream brings
-/// one token per arrival, a few with multi-token deltas (speculative decoding); a paced stream
-/// read by a busy client arrives in groups of several tokens, so the count alone is not enough.
-/// What makes a burst distort TTFT is the first token arriving only with the rest: a stream whose
+/// one token per arrival, a few with multi-token deltas (speculative decoding); a stream whose
+/// later tokens a busy server or proxy lumps together still has a true TTFT, so the count alone is
+/// not enough. What makes a burst distort TTFT is the first token arriving only with the rest: a stream whose
 /// first token came alone and whose rest came lumped (a busy server flushing its later tokens)
 /// still has a true TTFT and a true decode rate over its span.
 pub const BURST_TOKENS_PER_ARRIVAL: f64 = 8.0;
@@ -51,6 +51,18 @@ pub const SAME_ARRIVAL_MS: f64 = 0.1;
 pub const BURST_SPREAD_SHARE: f64 = 0.5;
 /// ...and the server decoded for at least this long (ms): shorter, the clocks' noise decides.
 pub const BURST_MIN_SERVER_DECODE_MS: f64 = 10.0;
+/// A stream whose first arrival holds at least this many content deltas had its first token held
+/// back with the ones decoded after it (a buffering proxy forwarding in lumps, a proxy holding the
+/// first events, a starved server thread). A paced stream brings its first delta alone: a server
+/// sends each delta as it makes it, a multi-token delta included, and bench stamps each packet as
+/// it arrives; a busy machine may put a few together, so fewer than this is not a lump.
+pub const LUMP_MIN_FIRST_DELTAS: usize = 4;
+/// ...and counts as lumped when the decode held before the first token was seen, (deltas in the
+/// first arrival - 1) x the stream's pace, is at least this share of its TTFT: a TTFT overstated by
+/// a fifth or more, above the run-to-run spread of a TTFT (docs/verify-rules.md has the data).
+pub const LUMP_HELD_SHARE: f64 = 0.2;
+/// ...and at least this long (ms): less is within the clocks' noise.
+pub const LUMP_MIN_HELD_MS: f64 = 1.0;
 
 fn flag(code: QualityCode, fails_gate: bool, reason: String) -> QualityFlag {
     QualityFlag { flag: code, reason, fails_gate }
@@ -103,18 +115,24 @@ pub fn distinct_arrivals(offsets_ms: &[f64]) -> u64 {
 
 /// (distinct arrivals, deltas in the first one) of `offsets_ms` (ascending).
 fn arrivals(offsets_ms: &[f64]) -> (u64, usize) {
-    let Some(first) = offsets_ms.first() else { return (0, 0) };
-    let (mut count, mut in_first) = (1, 1);
-    let mut last = *first;
-    for &t in &offsets_ms[1..] {
-        if t - last > SAME_ARRIVAL_MS {
-            count += 1;
-        } else if count == 1 {
-            in_first += 1;
+    let groups = arrival_groups(offsets_ms);
+    (groups.len() as u64, groups.first().map_or(0, |g| g.1))
+}
+
+/// Each distinct arrival of `offsets_ms` (ascending): its time (its first delta's stamp) and how
+/// many deltas came in it. A delta stamped within `SAME_ARRIVAL_MS` of the previous one arrived
+/// with it.
+fn arrival_groups(offsets_ms: &[f64]) -> Vec<(f64, usize)> {
+    let mut groups: Vec<(f64, usize)> = Vec::new();
+    let mut last = None::<f64>;
+    for &t in offsets_ms {
+        match (last, groups.last_mut()) {
+            (Some(l), Some(group)) if t - l <= SAME_ARRIVAL_MS => group.1 += 1,
+            _ => groups.push((t, 1)),
         }
-        last = t;
+        last = Some(t);
     }
-    (count, in_first)
+    groups
 }
 
 /// The server's own decode time (ms) between its first and last output token, from llama.cpp's
@@ -125,12 +143,71 @@ pub fn server_decode_ms(timings: Option<&serde_json::Value>) -> Option<f64> {
     (n >= 2.0 && ms.is_finite() && ms > 0.0).then(|| ms * (n - 1.0) / n)
 }
 
-/// `stream_burst`: a stream held back and flushed at once (by the server under load, or by a
-/// buffering proxy). Its first token arrives only with the rest, so TTFT holds the whole decode
-/// and the decode rate is how fast the client read the burst (on a real llama-server: TTFT
-/// 70.4 ms holding the server's 55 ms decode, "decode" 5994 tok/s). Seen either way: many
-/// tokens per distinct arrival time with most of them in the first, or the client's spread of the
-/// tokens well under the server's own decode time. Fails the gate: neither TTFT nor decode is the server's.
+/// How a stream's first arrival held back its first token: the deltas that came with it, and
+/// about how long the server had been decoding them before they were seen.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FirstLump {
+    /// Content deltas in the first arrival (the first token's among them).
+    pub deltas: usize,
+    /// When the first arrival came (ms since the send): the record's TTFT.
+    pub at_ms: f64,
+    /// The stream's pace, ms a delta (`delta_pace_ms`).
+    pub pace_ms: f64,
+    /// (deltas - 1) x pace, at most TTFT: how much of TTFT is decode that came after the first token.
+    pub held_ms: f64,
+}
+
+/// The stream's pace in ms a content delta, as the least of two witnesses that the lump itself
+/// cannot speed up: the median, over the arrivals after the first, of the time since the arrival
+/// before over the deltas it brought (a gateway forwarding 16 deltas every 160 ms paces 10 ms a
+/// delta; the median ignores a stall); and the server's own decode time (`server_decode_ms`) over
+/// the gaps between the deltas. The smaller one is taken, so a stream slowed by a stall somewhere
+/// does not make its first arrival look more held than it was. None without either.
+pub fn delta_pace_ms(offsets_ms: &[f64], timings: Option<&serde_json::Value>) -> Option<f64> {
+    let arrivals = arrival_groups(offsets_ms);
+    let per_delta: Vec<f64> = arrivals.windows(2).map(|w| (w[1].0 - w[0].0) / w[1].1 as f64).collect();
+    let by_arrivals = ttft_model::stats::median(&per_delta);
+    let by_server = server_decode_ms(timings)
+        .zip(offsets_ms.len().checked_sub(1).filter(|&gaps| gaps > 0))
+        .map(|(ms, gaps)| ms / gaps as f64);
+    match (by_arrivals, by_server) {
+        (Some(a), Some(s)) => Some(a.min(s)),
+        (a, s) => a.or(s),
+    }
+}
+
+/// The first arrival's lump, when it held back the first token: at least `LUMP_MIN_FIRST_DELTAS`
+/// deltas, holding at least `LUMP_HELD_SHARE` of TTFT and `LUMP_MIN_HELD_MS` of decode. None for a
+/// stream whose first token came alone or with a few, or whose pace is unknown.
+pub fn first_lump(m: &Measurement) -> Option<FirstLump> {
+    let offsets = &m.token_offsets_ms;
+    let &(at_ms, deltas) = arrival_groups(offsets).first()?;
+    if deltas < LUMP_MIN_FIRST_DELTAS {
+        return None;
+    }
+    let pace_ms = delta_pace_ms(offsets, m.server_timings.as_ref())?;
+    let ttft = m.ttft_ms.unwrap_or(at_ms);
+    // Nothing was decoded before the request was sent: a pace overstated by a stall is capped there.
+    let held_ms = ((deltas - 1) as f64 * pace_ms).min(ttft);
+    (held_ms >= LUMP_MIN_HELD_MS && held_ms >= LUMP_HELD_SHARE * ttft).then_some(FirstLump {
+        deltas,
+        at_ms,
+        pace_ms,
+        held_ms,
+    })
+}
+
+/// `stream_burst`: a stream held back, whole or in part, so that its first token arrived only with
+/// tokens decoded after it (by the server under load, or by a buffering proxy). TTFT then holds
+/// that decode and the decode rate is partly how fast the client read the lump (on a real
+/// llama-server: TTFT 70.4 ms holding the server's 55 ms decode, "decode" 5994 tok/s; under load,
+/// 17 of 32 tokens with the first at 30.1 ms where the server's prompt took 4.4 ms). Seen three
+/// ways: many tokens per distinct arrival with most of them in the first (flushed at once); the
+/// client's spread of the tokens well under the server's own decode time; or a first arrival
+/// that held back the first token with decode worth a fifth of TTFT or more (`first_lump`: a
+/// gateway forwarding 4 KB at a time, a proxy holding the first events). Fails the gate: neither
+/// TTFT nor decode is the server's. A lump after a first token that came alone is not flagged: its
+/// TTFT is true, and so is the decode over the stream's span.
 pub fn check_burst(m: &Measurement) -> Option<QualityFlag> {
     if m.cell.mode != Mode::Streaming || m.error.is_some() {
         return None;
@@ -145,20 +222,31 @@ pub fn check_burst(m: &Measurement) -> Option<QualityFlag> {
     let by_arrivals = per_arrival >= BURST_TOKENS_PER_ARRIVAL && first_share >= BURST_FIRST_SHARE;
     let by_timings =
         server_ms.is_some_and(|s| s >= BURST_MIN_SERVER_DECODE_MS && client_ms < BURST_SPREAD_SHARE * s);
-    if !(by_arrivals || by_timings) {
-        return None;
+    let consequence = "TTFT holds the decode; decode not measurable";
+    if by_arrivals || by_timings {
+        let server = server_ms.map_or(String::new(), |s| {
+            format!("; the server decoded for {s:.1} ms, the client saw the tokens within {client_ms:.1} ms")
+        });
+        let reason =
+            format!("stream arrived in a burst ({out} tokens in {arrivals} arrivals{server}): {consequence}");
+        return Some(flag(QualityCode::StreamBurst, true, reason));
     }
-    let server = server_ms.map_or(String::new(), |s| {
-        format!("; the server decoded for {s:.1} ms, the client saw the tokens within {client_ms:.1} ms")
-    });
-    Some(flag(
-        QualityCode::StreamBurst,
-        true,
-        format!(
-            "stream arrived in a burst ({out} tokens in {arrivals} arrivals{server}): TTFT holds the decode; \
-             decode not measurable"
-        ),
-    ))
+    let lump = first_lump(m)?;
+    let prompt = m
+        .server_timings
+        .as_ref()
+        .and_then(|t| t.get("prompt_ms")?.as_f64())
+        .map_or(String::new(), |p| format!("; the server's own prompt took {p:.1} ms"));
+    let reason = format!(
+        "stream arrived in lumps: its first arrival at {:.1} ms held {} of {} deltas ({arrivals} arrivals in all), \
+         about {:.1} ms of decode at {:.2} ms a delta{prompt}: {consequence}",
+        lump.at_ms,
+        lump.deltas,
+        m.token_offsets_ms.len(),
+        lump.held_ms,
+        lump.pace_ms
+    );
+    Some(flag(QualityCode::StreamBurst, true, reason))
 }
 
 /// `usage_missing`: no server token counts, or input_tokens 0 (rates would be guesses).

@@ -235,10 +235,14 @@ fn a_stream_flushed_at_once_is_a_burst_and_a_paced_or_grouped_one_is_not() {
     paced.token_offsets_ms = (0..64).map(|i| 100.0 + 30.0 * f64::from(i)).collect();
     assert_eq!(distinct_arrivals(&paced.token_offsets_ms), 64);
     assert!(check_burst(&paced).is_none());
-    // A busy client reads the same paced stream in groups of 8: spread over the decode, no burst.
+    // The first token alone and on time, the rest in groups of 8 (a busy server or proxy after
+    // it): spread over the decode, TTFT true, no burst. (Groups that take the first token in too
+    // hold it back: `first_lump`.)
     let mut grouped = paced.clone();
-    grouped.token_offsets_ms = (0..64).map(|i| 100.0 + 30.0 * f64::from(i / 8 * 8)).collect();
-    assert_eq!(distinct_arrivals(&grouped.token_offsets_ms), 8);
+    grouped.token_offsets_ms = std::iter::once(100.0)
+        .chain((1..64).map(|i| 100.0 + 30.0 * f64::from((i - 1) / 8 * 8 + 8)))
+        .collect();
+    assert_eq!(distinct_arrivals(&grouped.token_offsets_ms), 9);
     assert!(check_burst(&grouped).is_none());
     // Held back and flushed at once: every token in one arrival.
     let mut flushed = paced.clone();
@@ -273,6 +277,65 @@ fn a_stream_flushed_at_once_is_a_burst_and_a_paced_or_grouped_one_is_not() {
     // Not streamed: nothing arrived token by token.
     flushed.cell.mode = Mode::NonStreaming;
     assert!(check_burst(&flushed).is_none());
+}
+
+/// A streamed record as the sweep writes it from these arrivals: one delta a token, TTFT the first
+/// arrival, E2E the last.
+fn streamed(offsets: Vec<f64>) -> Measurement {
+    let n = offsets.len() as u64;
+    let mut r = m(Some(n), n as u32, n);
+    (r.ttft_ms, r.e2e_ms) = (offsets.first().copied(), offsets.last().copied());
+    r.token_offsets_ms = offsets;
+    r
+}
+
+#[test]
+fn a_first_arrival_that_holds_the_decode_is_a_lump_and_a_few_tokens_together_are_not() {
+    use std::iter::repeat_n;
+    // A real llama-server under load (the tiny model on a 2-core machine): 17 of 32 tokens in its
+    // first arrival at 30.1 ms, the other 15 one by one over 19.3 ms (the client's decode 1607
+    // tok/s); its own timings: prompt 4.4 ms, 32 tokens at 836 tok/s.
+    let mut real =
+        streamed(repeat_n(30.1, 17).chain((1..=15).map(|i| 30.1 + 19.29 * f64::from(i) / 15.0)).collect());
+    real.server_timings =
+        Some(serde_json::json!({"prompt_ms": 4.4, "predicted_n": 32, "predicted_ms": 38.28}));
+    let flag = check_burst(&real).unwrap_or_else(|| panic!("17 of 32 tokens with the first is a lump"));
+    assert!(flag.fails_gate);
+    assert!(
+        flag.reason.starts_with("stream arrived in lumps: its first arrival at 30.1 ms held 17 of 32 deltas"),
+        "{}",
+        flag.reason
+    );
+    assert!(flag.reason.contains("the server's own prompt took 4.4 ms"), "{}", flag.reason);
+    assert!(codes(&assess(&real, TEXT)).contains(&QualityCode::StreamBurst));
+    // Without the server's timings, the stream's own later arrivals give its pace.
+    real.server_timings = None;
+    assert!(check_burst(&real).is_some(), "the later arrivals' pace shows the held decode");
+
+    // A buffering gateway that forwards whenever 4 KB are held: 128 tokens 10 ms apart after a
+    // 40 ms prefill, forwarded 16 at a time (TTFT 190 ms for the server's 40).
+    let gateway = streamed((0..128).map(|i| 40.0 + 10.0 * f64::from((i / 16 + 1) * 16 - 1)).collect());
+    assert!(check_burst(&gateway).is_some(), "4 KB lumps");
+    // A proxy that holds the first 30 events and flushes them at once, then forwards each.
+    let held = streamed(repeat_n(330.0, 30).chain((30..128).map(|i| 40.0 + 10.0 * f64::from(i))).collect());
+    assert!(check_burst(&held).is_some(), "the first 30 held");
+
+    // Paced: the first token alone.
+    let paced = streamed((0..32).map(|i| 30.0 + 1.2 * f64::from(i)).collect());
+    assert!(check_burst(&paced).is_none());
+    // A few tokens with the first (a busy machine): 3 in its first arrival is no lump, though the
+    // 2.4 ms they held is 30% of this 8 ms TTFT.
+    let few = streamed(repeat_n(8.0, 3).chain((3..32).map(|i| 6.0 + 1.2 * f64::from(i))).collect());
+    assert!(check_burst(&few).is_none(), "three together");
+    // 4 with the first, but the 3.6 ms they held is under a fifth of a 23.1 ms TTFT (seen on a
+    // real llama-server with two decode threads): within the TTFT's own noise.
+    let small = streamed(repeat_n(23.1, 4).chain((4..32).map(|i| 19.5 + 1.2 * f64::from(i))).collect());
+    assert!(check_burst(&small).is_none(), "3.6 ms of 23.1");
+    // Multi-token deltas (speculative decoding, a server's stream interval): the first delta holds
+    // 4 tokens, sent as one unit the moment it was made: one delta, no lump.
+    let mut chunked = streamed((0..16).map(|i| 40.0 + 8.0 * f64::from(i)).collect());
+    (chunked.output_tokens, chunked.max_tokens) = (Some(64), 64);
+    assert!(check_burst(&chunked).is_none(), "4 tokens a delta");
 }
 
 #[test]
