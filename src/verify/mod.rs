@@ -72,7 +72,9 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
             .map_err(Failure::from)?;
     let mut sources = Vec::new();
     for path in &args.inputs {
-        sources.push(sources::load_with(path, Detail::Lean).map_err(|e| Failure::usage(e.to_string()))?);
+        // Located: a record whose lean form hints at a burst its flags do not name is read again
+        // whole (`records::burst_unflagged`).
+        sources.push(sources::load_with(path, Detail::Located).map_err(|e| Failure::usage(e.to_string()))?);
     }
     sources::require_records(&sources, args.allow_empty)?;
     let mut claimed = Vec::new();
@@ -255,8 +257,10 @@ fn verify_input(
         }
     }
     for rule in RULES {
-        if let Check::Cell(check) = rule.check {
-            check(&ctx, &src.records, &mut report.findings);
+        match rule.check {
+            Check::Cell(check) => check(&ctx, &src.records, &mut report.findings),
+            Check::Input(check) => check(&ctx, src, &mut report.findings),
+            _ => {}
         }
     }
 }

@@ -9,7 +9,9 @@ use super::rule::{RuleContext, RuleId};
 use crate::physics;
 use crate::quality::{self, PromptTokens};
 use crate::record::PolicyKind;
-use crate::record::{CacheState, Measurement, Record, Scenario, StaggeredRecord};
+use crate::record::{CacheState, Measurement, Mode, QualityCode, Record, Scenario, StaggeredRecord};
+use crate::results::sources::Source;
+use crate::results::text::Text;
 
 /// The measurement a rule may judge: no error (a failed request carries no numbers; merge re-runs
 /// it) and not an imported origin batch stand-in (the origin kept only batch totals, which live in
@@ -443,4 +445,48 @@ pub fn staggered_not_overlapped(ctx: &RuleContext, rec: &Record, out: &mut Vec<F
         f = f.numbers(b, a, "ms");
     }
     out.push(f);
+}
+
+/// `burst_unflagged`: a streaming record that carries no `stream_burst` flag, yet whose own
+/// arrival times show one (`quality::check_burst`, the sweep's own function): the flag was removed
+/// (an edited file) or never set (a bug), and its TTFT and decode would count as good. A lean
+/// record keeps no arrival times, so the records whose counts hint at grouping (fewer distinct
+/// arrivals than deltas: every burst check needs deltas that arrived together) are read again
+/// whole from their file; a stream whose every delta came alone is no burst of the kinds the
+/// sweep flags by arrivals.
+pub fn burst_unflagged(ctx: &RuleContext, src: &Source, out: &mut Vec<Finding>) {
+    let texts: Vec<Option<Text>> = match &src.texts {
+        Some(t) => t.each().map(Some).collect(),
+        None => vec![None; src.records.len()],
+    };
+    let mut buf = Vec::new();
+    for (rec, text) in src.records.iter().zip(texts) {
+        let Some(m) = judged(rec) else { continue };
+        let grouped = m.distinct_arrivals.is_some_and(|d| d < m.delta_count);
+        if m.cell.mode != Mode::Streaming
+            || !grouped
+            || m.quality_flags.iter().any(|f| f.flag == QualityCode::StreamBurst)
+        {
+            continue;
+        }
+        let whole = match text {
+            None => None,
+            Some(text) => {
+                buf.clear();
+                match text.append_to(&mut buf).ok().and_then(|_| crate::store::parse_record(&buf).ok()) {
+                    Some(Record::Measurement(whole)) => Some(whole),
+                    _ => continue,
+                }
+            }
+        };
+        let full = whole.as_deref().unwrap_or(m);
+        if let Some(flag) = quality::check_burst(full) {
+            let message = format!(
+                "no stream_burst flag, but its own arrival times show one ({}); an edited file or a bug: \
+                 its TTFT and decode are not the server's",
+                flag.reason
+            );
+            out.push(finding(ctx, m, RuleId::BurstUnflagged, message));
+        }
+    }
 }

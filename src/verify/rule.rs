@@ -30,6 +30,7 @@ pub enum RuleId {
     QualityGateFailed,
     StaggeredNotOverlapped,
     StreamBurst,
+    BurstUnflagged,
     WarmNotFaster,
     WarmSlowerExplained,
     HotSlowerThanWarm,
@@ -97,6 +98,9 @@ pub enum Check {
     Record(fn(&RuleContext, &Record, &mut Vec<Finding>)),
     /// The cells of one input (several records together).
     Cell(fn(&RuleContext, &[Record], &mut Vec<Finding>)),
+    /// One input with its file: a record read lean can be read again whole where its rule needs
+    /// what the lean reading drops (its arrival times).
+    Input(fn(&RuleContext, &Source, &mut Vec<Finding>)),
     /// All inputs together.
     CrossInput(fn(&[Input], &mut Vec<Finding>)),
     /// One input (a published file) against the sources it claims (`--sources`); runs only when
@@ -215,6 +219,13 @@ pub const RULES: &[Rule] = &[
         Info,
         Check::Record(explain::stream_burst),
         "a stream held back, flushed at once or its first token lumped with later ones: TTFT holds the decode, the decode rate is the client's read (not impossible, not measurable)"
+    ),
+    rule!(
+        BurstUnflagged,
+        "burst_unflagged",
+        Error,
+        Check::Input(records::burst_unflagged),
+        "a streaming record without a stream_burst flag whose own arrival times show a burst (read again whole): an edited file or a bug"
     ),
     rule!(
         WarmNotFaster,
@@ -340,7 +351,7 @@ impl Rule {
     /// Where the rule looks (an outcome looks where the rule that raises it does).
     pub fn scope(&self) -> Scope {
         match self.check {
-            Check::Record(_) => Scope::Record,
+            Check::Record(_) | Check::Input(_) => Scope::Record,
             Check::Cell(_) => Scope::Cell,
             Check::CrossInput(_) => Scope::CrossInput,
             Check::Sources(_) => Scope::Sources,
@@ -378,7 +389,7 @@ mod tests {
             assert_eq!(serde_json::to_value(rule.id).ok(), Some(serde_json::json!(rule.name)));
             assert!(!rule.reason.is_empty());
         }
-        assert_eq!(RULES.len(), 27);
+        assert_eq!(RULES.len(), 28);
     }
 
     #[test]

@@ -342,3 +342,58 @@ fn the_fastest_record_copied_as_new_runs_is_a_reused_nonce() {
         assert!(reused[0]["message"].as_str().unwrap().contains(&nonce), "{report:#}");
     }
 }
+
+/// Fails when removing a record's `stream_burst` flag (and setting `quality_ok` back to true)
+/// verifies clean: verify reads the record's own arrival times again and names it, in the run
+/// directory and in a canonical file merged from it.
+#[test]
+fn a_removed_stream_burst_flag_is_caught_from_the_records_own_arrivals() {
+    let server = Scripted::start(Behaviour {
+        first_token_ms: 40,
+        token_ms: 5,
+        fault: common::scripted::Fault::Lumps(4096),
+        ..Behaviour::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "sweep",
+        "--server",
+        &server.url,
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--quiet",
+        "--thermal",
+        "off",
+        "--contexts",
+        "256",
+        "--runs",
+        "2",
+        "--output-tokens",
+        "128",
+        "--preset",
+        "llama.cpp",
+        "--cache-states",
+        "cold",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "the lumped records fail their gate: {}", stderr(&out));
+    let run = run_dir(dir.path());
+    let ms = measurements(&run);
+    assert!(ms.iter().all(|m| m["quality_flags"].to_string().contains("stream_burst")), "{ms:#?}");
+    edit_records(&run, |recs| {
+        for r in recs.iter_mut().filter(|r| r["record_type"] == "measurement") {
+            r["quality_flags"] = serde_json::json!([]);
+            r["quality_ok"] = true.into();
+        }
+    });
+    let (code, report) = verify_json(&run);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(findings(&report, "burst_unflagged").len(), 2, "{report:#}");
+    assert!(messages(&report, "burst_unflagged").contains("stream arrived in lumps"), "{report:#}");
+    // The same records copied into a canonical file by merge are read again from there.
+    let merged = dir.path().join("merged.json");
+    let out = bench(&["merge", run.to_str().unwrap(), "-o", merged.to_str().unwrap()]);
+    assert!(merged.exists(), "{}", stderr(&out));
+    let (code, report) = verify_json(&merged);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(findings(&report, "burst_unflagged").len(), 2, "{report:#}");
+}
