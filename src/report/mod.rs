@@ -291,6 +291,32 @@ pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 /// With records of more than one run, names every run pooled (its model, server and preset), and
 /// every setting the runs of one model disagree on: a report of runs against different servers
 /// or with different settings must not read as one measurement.
+/// A note per run that did not finish (interrupted, or killed with kill -9 and read as such), so
+/// its numbers are not taken for a whole run's.
+fn unfinished_runs(sources: &[Source]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for source in sources {
+        for meta in &source.run_meta {
+            let status = meta.raw.get("status").and_then(|s| s.as_str());
+            if !matches!(status, Some("interrupted" | "running")) {
+                continue;
+            }
+            let run_id = meta.raw.get("run_id").and_then(|s| s.as_str()).unwrap_or("?");
+            let why = meta
+                .raw
+                .get("status_note")
+                .and_then(|s| s.as_str())
+                .unwrap_or("finish it with bench sweep --resume");
+            notes.push(format!(
+                "{}: run {run_id} is {} ({why}): its cells may be incomplete",
+                source.path.display(),
+                status.unwrap_or("?")
+            ));
+        }
+    }
+    notes
+}
+
 fn pooled_note(sources: &[Source]) {
     let mut ordered: Vec<&Source> = sources.iter().collect();
     ordered.sort_by_key(|s| s.path.display().to_string());
@@ -319,8 +345,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
         Format::Html => html::Context::gather(&args.inputs, &sources).map_err(Failure::from)?,
         _ => html::Context::default(),
     };
+    let mut notes = unfinished_runs(&sources);
     let combined = combine::combine(sources)?;
-    let mut notes = Vec::new();
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
     if set_aside > 0 {
         notes.push(format!("{set_aside} duplicate records set aside by merge rules (re-runs, copies)"));

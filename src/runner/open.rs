@@ -131,7 +131,10 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     refuse_plan_changes(args)?;
     let path = dir.join(store::RUN_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| {
-        Failure::usage(format!("--resume {}: cannot read {}: {e}", dir.display(), path.display()))
+        Failure::usage(match never_started(dir, &e) {
+            Some(why) => format!("--resume {}: {why}", dir.display()),
+            None => format!("--resume {}: cannot read {}: {e}", dir.display(), path.display()),
+        })
     })?;
     let mut meta: RunMeta = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("{}:{}: not a bench run.json: {e}", path.display(), e.line())))?;
@@ -221,4 +224,32 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     meta.status = RunStatus::Running;
     meta.ended_at = None;
     Ok((meta.config.clone(), dir.to_path_buf(), meta, true))
+}
+
+/// Why a run directory without run.json cannot be resumed, in words that say what to do, when
+/// bench's own files show what happened: a sweep stopped (kill -9, a power cut) after it locked
+/// the directory and before its run.json landed measured nothing, and its settings were never
+/// written, so it can only be started again. None when the directory is not such a run.
+fn never_started(dir: &Path, error: &std::io::Error) -> Option<String> {
+    if error.kind() != std::io::ErrorKind::NotFound {
+        return None;
+    }
+    if !dir.is_dir() {
+        return Some("no such run directory".to_string());
+    }
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    let records = dir.join(store::MEASUREMENTS_FILE);
+    let measured = std::fs::metadata(&records).is_ok_and(|m| m.len() > 0);
+    let bench_left_it = names.iter().any(|n| n == store::LOCK_FILE || n.starts_with(".run.json.tmp-"));
+    (bench_left_it && !measured).then(|| {
+        let run_id = dir.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        format!(
+            "this run stopped before its run.json was written (killed while it started): nothing was \
+             measured and its settings were never recorded, so there is nothing to resume; start it \
+             again with the same flags (--run-id {run_id} reuses the directory)"
+        )
+    })
 }

@@ -219,6 +219,10 @@ fn connect(config: &SweepConfig, preset: &Preset, api_key: Option<String>) -> Re
     Ok(client)
 }
 
+/// From this many rows to count, the count says how far it got, and a sweep without
+/// `--dataset-limit` says how to measure fewer.
+const MANY_ROWS: usize = 1000;
+
 /// Each dataset row's turn-1 tokens as the server counts them (a resumed run keeps the counts of
 /// its run.json, so its cells are the ones it began with): the row's context.
 async fn count_rows(
@@ -230,10 +234,20 @@ async fn count_rows(
     let Some(dataset) = config.dataset.as_mut() else { return Ok(()) };
     let todo = dataset.rows.iter().filter(|r| r.tokens.is_none()).count();
     if todo > 0 {
-        progress.note(&format!("counting the tokens of {todo} dataset rows ..."));
+        progress.note(&format!("counting the tokens of {todo} dataset rows (one call each) ..."));
+    }
+    if todo >= MANY_ROWS && dataset.limit.is_none() {
+        progress.note(&format!(
+            "{todo} rows: every row is measured in every cell; --dataset-limit N measures N rows drawn with --seed"
+        ));
     }
     let nonce = "0".repeat(12);
-    for row in dataset.rows.iter_mut().filter(|r| r.tokens.is_none()) {
+    // Each tenth of a long count is said: a million rows are a million calls.
+    let step = if todo >= MANY_ROWS { todo.div_ceil(10) } else { usize::MAX };
+    for (i, row) in dataset.rows.iter_mut().filter(|r| r.tokens.is_none()).enumerate() {
+        if i > 0 && i % step == 0 {
+            progress.note(&format!("counted {i} of {todo} dataset rows ({}%)", i * 100 / todo));
+        }
         let messages = crate::runner::measure::turn_1_messages(row, &nonce);
         let tokens = sizer.count(client, messages).await.map_err(|e| match e.kind {
             ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),

@@ -386,3 +386,40 @@ fn a_byte_order_mark_does_not_turn_a_dataset_into_plain_text() {
         assert!(!raw_json_sent, "{name}: a row's raw JSON was sent as a prompt");
     }
 }
+
+/// A long dataset without --dataset-limit: the sweep says up front that every row is measured in
+/// every cell and how to measure fewer, and its token count (one call per row) says how far it got.
+#[test]
+fn counting_a_long_dataset_says_how_far_it_got_and_how_to_measure_fewer() {
+    use std::io::{BufRead, BufReader};
+    let server = server();
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("many.jsonl");
+    let rows: String =
+        (0..2000).map(|i| format!("{{\"prompt\": \"question number {i} about rivers\"}}\n")).collect();
+    std::fs::write(&file, rows).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bench"))
+        .args(["sweep", "--server", &server.url, "--out", dir.path().to_str().unwrap(), "--thermal", "off"])
+        .args(["--preset", "llama.cpp", "--runs", "1", "--output-tokens", "8", "--cache-states", "cold"])
+        .args(["--dataset", file.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = Vec::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let done = line.starts_with("counted 1000 of 2000 dataset rows (50%)");
+        said.push(line);
+        if done {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let said = said.join("\n");
+    assert!(said.contains("2000 rows: every row is measured in every cell; --dataset-limit N"), "{said}");
+    assert!(said.contains("counted 200 of 2000 dataset rows (10%)"), "{said}");
+    assert!(said.contains("counted 1000 of 2000 dataset rows (50%)"), "{said}");
+}

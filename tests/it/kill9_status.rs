@@ -48,6 +48,12 @@ fn a_run_killed_with_kill_9_reads_as_interrupted_everywhere() {
         "{said}"
     );
 
+    // The table report says so too (on stderr, beside its other notes).
+    let table = bench(&["report", run_s]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    let notes = stderr(&table);
+    assert!(notes.contains("is interrupted") && notes.contains("no bench process holds the run"), "{notes}");
+
     let html = dir.path().join("report.html");
     let report = bench(&["report", run_s, "--format", "html", "-o", html.to_str().unwrap()]);
     assert!(report.status.success(), "{}", stderr(&report));

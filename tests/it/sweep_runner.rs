@@ -480,3 +480,48 @@ fn credentials_in_the_server_url_never_reach_disk_or_output() {
     }
     assert!(chats(&server.log()) > 0);
 }
+
+/// A sweep killed while it started (its lock taken, its run.json still a temp file: the first
+/// fsync): `--resume` says that nothing was measured and how to start again, not only that
+/// run.json cannot be read; and starting again with the same --run-id works.
+#[test]
+fn resuming_a_run_killed_before_its_run_json_landed_says_to_start_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("early");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::write(run.join(ttft_bench::store::LOCK_FILE), "").unwrap();
+    std::fs::write(run.join(".run.json.tmp-4242"), "{\"schema_version\": 1, \"run_id\": \"ea").unwrap();
+    let server = Scripted::start(Behaviour::default());
+    let out = bench(&["sweep", "--resume", run.to_str().unwrap(), "--server", &server.url, "--quiet"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("stopped before its run.json was written") && err.contains("--run-id early"),
+        "{err}"
+    );
+    let again = bench(&[
+        "sweep",
+        "--server",
+        &server.url,
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--run-id",
+        "early",
+        "--quiet",
+        "--thermal",
+        "off",
+        "--contexts",
+        "256",
+        "--runs",
+        "1",
+        "--output-tokens",
+        "24",
+    ]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(measurements(&run).len(), 1);
+    let left: Vec<String> = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!left.iter().any(|n| n.contains(".tmp-")), "the dead start's temp file is swept: {left:?}");
+}
