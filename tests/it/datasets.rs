@@ -423,3 +423,37 @@ fn counting_a_long_dataset_says_how_far_it_got_and_how_to_measure_fewer() {
     assert!(said.contains("counted 200 of 2000 dataset rows (10%)"), "{said}");
     assert!(said.contains("counted 1000 of 2000 dataset rows (50%)"), "{said}");
 }
+
+/// A conversation whose measured turn is long (its new user message far over 10% of the prompt):
+/// hot is confirmed against what the request itself adds to the cached conversation (the new turn
+/// and its template), not against a fixed share of the prompt, so the long turn's own prefill is
+/// no reason to call the cache unproven; the cached part must still be the conversation so far.
+#[test]
+fn a_long_later_turn_is_confirmed_hot_by_what_it_adds_to_the_cached_conversation() {
+    let server = server();
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("long-turn.json");
+    let long: String = (0..300).map(|i| format!("word{i} ")).collect();
+    let rows = serde_json::json!([{"conversations": [
+        {"from": "human", "value": "What does a prefix cache keep between two requests?"},
+        {"from": "gpt", "value": "The keys and values of the prompt's beginning."},
+        {"from": "human", "value": format!("Now read this long note and summarize it: {long}")}
+    ]}]);
+    std::fs::write(&file, rows.to_string()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(
+        &server.url,
+        dir.path(),
+        &["--dataset", file.to_str().unwrap(), "--cache-states", "hot", "--turns", "2"],
+    );
+    let ms = measurements(&run_dir(dir.path()));
+    assert_eq!(ms.len(), 1, "{}", stderr(&out));
+    let hot = &ms[0];
+    let (input, evaluated) = (
+        hot["input_tokens"].as_u64().unwrap(),
+        hot["cache_evidence"]["prompt_evaluated_tokens"].as_u64().unwrap(),
+    );
+    assert!(evaluated as f64 > 0.1 * input as f64 && evaluated > 64, "the turn is long: {hot:#}");
+    assert_eq!(hot["cache_state_confirmed"], true, "{hot:#}");
+    assert!(out.status.success(), "{}", stderr(&out));
+}

@@ -65,3 +65,35 @@ fn a_dataset_sweep_with_five_turns_is_proven_by_llama_servers_own_cache_evidence
         assert!(hot["think_ms"].as_f64().unwrap() >= 100.0, "{hot}");
     }
 }
+
+/// A conversation whose measured turn is long (the real server: "cached 418, evaluated 218 of
+/// 636" failed the old fixed 10% rule and the sweep exited 1): on llama-server's own counts, hot is
+/// confirmed against what the turn adds to the cached conversation.
+#[test]
+fn a_long_last_turn_is_confirmed_hot_on_llama_servers_own_counts() {
+    let Some(server) = LlamaServer::start("datasets_long_turn", &[]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let file = files.path().join("long-turn.json");
+    let note: String = (0..60).map(|i| format!("the river number {i} runs to the sea, ")).collect();
+    let rows = serde_json::json!([{"conversations": [
+        {"from": "human", "value": "What does a prefix cache keep between two requests?"},
+        {"from": "gpt", "value": "The keys and values of the prompt's beginning."},
+        {"from": "human", "value": format!("Now read this long note and summarize it: {note}")}
+    ]}]);
+    std::fs::write(&file, rows.to_string()).unwrap();
+    let mut args = vec!["sweep", "--server", &server.url, "--quiet", "--out", dir.path().to_str().unwrap()];
+    args.extend(["--preset", "llama.cpp", "--dataset", file.to_str().unwrap(), "--cache-states", "hot"]);
+    args.extend(["--turns", "2", "--runs", "1", "--output-tokens", "16", "--thermal", "off"]);
+    let done = bench(&args);
+    let run = PathBuf::from(String::from_utf8_lossy(&done.stdout).trim());
+    let ms = measurements(&run);
+    assert_eq!(ms.len(), 1, "{}", stderr(&done));
+    let hot = &ms[0];
+    let evidence = &hot["cache_evidence"];
+    let (input, evaluated) =
+        (hot["input_tokens"].as_u64().unwrap(), evidence["prompt_evaluated_tokens"].as_u64().unwrap());
+    assert!(evaluated > 64 && evaluated as f64 > 0.1 * input as f64, "the new turn is long: {hot}");
+    assert_eq!(hot["cache_state_confirmed"], true, "{hot}");
+    assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
+}

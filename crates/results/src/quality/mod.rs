@@ -455,7 +455,7 @@ pub fn confirm_cache_state(
 ) -> Option<bool> {
     let prompt = prompt.into();
     let input = prompt.input.filter(|&n| n > 0);
-    let by_session = session_verdict(state, evidence, input);
+    let by_session = session_verdict(state, evidence, PromptTokens { input, ..prompt });
     if by_session == Some(false) {
         return Some(false);
     }
@@ -466,9 +466,25 @@ pub fn confirm_cache_state(
 }
 
 /// The most prompt tokens a warm or hot request may compute and still count as served from the
-/// cache: max(64, 10% of the prompt).
-fn small_part(input: Option<u64>) -> f64 {
-    input.map_or(64.0, |i| (i as f64 * 0.10).max(64.0))
+/// cache: max(64, 10% of the prompt); for a later turn of a conversation whose previous turn's
+/// prompt is known, at least what this request adds to it (its new messages and their template,
+/// within `input_tokens_tolerance`): a long new turn is prefilled whatever the cache holds
+/// (llama-server: "cached 418, evaluated 218 of 636" for a 218-token last turn).
+fn small_part(prompt: PromptTokens) -> f64 {
+    let share = prompt.input.map_or(64.0, |i| (i as f64 * 0.10).max(64.0));
+    match (prompt.input, prompt.earlier_turn) {
+        (Some(i), Some(e)) if e < i => share.max((i - e) as f64 + input_tokens_tolerance(i)),
+        _ => share,
+    }
+}
+
+/// Whether `cached` tokens cover what a warm or hot request should find cached: 90% of the
+/// prompt, or for a later turn the whole previous turn's prompt (within `input_tokens_tolerance`).
+fn cached_enough(cached: u64, prompt: PromptTokens) -> Option<bool> {
+    let i = prompt.input?;
+    let earlier_held =
+        prompt.earlier_turn.is_some_and(|e| cached as f64 + input_tokens_tolerance(i) >= e as f64);
+    Some(cached as f64 >= 0.9 * i as f64 || earlier_held)
 }
 
 /// What the server's own record of the session before and after the request says of the claimed
@@ -479,7 +495,8 @@ fn small_part(input: Option<u64>) -> f64 {
 ///   holding at least the prompt where the count is reported;
 /// - hot: the session was in memory before, holding all of the prompt but its new part (at most
 ///   max(64, 10%) tokens short: the earlier turns), and in memory after.
-pub fn session_verdict(state: CacheState, evidence: &CacheEvidence, input: Option<u64>) -> Option<bool> {
+pub fn session_verdict(state: CacheState, evidence: &CacheEvidence, prompt: PromptTokens) -> Option<bool> {
+    let input = prompt.input;
     use ttft_model::record::SessionTier;
     let before = evidence.session_before.as_ref()?;
     let after = evidence.session_after.as_ref();
@@ -498,7 +515,7 @@ pub fn session_verdict(state: CacheState, evidence: &CacheEvidence, input: Optio
         }
         CacheState::Hot => {
             let held_earlier_turns = match (before.tokens, input) {
-                (Some(t), Some(i)) => t as f64 + small_part(Some(i)) >= i as f64,
+                (Some(t), Some(i)) => t as f64 + small_part(prompt) >= i as f64,
                 _ => false,
             };
             before.tier == SessionTier::InMemory && held_earlier_turns && in_memory_after
@@ -548,9 +565,9 @@ fn confirm_by_counts(state: CacheState, evidence: &CacheEvidence, prompt: Prompt
             Some(p as f64 + input_tokens_tolerance(i) >= i as f64)
         }
         CacheState::Warm | CacheState::Hot => {
-            let small = small_part(input);
+            let small = small_part(prompt);
             let by_evaluated = evaluated.map(|p| p as f64 <= small);
-            let by_cached = cached.zip(input).map(|(c, i)| c as f64 >= 0.9 * i as f64);
+            let by_cached = cached.and_then(|c| cached_enough(c, prompt));
             match (by_evaluated, by_cached) {
                 (None, None) => None,
                 (a, b) => Some(a.unwrap_or(false) || b.unwrap_or(false)),
@@ -634,13 +651,21 @@ pub fn cache_verdict_reason(
             counts(e),
             state.as_str()
         ),
-        Some(e) if session_verdict(state, e, input_tokens.filter(|&n| n > 0)) == Some(false) => format!(
-            "the server's own state of the session contradicts '{}' (before: {}; after: {}; {} prompt tokens)",
-            state.as_str(),
-            describe_session(e.session_before.as_ref()),
-            describe_session(e.session_after.as_ref()),
-            show(input_tokens)
-        ),
+        Some(e)
+            if session_verdict(
+                state,
+                e,
+                PromptTokens { input: input_tokens.filter(|&n| n > 0), ..prompt },
+            ) == Some(false) =>
+        {
+            format!(
+                "the server's own state of the session contradicts '{}' (before: {}; after: {}; {} prompt tokens)",
+                state.as_str(),
+                describe_session(e.session_before.as_ref()),
+                describe_session(e.session_after.as_ref()),
+                show(input_tokens)
+            )
+        }
         Some(e) => format!("the server's cache evidence contradicts '{}' ({})", state.as_str(), counts(e)),
     }
 }
