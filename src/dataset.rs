@@ -7,8 +7,11 @@
 //! (resume, merge, report). run.json records the file's path, size and CRC-32, and the rows
 //! sampled; a resume reads the file again and refuses one whose bytes changed.
 //!
-//! Every row is read before anything is measured: a row that cannot be read is bad input naming
-//! `file:line` (exit 2), never a failed cell halfway through a sweep.
+//! Every row is read before anything is measured. A row that holds no conversation bench can send
+//! (ShareGPT dumps hold rows with `conversations: []`) is skipped, counted and named (`file:line`
+//! and why, on stderr and in run.json), as other benchmarks skip them; `--dataset-strict` refuses
+//! the file at such a row instead (exit 2). A file that is not JSON where it claims to be, or holds
+//! no row bench can send, is refused either way: never a failed cell halfway through a sweep.
 
 use std::path::{Path, PathBuf};
 
@@ -36,10 +39,34 @@ pub struct Row {
     /// Turn 1's prompt tokens as the server counts them (chat template and nonce line included);
     /// None until counted.
     pub tokens: Option<u32>,
+    /// `--dataset-output-tokens`: the reply length this row asks for (its own `output_length`,
+    /// `output_tokens` or `max_tokens` field, else the server's count of its reply to turn 1), sent
+    /// as its max_tokens; None: `--output-tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u32>,
     /// The row's conversation: optional system message, then user (and assistant) turns. Read from
     /// the file, never written to run.json (a row may be long, and may be private).
     #[serde(skip)]
     pub messages: Vec<Turn>,
+}
+
+/// A row of the file that holds no conversation bench can send, skipped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SkippedRow {
+    pub line: u32,
+    pub why: String,
+}
+
+/// How many skipped rows run.json and stderr name one by one (all are counted).
+pub const SKIPPED_NAMED: usize = 10;
+
+/// How a dataset is read (`--dataset-strict`, `--dataset-output-tokens`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Refuse the file at its first row that holds no conversation, instead of skipping it.
+    pub strict: bool,
+    /// Each row's max_tokens from the row itself (`Row::output_tokens`).
+    pub output_tokens_from_rows: bool,
 }
 
 impl Row {
@@ -80,6 +107,49 @@ pub struct Dataset {
     pub limit: Option<u32>,
     /// The rows measured, in file order.
     pub rows: Vec<Row>,
+    /// Rows of the file that hold no conversation bench can send, skipped (all counted).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_rows: usize,
+    /// The first `SKIPPED_NAMED` of them, by line and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedRow>,
+    /// `--dataset-output-tokens`: each row's max_tokens is its own reply length.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_tokens_from_rows: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Rows read from a file, and the ones skipped.
+#[derive(Default)]
+struct Read {
+    rows: Vec<Row>,
+    skipped: Vec<SkippedRow>,
+}
+
+impl Read {
+    /// Keeps the row, or (not strict) skips it with why; strict, the row's error is the file's.
+    fn take(
+        &mut self,
+        strict: bool,
+        line: usize,
+        row: Result<(Vec<Turn>, Option<u32>), String>,
+    ) -> Result<(), String> {
+        match row {
+            Ok((messages, output_tokens)) => {
+                let row = self.rows.len() as u32 + 1;
+                self.rows.push(Row { row, line: line as u32, tokens: None, output_tokens, messages });
+                Ok(())
+            }
+            Err(why) if strict => Err(why),
+            Err(why) => {
+                self.skipped.push(SkippedRow { line: line as u32, why });
+                Ok(())
+            }
+        }
+    }
 }
 
 /// A dataset that cannot be used, naming the file (and the line, for a row).
@@ -92,8 +162,13 @@ fn at(path: &Path, line: usize, why: impl std::fmt::Display) -> DatasetError {
 }
 
 impl Dataset {
-    /// Reads `path`, every row checked, then samples `limit` rows with `seed`.
-    pub fn load(path: &Path, limit: Option<u32>, seed: u64) -> Result<Dataset, DatasetError> {
+    /// Reads `path`, every row checked (skipped or, strict, refused), then samples `limit` rows with `seed`.
+    pub fn load(
+        path: &Path,
+        limit: Option<u32>,
+        seed: u64,
+        reading: Reading,
+    ) -> Result<Dataset, DatasetError> {
         let cannot = |why: String| DatasetError(format!("{}: {why}", path.display()));
         let kind = std::fs::metadata(path).map_err(|e| cannot(format!("cannot read: {e}")))?.file_type();
         if !kind.is_file() {
@@ -109,15 +184,19 @@ impl Dataset {
         // kept, it hides the `[` or `{` that says what the file holds.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let trimmed = text.trim_start();
-        let (format, mut rows) = if trimmed.starts_with('[') {
-            ("sharegpt", json_array(path, text)?)
+        let (format, read) = if trimmed.starts_with('[') {
+            ("sharegpt", json_array(path, text, reading)?)
         } else if trimmed.starts_with('{') {
-            ("jsonl", json_lines(path, text)?)
+            ("jsonl", json_lines(path, text, reading)?)
         } else {
-            ("text", text_lines(text))
+            ("text", Read { rows: text_lines(text), skipped: Vec::new() })
         };
+        let Read { mut rows, skipped } = read;
         if rows.is_empty() {
-            return Err(DatasetError(format!("{}: holds no rows", path.display())));
+            let why = skipped.first().map_or(String::new(), |s| {
+                format!(" ({} skipped; line {}: {})", skipped.len(), s.line, s.why)
+            });
+            return Err(DatasetError(format!("{}: holds no rows bench can send{why}", path.display())));
         }
         if rows.len() > MAX_ROWS {
             return Err(DatasetError(format!(
@@ -138,12 +217,34 @@ impl Dataset {
             rows_in_file,
             limit,
             rows,
+            skipped_rows: skipped.len(),
+            skipped: skipped.into_iter().take(SKIPPED_NAMED).collect(),
+            output_tokens_from_rows: reading.output_tokens_from_rows,
         })
+    }
+
+    /// What a sweep says of the rows it skipped: one line per named row, then the count of the rest.
+    pub fn skipped_lines(&self) -> Vec<String> {
+        if self.skipped_rows == 0 {
+            return Vec::new();
+        }
+        let path = self.path.display();
+        let mut lines = vec![format!(
+            "{path}: skipped {} of {} rows that hold no conversation bench can send (--dataset-strict refuses the file instead):",
+            self.skipped_rows,
+            self.rows_in_file + self.skipped_rows
+        )];
+        lines.extend(self.skipped.iter().map(|s| format!("  {path}:{}: {}", s.line, s.why)));
+        if self.skipped_rows > self.skipped.len() {
+            lines.push(format!("  ... and {} more", self.skipped_rows - self.skipped.len()));
+        }
+        lines
     }
 
     /// The same dataset read again (a resumed run): refused when the file's bytes changed.
     pub fn reload(&self) -> Result<Dataset, DatasetError> {
-        let seed_free = Dataset::load(&self.path, None, 0)?;
+        let reading = Reading { strict: false, output_tokens_from_rows: self.output_tokens_from_rows };
+        let seed_free = Dataset::load(&self.path, None, 0, reading)?;
         if seed_free.crc32 != self.crc32 || seed_free.size_bytes != self.size_bytes {
             return Err(DatasetError(format!(
                 "{}: changed since the run began (CRC-32 {} of {} bytes, now {} of {} bytes)",
@@ -195,32 +296,56 @@ fn text_lines(text: &str) -> Vec<Row> {
             row: i as u32 + 1,
             line: line as u32 + 1,
             tokens: None,
+            output_tokens: None,
             messages: vec![Turn { role: "user", content: l.trim_end_matches('\r').to_string() }],
         })
         .collect()
 }
 
-fn json_lines(path: &Path, text: &str) -> Result<Vec<Row>, DatasetError> {
-    let mut rows = Vec::new();
+/// A row's conversation and, when asked, its own reply length.
+fn row_of(value: &Value, reading: Reading) -> Result<(Vec<Turn>, Option<u32>), String> {
+    let messages = conversation(value).map_err(|e| e.to_string())?;
+    let output = if reading.output_tokens_from_rows { given_output_tokens(value)? } else { None };
+    Ok((messages, output))
+}
+
+fn json_lines(path: &Path, text: &str, reading: Reading) -> Result<Read, DatasetError> {
+    let mut read = Read::default();
     for (line, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        // A line that is not JSON is a broken file, not a row to skip.
         let value: Value = serde_json::from_str(l).map_err(|e| at(path, line + 1, e))?;
-        let messages = conversation(&value).map_err(|why| at(path, line + 1, why))?;
-        rows.push(Row { row: rows.len() as u32 + 1, line: line as u32 + 1, tokens: None, messages });
+        read.take(reading.strict, line + 1, row_of(&value, reading))
+            .map_err(|why| at(path, line + 1, why))?;
     }
-    Ok(rows)
+    Ok(read)
 }
 
 /// A JSON array of rows (ShareGPT's layout); each element is named by the line it starts on.
-fn json_array(path: &Path, text: &str) -> Result<Vec<Row>, DatasetError> {
+fn json_array(path: &Path, text: &str, reading: Reading) -> Result<Read, DatasetError> {
     let values: Vec<Value> = serde_json::from_str(text).map_err(|e| at(path, e.line(), e))?;
     let starts = element_lines(text);
-    let mut rows = Vec::new();
+    let mut read = Read::default();
     for (i, value) in values.iter().enumerate() {
         let line = starts.get(i).copied().unwrap_or(1);
-        let messages = conversation(value).map_err(|why| at(path, line, format!("row {}: {why}", i + 1)))?;
-        rows.push(Row { row: i as u32 + 1, line: line as u32, tokens: None, messages });
+        let row = row_of(value, reading).map_err(|why| format!("row {}: {why}", i + 1));
+        read.take(reading.strict, line, row).map_err(|why| at(path, line, why))?;
     }
-    Ok(rows)
+    Ok(read)
+}
+
+/// The fields other benchmarks' datasets give a row's reply length in: AIPerf's `output_length`,
+/// GuideLLM's `output_tokens_count`, `output_tokens`, `max_tokens`.
+const OUTPUT_LENGTH_KEYS: &[&str] = &["output_length", "output_tokens", "output_tokens_count", "max_tokens"];
+
+/// A row's own reply length, where it gives one.
+fn given_output_tokens(value: &Value) -> Result<Option<u32>, String> {
+    let Some((key, v)) = OUTPUT_LENGTH_KEYS.iter().find_map(|k| Some((*k, value.get(*k)?))) else {
+        return Ok(None);
+    };
+    match v.as_u64() {
+        Some(n) if n >= 1 && n <= u64::from(u32::MAX) => Ok(Some(n as u32)),
+        _ => Err(format!("\"{key}\" must be a whole number of tokens, at least 1")),
+    }
 }
 
 /// The line each element of a top-level JSON array starts on (the text is valid JSON).
@@ -265,9 +390,11 @@ fn element_lines(text: &str) -> Vec<usize> {
 enum RowError {
     #[error("a row must be a JSON object")]
     NotAnObject,
-    #[error("\"prompt\" must be a string")]
-    PromptNotAString,
-    #[error("a row needs \"prompt\", \"messages\" or \"conversations\"")]
+    #[error("\"{0}\" must be a string")]
+    PromptNotAString(&'static str),
+    #[error(
+        "a row needs \"prompt\" (or \"text\", \"input\", \"question\", \"instruction\"), \"messages\" or \"conversations\""
+    )]
     NoMessages,
     #[error("the row has no user message with text")]
     NoUserText,
@@ -279,12 +406,19 @@ enum RowError {
     UnknownRole { key: &'static str, index: usize, role_key: &'static str, role: String },
 }
 
-/// A row's messages: `{"prompt": "..."}`, `{"messages": [{"role", "content"}]}` or ShareGPT's
+/// The keys other benchmarks' datasets hold a single prompt under, in the order they are looked
+/// for: vLLM's custom and GuideLLM's `prompt`, AIPerf's single-turn `text`, and the columns
+/// GuideLLM also reads (`input`, `question`, `instruction`).
+const PROMPT_KEYS: &[&str] = &["prompt", "text", "input", "question", "instruction"];
+
+/// A row's messages: a prompt under one of `PROMPT_KEYS` (`{"prompt": "..."}`, AIPerf's
+/// `{"text": "..."}`), `{"messages": [{"role", "content"}]}` or ShareGPT's
 /// `{"conversations": [{"from", "value"}]}`. It must hold a user message with text.
 fn conversation(value: &Value) -> Result<Vec<Turn>, RowError> {
     let Some(object) = value.as_object() else { return Err(RowError::NotAnObject) };
-    let messages = if let Some(prompt) = object.get("prompt") {
-        let Some(text) = prompt.as_str() else { return Err(RowError::PromptNotAString) };
+    let prompt = PROMPT_KEYS.iter().find_map(|k| Some((*k, object.get(*k)?)));
+    let messages = if let Some((key, prompt)) = prompt {
+        let Some(text) = prompt.as_str() else { return Err(RowError::PromptNotAString(key)) };
         vec![Turn { role: "user", content: text.to_string() }]
     } else if let Some(list) = object.get("messages") {
         turns(list, "messages", "role", "content")?
@@ -338,8 +472,9 @@ mod tests {
 
     #[test]
     fn sampling_is_seeded_and_keeps_file_order() {
-        let rows: Vec<Row> =
-            (1..=10).map(|i| Row { row: i, line: i, tokens: None, messages: vec![] }).collect();
+        let rows: Vec<Row> = (1..=10)
+            .map(|i| Row { row: i, line: i, tokens: None, output_tokens: None, messages: vec![] })
+            .collect();
         let a: Vec<u32> = sample(rows.clone(), 4, 7).iter().map(|r| r.row).collect();
         let b: Vec<u32> = sample(rows.clone(), 4, 7).iter().map(|r| r.row).collect();
         let c: Vec<u32> = sample(rows, 4, 8).iter().map(|r| r.row).collect();
@@ -353,7 +488,11 @@ mod tests {
         let why = |row: &str| conversation(&serde_json::from_str(row).unwrap()).unwrap_err().to_string();
         assert_eq!(why("[1]"), "a row must be a JSON object");
         assert_eq!(why(r#"{"prompt": 3}"#), "\"prompt\" must be a string");
-        assert_eq!(why(r#"{"text": "x"}"#), "a row needs \"prompt\", \"messages\" or \"conversations\"");
+        assert_eq!(
+            why(r#"{"body": "x"}"#),
+            "a row needs \"prompt\" (or \"text\", \"input\", \"question\", \"instruction\"), \"messages\" or \"conversations\""
+        );
+        assert_eq!(why(r#"{"text": 3}"#), "\"text\" must be a string");
         assert_eq!(why(r#"{"messages": {}}"#), "\"messages\" must be an array");
         assert_eq!(
             why(r#"{"conversations": [{"from": "human"}]}"#),

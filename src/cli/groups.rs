@@ -116,6 +116,17 @@ pub struct WorkloadArgs {
     /// Measure N rows of --dataset, drawn with --seed (the same seed, the same rows) [default: every row].
     #[arg(long, value_name = "N")]
     pub dataset_limit: Option<Count<MAX_DATASET_ROWS>>,
+    /// Refuse a --dataset file at its first row that holds no conversation (exit 2, naming
+    /// file:line) instead of skipping such rows (counted and named on stderr and in run.json).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dataset_strict: bool,
+    /// Each --dataset row asks for its own reply length as max_tokens: its `output_length`,
+    /// `output_tokens`, `output_tokens_count` or `max_tokens` field, else the server's count of
+    /// its reply to turn 1 (ShareGPT's first answer); rows with neither use --output-tokens.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dataset_output_tokens: bool,
     /// Turns of a hot conversation: hot measures turn N on the cache turns 1 to N-1 built; every
     /// earlier turn's TTFT is kept in the record's `turns` (at least 2) [default: 3].
     #[arg(long, value_name = "N")]

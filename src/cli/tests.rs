@@ -7,7 +7,18 @@ use crate::command::Cli;
 const GROUPS: &[(&str, &[&str])] = &[
     ("TargetArgs", &["model", "api", "preset"]),
     ("SizeArgs", &["contexts", "output_tokens"]),
-    ("WorkloadArgs", &["seed", "dataset", "dataset_limit", "turns", "think_time"]),
+    (
+        "WorkloadArgs",
+        &[
+            "seed",
+            "dataset",
+            "dataset_limit",
+            "dataset_strict",
+            "dataset_output_tokens",
+            "turns",
+            "think_time",
+        ],
+    ),
     ("OutputArgs", &["out", "run_id", "quiet"]),
 ];
 

@@ -557,6 +557,12 @@ fn validate_dataset(
         if plan.workload.dataset_limit.is_some() {
             return Err(origins.invalid("dataset_limit", "needs --dataset"));
         }
+        if plan.workload.dataset_strict {
+            return Err(origins.invalid("dataset_strict", "needs --dataset"));
+        }
+        if plan.workload.dataset_output_tokens {
+            return Err(origins.invalid("dataset_output_tokens", "needs --dataset"));
+        }
         return Ok(None);
     };
     if plan.sizes.contexts.is_some() {
@@ -569,7 +575,11 @@ fn validate_dataset(
         return Err(origins.invalid("dataset", "a dataset sweep cannot be sharded (yet): drop --shard"));
     }
     let seed = plan.workload.seed.unwrap_or(DEFAULT_SEED);
-    crate::dataset::Dataset::load(path, plan.workload.dataset_limit.map(|c| c.0), seed)
+    let reading = crate::dataset::Reading {
+        strict: plan.workload.dataset_strict,
+        output_tokens_from_rows: plan.workload.dataset_output_tokens,
+    };
+    crate::dataset::Dataset::load(path, plan.workload.dataset_limit.map(|c| c.0), seed, reading)
         .map(Some)
         .map_err(|e| ConfigError::Missing(e.to_string()))
 }

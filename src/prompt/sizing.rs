@@ -138,6 +138,18 @@ impl Sizer {
         }
     }
 
+    /// Tokens of `text` alone (no chat template): the tokenizer's count, or the calibrated line's
+    /// per-word rate over its words. A dataset row's reply length (`--dataset-output-tokens`).
+    pub async fn count_text(&self, client: &Client, text: &str) -> Result<u64, SizingError> {
+        match &self.counter {
+            Counter::Tokenizer { .. } => Ok(count_tokens(client, &self.model, text).await?.max(1)),
+            Counter::Line { per_word, .. } => {
+                let words = text.split_whitespace().count() as f64;
+                Ok((per_word * words).round().max(1.0) as u64)
+            }
+        }
+    }
+
     /// Builds a prompt of `nominal` tokens (chat template included) starting with `nonce`.
     pub async fn build(
         &self,

@@ -183,8 +183,12 @@ pub async fn open(
     if let Some(why) = unsupported(ctx, cell) {
         return Err(fail(ErrorInfo::new(ErrorKind::Unsupported, why)));
     }
+    let mut max_tokens = ctx.config.output_tokens;
     let (messages, nonce, expected_input_tokens) = match row_of(ctx, cell) {
-        Some(Ok(row)) => (turn_1_messages(row, &nonce), nonce.clone(), row.tokens.map_or(0, u64::from)),
+        Some(Ok(row)) => {
+            max_tokens = row.output_tokens.unwrap_or(max_tokens);
+            (turn_1_messages(row, &nonce), nonce.clone(), row.tokens.map_or(0, u64::from))
+        }
         Some(Err(error)) => return Err(fail(error)),
         None => {
             let building = ctx.sizer.build(&ctx.client, cell.context_tokens, seed, nonce.clone());
@@ -196,13 +200,8 @@ pub async fn open(
             (vec![Message::new("user", prompt.text)], prompt.nonce, prompt.expected_input_tokens)
         }
     };
-    let mut request = ChatRequest {
-        model: ctx.model.clone(),
-        messages,
-        max_tokens: ctx.config.output_tokens,
-        stream: false,
-        ..Default::default()
-    };
+    let mut request =
+        ChatRequest { model: ctx.model.clone(), messages, max_tokens, stream: false, ..Default::default() };
     ctx.preset
         .bind(&mut request, &session)
         .map_err(|e| fail(ErrorInfo::new(ErrorKind::PresetAction, e.to_string())))?;

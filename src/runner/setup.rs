@@ -232,6 +232,12 @@ async fn count_rows(
     progress: &Progress,
 ) -> Result<(), Failure> {
     let Some(dataset) = config.dataset.as_mut() else { return Ok(()) };
+    for line in dataset.skipped_lines() {
+        progress.warn(&line);
+    }
+    if dataset.output_tokens_from_rows {
+        reply_lengths(dataset, client, sizer, progress).await?;
+    }
     let todo = dataset.rows.iter().filter(|r| r.tokens.is_none()).count();
     if todo > 0 {
         progress.note(&format!("counting the tokens of {todo} dataset rows (one call each) ..."));
@@ -254,6 +260,34 @@ async fn count_rows(
             _ => Failure::usage(format!("{}:{}: {e}", dataset.path.display(), row.line)),
         })?;
         row.tokens = Some(u32::try_from(tokens).unwrap_or(u32::MAX));
+    }
+    Ok(())
+}
+
+/// `--dataset-output-tokens`: each row without a reply length of its own asks for as many tokens
+/// as the server counts in its reply to turn 1; rows without a reply keep `--output-tokens`, said.
+async fn reply_lengths(
+    dataset: &mut crate::dataset::Dataset,
+    client: &crate::client::Client,
+    sizer: &Sizer,
+    progress: &Progress,
+) -> Result<(), Failure> {
+    let mut without = 0;
+    for row in dataset.rows.iter_mut().filter(|r| r.output_tokens.is_none()) {
+        let Some(reply) = row.answer_to(1).filter(|r| !r.trim().is_empty()).map(str::to_string) else {
+            without += 1;
+            continue;
+        };
+        let tokens = sizer.count_text(client, &reply).await.map_err(|e| match e.kind {
+            ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
+            _ => Failure::usage(format!("{}:{}: {e}", dataset.path.display(), row.line)),
+        })?;
+        row.output_tokens = Some(u32::try_from(tokens).unwrap_or(u32::MAX));
+    }
+    if without > 0 {
+        progress.warn(&format!(
+            "--dataset-output-tokens: {without} rows give no reply length (no output length field, no reply): they ask for --output-tokens"
+        ));
     }
     Ok(())
 }

@@ -210,12 +210,20 @@ fn jsonl_and_text_datasets_are_sampled_by_seed_and_keep_their_rows() {
 fn a_row_that_cannot_be_read_is_named_by_file_and_line_and_nothing_is_measured() {
     let dir = tempfile::tempdir().unwrap();
     let bad = fixture("malformed.jsonl");
-    let out = sweep("http://127.0.0.1:9", dir.path(), &["--dataset", bad.to_str().unwrap()]);
+    let out =
+        sweep("http://127.0.0.1:9", dir.path(), &["--dataset", bad.to_str().unwrap(), "--dataset-strict"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains(&format!("{}:3:", bad.display())), "{err}");
-    assert!(err.contains("\"prompt\", \"messages\" or \"conversations\""), "{err}");
+    assert!(err.contains("\"messages\" or \"conversations\""), "{err}");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no run directory");
+    // A line that is not JSON at all is a broken file, refused without --dataset-strict too.
+    let files = tempfile::tempdir().unwrap();
+    let broken = files.path().join("broken.jsonl");
+    std::fs::write(&broken, "{\"prompt\": \"fine\"}\n{\"prompt\": \"cut\n").unwrap();
+    let out = sweep("http://127.0.0.1:9", dir.path(), &["--dataset", broken.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("{}:2:", broken.display())), "{}", stderr(&out));
 
     // The dataset replaces --contexts: both at once is refused, naming the flag.
     let good = fixture("prompts.txt");
@@ -456,4 +464,72 @@ fn a_long_later_turn_is_confirmed_hot_by_what_it_adds_to_the_cached_conversation
     assert!(evaluated as f64 > 0.1 * input as f64 && evaluated > 64, "the turn is long: {hot:#}");
     assert_eq!(hot["cache_state_confirmed"], true, "{hot:#}");
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Real ShareGPT dumps hold rows with `conversations: []`, and other benchmarks' files put a prompt
+/// under `text` (AIPerf) or `input`/`question` (GuideLLM): the empty rows are skipped, counted and
+/// named (stderr and run.json), the rest measured; with --dataset-output-tokens each row asks for
+/// its own reply length (its `output_length` field, or the server's count of its ShareGPT reply).
+#[test]
+fn rows_of_real_files_are_skipped_named_or_read_in_the_shapes_other_benchmarks_use() {
+    let server = server();
+    let files = tempfile::tempdir().unwrap();
+    let sharegpt = files.path().join("dump.json");
+    let reply = "a reply of exactly nine words for the length";
+    let rows = serde_json::json!([
+        {"id": "empty", "conversations": []},
+        {"id": "ok", "conversations": [{"from": "human", "value": "what is a cache"}, {"from": "gpt", "value": reply}]},
+        {"id": "no-human", "conversations": [{"from": "gpt", "value": "hello"}]},
+    ]);
+    std::fs::write(&sharegpt, serde_json::to_string_pretty(&rows).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--dataset", sharegpt.to_str().unwrap(), "--cache-states", "cold", "--dataset-output-tokens"];
+    let out = sweep(&server.url, dir.path(), &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("skipped 2 of 3 rows"), "{err}");
+    assert!(
+        err.contains(&format!("{}:2: row 1: the row has no user message with text", sharegpt.display())),
+        "{err}"
+    );
+    let run = run_dir(dir.path());
+    let dataset = &run_json(&run)["config"]["dataset"];
+    assert_eq!(dataset["skipped_rows"], 2, "{dataset}");
+    assert_eq!(dataset["skipped"][0]["line"], 2, "{dataset}");
+    let ms = measurements(&run);
+    assert_eq!(ms.len(), 1, "{ms:#?}");
+    let words = reply.split_whitespace().count() as u64;
+    assert_eq!(
+        ms[0]["max_tokens"], words,
+        "the row's own reply length (the scripted tokenizer counts words): {}",
+        ms[0]
+    );
+    let strict =
+        sweep(&server.url, dir.path(), &["--dataset", sharegpt.to_str().unwrap(), "--dataset-strict"]);
+    assert_eq!(strict.status.code(), Some(2), "{}", stderr(&strict));
+
+    // AIPerf's and GuideLLM's JSONL shapes, a row's output_length sent as its max_tokens.
+    let jsonl = files.path().join("aiperf.jsonl");
+    std::fs::write(
+        &jsonl,
+        "{\"text\": \"tell me about rivers\", \"output_length\": 12}\n{\"question\": \"name a bird\"}\n{\"input\": \"name a fish\"}\n",
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(
+        &server.url,
+        dir.path(),
+        &["--dataset", jsonl.to_str().unwrap(), "--cache-states", "cold", "--dataset-output-tokens"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ms = measurements(&run_dir(dir.path()));
+    let max: Vec<u64> = ms.iter().map(|m| m["max_tokens"].as_u64().unwrap()).collect();
+    assert_eq!(max, [12, 8, 8], "row 1's own length, the others --output-tokens");
+    let log = server.log();
+    for text in ["tell me about rivers", "name a bird", "name a fish"] {
+        assert!(
+            !chats_with(&log, text).is_empty() || log.iter().any(|l| l.body.to_string().contains(text)),
+            "{text} was sent"
+        );
+    }
 }

@@ -65,6 +65,15 @@ impl Progress {
         }
     }
 
+    /// A warning about what is measured (rows skipped, a setting that cannot hold): said with
+    /// `--quiet` too, which silences progress, not what changes the numbers.
+    pub fn warn(&self, text: &str) {
+        match &self.out {
+            Out::Bar(bar) => bar.println(text),
+            Out::Lines | Out::Quiet => eprintln!("{text}"),
+        }
+    }
+
     /// Cell `index` (0-based) starts.
     pub fn cell(&self, index: usize, label: &str) {
         let total = self.costs.len();
