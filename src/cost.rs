@@ -112,9 +112,13 @@ pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 
             rates.request_s(c, out) + rates.prefill_s(c) * RELOAD_SHARE + rates.request_s(1.0, out)
         }
         CacheState::Hot => {
+            // Turn 1, the unmeasured turns 2..N-1 (each prefills the previous answer and its new
+            // turn), the measured turn N, and a think-time pause before each later turn.
+            let turns = f64::from(config.turns.max(2));
             rates.request_s(c, out)
-                + rates.request_s(f64::from(out) + HOT_TURN_TOKENS, out)
+                + (turns - 2.0) * rates.request_s(f64::from(out) + HOT_TURN_TOKENS, out)
                 + rates.request_s(HOT_TURN_TOKENS, out)
+                + (turns - 1.0) * config.think_time_ms / 1000.0
         }
     };
     let work = match cell.scenario {

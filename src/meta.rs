@@ -168,6 +168,9 @@ pub struct HarnessTime {
     pub write_s: f64,
     /// Thermal gate waits and probes, temperature snapshots.
     pub thermal_s: f64,
+    /// `--think-time` pauses between hot turns (asked for: not harness time).
+    #[serde(default)]
+    pub think_s: f64,
     /// Wall time no part explains (progress output, record building).
     pub other_s: f64,
     /// prompt + preset + metrics + write + thermal + other.

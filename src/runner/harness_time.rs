@@ -25,9 +25,12 @@ pub enum Part {
     Metrics,
     Write,
     Thermal,
+    /// `--think-time` pauses between a hot conversation's turns: asked for, so neither measured
+    /// nor harness time.
+    Think,
 }
 
-const PARTS: usize = 7;
+const PARTS: usize = 8;
 
 /// Time spent per part, added up over a sweep.
 #[derive(Debug, Default)]
@@ -72,6 +75,7 @@ fn split(wall: Duration, spent: [Duration; PARTS]) -> HarnessTime {
         metrics_s: s(Part::Metrics),
         write_s: s(Part::Write),
         thermal_s: s(Part::Thermal),
+        think_s: s(Part::Think),
         other_s,
         harness_s,
         harness_fraction: if wall_s > 0.0 { (harness_s / wall_s).min(1.0) } else { 0.0 },
@@ -82,7 +86,7 @@ fn split(wall: Duration, spent: [Duration; PARTS]) -> HarnessTime {
 pub fn line(t: &HarnessTime) -> String {
     format!(
         "harness time between cells: {:.1}% of {:.1} s (prompts {:.2} s, preset calls {:.2} s, metrics {:.2} s, \
-         writes {:.2} s, thermal {:.2} s, other {:.2} s; measured {:.1} s, priming {:.1} s)",
+         writes {:.2} s, thermal {:.2} s, other {:.2} s; measured {:.1} s, priming {:.1} s, think time {:.1} s)",
         100.0 * t.harness_fraction,
         t.wall_s,
         t.prompt_s,
@@ -92,7 +96,8 @@ pub fn line(t: &HarnessTime) -> String {
         t.thermal_s,
         t.other_s,
         t.measured_s,
-        t.priming_s
+        t.priming_s,
+        t.think_s
     )
 }
 

@@ -404,7 +404,8 @@ pub async fn think(ctx: &RunContext) -> Option<f64> {
         return None;
     }
     let start = Instant::now();
-    tokio::time::sleep(std::time::Duration::from_secs_f64(ms / 1000.0)).await;
+    let pause = tokio::time::sleep(std::time::Duration::from_secs_f64(ms / 1000.0));
+    ctx.harness.time(Part::Think, pause).await;
     Some(start.elapsed().as_secs_f64() * 1000.0)
 }
 

@@ -72,3 +72,30 @@ fn a_plan_from_a_run_without_good_cold_records_says_so() {
     let out = bench(&["plan", "--from", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// A hot conversation of N turns with a think time costs N-1 pauses and N-2 unmeasured turns: the
+/// forecast counts both (it once counted 3 turns and no pause: 2 s forecast for a 2m 50s sweep).
+/// From an earlier run's records the rates are fixed, so the pauses are exactly the difference.
+#[test]
+fn the_forecast_counts_every_turn_and_think_time_pause_of_a_hot_conversation() {
+    let server = Scripted::start(Behaviour { first_token_ms: 40, token_ms: 2, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--contexts", "256", "--runs", "1", "--output-tokens", "24", "--thermal", "off"];
+    let mut args = vec!["sweep", "--server", &server.url, "--out", dir.path().to_str().unwrap(), "--quiet"];
+    args.extend_from_slice(&flags);
+    assert!(bench(&args).status.success());
+    let run = run_dir(dir.path());
+    let forecast = |extra: &[&str]| {
+        let mut args =
+            vec!["plan", "--from", run.to_str().unwrap(), "--format", "json", "--cache-states", "hot"];
+        args.extend_from_slice(&flags);
+        args.extend_from_slice(extra);
+        let out = bench(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        json(&out)["forecast_s"].as_f64().unwrap()
+    };
+    let (three, six) = (forecast(&[]), forecast(&["--turns", "6"]));
+    assert!(six > three, "three more unmeasured turns cost something: {three} vs {six}");
+    let paused = forecast(&["--turns", "6", "--think-time", "2s"]);
+    common::assert_close(paused - six, 5.0 * 2.0, "five pauses of 2 s before turns 2 to 6");
+}

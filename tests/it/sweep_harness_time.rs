@@ -57,3 +57,47 @@ fn a_sweep_reports_its_harness_time_and_the_parts_add_up_within_its_wall_time() 
     }
     count("peeks_while_behind");
 }
+
+/// `--think-time` pauses are asked for: run.json and the stderr line keep them apart (`think_s`),
+/// never in the harness's share of the wall time (they were counted as harness time, `other`).
+#[test]
+fn think_time_is_its_own_part_not_harness_time() {
+    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 10, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let result = bench(&[
+        "sweep",
+        "--server",
+        &server.url,
+        "--out",
+        out,
+        "--preset",
+        "llama.cpp",
+        "--contexts",
+        "256",
+        "--runs",
+        "2",
+        "--output-tokens",
+        "24",
+        "--thermal",
+        "off",
+        "--cache-states",
+        "hot",
+        "--turns",
+        "4",
+        "--think-time",
+        "300ms",
+    ]);
+    assert!(result.status.success(), "{}", stderr(&result));
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir(dir.path()).join("run.json")).unwrap())
+            .unwrap();
+    let t = &meta["harness_time"];
+    let s = |k: &str| t[k].as_f64().unwrap_or_else(|| panic!("harness_time.{k} missing: {t}"));
+    // 2 runs x 3 pauses (before turns 2, 3 and 4) of 300 ms.
+    assert!(s("think_s") >= 6.0 * 0.3, "{t}");
+    assert!(s("harness_s") < s("think_s"), "the pauses are not the harness's: {t}");
+    let servers = s("measured_s") + s("priming_s") + s("think_s");
+    assert!((servers + s("harness_s") - s("wall_s")).abs() < 1e-6, "{t}");
+    assert!(stderr(&result).contains(&format!("think time {:.1} s", s("think_s"))), "{}", stderr(&result));
+}
