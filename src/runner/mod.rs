@@ -312,11 +312,42 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Swe
                 eprintln!("{}", harness_time::line(&harness));
             }
             finished = Some(journal.dir().to_path_buf());
-            Ok(exit::Outcome::findings_if(failed > 0))
+            let missed = auto_runs_missed(journal);
+            if let Some(line) = &missed {
+                eprintln!("{line}");
+            }
+            Ok(exit::Outcome::findings_if(failed > 0 || missed.is_some()))
         }
     };
     written?;
     Ok(Swept { outcome: ended?, finished })
+}
+
+/// `--runs auto`: the cells whose median was not known to the target within `--max-runs`, said
+/// (a finding: the sweep exits 1), or None when every cell met it.
+fn auto_runs_missed(journal: &Journal) -> Option<String> {
+    let meta = journal.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let target = meta.config.runs_auto.as_ref()?;
+    let missed: Vec<String> = meta
+        .runs_auto
+        .iter()
+        .filter(|c| !c.within_target)
+        .map(|c| match c.ci_half_width_share {
+            Some(share) => format!("{} (reached +/-{:.1}% in {} runs)", c.cell, 100.0 * share, c.runs),
+            None => format!("{} (no interval from {} good values)", c.cell, c.n),
+        })
+        .collect();
+    (!missed.is_empty()).then(|| {
+        format!(
+            "--runs auto: {} of {} cells did not reach the +/-{}% interval of their median within --max-runs {}: {}; \
+             raise --max-runs or loosen --target-ci (run.json runs_auto has each cell)",
+            missed.len(),
+            meta.runs_auto.len(),
+            100.0 * target.target_ci,
+            target.max_runs,
+            missed.join(", ")
+        )
+    })
 }
 
 /// "took 1m 21s (forecast 1m 15s, -7%)": the cost model judged against the run.

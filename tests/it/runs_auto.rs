@@ -61,7 +61,10 @@ fn a_target_no_cell_can_meet_runs_to_the_maximum_and_says_so() {
     let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 2, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let out = sweep(&server.url, dir.path(), &["--target-ci", "0.00001%", "--max-runs", "7"]);
-    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    // A target missed is a finding, said on stderr (with --quiet too) naming the cell.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("--runs auto: 1 of 1 cells did not reach") && err.contains("--max-runs 7"), "{err}");
     let run = run_dir(dir.path());
     let c = &run_json(&run)["runs_auto"][0];
     assert_eq!(c["runs"], 7, "{c}");
