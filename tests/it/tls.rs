@@ -162,3 +162,17 @@ fn the_api_key_never_reaches_disk_or_stdout_over_https() {
         server.log().iter().filter_map(|l| l.headers.get("authorization").cloned()).collect::<Vec<_>>();
     assert!(!auth.is_empty() && auth.iter().all(|a| a == &format!("Bearer {KEY}")), "the key was sent");
 }
+
+/// `https://` to a port that speaks plain HTTP: the message says so and what to do (http://),
+/// not that a certificate needs --ca-cert.
+#[test]
+fn https_to_a_plain_http_port_says_the_port_speaks_plain_http() {
+    let server = Scripted::start(Behaviour::default());
+    let url = server.url.replacen("http://", "https://", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let out = sweep(&url, &dir.path().join("out"), &[], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("this port speaks plain HTTP") && err.contains("use http://"), "{err}");
+    assert!(!err.contains("--ca-cert"), "no certificate is involved: {err}");
+}

@@ -20,6 +20,20 @@ pub fn tls_problem(e: &reqwest::Error) -> Option<String> {
 /// A connect failure in words: what failed and, for TLS, what to do about it. The words of a
 /// plain connect failure are the direct path's too (`cannot_connect`).
 pub fn connect_failure(e: &reqwest::Error) -> String {
+    let plain = causes(e).into_iter().find_map(|c| c.downcast_ref::<rustls::Error>()).is_some_and(|t| {
+        matches!(t, rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType))
+    });
+    if plain {
+        // The first bytes back were not a TLS record: an HTTP server answering a handshake
+        // with a plain "HTTP/1.1 400" does exactly this.
+        let authority = e.url().map_or_else(String::new, |u| {
+            format!("{}:{}", u.host_str().unwrap_or(""), u.port_or_known_default().unwrap_or(0))
+        });
+        return format!(
+            "{authority} answered the TLS handshake with something that is not TLS: this port speaks plain \
+             HTTP; use http:// instead of https://"
+        );
+    }
     match tls_problem(e) {
         Some(tls) => format!(
             "TLS handshake failed: {tls} (a private CA, or a self-signed server certificate? pass --ca-cert FILE with its PEM certificate, or set SSL_CERT_FILE)"
