@@ -421,6 +421,10 @@ pub struct SoakSummary {
     pub passed: u32,
     pub mismatches: u32,
     pub crashes: u32,
+    /// Why the requests that did not pass failed: each error kind or gate-failing quality flag,
+    /// with how many requests it failed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub failed_by: std::collections::BTreeMap<String, u32>,
     pub wall_s: f64,
     pub requests_per_s: Option<f64>,
     /// Output tokens of the iterations over the time their requests were in flight (each

@@ -169,6 +169,9 @@ async fn run(
         summary.requests += measured.len() as u32;
         summary.passed += passed;
         summary.mismatches += mismatched;
+        for m in measured.iter().filter(|m| !(m.quality_ok && m.error.is_none())) {
+            *summary.failed_by.entry(failure_of(m)).or_default() += 1;
+        }
         progress.note(&format!(
             "iteration {iteration}/{}: {passed}/{} passed, {mismatched} mismatched",
             summary.iterations_planned,
@@ -356,7 +359,18 @@ fn first_difference(serial: &str, concurrent: &str) -> String {
     format!("at character {at}: serial {:?} vs {:?}", around(serial), around(concurrent))
 }
 
-/// The final table: the verdict and what was served, one row.
+/// What failed a request, in one word: its error's kind, else its first gate-failing flag.
+fn failure_of(m: &Measurement) -> String {
+    if let Some(e) = &m.error {
+        return e.kind.as_str().to_string();
+    }
+    m.quality_flags
+        .iter()
+        .find(|f| f.fails_gate)
+        .map_or_else(|| "quality".to_string(), |f| f.flag.as_str().to_string())
+}
+
+/// The final table: the verdict and what was served, one row; under a FAIL, why.
 pub fn table(s: &SoakSummary) -> String {
     let opt = |v: Option<f64>, unit: &str| v.map_or("-".into(), |x| format!("{x:.1}{unit}"));
     let verdict = if s.passed == s.requests && s.crashes == 0 && s.mismatches == 0 { "PASS" } else { "FAIL" };
@@ -385,7 +399,21 @@ pub fn table(s: &SoakSummary) -> String {
         opt(s.speedup, "x"),
         opt(s.efficiency.map(|e| e * 100.0), "%"),
     ]);
-    crate::output::table_text(t)
+    let mut text = crate::output::table_text(t);
+    if verdict == "FAIL" {
+        let mut why: Vec<String> = s.failed_by.iter().map(|(what, n)| format!("{n} {what}")).collect();
+        if s.crashes > 0 {
+            why.push(format!("{} server crash(es)", s.crashes));
+        }
+        if why.is_empty() {
+            why.push("no request finished".to_string());
+        }
+        text.push_str(&format!(
+            "FAIL because: {} (each request's flags are in its record)\n",
+            why.join(", ")
+        ));
+    }
+    text
 }
 
 #[cfg(test)]

@@ -120,3 +120,40 @@ fn merge_and_report_to_a_file_print_the_output_path_alone_on_stdout() {
     assert_eq!(stdout_lines(&out), vec![page.display().to_string()]);
     assert!(std::fs::read_to_string(&page).unwrap().contains("TTFT"));
 }
+
+/// A soak that fails says why under its table: a server whose output diverges after its serial
+/// pass fails requests as output mismatches, and the FAIL line names them with their count.
+#[test]
+fn a_failed_soak_says_why_under_its_table() {
+    let server = Scripted::start(Behaviour {
+        first_token_ms: 20,
+        token_ms: 1,
+        diverge_after: Some(2),
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = bench(&[
+        "soak",
+        "--server",
+        &server.url,
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--contexts",
+        "256",
+        "--output-tokens",
+        "24",
+        "--concurrency",
+        "2",
+        "--iterations",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    let soak = common::table::find(&err, "Soak");
+    let failed = soak.rows.iter().find(|r| r[0].starts_with("FAIL")).unwrap_or_else(|| panic!("{err}"));
+    let mismatches: u32 = failed[3].parse().unwrap();
+    assert!(mismatches > 0, "{err}");
+    assert!(err.contains(&format!("FAIL because: {mismatches} output_mismatch")), "{err}");
+    let meta = common::run_json(&run_dir(dir.path()));
+    assert_eq!(meta["soak"]["failed_by"]["output_mismatch"], mismatches, "{}", meta["soak"]);
+}
