@@ -99,3 +99,34 @@ fn the_forecast_counts_every_turn_and_think_time_pause_of_a_hot_conversation() {
     let paused = forecast(&["--turns", "6", "--think-time", "2s"]);
     common::assert_close(paused - six, 5.0 * 2.0, "five pauses of 2 s before turns 2 to 6");
 }
+
+/// `bench plan --dataset`: without a server a row's length is unknown (`ctx ?`, never a made-up
+/// 0); with one the rows are counted as the sweep counts them, each shown at its length.
+#[test]
+fn a_dataset_plan_shows_each_rows_length_when_a_server_counts_it() {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/datasets/sharegpt.json");
+    let out = bench(&["plan", "--dataset", file.to_str().unwrap(), "--runs", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("ctx ? row 1 ") && !text.contains("ctx 0 "), "{text}");
+    let server = Scripted::start(Behaviour::default());
+    let out = bench(&[
+        "plan",
+        "--server",
+        &server.url,
+        "--dataset",
+        file.to_str().unwrap(),
+        "--runs",
+        "1",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan = json(&out);
+    let cells = plan["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3, "{plan}");
+    for c in cells {
+        assert!(c["cell"]["context_tokens"].as_u64().unwrap() > 0, "{c}");
+        assert!(!c["label"].as_str().unwrap().contains("ctx ?"), "{c}");
+    }
+}

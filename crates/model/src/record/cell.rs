@@ -198,7 +198,11 @@ impl std::fmt::Display for CellKey {
         if !f.alternate() {
             write!(f, "{} ", self.model)?;
         }
-        write!(f, "ctx {} ", self.context_tokens)?;
+        match (self.context_tokens, self.dataset_row) {
+            // A dataset row not counted yet (`bench plan` without a server): its length is unknown.
+            (0, Some(_)) => f.write_str("ctx ? ")?,
+            (tokens, _) => write!(f, "ctx {tokens} ")?,
+        }
         if let Some(row) = self.dataset_row {
             write!(f, "row {row} ")?;
         }
