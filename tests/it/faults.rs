@@ -932,3 +932,47 @@ fn echoed_keys_are_redacted_everywhere() {
         }
     }
 }
+
+/// The warm reload is inside the timed window, so its call must never take a stray either: a
+/// server answering every slot action twice (a copy 20 ms later on the kept-alive connection)
+/// while each restore takes 60 ms. Every warm record's reload is the restore's own answer (60 ms
+/// or more), or the record fails by name; never a stray's instant "answer".
+#[test]
+fn a_stray_copy_of_a_preset_action_s_answer_is_never_the_reload_s() {
+    let server = Scripted::start(Behaviour {
+        first_token_ms: 20,
+        token_ms: 1,
+        fault: Fault::StrayAfterReply(20),
+        slot_restore_ms: 60,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = assert_cmd::Command::cargo_bin("bench")
+        .unwrap()
+        .args([
+            "sweep",
+            "--server",
+            &server.url,
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--preset",
+            "llama.cpp",
+        ])
+        .args(["--contexts", "256", "--output-tokens", "24", "--thermal", "off", "--cache-states", "warm"])
+        .args(["--runs", "8", "--modes", "non-streaming", "--reuse-primes", "false"])
+        .timeout(HANG)
+        .output()
+        .unwrap();
+    let ms = measurements(&run_dir(dir.path()));
+    assert_eq!(ms.len(), 8, "{}", stderr(&out));
+    let mut good = 0;
+    for m in &ms {
+        if !m["error"].is_null() {
+            continue;
+        }
+        good += 1;
+        let reload = m["reload_ms"].as_f64().unwrap_or_else(|| panic!("no reload_ms: {m}"));
+        assert!(reload >= 60.0, "the reload took a stray for its answer: {m}");
+    }
+    assert!(good > 0, "{ms:#?}");
+}

@@ -121,6 +121,7 @@ pub(super) async fn tokenize(State(s): State<AppState>, headers: HeaderMap, body
 
 pub(super) async fn slot_action(
     State(s): State<AppState>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<super::net::Peer>,
     Path(id): Path<u64>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
@@ -180,10 +181,19 @@ pub(super) async fn slot_action(
         }
         _ => return (StatusCode::BAD_REQUEST, "bad action").into_response(),
     }
-    match written {
-        Some(n) => axum::Json(json!({"id_slot": id, "filename": file, "n_written": n})).into_response(),
-        None => axum::Json(json!({"id_slot": id})).into_response(),
+    drop(slots);
+    let reply = match written {
+        Some(n) => json!({"id_slot": id, "filename": file, "n_written": n}),
+        None => json!({"id_slot": id}),
+    };
+    // A server (or proxy) that answers twice: a copy of this answer on the kept-alive connection
+    // later, where the client's next call would take it for its own answer.
+    if let super::Fault::StrayAfterReply(ms) = lock(&s.behaviour).fault {
+        let copy = super::faults::stray_copy_of_body(reply.to_string().as_bytes());
+        let at = tokio::time::Instant::now() + std::time::Duration::from_millis(ms);
+        lock(&s.kills).insert(peer.0, super::net::Kill::Stray(at, std::sync::Arc::new(copy)));
     }
+    axum::Json(reply).into_response()
 }
 
 /// A slot file as a server leaves it: written, not synced (its pages are dirty in the page cache
