@@ -128,7 +128,10 @@ fn sweep_with(server: [&str; 2], out: &Path, run_id: &str, flags: &[&str]) -> Pa
     ]);
     args.extend_from_slice(flags);
     let done = bench(&args);
-    assert!(done.status.success(), "{run_id}: {}", stderr(&done));
+    // What merge compares is the run's settings: a record a loaded machine failed (exit 1) is
+    // still a record of that run.
+    assert!(matches!(done.status.code(), Some(0 | 1)), "{run_id}: {}", stderr(&done));
+    assert!(!common::measurements(&out.join(run_id)).is_empty(), "{run_id}: no record");
     out.join(run_id)
 }
 
