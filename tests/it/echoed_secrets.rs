@@ -1,6 +1,8 @@
 //! Keys a server says back in a form other than the one bench sent: the base64 of the URL's Basic
 //! credentials, `\/`-escaped JSON, repeated in the completion, or across the place where an error
-//! quote is cut. None of them may reach a file bench writes, its stdout or its stderr.
+//! quote is cut; and every key bench is given, said back in every shape a gateway or a JSON
+//! writer gives it, to every verb that writes. None of them may reach a file bench writes, its
+//! stdout or its stderr.
 
 use crate::common;
 
@@ -9,6 +11,9 @@ use std::time::Duration;
 
 use common::scripted::{Behaviour, EchoKey, Fault, Scripted};
 use common::{measurements, run_dir, stderr};
+
+/// What bench writes in place of a secret.
+const MASK: &str = "[redacted]";
 
 /// Guards against a hang only; nothing here is timed.
 const HANG: Duration = Duration::from_secs(90);
@@ -372,10 +377,10 @@ fn every_key_in_every_shape_a_server_says_it_back_is_redacted_from_everything_be
     assert!(leaks.is_empty(), "{} leaks:\n{}", leaks.len(), leaks.join("\n"));
     // The server did say every key back, in each place: the scan above would have seen a leak.
     let meta = common::run_json(&out.join("sweep"));
-    let said = |v: &serde_json::Value| v.to_string().matches(secrets_mask()).count();
+    let said = |v: &serde_json::Value| v.to_string().matches(MASK).count();
     assert!(said(&meta["server"]["models"]["gateway"]) >= 2, "{}", meta["server"]["models"]);
     assert!(said(&meta["server"]["props"]["server_args"]) >= 7, "{}", meta["server"]["props"]);
-    assert_eq!(meta["config"]["extra_body"]["api_key"], secrets_mask(), "{}", meta["config"]);
+    assert_eq!(meta["config"]["extra_body"]["api_key"], MASK, "{}", meta["config"]);
     let samples = |name: &str| -> Vec<String> {
         measurements(&out.join(name))
             .iter()
@@ -404,8 +409,4 @@ fn every_key_in_every_shape_a_server_says_it_back_is_redacted_from_everything_be
 
     assert_eq!(resume_code, Some(2), "{resume_err}");
     assert!(resume_err.contains("--extra-body"), "{resume_err}");
-}
-
-fn secrets_mask() -> &'static str {
-    "[redacted]"
 }

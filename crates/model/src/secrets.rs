@@ -93,6 +93,9 @@ fn nothing_known() -> bool {
 pub fn redact(text: &str) -> String {
     let known = known();
     let mut out = text.to_string();
+    if known.plain.is_empty() {
+        return out;
+    }
     for form in known.forms.iter() {
         if out.contains(form.as_str()) {
             out = out.replace(form.as_str(), MASK);
