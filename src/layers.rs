@@ -53,7 +53,8 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("record", 30),
     ("spec", 10),
     ("stats", 10),
-    ("secrets", 10),
+    // below the leaves that print (output, progress): they mask secrets in what they print
+    ("secrets", 9),
     ("exit", 10),
     ("output", 10),
     ("progress", 10),

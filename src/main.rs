@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         Ok(outcome) => outcome.exit_code(),
         Err(err) => {
             if exit::needs_printing(&err) {
-                eprintln!("error: {err:#}");
+                eprintln!("error: {}", ttft_bench::secrets::redact(&format!("{err:#}")));
             }
             exit::code_of(&err)
         }

@@ -65,8 +65,9 @@ struct Args {
     /// of each reply on its kept-alive connection MS later, as from a proxy answering twice),
     /// lumps:BYTES (a buffering gateway: forwarded whenever BYTES are held), hold-first:EVENTS (the
     /// first EVENTS events held and flushed at once, the rest on time),
-    /// echo-key:escaped|completion|at-cut (the request's key said back `\/`-escaped, in the
-    /// completion, or across the 2000th character of a 401 body).
+    /// echo-key:escaped|completion|at-cut|shapes (the request's key said back `\/`-escaped, in the
+    /// completion, or across the 2000th character of a 401 body; shapes: every credential in
+    /// /v1/models, /props and the completion, Gson-escaped and lowercase percent-encoded too).
     #[arg(long, default_value = "none", value_parser = parse_fault)]
     fault: Fault,
     /// Ignore max_tokens and always produce this many tokens.
@@ -100,6 +101,11 @@ struct Args {
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
+    /// After `--`: the arguments this server says it was started with. `--fault echo-key:shapes`
+    /// says them back in /props (as SGLang's server info lists a server's arguments, keys
+    /// included) and in its completions.
+    #[arg(last = true, value_name = "ARGS")]
+    server_args: Vec<String>,
 }
 
 fn parse_dialect(text: &str) -> Result<Dialect, UnknownDialect> {
@@ -153,6 +159,7 @@ fn parse_fault(text: &str) -> Result<Fault, FaultError> {
             "escaped" => EchoKey::Escaped,
             "completion" => EchoKey::Completion,
             "at-cut" => EchoKey::AtCut,
+            "shapes" => EchoKey::Shapes,
             other => return Err(FaultError::Unknown(format!("echo-key:{other}"))),
         }),
         other => return Err(FaultError::Unknown(other.to_string())),
@@ -201,6 +208,7 @@ fn behaviour(args: &Args) -> Result<Behaviour, exit::Failure> {
         slot_file_bytes: args.slot_file_bytes,
         // The benchmarks' server holds its schedule (the offered token rate) through a stall.
         catch_up: true,
+        server_args: args.server_args.clone(),
         ..Behaviour::default()
     })
 }

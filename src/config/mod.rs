@@ -498,6 +498,8 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     }
     let extra_body = plan.extra_body.clone().map(|b| b.0).unwrap_or_default();
     validate_extra_body(&extra_body).map_err(|e| origins.invalid("extra_body", e.to_string()))?;
+    // A field named for a credential (`api_key`) travels in every body: its value is a secret.
+    crate::secrets::register_secret_fields(&Value::Object(extra_body.clone()));
     let runs_auto = validate_auto_runs(&plan, &origins)?;
     let temperature = plan.temperature.unwrap_or(0.0);
     if temperature < 0.0 {

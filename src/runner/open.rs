@@ -138,6 +138,15 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     })?;
     let mut meta: RunMeta = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("{}:{}: not a bench run.json: {e}", path.display(), e.line())))?;
+    // The extra body is part of the plan (it cannot be given again), and a secret in it was
+    // written masked: a resume would send the mask in its place.
+    if serde_json::Value::Object(meta.config.extra_body.clone()).to_string().contains(crate::secrets::MASK) {
+        return Err(Failure::usage(format!(
+            "{}: --extra-body held a secret, which is never written out, and a resumed run cannot \
+             be given it again: start a new run instead",
+            path.display()
+        )));
+    }
     if meta.status == RunStatus::Running && store::holder_gone(dir) {
         eprintln!("{}: {}; resuming it", dir.display(), store::KILLED);
     }

@@ -352,8 +352,12 @@ async fn iteration_records(
     (out, in_flight_s)
 }
 
-/// "at character 37: serial \"…the cat\" vs \"…the dog\"".
+/// "at character 37: serial \"…the cat\" vs \"…the dog\"". Both texts are redacted before they
+/// are compared and cut: a window cut from the raw text could hold half of a key the server said
+/// back, which no later redaction recognises.
 fn first_difference(serial: &str, concurrent: &str) -> String {
+    let (serial, concurrent) = (crate::secrets::redact(serial), crate::secrets::redact(concurrent));
+    let (serial, concurrent) = (serial.as_str(), concurrent.as_str());
     let at = serial.chars().zip(concurrent.chars()).take_while(|(a, b)| a == b).count();
     let around = |s: &str| -> String { s.chars().skip(at.saturating_sub(20)).take(40).collect() };
     format!("at character {at}: serial {:?} vs {:?}", around(serial), around(concurrent))

@@ -15,12 +15,14 @@ use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, Wi
 /// Set once a write found stdout closed; later writes are skipped.
 static CLOSED: AtomicBool = AtomicBool::new(false);
 
-/// Writes `text` to stdout. A broken pipe (the reader went away) is not an error: the text is
-/// dropped, as is everything printed after it (`closed` says so); any other failure is returned.
+/// Writes `text` to stdout, every registered secret masked (`secrets::redact`). A broken pipe
+/// (the reader went away) is not an error: the text is dropped, as is everything printed after it
+/// (`closed` says so); any other failure is returned.
 pub fn print(text: &str) -> io::Result<()> {
     if CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }
+    let text = crate::secrets::redact(text);
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {

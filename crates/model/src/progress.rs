@@ -56,8 +56,10 @@ impl Progress {
         matches!(self.out, Out::Quiet)
     }
 
-    /// A note that is not about one cell (setup, calibration, warnings).
+    /// A note that is not about one cell (setup, calibration, warnings), every registered secret
+    /// masked (it often quotes a server or a command).
     pub fn note(&self, text: &str) {
+        let text = crate::secrets::redact(text);
         match &self.out {
             Out::Bar(bar) => bar.println(text),
             Out::Lines => eprintln!("{text}"),

@@ -481,7 +481,7 @@ async fn complete(
         let k = b.tokens_per_chunk.max(1).min(n_out - produced);
         let mut text: String = (0..k).map(|i| token(produced + i)).collect();
         if produced == 0
-            && let Some(echo) = faults::completion_echo(&b.fault, &headers)
+            && let Some(echo) = faults::completion_echo(&b.fault, &headers, &body, &b.server_args)
         {
             text.insert_str(0, &echo);
         }

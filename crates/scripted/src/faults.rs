@@ -9,7 +9,7 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::chat::sse_response;
 use super::lock;
@@ -93,6 +93,13 @@ pub enum EchoKey {
     Completion,
     /// 401 whose body puts the key across the 2000th character, where error quotes are cut.
     AtCut,
+    /// Every credential the server was given, said back in the shapes a gateway or a server's own
+    /// JSON writer gives it: `/v1/models` and `/props` list the request's headers (a gateway that
+    /// echoes Authorization), `/props` the server's own arguments (`Behaviour::server_args`, as
+    /// SGLang's server info lists them), and the streamed completion (not a whole one, so a soak's
+    /// serial reference differs from it) opens with each credential plain, escaped as Gson
+    /// escapes `=`, `<`, `>`, `&` and `'` (`\u003d`), and percent-encoded in lowercase (`%2f`).
+    Shapes,
 }
 
 /// The credential a request carried: the bearer token, the Basic credentials (base64) or x-api-key.
@@ -102,9 +109,73 @@ fn key_of(headers: &HeaderMap) -> String {
     value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("Basic ")).unwrap_or(value).to_string()
 }
 
-/// Text to put before the first content token, for `EchoKey::Completion`.
-pub fn completion_echo(fault: &Fault, headers: &HeaderMap) -> Option<String> {
-    (*fault == Fault::EchoKey(EchoKey::Completion)).then(|| format!("your key is {} ", key_of(headers)))
+/// Text to put before the first content token, for `EchoKey::Completion` and `EchoKey::Shapes`.
+pub fn completion_echo(
+    fault: &Fault,
+    headers: &HeaderMap,
+    body: &Value,
+    server_args: &[String],
+) -> Option<String> {
+    match fault {
+        Fault::EchoKey(EchoKey::Completion) => Some(format!("your key is {} ", key_of(headers))),
+        Fault::EchoKey(EchoKey::Shapes) => {
+            let mut text = String::from("your keys are");
+            for credential in credentials(headers, body, server_args) {
+                text.push_str(&format!(
+                    " {credential} {} {}",
+                    gson_escaped(&credential),
+                    percent_lower(&credential)
+                ));
+            }
+            text.push(' ');
+            Some(text)
+        }
+        _ => None,
+    }
+}
+
+/// What `EchoKey::Shapes` says back in a completion: the request's key, the value of every
+/// `x-` header (a gateway's token), the body's `api_key`, and the values of the server's own
+/// arguments that are not flags.
+fn credentials(headers: &HeaderMap, body: &Value, server_args: &[String]) -> Vec<String> {
+    let mut out = vec![key_of(headers)];
+    let gateway =
+        headers.iter().filter(|(name, _)| name.as_str().starts_with("x-") && name.as_str() != "x-api-key");
+    out.extend(gateway.filter_map(|(_, v)| v.to_str().ok().map(str::to_string)));
+    out.extend(body["api_key"].as_str().map(str::to_string));
+    out.extend(server_args.iter().filter(|a| !a.starts_with('-')).cloned());
+    out.retain(|c| !c.is_empty());
+    out
+}
+
+/// The request's headers as a JSON object, as a gateway that echoes them writes them.
+pub fn headers_echo(headers: &HeaderMap) -> Value {
+    headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or(""))))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// `text` as Gson writes it inside a JSON string: `=`, `<`, `>`, `&` and `'` as `\u00XX` (lowercase
+/// hex), everything else as it is.
+fn gson_escaped(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '=' | '<' | '>' | '&' | '\'' => format!("\\u{:04x}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// Every byte but the unreserved ones as `%xx`, in lowercase hex (as some URL encoders write it).
+fn percent_lower(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            true => (b as char).to_string(),
+            false => format!("%{b:02x}"),
+        })
+        .collect()
 }
 
 /// The 401 of `EchoKey::Escaped` and `EchoKey::AtCut`.
@@ -116,7 +187,7 @@ fn echo_key(how: EchoKey, headers: &HeaderMap) -> Option<Response> {
             format!("{{\"error\":{{\"message\":\"invalid key\",\"key\":{escaped}}}}}")
         }
         EchoKey::AtCut => format!("{}{key} is invalid", "x".repeat(ttft_client::body::QUOTED_CHARS - 8)),
-        EchoKey::Completion => return None,
+        EchoKey::Completion | EchoKey::Shapes => return None,
     };
     Some(with_type(StatusCode::UNAUTHORIZED, "application/json", Body::from(body)))
 }

@@ -92,6 +92,9 @@ pub struct Behaviour {
     /// The `/metrics` page shows the counters as they stood before the latest chat request, as a
     /// page scraped one interval late does: the deltas around a request are the previous one's.
     pub metrics_late: bool,
+    /// The arguments the server says it was started with (`EchoKey::Shapes` says them back in
+    /// `/props` and in its completions, as SGLang's server info lists its arguments, keys included).
+    pub server_args: Vec<String>,
 }
 
 impl Default for Behaviour {
@@ -117,6 +120,7 @@ impl Default for Behaviour {
             slot_file_bytes: 1 << 20,
             slot_restore_ms: 0,
             metrics_late: false,
+            server_args: Vec::new(),
         }
     }
 }

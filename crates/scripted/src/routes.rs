@@ -39,8 +39,15 @@ pub(super) fn record_from(
 
 pub(super) async fn models(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
     record(&s, "GET", "/v1/models", &headers, &Value::Null);
-    let dialect = lock(&s.behaviour).dialect;
-    axum::Json(dialect.models(super::dialect::unix_now()))
+    let (dialect, fault) = {
+        let b = lock(&s.behaviour);
+        (b.dialect, b.fault.clone())
+    };
+    let mut models = dialect.models(super::dialect::unix_now());
+    if fault == Fault::EchoKey(faults::EchoKey::Shapes) {
+        models["gateway"] = json!({"request_headers": faults::headers_echo(&headers)});
+    }
+    axum::Json(models)
 }
 
 /// The Prometheus page of the server imitated (its prompt and prefix-cache counters); 404 from
@@ -66,10 +73,19 @@ pub(super) async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Re
 /// llama.cpp's `/props`; other servers answer 404.
 pub(super) async fn props(State(s): State<AppState>, headers: HeaderMap) -> Response {
     record(&s, "GET", "/props", &headers, &Value::Null);
-    if !lock(&s.behaviour).dialect.serves_props() {
+    let (serves, fault, server_args) = {
+        let b = lock(&s.behaviour);
+        (b.dialect.serves_props(), b.fault.clone(), b.server_args.clone())
+    };
+    if !serves {
         return (StatusCode::NOT_FOUND, "Not Found").into_response();
     }
-    axum::Json(json!({"total_slots": 2, "build_info": "scripted"})).into_response()
+    let mut props = json!({"total_slots": 2, "build_info": "scripted"});
+    if fault == Fault::EchoKey(faults::EchoKey::Shapes) {
+        props["server_args"] = json!(server_args);
+        props["request_headers"] = faults::headers_echo(&headers);
+    }
+    axum::Json(props).into_response()
 }
 
 /// Any other call (preset actions of other servers): logged; the cache endpoints of agent-memory,

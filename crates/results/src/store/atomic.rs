@@ -76,17 +76,22 @@ impl WriteError {
     }
 }
 
-/// Writes `bytes` to `path` through a temp file in the same directory and a rename.
+/// Writes `bytes` to `path` through a temp file in the same directory and a rename. Text has every
+/// registered secret masked first (`secrets::redact`: a report or a plot quoting a server's words).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
-    write_atomic_with(path, |w| w.write_all(bytes))
+    let bytes = ttft_model::secrets::redact_bytes(bytes);
+    write_atomic_with(path, |w| w.write_all(&bytes))
 }
 
-/// Serializes `value` as pretty JSON (and a final newline) and writes it atomically.
+/// Serializes `value` as pretty JSON (and a final newline) and writes it atomically, every
+/// registered secret masked inside its strings (`secrets::redact_json_text`): what a server
+/// said (its `/v1/models` and `/props` answers, echoing a key) is stored as said, less the keys.
 pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), WriteError> {
-    write_atomic_with(path, |w| {
-        serde_json::to_writer_pretty(&mut *w, value).map_err(io::Error::other)?;
-        w.write_all(b"\n")
-    })
+    let mut json =
+        serde_json::to_vec_pretty(value).map_err(|e| WriteError::new(path, "write", io::Error::other(e)))?;
+    json.push(b'\n');
+    let json = ttft_model::secrets::redact_json_bytes(&json);
+    write_atomic_with(path, |w| w.write_all(&json))
 }
 
 /// Streams a document into `path` atomically: `fill` writes it (buffered) into the temp file.

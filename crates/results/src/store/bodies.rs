@@ -118,6 +118,7 @@ impl BodyLog {
             }
         };
         bytes.push(b'\n');
+        let bytes = ttft_model::secrets::redact_json_bytes(&bytes);
         if let Err(e) = guard.0.write_all(&bytes) {
             guard.1 = Some(WriteError::new(&self.path, "append a request body", e).to_string());
         }

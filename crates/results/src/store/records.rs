@@ -35,11 +35,14 @@ impl RecordWriter {
         Ok(RecordWriter { path, file })
     }
 
-    /// Appends one record as one line; the error names measurements.jsonl.
+    /// Appends one record as one line, every registered secret masked inside its strings (a
+    /// server's words in an error, a sample or a quality reason); the error names
+    /// measurements.jsonl. Called once a record is built, never while a request is timed.
     pub fn append(&mut self, record: &Record) -> Result<(), WriteError> {
         let fail = |e| WriteError::new(&self.path, "append a record", e);
         let mut line = serde_json::to_vec(record).map_err(|e| fail(io::Error::other(e)))?;
         line.push(b'\n');
+        let line = ttft_model::secrets::redact_json_bytes(&line);
         self.file.write_all(&line).map_err(fail)?;
         self.file.flush().map_err(fail)?;
         self.file.sync_data().map_err(fail)
