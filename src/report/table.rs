@@ -132,8 +132,8 @@ pub fn compact(cells: &[CellStats]) -> String {
 }
 
 /// The cell table's header; `cell_row` gives the matching row (markdown and HTML show every
-/// column in one table; a terminal's 100 columns cannot hold them, so it shows the latency columns
-/// and the per-token columns as two tables: `TERMINAL_SPLIT`).
+/// column in one table; a terminal's 100 columns cannot hold them, so it shows TTFT and the
+/// speed-up, then E2E and the per-token columns, as two tables: `TERMINAL_FIRST`, `TERMINAL_SECOND`).
 pub const CELL_HEADER: [&str; 12] = [
     "ctx",
     "state",
@@ -151,9 +151,12 @@ pub const CELL_HEADER: [&str; 12] = [
 
 /// The cell's key columns (ctx .. ok/n), which both terminal tables repeat.
 const KEY_COLUMNS: usize = 5;
-/// Where the terminal's second table (per token) starts.
-const TERMINAL_SPLIT: usize = 9;
-pub const PER_TOKEN_TITLE: &str = "per token: ITL (gaps between streamed tokens), TPOT, decode rate";
+/// The terminal's first table after the key: TTFT (median, tails) and the speed-up over cold.
+const TERMINAL_FIRST: [usize; 3] = [5, 6, 8];
+/// The terminal's second table after the key: E2E, then per token (ITL, TPOT, decode rate).
+const TERMINAL_SECOND: [usize; 4] = [7, 9, 10, 11];
+pub const PER_TOKEN_TITLE: &str =
+    "per request: E2E; per token: ITL (gaps between streamed tokens), TPOT, decode rate";
 
 /// One row of the cell table, as every format shows it.
 pub fn cell_row(c: &CellStats) -> Vec<String> {
@@ -218,9 +221,10 @@ pub fn render(cells: &[CellStats], style: TableStyle) -> String {
             mine.iter().filter(|c| !is_staggered(&c.id)).map(|c| cell_row(c)).collect();
         let groups: Vec<Vec<usize>> = match style {
             TableStyle::Markdown => vec![(0..CELL_HEADER.len()).collect()],
+            // Each within 100 columns with room for a tail's "(n=3)" and an interval.
             TableStyle::Terminal => vec![
-                (0..TERMINAL_SPLIT).collect(),
-                (0..KEY_COLUMNS).chain(TERMINAL_SPLIT..CELL_HEADER.len()).collect(),
+                (0..KEY_COLUMNS).chain(TERMINAL_FIRST).collect(),
+                (0..KEY_COLUMNS).chain(TERMINAL_SECOND).collect(),
             ],
         };
         for (i, columns) in groups.iter().enumerate() {

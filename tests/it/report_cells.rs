@@ -93,16 +93,34 @@ fn two_rows_of_one_length_stay_two_cells_in_merge_report_compare_and_verify() {
         assert!(table.contains(&format!("{context} row {row}")), "{table}");
     }
 
-    // compare pairs row with row.
-    let out = bench(&["compare", run.to_str().unwrap(), merged.to_str().unwrap(), "--format", "json"]);
+    // compare pairs row with row: against a candidate holding row 1 only, row 1 is compared with
+    // row 1 and row 2 has no partner (pooled keys paired both rows with row 1).
+    let only_row_1 = dir.path().join("row1.jsonl");
+    let kept: Vec<String> = std::fs::read_to_string(run.join("measurements.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).unwrap()["dataset_row"] == 1)
+        .map(str::to_string)
+        .collect();
+    std::fs::write(&only_row_1, kept.join("\n") + "\n").unwrap();
+    let out = bench(&["compare", run.to_str().unwrap(), only_row_1.to_str().unwrap(), "--format", "json"]);
     let compared = json_out(&out);
-    let cells = compared["candidates"][0]["cells"].as_array().unwrap();
-    let paired: Vec<u64> = cells.iter().map(|c| c["cell"]["dataset_row"].as_u64().unwrap()).collect();
-    assert_eq!(paired, [1, 2], "{compared}");
-    for c in cells {
-        assert_eq!(c["metrics"][0]["base"]["n"], 2, "{c}");
-        assert_eq!(c["metrics"][0]["candidate"]["n"], 2, "{c}");
-    }
+    let candidate = &compared["candidates"][0];
+    let paired: Vec<u64> = candidate["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cell"]["dataset_row"].as_u64().unwrap())
+        .collect();
+    assert_eq!(paired, [1], "{compared}");
+    assert_eq!(candidate["cells"][0]["metrics"][0]["candidate"]["n"], 2, "{compared}");
+    let alone: Vec<u64> = candidate["only_in_base"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["dataset_row"].as_u64().unwrap())
+        .collect();
+    assert_eq!(alone, [2], "{compared}");
     let text = stdout(&bench(&["compare", run.to_str().unwrap(), merged.to_str().unwrap()]));
     assert!(
         text.contains(&format!("{context} row 1 cold")) && text.contains(&format!("{context} row 2 cold")),
@@ -158,14 +176,18 @@ fn each_load_level_is_its_own_row_in_every_report_format_without_its_warm_up() {
     let out_dir = dir.path().join("out");
     let out =
         load(&server.url, &out_dir, &["--concurrency", "1,2", "--duration", "1500ms", "--warmup", "300ms"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    // Exit 1 where a request failed its gates (a starved machine can hold a stream back): the
+    // report counts such records, and samples only the others.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
     let run = run_dir(&out_dir);
     let ms = measurements(&run);
-    let count = |users: u64, warmup: bool| {
+    let level = |users: u64, warmup: bool| {
         ms.iter()
-            .filter(|m| m["concurrency"] == users && m["warmup"].as_bool().unwrap_or(false) == warmup)
-            .count()
+            .filter(move |m| m["concurrency"] == users && m["warmup"].as_bool().unwrap_or(false) == warmup)
     };
+    let count = |users: u64, warmup: bool| level(users, warmup).count();
+    let good =
+        |users: u64| level(users, false).filter(|m| m["quality_ok"] == true && m["error"].is_null()).count();
     for users in [1, 2] {
         assert!(count(users, true) > 0 && count(users, false) > 0, "level {users}: {ms:?}");
     }
@@ -177,7 +199,8 @@ fn each_load_level_is_its_own_row_in_every_report_format_without_its_warm_up() {
         assert_eq!(cell["concurrency"], users, "{cell}");
         assert_eq!(cell["records"], count(users, false), "{cell}");
         assert_eq!(cell["warmup_records"], count(users, true), "{cell}");
-        assert_eq!(cell["ttft_ms"]["n"], count(users, false), "only the steady state is sampled: {cell}");
+        assert_eq!(cell["quality_ok"], good(users), "{cell}");
+        assert_eq!(cell["ttft_ms"]["n"], good(users), "only the steady state is sampled: {cell}");
     }
     let out = bench(&["report", run.to_str().unwrap(), "--format", "csv"]);
     let csv = stdout(&out);
@@ -201,18 +224,36 @@ fn each_load_level_is_its_own_row_in_every_report_format_without_its_warm_up() {
     for users in [1, 2] {
         assert_eq!(html.matches(&format!("data-concurrency=\"{users}\"")).count(), 1, "level {users}");
     }
-    assert!(html.contains(&format!("{}/{}", count(2, false), count(2, false))), "level 2's ok/n");
+    assert!(html.contains(&format!(">{}/{}<", good(2), count(2, false))), "level 2's ok/n");
 
-    // compare pairs level with level.
+    // compare pairs level with level: against a candidate holding level 2 only, level 2 is
+    // compared with level 2 and level 1 has no partner.
+    let only_2 = dir.path().join("level2.jsonl");
+    let kept: Vec<String> = std::fs::read_to_string(run.join("measurements.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).unwrap()["concurrency"] == 2)
+        .map(str::to_string)
+        .collect();
+    std::fs::write(&only_2, kept.join("\n") + "\n").unwrap();
     let compared =
-        json_out(&bench(&["compare", run.to_str().unwrap(), run.to_str().unwrap(), "--format", "json"]));
-    let paired: Vec<u64> = compared["candidates"][0]["cells"]
+        json_out(&bench(&["compare", run.to_str().unwrap(), only_2.to_str().unwrap(), "--format", "json"]));
+    let candidate = &compared["candidates"][0];
+    let paired: Vec<u64> = candidate["cells"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c["cell"]["concurrency"].as_u64().unwrap())
         .collect();
-    assert_eq!(paired, [1, 2], "{compared}");
+    assert_eq!(paired, [2], "{compared}");
+    assert_eq!(candidate["cells"][0]["metrics"][0]["candidate"]["n"], good(2), "{compared}");
+    let alone: Vec<u64> = candidate["only_in_base"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["concurrency"].as_u64().unwrap())
+        .collect();
+    assert_eq!(alone, [1], "{compared}");
 }
 
 /// Two runs of cold and hot: a p99 of two values is their maximum, and a ratio of medians of two
