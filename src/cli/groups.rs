@@ -144,7 +144,8 @@ pub struct OutputArgs {
     /// Directory that receives <run-id>/ [default: results].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Name of the run directory (default: a UTC timestamp and the cache states).
+    /// Name of the run directory (default: a UTC timestamp, the cache states and 4 random hex
+    /// digits, `20261122T031500Z-cold-hot-7f3a`, so sweeps started in the same second never share one).
     #[arg(long)]
     pub run_id: Option<String>,
     /// No progress output.

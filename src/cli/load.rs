@@ -62,7 +62,7 @@ use crate::spec::{Count, Span};
 #[command(mut_arg("think_time", |a| a.help(
     "Pause between a hot session's turns while it is prepared (recorded as measured, think_ms) [default: 0s]"
 )))]
-#[command(mut_arg("run_id", |a| a.help("Name of the run directory (default: a UTC timestamp and \"load\")")))]
+#[command(mut_arg("run_id", |a| a.help("Name of the run directory (default: a UTC timestamp, \"load\" and 4 random hex digits)")))]
 pub struct LoadArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,
@@ -126,7 +126,7 @@ pub struct LoadArgs {
     Exit codes: 0 every request passed, no crash, no mismatch; 1 findings; 3 the server is gone.\n\n\
     Guide: docs/sweep.md#bench-soak (in the ttft-bench repository)")]
 #[command(mut_arg("contexts", |a| a.help("Prompt sizes; client i uses the (i mod n)-th [default: 1024]")))]
-#[command(mut_arg("run_id", |a| a.help("Name of the run directory (default: a UTC timestamp and \"soak\")")))]
+#[command(mut_arg("run_id", |a| a.help("Name of the run directory (default: a UTC timestamp, \"soak\" and 4 random hex digits)")))]
 pub struct SoakArgs {
     #[command(flatten)]
     pub connection: ConnectionArgs,

@@ -74,7 +74,7 @@ pub enum Verdict {
     Slower,
     /// The interval includes 1.
     NoDifference,
-    /// No interval: fewer than 2 usable samples on a side (or a median of 0).
+    /// No interval: fewer than `stats::RATIO_CI_MIN_N` usable samples on a side (or a median of 0).
     Insufficient,
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use super::cells::{CellComparison, Metric, MetricComparison, Verdict, Wins};
 use super::failures::{InputFailures, Reason};
 use super::{CandidateReport, InputInfo, Report};
-use crate::report::context_label as context;
+use crate::report::point_label;
 
 use crate::output::{TableStyle, short, table, table_text};
 
@@ -122,7 +122,8 @@ fn style(markdown: bool) -> TableStyle {
     if markdown { TableStyle::Markdown } else { TableStyle::Terminal }
 }
 
-/// "1K warm stream", "4K cold non-str b2", "4K stag-bat stream".
+/// "1K warm stream", "4K cold non-str b2", "4K stag-bat stream"; a dataset row's cell "300 row 2
+/// cold stream", a load level's "4K at 4 users cold stream" (the report's words for both).
 fn cell_label(c: &CellComparison) -> String {
     let id = &c.cell;
     let state = match id.scenario {
@@ -132,7 +133,7 @@ fn cell_label(c: &CellComparison) -> String {
     };
     let mode = id.mode.short_label();
     let batch = if id.batch_size > 1 { format!(" b{}", id.batch_size) } else { String::new() };
-    format!("{} {state} {mode}{batch}", context(id.context_tokens))
+    format!("{} {state} {mode}{batch}", point_label(id))
 }
 
 fn wins_text(c: &CandidateReport, name: &str, base: &str) -> String {
@@ -210,11 +211,12 @@ fn failures_table(failures: &[InputFailures], markdown: bool) -> String {
     let mut s = table_text(t);
     s.push_str("\nreasons (failed records):\n");
     s.push_str(&why);
-    s.push_str(
+    s.push_str(&format!(
         "\nfailed: some record failed, the cell still has usable samples; unusable: none.\n\
          Reasons count failed records, except incomplete batch (batches) and missing (expected\n\
-         cell-runs, with --expect). n: usable samples, base/cand. too few: fewer than 2 on a side,\n\
+         cell-runs, with --expect). n: usable samples, base/cand. too few: fewer than {} on a side,\n\
          so no interval.\n",
-    );
+        crate::stats::RATIO_CI_MIN_N
+    ));
     s
 }

@@ -1,7 +1,7 @@
 //! CSV: one row per cell, columns fixed in the order of `COLUMNS` (also in
-//! docs/report-columns.md): the cell's key and counts, then for each of TTFT, E2E, decode rate,
-//! ITL and TPOT: n, median, mean, sd, p5, p90, p95, p99 and the interval of the median with its
-//! coverage; then ceilings, the speed-up over cold, system rate and user B's wait.
+//! docs/report-columns.md): the cell's key (a dataset row and a load level included) and counts,
+//! then for each of TTFT, E2E, decode rate, ITL and TPOT: n, median, mean, sd, p5, p90, p95, p99
+//! and the interval of the median with its coverage; then ceilings, the speed-up over cold, system rate and user B's wait.
 //!
 //! Numbers have 3 decimals (a coverage 6); an empty field means "not applicable or not
 //! measurable" (for example TTFT of a non-streaming cell, or an interval from fewer than 3
@@ -17,7 +17,11 @@ pub const COLUMNS: &[&str] = &[
     "mode",
     "context_tokens",
     "batch_size",
+    "dataset_row",
+    "concurrency",
+    "offered_rate_per_s",
     "records",
+    "warmup_records",
     "quality_ok",
     "cache_confirmed",
     "cache_unconfirmed",
@@ -125,7 +129,11 @@ fn row(c: &CellStats) -> Vec<String> {
         id.mode.as_str().to_string(),
         id.context_tokens.to_string(),
         id.batch_size.to_string(),
+        id.dataset_row.map_or_else(String::new, |r| r.to_string()),
+        id.concurrency.map_or_else(String::new, |n| n.to_string()),
+        id.offered_rate_per_s.map_or_else(String::new, |r| r.0.to_string()),
         c.records.to_string(),
+        c.warmup_records.to_string(),
         c.quality_ok.to_string(),
         c.cache_confirmed.to_string(),
         c.cache_unconfirmed.to_string(),
@@ -175,11 +183,15 @@ mod tests {
             scenario: Default::default(),
             mode: Default::default(),
             context_tokens: 1024,
+            dataset_row: Some(2),
+            concurrency: None,
+            offered_rate_per_s: Some(crate::report::RatePerS(2.5)),
             cache_state: Default::default(),
         };
         let c = CellStats {
             id,
             records: 0,
+            warmup_records: 0,
             quality_ok: 0,
             cache_confirmed: 0,
             cache_unconfirmed: 0,
@@ -193,9 +205,11 @@ mod tests {
             ttft_speedup_vs_cold: None,
             system_tps: Summary::default(),
             user_b_wait_ms: Summary::default(),
+            load_runs: vec![],
         };
         let r = row(&c);
         assert_eq!(r.len(), COLUMNS.len());
         assert_eq!(r[4], "1024");
+        assert_eq!((r[6].as_str(), r[7].as_str(), r[8].as_str()), ("2", "", "2.5"));
     }
 }

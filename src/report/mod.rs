@@ -18,7 +18,7 @@ mod plot;
 mod table;
 
 pub use self::csv::{COLUMNS, to_csv};
-pub use self::table::context as context_label;
+pub use self::table::point as point_label;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -27,11 +27,18 @@ use serde::Serialize;
 use crate::cli::{ReportArgs, ReportFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::record::{self, CacheState, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord};
+use crate::record::{
+    self, CacheState, CellKey, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord,
+};
 use crate::results::sources::{self, Detail, Source};
 use crate::results::{batch, combine};
 use crate::stats::{self, Ratio, Summary};
 
+/// A report's cell: a matrix point with its runs pooled. Its identity is the record's `CellKey`
+/// without the run (`CellId::of`, which takes the key apart field by field, so a field added to the
+/// key is placed here or the build fails), plus, for `bench load`'s records, the load level they
+/// were sent at: each offered rate and each closed-loop level is a cell of its own, never pooled
+/// with the others.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct CellId {
     pub model: String,
@@ -39,15 +46,54 @@ pub struct CellId {
     pub scenario: Scenario,
     pub mode: Mode,
     pub context_tokens: u32,
+    /// `--dataset`: the row measured; two rows of one length are two cells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataset_row: Option<u32>,
+    /// `bench load --rates`: the offered rate (requests/s). Before the users in the order, so a
+    /// rate search's closed-loop passes come first, as they ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_rate_per_s: Option<RatePerS>,
+    /// `bench load --concurrency`: the closed-loop level (users).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
     pub cache_state: CacheState,
+}
+
+/// An offered rate as a key: ordered by value (rates are finite and positive), written as the
+/// number it is.
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(transparent)]
+pub struct RatePerS(pub f64);
+
+impl PartialEq for RatePerS {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
+impl Eq for RatePerS {}
+impl PartialOrd for RatePerS {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for RatePerS {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct CellStats {
     #[serde(flatten)]
     pub id: CellId,
-    /// Measurement or staggered records in the cell (group records are not counted here).
+    /// Measurement or staggered records in the cell (group records are not counted here), a
+    /// closed-loop level's warm-up left out.
     pub records: usize,
+    /// `bench load --concurrency`: records sent in the level's warm-up (its users all starting at
+    /// once, not its steady state), left out of `records` and of every statistic, as the load's
+    /// own summary leaves them out.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub warmup_records: usize,
     pub quality_ok: usize,
     pub cache_confirmed: usize,
     pub cache_unconfirmed: usize,
@@ -69,6 +115,10 @@ pub struct CellStats {
     pub system_tps: Summary,
     /// Staggered cells: user B's first token, from A's send.
     pub user_b_wait_ms: Summary,
+    /// A load level's runs (`bench load` numbers its levels as runs): where verify's findings,
+    /// which name a record's key and run, find the level they concern.
+    #[serde(skip)]
+    pub load_runs: Vec<u32>,
 }
 
 /// The raw samples of one cell, before statistics (`bench compare` bootstraps on these, so both
@@ -76,6 +126,10 @@ pub struct CellStats {
 #[derive(Default)]
 pub struct CellSamples {
     pub records: usize,
+    /// Closed-loop warm-up records: counted, never sampled.
+    pub warmup: usize,
+    /// A load level's runs.
+    pub load_runs: std::collections::BTreeSet<u32>,
     pub quality_ok: usize,
     pub confirmed: usize,
     pub unconfirmed: usize,
@@ -99,7 +153,11 @@ fn sample(v: Option<f64>) -> Option<f64> {
 impl CellSamples {
     /// Adds one record; `used`: it passed and is not part of a partial batch.
     fn add(&mut self, r: &Record, used: bool) {
+        if r.cell().scenario == Scenario::Load {
+            self.load_runs.insert(r.cell().run);
+        }
         match r {
+            Record::Measurement(m) if m.warmup => self.warmup += 1,
             Record::Measurement(m) => {
                 self.records += 1;
                 match m.cache_state_confirmed {
@@ -155,31 +213,75 @@ fn tpot_ms(output_tokens: Option<u64>, ttft_ms: Option<f64>, e2e_ms: Option<f64>
     (out >= 2 && e2e > ttft).then(|| (e2e - ttft) / (out - 1) as f64)
 }
 
-fn cell_id(r: &Record) -> CellId {
-    CellId::of(r.cell())
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl CellId {
-    /// Whether `c` (any run) is this cell.
-    fn is(&self, c: &crate::record::CellKey) -> bool {
-        self.model == c.model
-            && self.batch_size == c.batch_size
-            && self.scenario == c.scenario
-            && self.mode == c.mode
-            && self.context_tokens == c.context_tokens
-            && self.cache_state == c.cache_state
+    /// Whether `r` (any run) is in this cell.
+    fn holds(&self, r: &Record) -> bool {
+        let (concurrency, rate) = load_level(r);
+        let CellKey { model, scenario, cache_state, mode, context_tokens, dataset_row, batch_size, run: _ } =
+            r.cell();
+        self.model == *model
+            && self.batch_size == *batch_size
+            && self.scenario == *scenario
+            && self.mode == *mode
+            && self.context_tokens == *context_tokens
+            && self.dataset_row == *dataset_row
+            && self.cache_state == *cache_state
+            && self.concurrency == concurrency
+            && self.offered_rate_per_s == rate
     }
 
-    /// The report's cell (runs pooled) of a record's key.
-    pub fn of(c: &crate::record::CellKey) -> CellId {
+    /// The report's cell (runs pooled) of a record's key, outside any load level. The key is taken
+    /// apart field by field: a field added to `CellKey` must be placed here (or said to be pooled,
+    /// as the run is) before this builds.
+    pub fn of(c: &CellKey) -> CellId {
+        let CellKey { model, scenario, cache_state, mode, context_tokens, dataset_row, batch_size, run: _ } =
+            c;
         CellId {
-            model: c.model.clone(),
-            batch_size: c.batch_size,
-            scenario: c.scenario,
-            mode: c.mode,
-            context_tokens: c.context_tokens,
-            cache_state: c.cache_state,
+            model: model.clone(),
+            batch_size: *batch_size,
+            scenario: *scenario,
+            mode: *mode,
+            context_tokens: *context_tokens,
+            dataset_row: *dataset_row,
+            offered_rate_per_s: None,
+            concurrency: None,
+            cache_state: *cache_state,
         }
+    }
+
+    /// The report's cell of a record: its key's, at the load level it was sent at.
+    pub fn of_record(r: &Record) -> CellId {
+        let (concurrency, offered_rate_per_s) = load_level(r);
+        CellId { concurrency, offered_rate_per_s, ..CellId::of(r.cell()) }
+    }
+
+    /// The load level in words: "4 users", "1 user", "2.5/s"; None outside `bench load`.
+    pub fn level_label(&self) -> Option<String> {
+        match (self.concurrency, self.offered_rate_per_s) {
+            (Some(1), _) => Some("1 user".into()),
+            (Some(n), _) => Some(format!("{n} users")),
+            (None, Some(RatePerS(r))) => Some(format!("{r}/s")),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether the cell is one load level of `bench load` (its own plots are the load's).
+    pub fn is_load_level(&self) -> bool {
+        self.concurrency.is_some() || self.offered_rate_per_s.is_some()
+    }
+}
+
+/// The load level a record was sent at: a closed loop's users, or an open loop's offered rate.
+fn load_level(r: &Record) -> (Option<u32>, Option<RatePerS>) {
+    match r {
+        Record::Measurement(m) if m.cell.scenario == Scenario::Load => {
+            (m.concurrency, m.concurrency.is_none().then_some(m.offered_rate_per_s).flatten().map(RatePerS))
+        }
+        _ => (None, None),
     }
 }
 
@@ -217,8 +319,8 @@ pub fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
     for r in records {
         let used = r.is_good() && !partial.contains(&address(r));
         let id = match last.take() {
-            Some(id) if id.is(r.cell()) => id,
-            _ => cell_id(r),
+            Some(id) if id.holds(r) => id,
+            _ => CellId::of_record(r),
         };
         match by_cell.get_mut(&id) {
             Some(samples) => samples.add(r, used),
@@ -229,7 +331,8 @@ pub fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
     by_cell
 }
 
-/// Statistics of every cell, sorted by (model, batch size, scenario, mode, context, cache state).
+/// Statistics of every cell, sorted by (model, batch size, scenario, mode, context, dataset row,
+/// load level, cache state).
 pub fn cells(records: &[Record]) -> Vec<CellStats> {
     let by_cell = samples(records);
     let cold_twin = |id: &CellId| {
@@ -250,6 +353,7 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
             CellStats {
                 id: id.clone(),
                 records: s.records,
+                warmup_records: s.warmup,
                 quality_ok: s.quality_ok,
                 cache_confirmed: s.confirmed,
                 cache_unconfirmed: s.unconfirmed,
@@ -263,6 +367,7 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
                 ttft_speedup_vs_cold: speedup,
                 system_tps: stats::summarize(&s.system_tps),
                 user_b_wait_ms: stats::summarize(&s.b_wait),
+                load_runs: s.load_runs.iter().copied().collect(),
             }
         })
         .collect()
@@ -355,6 +460,12 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     if partial > 0 {
         notes.push(format!(
             "{partial} partial batch(es) left out of the statistics (members or group record missing: a sweep stopped mid-batch; `bench verify` names them)"
+        ));
+    }
+    let warmup = combined.records.iter().filter(|r| matches!(r, Record::Measurement(m) if m.warmup)).count();
+    if warmup > 0 {
+        notes.push(format!(
+            "{warmup} warm-up record(s) of closed-loop levels left out of the statistics (sent while each level's users all started at once; `warmup_records` per level)"
         ));
     }
     for note in &notes {

@@ -75,7 +75,14 @@ pub fn render_all(cells: &[CellStats]) -> Res<Vec<Plot>> {
         let single: Vec<&CellStats> = mine
             .iter()
             .copied()
-            .filter(|c| c.id.batch_size == 1 && c.id.mode == Mode::Streaming && !is_staggered(&c.id))
+            // A load level's numbers are of its load, not of its context (the load's own plots
+            // show them over its levels): one point per context cannot hold them.
+            .filter(|c| {
+                c.id.batch_size == 1
+                    && c.id.mode == Mode::Streaming
+                    && !is_staggered(&c.id)
+                    && !c.id.is_load_level()
+            })
             .collect();
         let mut push = |kind: &str, svg: Option<String>| {
             if let Some(svg) = svg {
@@ -404,9 +411,13 @@ mod tests {
                 scenario: Scenario::Cold,
                 mode: Mode::Streaming,
                 context_tokens,
+                dataset_row: None,
+                concurrency: None,
+                offered_rate_per_s: None,
                 cache_state: CacheState::Cold,
             },
             records: ttft.len(),
+            warmup_records: 0,
             quality_ok: ttft.len(),
             cache_confirmed: 0,
             cache_unconfirmed: 0,
@@ -420,6 +431,7 @@ mod tests {
             ttft_speedup_vs_cold: None,
             system_tps: Summary::default(),
             user_b_wait_ms: Summary::default(),
+            load_runs: vec![],
         }
     }
 

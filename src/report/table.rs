@@ -1,6 +1,6 @@
 //! Terminal (100 columns) and markdown tables: one table of cells per model, one of staggered pairs.
 
-use super::{CellStats, QUANTILE_METHOD, is_staggered};
+use super::{CellId, CellStats, QUANTILE_METHOD, is_staggered};
 use crate::output::{TableStyle, table, table_text};
 use crate::stats::{self, Summary};
 
@@ -25,20 +25,49 @@ fn percent(level: f64) -> String {
     if (p - p.round()).abs() < 0.05 { format!("{p:.0}") } else { format!("{p:.1}") }
 }
 
-/// "p90/p99" of a summary ("-" where there is none).
+/// " (n=3)" where a summary's p90 and p99 come from fewer than `stats::TAIL_MIN_N` values: they
+/// are then (nearly) its largest value, not a tail, and say so.
+fn tail_n(s: &Summary) -> String {
+    if s.n < stats::TAIL_MIN_N { format!(" (n={})", s.n) } else { String::new() }
+}
+
+/// "p90/p99" of a summary ("-" where there is none), with its n when too few for a tail.
 fn tail(s: &Summary) -> String {
     match s.p90 {
         None => "-".into(),
-        p90 => format!("{}/{}", short(p90), short(s.p99)),
+        p90 => format!("{}/{}{}", short(p90), short(s.p99), tail_n(s)),
     }
 }
 
-/// "p50/p99".
+/// "p50/p99", with its n when too few for a tail.
 fn p50_p99(s: &Summary) -> String {
     match s.median {
         None => "-".into(),
-        m => format!("{}/{}", short(m), short(s.p99)),
+        m => format!("{}/{}{}", short(m), short(s.p99), tail_n(s)),
     }
+}
+
+/// A cell's point in a table, the row's key: its context ("4K", "300"), a dataset row's number
+/// ("300 row 2": two rows of one length are two cells), and under `bench load` the level its
+/// records were sent at ("4K at 4 users", "4K at 2.5/s": each level is a cell of its own).
+pub fn point(id: &CellId) -> String {
+    let mut out = context(id.context_tokens);
+    if let Some(row) = id.dataset_row {
+        out.push_str(&format!(" row {row}"));
+    }
+    if let Some(level) = id.level_label() {
+        out.push_str(&format!(" at {level}"));
+    }
+    out
+}
+
+/// The speed-up over cold with its interval; "(n<3)" where a side has too few values for one.
+fn speedup(c: &CellStats) -> String {
+    c.ttft_speedup_vs_cold.as_ref().map_or("-".into(), |r| match (r.ci95_lo, r.ci95_hi) {
+        (Some(lo), Some(hi)) => format!("{} ({}..{})", short(r.ratio), short(Some(lo)), short(Some(hi))),
+        (..) if r.ratio.is_some() => format!("{} (n<{})", short(r.ratio), stats::RATIO_CI_MIN_N),
+        _ => short(r.ratio),
+    })
 }
 
 /// A context in a table: "4K" for whole multiples of 1024 tokens, "1000" otherwise.
@@ -68,7 +97,7 @@ pub fn compact(cells: &[CellStats]) -> String {
         .map(|c| {
             [
                 c.id.cache_state.as_str().to_string(),
-                context(c.id.context_tokens),
+                point(&c.id),
                 c.id.mode.short_label().to_string(),
                 format!("b{}", c.id.batch_size),
                 format!(
@@ -103,8 +132,8 @@ pub fn compact(cells: &[CellStats]) -> String {
 }
 
 /// The cell table's header; `cell_row` gives the matching row (markdown and HTML show every
-/// column in one table; a terminal's 100 columns cannot hold them, so it shows the latency columns
-/// and the per-token columns as two tables: `TERMINAL_SPLIT`).
+/// column in one table; a terminal's 100 columns cannot hold them, so it shows TTFT and the
+/// speed-up, then E2E and the per-token columns, as two tables: `TERMINAL_FIRST`, `TERMINAL_SECOND`).
 pub const CELL_HEADER: [&str; 12] = [
     "ctx",
     "state",
@@ -122,18 +151,17 @@ pub const CELL_HEADER: [&str; 12] = [
 
 /// The cell's key columns (ctx .. ok/n), which both terminal tables repeat.
 const KEY_COLUMNS: usize = 5;
-/// Where the terminal's second table (per token) starts.
-const TERMINAL_SPLIT: usize = 9;
-pub const PER_TOKEN_TITLE: &str = "per token: ITL (gaps between streamed tokens), TPOT, decode rate";
+/// The terminal's first table after the key: TTFT (median, tails) and the speed-up over cold.
+const TERMINAL_FIRST: [usize; 3] = [5, 6, 8];
+/// The terminal's second table after the key: E2E, then per token (ITL, TPOT, decode rate).
+const TERMINAL_SECOND: [usize; 4] = [7, 9, 10, 11];
+pub const PER_TOKEN_TITLE: &str =
+    "per request: E2E; per token: ITL (gaps between streamed tokens), TPOT, decode rate";
 
 /// One row of the cell table, as every format shows it.
 pub fn cell_row(c: &CellStats) -> Vec<String> {
-    let speed = c.ttft_speedup_vs_cold.as_ref().map_or("-".into(), |r| match (r.ci95_lo, r.ci95_hi) {
-        (Some(lo), Some(hi)) => format!("{} ({}..{})", short(r.ratio), short(Some(lo)), short(Some(hi))),
-        _ => short(r.ratio),
-    });
     vec![
-        context(c.id.context_tokens),
+        point(&c.id),
         c.id.cache_state.as_str().to_string(),
         c.id.mode.short_label().to_string(),
         c.id.batch_size.to_string(),
@@ -141,7 +169,7 @@ pub fn cell_row(c: &CellStats) -> Vec<String> {
         median_ci(&c.ttft_ms),
         tail(&c.ttft_ms),
         short(c.e2e_ms.median),
-        speed,
+        speedup(c),
         p50_p99(&c.itl_ms),
         short(c.tpot_ms.median),
         decode_or_system(c),
@@ -156,7 +184,7 @@ pub const STAGGERED_HEADER: [&str; 6] =
 pub fn staggered_row(c: &CellStats) -> Vec<String> {
     vec![
         c.id.scenario.as_str().trim_start_matches("staggered_").to_string(),
-        context(c.id.context_tokens),
+        point(&c.id),
         format!("{}/{}", c.quality_ok, c.records),
         median_ci(&c.user_b_wait_ms),
         tail(&c.user_b_wait_ms),
@@ -171,10 +199,14 @@ pub fn footnote() -> String {
          p50 (CI): the median and its distribution-free interval (two order statistics, exact binomial\n\
          coverage >= 95%; n = 3 to 5: min..max with its coverage shown; n<3: none).\n\
          Quantiles (p50, p90, p99): {QUANTILE_METHOD}.\n\
+         (n=N) after p90/p99: from fewer than {} values, so (nearly) the largest value, not a tail.\n\
          ITL: gaps between consecutive streamed tokens, all records pooled.\n\
          TPOT: (e2e - ttft) / (output tokens - 1), one value per record.\n\
-         x cold: {}.\n",
-        stats::RATIO_METHOD
+         x cold: {}; n<{}: no interval\n\
+         (fewer values than that on a side).\n",
+        stats::TAIL_MIN_N,
+        stats::RATIO_METHOD,
+        stats::RATIO_CI_MIN_N
     )
 }
 
@@ -189,9 +221,10 @@ pub fn render(cells: &[CellStats], style: TableStyle) -> String {
             mine.iter().filter(|c| !is_staggered(&c.id)).map(|c| cell_row(c)).collect();
         let groups: Vec<Vec<usize>> = match style {
             TableStyle::Markdown => vec![(0..CELL_HEADER.len()).collect()],
+            // Each within 100 columns with room for a tail's "(n=3)" and an interval.
             TableStyle::Terminal => vec![
-                (0..TERMINAL_SPLIT).collect(),
-                (0..KEY_COLUMNS).chain(TERMINAL_SPLIT..CELL_HEADER.len()).collect(),
+                (0..KEY_COLUMNS).chain(TERMINAL_FIRST).collect(),
+                (0..KEY_COLUMNS).chain(TERMINAL_SECOND).collect(),
             ],
         };
         for (i, columns) in groups.iter().enumerate() {

@@ -93,7 +93,8 @@ impl Finding {
 }
 
 /// "gemma-3-12b-it-4bit cold/streaming 4096 tok b1 #2" (the model's last path part only; run 0,
-/// used by findings about a whole cell, reads "all runs").
+/// used by findings about a whole cell, reads "all runs"); a dataset row's cell names its row
+/// ("300 tok row 2"): two rows of one length are two cells.
 pub fn cell_label(c: &CellKey) -> String {
     let model = c.model.rsplit('/').next().unwrap_or(&c.model);
     let scenario = match c.scenario.as_str() {
@@ -101,5 +102,6 @@ pub fn cell_label(c: &CellKey) -> String {
         s => format!("{s}:{}", c.cache_state.as_str()),
     };
     let run = if c.run == 0 { "all runs".to_string() } else { format!("#{}", c.run) };
-    format!("{model} {scenario}/{} {} tok b{} {run}", c.mode.as_str(), c.context_tokens, c.batch_size)
+    let row = c.dataset_row.map_or_else(String::new, |r| format!(" row {r}"));
+    format!("{model} {scenario}/{} {} tok{row} b{} {run}", c.mode.as_str(), c.context_tokens, c.batch_size)
 }

@@ -36,6 +36,7 @@ mod prompt_sizing;
 mod record;
 mod redirects;
 mod reference;
+mod report_cells;
 mod report_output;
 mod report_scripted;
 mod request_bodies;

@@ -34,7 +34,14 @@ pub const CI_METHOD: &str = "distribution-free interval of the median (order sta
 /// The fewest values a median interval is given for: with two, the only interval between order
 /// statistics is min..max at 50% coverage, which says nothing.
 pub const MEDIAN_CI_MIN_N: usize = 3;
+/// The fewest values on each side a ratio of medians is given an interval for (`MEDIAN_CI_MIN_N`):
+/// the median of a resample of two values is one of them or their mean, so the bootstrap of two
+/// spans little more than the two values and reads as a precision the data does not have.
+pub const RATIO_CI_MIN_N: usize = MEDIAN_CI_MIN_N;
 pub const RATIO_METHOD: &str = "ratio of medians, 95% percentile bootstrap (2000 resamples, seed 2026)";
+/// Below this many values a p90 or p99 is shown with its n: it is then (nearly) the largest value,
+/// not a tail of the distribution.
+pub const TAIL_MIN_N: usize = 20;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Summary {
@@ -280,7 +287,7 @@ mod tests {
         let den = Samples::new(denominator.iter().copied());
         let ratio = bootstrap::ratio;
         let point = ratio(num.median(), den.median());
-        if point.is_none() || num.len() < 2 || den.len() < 2 {
+        if point.is_none() || num.len() < RATIO_CI_MIN_N || den.len() < RATIO_CI_MIN_N {
             return Ratio { ratio: point, ..Default::default() };
         }
         let resampled = |a: &mut [f64], b: &mut [f64]| ratio(median_in_place(a), median_in_place(b));
@@ -409,6 +416,12 @@ mod tests {
         assert!(lo <= 10.5 && 10.5 <= hi && lo >= 1000.0 / 110.0 && hi <= 1100.0 / 90.0, "{r:?}");
         assert_eq!(ratio_of_medians(&cold, &warm), r, "fixed seed");
         assert_eq!(ratio_of_medians(&cold, &[100.0]).ci95_lo, None);
+        // Two values on a side: the point, and no interval.
+        let two = ratio_of_medians(&cold, &warm[..2]);
+        assert!(
+            close(two.ratio, 1050.0 / 105.0) && two.ci95_lo.is_none() && two.ci95_hi.is_none(),
+            "{two:?}"
+        );
     }
 
     #[test]

@@ -23,11 +23,21 @@ pub struct Attached<'a> {
 /// cell that pools that record's runs.
 pub fn attach<'a>(findings: &'a [Finding], cells: &[CellStats]) -> Attached<'a> {
     let index: BTreeMap<&CellId, usize> = cells.iter().enumerate().map(|(i, c)| (&c.id, i)).collect();
+    // A load level is known by its runs: a finding names a record's key and run, not its level.
+    let level_of = |key: &crate::record::CellKey| {
+        let bare = CellId::of(key);
+        cells.iter().position(|c| {
+            c.id.is_load_level()
+                && c.load_runs.contains(&key.run)
+                && CellId { concurrency: None, offered_rate_per_s: None, ..c.id.clone() } == bare
+        })
+    };
     let mut attached = Attached { by_cell: BTreeMap::new(), elsewhere: Vec::new() };
     for f in findings {
-        let id = f.cell.as_ref().map(CellId::of);
-        match id.as_ref().and_then(|id| index.get(id)) {
-            Some(&i) => attached.by_cell.entry(i).or_default().push(f),
+        let found =
+            f.cell.as_ref().and_then(|key| index.get(&CellId::of(key)).copied().or_else(|| level_of(key)));
+        match found {
+            Some(i) => attached.by_cell.entry(i).or_default().push(f),
             None => attached.elsewhere.push(f),
         }
     }
@@ -94,6 +104,21 @@ fn sort_keys(c: &CellStats) -> [Option<f64>; table::CELL_HEADER.len()] {
     ]
 }
 
+/// The key's optional parts as attributes: a dataset row, a load level.
+fn key_extras(id: &CellId) -> String {
+    let mut out = String::new();
+    if let Some(row) = id.dataset_row {
+        out.push_str(&format!(" data-dataset-row=\"{row}\""));
+    }
+    if let Some(users) = id.concurrency {
+        out.push_str(&format!(" data-concurrency=\"{users}\""));
+    }
+    if let Some(rate) = id.offered_rate_per_s {
+        out.push_str(&format!(" data-offered-rate-per-s=\"{}\"", rate.0));
+    }
+    out
+}
+
 fn cell_body(i: usize, c: &CellStats, findings: &[&Finding]) -> String {
     let (summary, worst) = tally(findings);
     let class = worst.map_or("", severity_class);
@@ -101,13 +126,14 @@ fn cell_body(i: usize, c: &CellStats, findings: &[&Finding]) -> String {
     let mut out = format!(
         "<tbody class=\"cell {class}\"><tr class=\"cell-row\" id=\"cell-{i}\" data-model=\"{}\" \
          data-scenario=\"{}\" data-cache-state=\"{}\" data-mode=\"{}\" data-context-tokens=\"{}\" \
-         data-batch-size=\"{}\" title=\"{}\">",
+         data-batch-size=\"{}\"{} title=\"{}\">",
         esc(&id.model),
         esc(id.scenario.as_str()),
         esc(id.cache_state.as_str()),
         esc(id.mode.as_str()),
         id.context_tokens,
         id.batch_size,
+        key_extras(id),
         esc(&format!("scenario {}", id.scenario.as_str())),
     );
     for (text, key) in table::cell_row(c).iter().zip(sort_keys(c)) {

@@ -231,7 +231,20 @@ impl CellKey {
     pub fn merge_label(&self) -> MergeLabel<'_> {
         MergeLabel(self)
     }
+
+    /// Every field of the key but the model, in the key's own order: with the model's rank in
+    /// front it sorts and tells cells apart exactly as the key does (merge's and report's fast
+    /// order, `results::combine`). The key is taken apart field by field, so a field added to it
+    /// fails to build here until it is placed, instead of merging two cells silently.
+    pub fn without_model(&self) -> CellRest {
+        let CellKey { model: _, scenario, cache_state, mode, context_tokens, dataset_row, batch_size, run } =
+            self;
+        (*scenario, *cache_state, *mode, *context_tokens, *dataset_row, *batch_size, *run)
+    }
 }
+
+/// `CellKey::without_model`: scenario, cache state, mode, context, dataset row, batch size, run.
+pub type CellRest = (Scenario, CacheState, Mode, u32, Option<u32>, u32, u32);
 
 /// `CellKey::merge_label`.
 pub struct MergeLabel<'a>(&'a CellKey);

@@ -25,7 +25,7 @@ mod parse_tests;
 mod policy_kind;
 mod quality_code;
 mod tagged;
-pub use cell::{CacheState, CellKey, MergeLabel, Mode, Scenario};
+pub use cell::{CacheState, CellKey, CellRest, MergeLabel, Mode, Scenario};
 pub use lean::LeanRecord;
 pub use metrics_delta::MetricsDelta;
 pub use policy_kind::PolicyKind;

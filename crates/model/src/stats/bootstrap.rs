@@ -16,7 +16,8 @@ pub struct Ratio {
     pub ci95_hi: Option<f64>,
 }
 
-/// median(numerator) / median(denominator) with its bootstrap interval.
+/// median(numerator) / median(denominator) with its bootstrap interval (none with fewer than
+/// `RATIO_CI_MIN_N` values on a side).
 pub fn ratio_of_medians(numerator: &[f64], denominator: &[f64]) -> Ratio {
     // Threads only where the work dwarfs starting them (cells of hundreds of values).
     let threads = if numerator.len() + denominator.len() < 512 {
@@ -40,7 +41,7 @@ pub(super) fn ratio_of_medians_on(numerator: &[f64], denominator: &[f64], thread
     let num = Samples::new(numerator.iter().copied());
     let den = Samples::new(denominator.iter().copied());
     let point = ratio(num.median(), den.median());
-    if point.is_none() || num.len() < 2 || den.len() < 2 {
+    if point.is_none() || num.len() < super::RATIO_CI_MIN_N || den.len() < super::RATIO_CI_MIN_N {
         return Ratio { ratio: point, ..Default::default() };
     }
     let draws = bootstrap_median_ratio(num.values(), den.values(), ratio, threads);

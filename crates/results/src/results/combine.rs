@@ -18,7 +18,7 @@ use super::batch::batches;
 use super::canonical::{Candidate, Loser, Provenance, Replacement};
 use super::sources::Source;
 use super::text::Text;
-use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
+use ttft_model::record::{CellKey, CellRest, Record, Scenario};
 
 pub struct Combined {
     /// Sorted by (record type, cell, request index).
@@ -188,10 +188,11 @@ fn reason(kept: &Bundle, loser: &Bundle) -> String {
     }
 }
 
-/// A cell as numbers, ordered as `CellKey` orders cells (its model by rank in string order):
-/// sorting 100,000 records compares these millions of times, and comparing model names was a
-/// good part of merge's and report's own time.
-type CellRank = (u32, Scenario, CacheState, Mode, u32, u32, u32);
+/// A cell as numbers, ordered as `CellKey` orders cells (its model by rank in string order, then
+/// every other field of the key, a dataset row included: `CellKey::without_model`): sorting
+/// 100,000 records compares these millions of times, and comparing model names was a good part of
+/// merge's and report's own time.
+type CellRank = (u32, CellRest);
 
 /// The models of a set of records, sorted: a model's place is its rank.
 struct Models(Vec<String>);
@@ -206,7 +207,7 @@ impl Models {
 
     fn rank(&self, c: &CellKey) -> CellRank {
         let model = self.0.binary_search(&c.model).unwrap_or_else(|at| at) as u32;
-        (model, c.scenario, c.cache_state, c.mode, c.context_tokens, c.batch_size, c.run)
+        (model, c.without_model())
     }
 }
 

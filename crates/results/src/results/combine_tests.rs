@@ -57,6 +57,8 @@ fn ranks_order_as_the_records_do() {
                 m.cell.model = ["b", "a", "ab", "B", ""][rng.below(5)].into();
                 m.cell.scenario = [Scenario::Cold, Scenario::Warm, Scenario::Concurrent][rng.below(3)];
                 m.cell.context_tokens = [1024, 512][rng.below(2)];
+                // Two rows of a dataset may share a length: the row alone tells their cells apart.
+                m.cell.dataset_row = [None, Some(1), Some(2)][rng.below(3)];
                 m.cell.run = rng.below(3) as u32;
                 m.request_index = i % 3;
             }

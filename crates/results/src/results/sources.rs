@@ -2,6 +2,7 @@
 //!
 //! Accepted inputs (`load` decides by what the path holds, not by its name alone):
 //! - a run directory written by `bench sweep` (`measurements.jsonl` + optional `run.json`);
+//! - an AIPerf output directory, read by its `profile_export.jsonl` (else its aggregate file);
 //! - a `measurements.jsonl` file (or any file of one record per line);
 //! - a canonical file written by `bench merge` (`"kind": "ttft-bench-canonical"`, see `canonical`);
 //! - the origin benchmark's result JSON (`metadata` + `measurements[]` + `staggered[]`), converted
@@ -187,6 +188,13 @@ pub fn load_with(path: &Path, detail: Detail) -> Result<Source, InputError> {
         .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?
         .file_type();
     if kind.is_dir() {
+        // An AIPerf output directory (`artifacts/<run>/`) is read by the file inside it that
+        // holds its requests, as that file given alone is; a run directory is ours.
+        if !path.join(store::MEASUREMENTS_FILE).exists()
+            && let Some(file) = import::aiperf::file_in(path)
+        {
+            return load_with(&file, detail);
+        }
         return load_run_dir(path, detail);
     }
     if !kind.is_file() {
@@ -308,7 +316,12 @@ fn load_run_dir(path: &Path, detail: Detail) -> Result<Source, InputError> {
         return Err(InputError::new(
             &path.display().to_string(),
             0,
-            format!("not a run directory: no {}", store::MEASUREMENTS_FILE),
+            format!(
+                "not a run directory: no {} (nor an AIPerf output directory: no {} or {})",
+                store::MEASUREMENTS_FILE,
+                import::aiperf::RECORDS_FILE,
+                import::aiperf::AGGREGATE_FILE
+            ),
         ));
     }
     let parsed = parts::read_records(&jsonl, &jsonl.display().to_string(), detail)?;

@@ -24,6 +24,16 @@ use crate::store::{InputError, json_message};
 /// The aggregate file AIPerf writes beside its records.
 pub const AGGREGATE_FILE: &str = "profile_export_aiperf.json";
 
+/// The per-request records AIPerf writes in its output directory.
+pub const RECORDS_FILE: &str = "profile_export.jsonl";
+
+/// The file of an AIPerf output directory to read: its per-request records where it wrote them
+/// (they hold every request; the aggregate beside them still names the model), else its
+/// aggregate; None when `dir` holds neither.
+pub fn file_in(dir: &Path) -> Option<std::path::PathBuf> {
+    [RECORDS_FILE, AGGREGATE_FILE].iter().map(|name| dir.join(name)).find(|p| p.is_file())
+}
+
 #[derive(Deserialize)]
 struct Record {
     metadata: Metadata,

@@ -31,7 +31,7 @@ use ttft_model::record::{
     Scenario,
 };
 
-mod aiperf;
+pub mod aiperf;
 mod guidellm;
 pub mod origin_streaming;
 mod vllm;
