@@ -230,6 +230,8 @@ fn sample(flag: &str) -> Option<&'static str> {
         // What is measured: the prompts, their sample, and the conversation's length and pauses.
         "dataset" => "prompts.txt",
         "dataset-limit" => "2",
+        // How the rows are read and what each asks for: fixed with the run.
+        "dataset-strict" | "dataset-output-tokens" => "",
         "turns" => "5",
         "think-time" => "1s",
         // The shard is part of the plan: a resumed shard finishes the slice in its run.json.
