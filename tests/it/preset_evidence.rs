@@ -105,6 +105,20 @@ fn anthropic_is_confirmed_from_its_cache_reads() {
     assert_eq!(ms[0]["input_tokens"], ms[0]["expected_input_tokens"], "{}", ms[0]);
 }
 
+/// A quiet sweep of `contexts` in `states` on the vLLM preset, one run each.
+fn vllm_sweep(
+    server: &Scripted,
+    out: &std::path::Path,
+    contexts: &str,
+    states: &str,
+) -> std::process::Output {
+    let out = out.to_str().unwrap();
+    let mut args = vec!["sweep", "--server", &server.url, "--out", out, "--thermal", "off", "--quiet"];
+    args.extend(["--contexts", contexts, "--runs", "1", "--output-tokens", "24"]);
+    args.extend(["--preset", "vllm", "--cache-states", states]);
+    bench(&args)
+}
+
 /// A metrics page scraped one interval late shows, around hot turn 3, the counts of turn 2: most
 /// of the prompt cached and a few new tokens computed, summing to turn 2's prompt, which at 16K
 /// is within 1% of turn 3's. Those counts describe another request: the hot row is unconfirmed
@@ -119,27 +133,7 @@ fn counters_read_one_scrape_late_confirm_no_cold_or_hot_row() {
         ..Default::default()
     });
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().to_str().unwrap();
-    let run = bench(&[
-        "sweep",
-        "--server",
-        &server.url,
-        "--out",
-        out,
-        "--thermal",
-        "off",
-        "--quiet",
-        "--contexts",
-        "16384",
-        "--runs",
-        "1",
-        "--output-tokens",
-        "24",
-        "--preset",
-        "vllm",
-        "--cache-states",
-        "hot",
-    ]);
+    let run = vllm_sweep(&server, dir.path(), "16384", "hot");
     let ms = measurements(&run_dir(dir.path()));
     assert_eq!(ms.len(), 1, "{}", stderr(&run));
     let hot = &ms[0];
@@ -169,27 +163,7 @@ fn counters_read_one_scrape_late_confirm_no_cold_or_hot_row() {
     // (nothing cached, ~256 computed). They do not add up to this prompt: no evidence, so the
     // row is unknown, never confirmed cold by another request's counts.
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().to_str().unwrap();
-    let run = bench(&[
-        "sweep",
-        "--server",
-        &server.url,
-        "--out",
-        out,
-        "--thermal",
-        "off",
-        "--quiet",
-        "--contexts",
-        "256,1024",
-        "--runs",
-        "1",
-        "--output-tokens",
-        "24",
-        "--preset",
-        "vllm",
-        "--cache-states",
-        "cold",
-    ]);
+    let run = vllm_sweep(&server, dir.path(), "256,1024", "cold");
     let ms = measurements(&run_dir(dir.path()));
     assert_eq!(ms.len(), 2, "{}", stderr(&run));
     let second = &ms[1];

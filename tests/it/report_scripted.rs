@@ -140,10 +140,9 @@ fn svg_texts(svg: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn the_ttft_plot_has_ticks_at_the_swept_sizes_and_names_the_table_s_statistic() {
-    let (dir, run) = sweep();
-    let plots = dir.path().join("plots");
+/// `bench report RUN --plot DIR/plots`, and the TTFT plot it wrote.
+fn ttft_plot(dir: &std::path::Path, run: &std::path::Path) -> String {
+    let plots = dir.join("plots");
     let out = bench(&["report", run.to_str().unwrap(), "--plot", plots.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let ttft = std::fs::read_dir(&plots)
@@ -151,7 +150,13 @@ fn the_ttft_plot_has_ticks_at_the_swept_sizes_and_names_the_table_s_statistic() 
         .map(|e| e.unwrap().path())
         .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("ttft-"))
         .unwrap();
-    let svg = std::fs::read_to_string(ttft).unwrap();
+    std::fs::read_to_string(ttft).unwrap()
+}
+
+#[test]
+fn the_ttft_plot_has_ticks_at_the_swept_sizes_and_names_the_table_s_statistic() {
+    let (dir, run) = sweep();
+    let svg = ttft_plot(dir.path(), &run);
     let texts = svg_texts(&svg);
     assert!(texts.iter().any(|t| t == "512") && texts.iter().any(|t| t == "1K"), "{texts:?}");
     assert!(!texts.iter().any(|t| t.ends_with(".0")), "no '1000.0' ticks: {texts:?}");
@@ -223,15 +228,7 @@ fn the_ttft_plot_draws_the_median_not_the_mean() {
         assert!(mean > 2.0 * ttfts[1], "the mean differs: {ttfts:?}");
         medians.push(ttfts[1]);
     }
-    let plots = dir.path().join("plots");
-    let out = bench(&["report", run.to_str().unwrap(), "--plot", plots.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ttft = std::fs::read_dir(&plots)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("ttft-"))
-        .unwrap();
-    let svg = std::fs::read_to_string(ttft).unwrap();
+    let svg = ttft_plot(dir.path(), &run);
     let doc = roxmltree::Document::parse(&svg).unwrap();
     let value_at = y_scale(&doc);
     let first_size_x = doc

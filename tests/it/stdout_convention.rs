@@ -74,16 +74,15 @@ fn a_sweep_ends_with_the_reports_numbers_per_cell_on_stderr_and_its_directory_al
     }
 }
 
-#[test]
-fn soak_prints_its_table_on_stderr_and_its_run_directory_alone_on_stdout() {
-    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 1, ..Default::default() });
-    let dir = tempfile::tempdir().unwrap();
-    let out = bench(&[
+/// `bench soak` of 2 iterations of 2 concurrent 256-token requests.
+fn soak(server: &Scripted, out: &std::path::Path) -> std::process::Output {
+    let out = out.to_str().unwrap();
+    bench(&[
         "soak",
         "--server",
         &server.url,
         "--out",
-        dir.path().to_str().unwrap(),
+        out,
         "--contexts",
         "256",
         "--output-tokens",
@@ -92,7 +91,14 @@ fn soak_prints_its_table_on_stderr_and_its_run_directory_alone_on_stdout() {
         "2",
         "--iterations",
         "2",
-    ]);
+    ])
+}
+
+#[test]
+fn soak_prints_its_table_on_stderr_and_its_run_directory_alone_on_stdout() {
+    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 1, ..Default::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let out = soak(&server, dir.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let run = run_dir(dir.path());
     assert_eq!(stdout_lines(&out), vec![run.display().to_string()]);
@@ -132,21 +138,7 @@ fn a_failed_soak_says_why_under_its_table() {
         ..Default::default()
     });
     let dir = tempfile::tempdir().unwrap();
-    let out = bench(&[
-        "soak",
-        "--server",
-        &server.url,
-        "--out",
-        dir.path().to_str().unwrap(),
-        "--contexts",
-        "256",
-        "--output-tokens",
-        "24",
-        "--concurrency",
-        "2",
-        "--iterations",
-        "2",
-    ]);
+    let out = soak(&server, dir.path());
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     let soak = common::table::find(&err, "Soak");

@@ -375,8 +375,9 @@ fn html_unescaped(text: &str) -> Decoded {
     out
 }
 
-/// `text` as an HTML escaper writes it (`&`, `<`, `>`, `"`, `'`).
-fn html_escape(text: &str) -> String {
+/// `text` as an HTML escaper writes it (`&`, `<`, `>`, `"`, `'`): the HTML report's own escaping
+/// (`report::html::page::esc`), so a secret is looked for exactly as the report would write it.
+pub fn html_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -6,19 +6,9 @@
 
 /// Text or attribute value, HTML-escaped (the five characters that can end a text run or an
 /// attribute, so the result is safe in both places).
+/// One escaping for the page and for the redaction that looks for secrets in it.
 pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::secrets::html_escape(s)
 }
 
 /// `<tag>escaped text</tag>`.
