@@ -130,7 +130,7 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
 fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
     refuse_plan_changes(args)?;
     let path = dir.join(store::RUN_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = crate::input_file::read_text(&path, crate::input_file::Limit::RUN_JSON).map_err(|e| {
         Failure::usage(format!("--resume {}: cannot read {}: {e}", dir.display(), path.display()))
     })?;
     let mut meta: RunMeta = serde_json::from_str(&text)
