@@ -185,10 +185,7 @@ fn a_device_or_a_fifo_given_to_a_file_flag_is_refused_naming_the_flag_not_read_o
         let run = bench_with_timeout(&args);
         let err = stderr(&run);
         assert_eq!(code(&run), 2, "{args:?}: {err}");
-        assert!(
-            err.contains(&format!("{flag}")) && err.contains(file) && err.contains(why),
-            "{args:?}: {err}"
-        );
+        assert!(err.contains(flag) && err.contains(file) && err.contains(why), "{args:?}: {err}");
     }
     assert!(!out.exists(), "nothing is created for bad input");
 }
@@ -229,7 +226,7 @@ fn pipes_with_a_writer_are_read_as_the_file_itself_and_a_fifo_without_one_never_
         let direct = bench_with_timeout(&["verify", file]);
         let piped = assert_cmd::Command::new("bash")
             .arg("-c")
-            .arg(format!("exec \"$0\" verify <(cat \"$1\")"))
+            .arg("exec \"$0\" verify <(cat \"$1\")")
             .arg(assert_cmd::cargo::cargo_bin("bench"))
             .arg(file)
             .timeout(Duration::from_secs(30))
