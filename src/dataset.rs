@@ -170,12 +170,10 @@ impl Dataset {
         reading: Reading,
     ) -> Result<Dataset, DatasetError> {
         let cannot = |why: String| DatasetError(format!("{}: {why}", path.display()));
-        let kind = std::fs::metadata(path).map_err(|e| cannot(format!("cannot read: {e}")))?.file_type();
-        if !kind.is_file() {
-            // A FIFO or a device would be waited on, never read to its end.
-            return Err(cannot(format!("not a regular file (it is {})", crate::input_file::file_kind(kind))));
-        }
-        let bytes = std::fs::read(path).map_err(|e| cannot(format!("cannot read: {e}")))?;
+        // A regular file of at most `Limit::DATASET`: a FIFO or a device would be waited on, never
+        // read to its end.
+        let bytes = crate::input_file::read_bytes(path, crate::input_file::Limit::DATASET)
+            .map_err(|e| cannot(e.to_string()))?;
         let text = std::str::from_utf8(&bytes).map_err(|e| {
             let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
             at(path, line, "not UTF-8 text")

@@ -12,6 +12,12 @@ fn block_on(work: impl Future<Output = anyhow::Result<Outcome>>) -> anyhow::Resu
 }
 
 fn main() -> ExitCode {
+    // `bench __keep-server LINE`: this binary as the keeper of a `--server-cmd` (supervise.rs).
+    #[cfg(target_os = "linux")]
+    if std::env::args_os().nth(1).is_some_and(|a| a == ttft_bench::supervise::keeper::KEEPER_ARG) {
+        ttft_bench::supervise::keeper::main();
+    }
+    ttft_bench::supervise::run_server_commands_under_a_keeper();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Sweep(args) => block_on(sweep(args)),

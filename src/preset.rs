@@ -334,7 +334,7 @@ impl Preset {
         }
         let path = std::path::Path::new(name_or_path);
         if path.extension().is_some_and(|e| e == "toml") || path.exists() {
-            let text = crate::input_file::read_text(path)
+            let text = crate::input_file::read_text(path, crate::input_file::Limit::PRESET)
                 .map_err(|source| PresetError::Unreadable { path: name_or_path.into(), source })?;
             let preset: Preset = toml::from_str(&text)
                 .map_err(|source| PresetError::Malformed { path: name_or_path.into(), source })?;

@@ -473,6 +473,19 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
         }
     };
     let thermal = validate_thermal(&plan, &origins)?;
+    // The files named by flags are looked at before anything is created or contacted: a FIFO, a
+    // device or an oversized CA bundle is bad input, named with its flag, not a hang mid-run.
+    let named_files = [
+        ("ca_cert", connection.ca_cert.as_deref(), Some(crate::input_file::Limit::CA_BUNDLE)),
+        // Only the header of a GGUF is read (however large the model), so no size is checked here.
+        ("model_file", plan.physics.model_file.as_deref(), None),
+    ];
+    for (key, path, limit) in named_files {
+        if let Some(path) = path {
+            crate::input_file::check(path, limit)
+                .map_err(|e| origins.invalid(key, format!("{}: {e}", path.display())))?;
+        }
+    }
     let dataset = validate_dataset(args, &plan, &origins)?;
     let turns = plan.workload.turns.map_or(DEFAULT_TURNS, |c| c.0);
     if turns < 2 {

@@ -130,8 +130,12 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
 fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
     refuse_plan_changes(args)?;
     let path = dir.join(store::RUN_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Failure::usage(match never_started(dir, &e) {
+    let text = crate::input_file::read_text(&path, crate::input_file::Limit::RUN_JSON).map_err(|e| {
+        let missing = match &e {
+            crate::input_file::ReadError::Unreadable { source } => never_started(dir, source),
+            _ => None,
+        };
+        Failure::usage(match missing {
             Some(why) => format!("--resume {}: {why}", dir.display()),
             None => format!("--resume {}: cannot read {}: {e}", dir.display(), path.display()),
         })

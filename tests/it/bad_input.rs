@@ -98,7 +98,8 @@ fn bench_with_timeout(args: &[&str]) -> std::process::Output {
 }
 
 /// A named pipe given as an input once hung verify, merge and report (opening it waits for a
-/// writer); anything that is not a regular file or a directory is exit 2 naming it.
+/// writer): a settings file that is not a regular file, or a result input that is neither a file,
+/// a pipe nor a directory, is exit 2 naming it, and a named pipe nobody writes to is an empty input.
 #[cfg(unix)]
 #[test]
 fn a_fifo_given_as_an_input_is_refused_not_waited_on() {
@@ -108,25 +109,157 @@ fn a_fifo_given_as_an_input_is_refused_not_waited_on() {
     assert!(made.success());
     let fifo = fifo.to_str().unwrap();
     let merged = dir.path().join("merged.json");
-    for args in [
-        vec!["verify", fifo],
-        vec!["report", fifo],
-        vec!["merge", fifo, "-o", merged.to_str().unwrap()],
-        vec!["compare", fifo, fifo],
-        vec!["plan", "--from", fifo],
-        vec!["plan", "--scenario", fifo],
-        vec!["merge", &verify_fixture(), "-o", merged.to_str().unwrap(), "--expect", fifo],
+    // Settings files are refused by kind; a result file may come through a pipe, and a named one
+    // that nothing writes to reads as empty at once (`pipes_with_a_writer_are_read_...`).
+    for (args, why) in [
+        (vec!["verify", fifo], "empty: a pipe that nothing was written to"),
+        (vec!["report", fifo], "empty: a pipe that nothing was written to"),
+        (vec!["merge", fifo, "-o", merged.to_str().unwrap()], "empty: a pipe that nothing was written to"),
+        (vec!["compare", fifo, fifo], "empty: a pipe that nothing was written to"),
+        (vec!["plan", "--from", fifo], "empty: a pipe that nothing was written to"),
+        (vec!["plan", "--scenario", fifo], "not a regular file"),
+        (
+            vec!["merge", &verify_fixture(), "-o", merged.to_str().unwrap(), "--expect", fifo],
+            "not a regular file",
+        ),
     ] {
         let run = bench_with_timeout(&args);
         assert_eq!(code(&run), 2, "{args:?}: {}", stderr(&run));
         let err = stderr(&run);
-        assert!(err.contains(fifo) && err.contains("not a regular file"), "{args:?}: {err}");
+        assert!(err.contains(fifo) && err.contains(why), "{args:?}: {err}");
     }
     // A device is no result file either.
     let run = bench_with_timeout(&["verify", "/dev/zero"]);
     assert_eq!(code(&run), 2, "{}", stderr(&run));
     assert!(stderr(&run).contains("/dev/zero:0: not a regular file"), "{}", stderr(&run));
     assert!(!merged.exists());
+}
+
+/// Fails when a file flag reads a device without end or waits on a FIFO: `--ca-cert /dev/zero` once
+/// read until the OOM killer ended bench at 23 GiB, and a FIFO to `--ca-cert` or `--model-file`
+/// hung. Each is exit 2 naming the flag, the file and why, within the guard's 30 s (in
+/// milliseconds when right), before anything is created or contacted; so is a CA bundle larger
+/// than any (a sparse 5 MiB file: nothing of it is read).
+#[cfg(unix)]
+#[test]
+fn a_device_or_a_fifo_given_to_a_file_flag_is_refused_naming_the_flag_not_read_or_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("bundle.pem");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let fifo = fifo.to_str().unwrap();
+    let huge = dir.path().join("huge.pem");
+    std::fs::File::create(&huge).unwrap().set_len(5 << 20).unwrap();
+    let huge = huge.to_str().unwrap();
+    let out = dir.path().join("out");
+    let out_s = out.to_str().unwrap();
+    let input = verify_fixture();
+    let mut cases: Vec<(Vec<&str>, &str, &str, &str)> = Vec::new();
+    for (file, why) in [
+        ("/dev/zero", "not a regular file (it is a device)"),
+        (fifo, "not a regular file (it is a named pipe"),
+    ] {
+        for verb in ["sweep", "load", "soak"] {
+            cases.push((
+                vec![verb, "--server", NOBODY, "--out", out_s, "--ca-cert", file],
+                "--ca-cert",
+                file,
+                why,
+            ));
+        }
+        cases.push((
+            vec!["sweep", "--server", NOBODY, "--out", out_s, "--model-file", file],
+            "--model-file",
+            file,
+            why,
+        ));
+        // verify reads the model file itself (no server, no config).
+        cases.push((vec!["verify", &input, "--model-file", file], "--model-file", file, why));
+    }
+    cases.push((
+        vec!["sweep", "--server", NOBODY, "--out", out_s, "--ca-cert", huge],
+        "--ca-cert",
+        huge,
+        "too large for a CA bundle: 5242880 bytes, at most 4 MiB",
+    ));
+    for (args, flag, file, why) in cases {
+        let run = bench_with_timeout(&args);
+        let err = stderr(&run);
+        assert_eq!(code(&run), 2, "{args:?}: {err}");
+        assert!(err.contains(flag) && err.contains(file) && err.contains(why), "{args:?}: {err}");
+    }
+    assert!(!out.exists(), "nothing is created for bad input");
+}
+
+/// Fails when a result file given through a pipe is refused or read otherwise than the file itself:
+/// `bench verify <(cat RUN/measurements.jsonl)` (an anonymous pipe with its writer, `/dev/fd/63`)
+/// verifies as the file does, findings and exit code alike, for a run bench just wrote and for
+/// records with findings; and a named FIFO with a writer is read, one without is refused at once.
+#[cfg(unix)]
+#[test]
+fn pipes_with_a_writer_are_read_as_the_file_itself_and_a_fifo_without_one_never_waited_on() {
+    let server = Scripted::start(Behaviour::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let sweep = bench(&[
+        "sweep",
+        "--server",
+        &server.url,
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--thermal",
+        "off",
+        "--contexts",
+        "256",
+        "--runs",
+        "2",
+        "--output-tokens",
+        "16",
+        "--cache-states",
+        "cold,hot",
+    ]);
+    assert!(sweep.status.success(), "{}", stderr(&sweep));
+    let written = common::run_dir(&out).join("measurements.jsonl");
+    let with_findings = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/verify/decode_77_7.jsonl");
+    for file in [written.as_path(), with_findings.as_path()] {
+        let file = file.to_str().unwrap();
+        let direct = bench_with_timeout(&["verify", file]);
+        let piped = assert_cmd::Command::new("bash")
+            .arg("-c")
+            .arg("exec \"$0\" verify <(cat \"$1\")")
+            .arg(assert_cmd::cargo::cargo_bin("bench"))
+            .arg(file)
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert_eq!(code(&piped), code(&direct), "{file}: {}", stderr(&piped));
+        assert!(matches!(code(&direct), 0 | 1), "{file}: {}", stderr(&direct));
+        let as_file =
+            |o: &std::process::Output, name: &str| String::from_utf8_lossy(&o.stdout).replace(name, "INPUT");
+        // What bench calls the pipe: the path bash gave it (`/dev/fd/63`).
+        let said = format!("{}{}", String::from_utf8_lossy(&piped.stdout), stderr(&piped));
+        let at = said.find("/dev/fd/").unwrap_or_else(|| panic!("the pipe is not named: {said}"));
+        let piped_name: String = said[at..].chars().take_while(|c| !c.is_whitespace() && *c != ':').collect();
+        assert_eq!(as_file(&piped, &piped_name), as_file(&direct, file), "{file}");
+        assert!(
+            String::from_utf8_lossy(&direct.stdout).contains("record(s)"),
+            "{}",
+            String::from_utf8_lossy(&direct.stdout)
+        );
+    }
+    // A named FIFO with a writer is read like the file.
+    let fifo = dir.path().join("records.jsonl");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let writer = {
+        let (fifo, written) = (fifo.clone(), written.clone());
+        std::thread::spawn(move || std::fs::write(&fifo, std::fs::read(&written).unwrap()))
+    };
+    // The writer holds the FIFO open first (its open waits for a reader: bench), so bench's read
+    // sees it; a reader opening first would see no writer and an empty input, by design.
+    std::thread::sleep(Duration::from_millis(200));
+    let run = bench_with_timeout(&["verify", fifo.to_str().unwrap()]);
+    assert_eq!(code(&run), 0, "{}", stderr(&run));
+    writer.join().unwrap().unwrap();
 }
 
 /// `bench plan` with a scenario file that is missing or broken is bad input (2), like every other

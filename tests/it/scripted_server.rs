@@ -170,3 +170,105 @@ fn nonce_is_read_from_the_prompt_the_harness_builds() {
     assert_eq!(ttft_scripted::trace::nonce_of("no nonce here"), None);
     assert_eq!(ttft_scripted::trace::nonce_of("[ref 12x]"), None);
 }
+
+/// A server process, killed when the test ends (a failed assertion included).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `bench-scripted-server` on a free port with `args`; its address (from the first stdout line).
+fn spawn_server_binary(args: &[&str]) -> (Killed, String) {
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("bench-scripted-server"))
+        .args(["--port", "0", "--first-token-ms", "1", "--token-ms", "0.5"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+    (Killed(child), url.trim().trim_start_matches("http://").to_string())
+}
+
+/// One HTTP/1.0 exchange of raw bytes (the server closes when done): status and body. The read
+/// is bounded: a server busy growing a reply for a huge request fails the test, never hangs it.
+fn raw_post(addr: &str, path: &str, body: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).unwrap();
+    socket.write_all(body).unwrap();
+    let mut reply = Vec::new();
+    socket.read_to_end(&mut reply).unwrap_or_else(|e| panic!("no whole answer to {path}: {e}"));
+    let reply = String::from_utf8_lossy(&reply).to_string();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{reply}"));
+    (head.split_whitespace().nth(1).unwrap().parse().unwrap(), body.to_string())
+}
+
+/// Fails when one request can take the binary server down: an output budget beyond what it
+/// serves (the issue's 3e8 grew it by gigabytes until the allocator aborted) or a body that is
+/// not a request must be answered 400, at once, in the error shape of the server imitated
+/// (OpenAI's `error.message`/`param`, llama.cpp's `error.code`, Anthropic's `type: error`), and
+/// the next request is served as usual.
+#[test]
+fn the_binary_answers_400_to_a_request_it_cannot_serve_and_keeps_serving() {
+    let cap = ttft_scripted::MAX_OUTPUT_TOKENS;
+    let chat = |max_tokens: u64| {
+        serde_json::json!({"model": "m", "stream": true, "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": "one two three"}]})
+        .to_string()
+    };
+    let (openai, addr) = spawn_server_binary(&["--dialect", "openai"]);
+    for max_tokens in [cap + 1, 300_000_000] {
+        let (status, body) = raw_post(&addr, "/v1/chat/completions", chat(max_tokens).as_bytes());
+        assert_eq!(status, 400, "max_tokens {max_tokens}: {body}");
+        let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["error"]["param"], "max_tokens", "{error}");
+        assert!(error["error"]["message"].as_str().unwrap().contains(&max_tokens.to_string()), "{error}");
+    }
+    let invalid: [&[u8]; 4] =
+        [b"{\"messages\": [", b"", b"[1, 2]", br#"{"messages": [], "max_tokens": "many"}"#];
+    for body in invalid {
+        let (status, reply) = raw_post(&addr, "/v1/chat/completions", body);
+        assert_eq!(status, 400, "{:?}: {reply}", String::from_utf8_lossy(body));
+        let error: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        assert!(error["error"]["message"].is_string(), "{reply}");
+    }
+    let (status, body) = raw_post(&addr, "/v1/completions", br#"{"prompt": 7, "max_tokens": 4}"#);
+    assert_eq!(
+        (status, serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"]["param"].clone()),
+        (400, "prompt".into())
+    );
+    // Still serving: a request within the cap streams every token it asked for.
+    let (status, body) = raw_post(&addr, "/v1/chat/completions", chat(5).as_bytes());
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(" w4") && body.trim_end().ends_with("data: [DONE]"), "{body}");
+    drop(openai);
+
+    let (llama, addr) = spawn_server_binary(&[]);
+    let (status, body) = raw_post(&addr, "/v1/chat/completions", chat(300_000_000).as_bytes());
+    let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (status, &error["error"]["code"]),
+        (400, &serde_json::json!(400)),
+        "llama.cpp's shape: {body}"
+    );
+    let (status, body) = raw_post(&addr, "/v1/messages", chat(300_000_000).as_bytes());
+    let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, &error["type"]), (400, &serde_json::json!("error")), "Anthropic's shape: {body}");
+    assert_eq!(error["error"]["type"], "invalid_request_error", "{body}");
+    let (status, body) = raw_post(&addr, "/tokenize", b"{\"content\": ");
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = raw_post(&addr, "/tokenize", br#"{"content": "a b c"}"#);
+    assert_eq!(status, 200, "{body}");
+    drop(llama);
+}

@@ -238,3 +238,47 @@ fn a_server_that_never_answers_is_given_up_after_the_start_timeout_and_stopped()
     assert!(err.contains("waiting for http://127.0.0.1:"), "what is awaited is said: {err}");
     assert_gone(&pidfile, "after the start timeout");
 }
+
+/// Server commands whose server leaves bench's process group with `setsid`, each writing the
+/// server's pid to `pidfile`: a wrapper that waits for its setsid'd child, and a command that
+/// starts its server in a session of its own and returns at once (as a daemon does).
+fn setsid_cmds(pidfile: &Path) -> [String; 2] {
+    let (bin, pids) = (scripted_bin(), pidfile.display());
+    [
+        format!(
+            "sh -c 'setsid {bin} --port {{port}} --first-token-ms 100 --token-ms 1 & echo $! > {pids}; wait'"
+        ),
+        format!(
+            "setsid sh -c 'echo $$ > {pids}; exec {bin} --port {{port}} --first-token-ms 100 --token-ms 1' &"
+        ),
+    ]
+}
+
+/// Fails when a server that left bench's process group with `setsid` is left running after a
+/// clean run, SIGTERM or kill -9 of bench (it was, 3 of 3: the group's kill missed it), or when a
+/// command that starts its server that way and returns is taken for a server that exited.
+#[test]
+fn a_server_command_that_calls_setsid_ends_with_bench_however_bench_ends() {
+    for form in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pids");
+        let cmd = &setsid_cmds(&pidfile)[form];
+        let out = bench(&sweep_flags(&dir.path().join("out"), &["--server-cmd", cmd, "--runs", "1"]));
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", stderr(&out));
+        assert_gone(&pidfile, &format!("{cmd}: after a clean run"));
+        for (signal, code) in [(libc::SIGTERM, Some(130)), (libc::SIGKILL, None)] {
+            let dir = tempfile::tempdir().unwrap();
+            let pidfile = dir.path().join("pids");
+            let cmd = &setsid_cmds(&pidfile)[form];
+            let out = dir.path().join("out");
+            let records = out.join("run").join("measurements.jsonl");
+            let child = spawn_bench(&sweep_flags(&out, &["--server-cmd", cmd, "--runs", "20"]));
+            wait_for("a first record", || std::fs::metadata(&records).is_ok_and(|m| m.len() > 0));
+            // SAFETY: kill(2) of the bench this test started.
+            assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+            let output = finish(child);
+            assert_eq!(output.status.code(), code, "{cmd}: signal {signal}: {}", stderr(&output));
+            assert_gone(&pidfile, &format!("{cmd}: after signal {signal} to bench"));
+        }
+    }
+}

@@ -135,8 +135,10 @@ pub(super) fn http_client(options: &ClientOptions) -> Result<reqwest::Client, Fa
         // Never followed: a redirect is reported with where it leads (failure.rs).
         .redirect(reqwest::redirect::Policy::none());
     if let Some(path) = &options.ca_cert {
-        let pem = std::fs::read(path)
-            .map_err(|e| Failure::usage(format!("--ca-cert {}: cannot read: {e}", path.display())))?;
+        // A regular file of at most a CA bundle's size: /dev/zero once read until the OOM killer
+        // ended bench, and a FIFO waited forever.
+        let pem = ttft_model::input_file::read_bytes(path, ttft_model::input_file::Limit::CA_BUNDLE)
+            .map_err(|e| Failure::usage(format!("--ca-cert {}: {e}", path.display())))?;
         let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
             Failure::usage(format!("--ca-cert {}: not a PEM certificate file: {e}", path.display()))
         })?;

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::dialect::{Counts, Dialect, Endpoint, Timings, Wire, anthropic, unix_now};
+use super::request::{self, Api};
 use super::routes::{record, record_from};
 use super::trace::{Trace, nonce_of};
 use super::{AppState, Behaviour, Fault, FirstSent, TEMPLATE_TOKENS, faults, lock, net};
@@ -261,21 +262,18 @@ fn reply_id(s: &AppState, prefix: &str) -> String {
     out
 }
 
-/// The output budget a request asks for (`max_tokens`, or `max_completion_tokens` as AIPerf
-/// and GuideLLM send it); 16 when it names none.
-fn max_tokens_of(body: &Value) -> u32 {
-    body["max_tokens"].as_u64().or_else(|| body["max_completion_tokens"].as_u64()).unwrap_or(16) as u32
-}
-
 /// Anthropic messages: whole JSON, or streamed as the API streams (message_start with the message
 /// and its usage, content_block_start, ping, text deltas, content_block_stop, message_delta with
 /// the final usage, message_stop). The prompt is served from the shared prefix cache; its cache
 /// reads are reported as the server imitated reports them (`dialect::anthropic`).
 pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let read_at = Instant::now();
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    record(&s, "POST", "/v1/messages", &headers, &body);
     let b = lock(&s.behaviour).clone();
+    let body = match request::parse(&body, Api::Messages) {
+        Ok(body) => body,
+        Err(why) => return request::refusal(b.dialect, Api::Messages, &why),
+    };
+    record(&s, "POST", "/v1/messages", &headers, &body);
     let (mut trace, permit, start) = admit(&s, "/v1/messages", &body, read_at).await;
     let prompt = prompt_words(&body);
     let input = prompt.len() as u64;
@@ -285,7 +283,7 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
         _ => lock(&s.slots).serve(None, None, &prompt),
     };
     let cached = b.dialect.reported_cached(input, held);
-    let n_out = u64::from(max_tokens_of(&body));
+    let n_out = u64::from(request::output_tokens(&body));
     let counts = Counts { input, cached, output: n_out };
     let interval = b.token_interval();
     let id = reply_id(&s, "msg_");
@@ -367,17 +365,20 @@ async fn complete(
     endpoint: Endpoint,
 ) -> Response {
     let read_at = Instant::now();
-    let path = match endpoint {
-        Endpoint::Chat => "/v1/chat/completions",
-        Endpoint::Completions => "/v1/completions",
+    let (path, api) = match endpoint {
+        Endpoint::Chat => ("/v1/chat/completions", Api::Chat),
+        Endpoint::Completions => ("/v1/completions", Api::Completions),
     };
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    record_from(&s, Some(peer.0), "POST", path, &headers, &body);
     let b = lock(&s.behaviour).clone();
+    let body = match request::parse(&body, api) {
+        Ok(body) => body,
+        Err(why) => return request::refusal(b.dialect, api, &why),
+    };
+    record_from(&s, Some(peer.0), "POST", path, &headers, &body);
     // Faults (and other quirks) hit only measured-size requests, so prompt calibration (max_tokens 1) and the
     // warm-up (8) get through and the sweep reaches its measurements. A server without a tokenizer and
     // without usage has no usage for calibration either: that is the point of scripting it.
-    let max_tokens = max_tokens_of(&body);
+    let max_tokens = request::output_tokens(&body);
     let b = if max_tokens < 20 {
         let usage = b.usage || b.tokenizer;
         Behaviour {

@@ -7,12 +7,14 @@
 //! (`slots.rs`). Every request is logged (tests count them), and every chat request's timing
 //! (body read, first content written, each chunk, nonce) goes to `trace.rs`. Served over plain
 //! HTTP or TLS (a CA generated per server); faults in `faults.rs`, sockets in `net.rs`, the chat
-//! endpoints in `chat.rs`, everything else in `routes.rs`.
+//! endpoints in `chat.rs`, what a request may ask (and the 400 otherwise) in `request.rs`,
+//! everything else in `routes.rs`.
 
 mod chat;
 pub mod dialect;
 pub mod faults;
 pub mod net;
+mod request;
 mod routes;
 mod slots;
 pub mod trace;
@@ -20,6 +22,7 @@ pub mod trace;
 pub use chat::{output_text, token};
 pub use dialect::Dialect;
 pub use faults::{EchoKey, Fault};
+pub use request::{MAX_OUTPUT_TOKENS, MAX_REQUEST_BYTES};
 pub use slots::{PREFIX_BLOCK, Restored};
 pub use trace::{Clock, RequestTiming, TraceLine};
 
@@ -318,6 +321,7 @@ impl Scripted {
             .route("/v1/completions", post(chat::completions))
             .route("/v1/messages", post(chat::messages))
             .fallback(routes::anything)
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BYTES))
             .with_state(state.clone());
         let tcp = runtime
             .block_on(tokio::net::TcpListener::bind(options.addr))

@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::request::{self, Api};
 use super::{AppState, Fault, Logged, faults, lock, net};
 
 pub(super) fn record(state: &AppState, method: &str, path: &str, headers: &HeaderMap, body: &Value) {
@@ -126,7 +127,10 @@ fn words(text: &str) -> usize {
 }
 
 pub(super) async fn tokenize(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let body = match request::parse(&body, Api::Other) {
+        Ok(body) => body,
+        Err(why) => return request::refusal(lock(&s.behaviour).dialect, Api::Other, &why),
+    };
     record(&s, "POST", "/tokenize", &headers, &body);
     if !lock(&s.behaviour).tokenizer {
         return (StatusCode::NOT_FOUND, "File Not Found").into_response();
@@ -143,7 +147,10 @@ pub(super) async fn slot_action(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let body = match request::parse(&body, Api::Other) {
+        Ok(body) => body,
+        Err(why) => return request::refusal(lock(&s.behaviour).dialect, Api::Other, &why),
+    };
     let action = q.get("action").cloned().unwrap_or_default();
     record(&s, "POST", &format!("/slots/{id}?action={action}"), &headers, &body);
     if lock(&s.behaviour).no_slot_save_path && action != "erase" {

@@ -1,7 +1,6 @@
 //! Why a hardware or model description cannot be used. Each message names the flag or file it came
 //! from, because these errors reach the user as exit-2 usage errors.
 
-use std::io;
 use std::path::PathBuf;
 
 use super::gguf::GgufError;
@@ -29,10 +28,8 @@ pub enum PhysicsError {
     SizeNotPositive { flag: String, text: String },
     #[error("{flag}: {text:?} is beyond any model (at most {max:e})")]
     BeyondModel { flag: String, text: String, max: f64 },
-    #[error("--model-file {}: cannot read: {source}", path.display())]
-    ModelFileUnreadable { path: PathBuf, source: io::Error },
     #[error("--model-file {}: {source}", path.display())]
-    ModelFileText { path: PathBuf, source: io::Error },
+    ModelFileUnreadable { path: PathBuf, source: ttft_model::input_file::ReadError },
     #[error("--model-file {}: neither GGUF nor JSON: {source}", path.display())]
     ModelFileFormat { path: PathBuf, source: serde_json::Error },
     #[error(transparent)]

@@ -10,6 +10,7 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use ttft_model::input_file::Limit;
 
 /// Arrays longer than this (tokenizer vocabularies) are read past and kept as their length only.
 const MAX_KEPT_ARRAY: u64 = 4096;
@@ -19,14 +20,14 @@ const MAX_STRING_BYTES: u64 = 64 << 20;
 /// Why a GGUF header could not be read. Positions are byte offsets into the file.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
-    #[error("{}: cannot open: {source}", path.display())]
-    Open { path: PathBuf, source: io::Error },
     #[error("{}: {source}", path.display())]
     InFile { path: PathBuf, source: Box<GgufError> },
     #[error("not a GGUF file (magic {0:?}, expected \"GGUF\")")]
     Magic(Vec<u8>),
     #[error("GGUF version {0} is not supported (2 and 3 are)")]
     Version(u32),
+    #[error("the header runs past its first {max} bytes, more than any model's (corrupt header?)")]
+    HeaderTooLarge { max: u64 },
     #[error("truncated header at byte {at}: {source}")]
     Truncated { at: u64, source: io::Error },
     #[error("string of {len} bytes at byte {at} (corrupt header?)")]
@@ -124,11 +125,17 @@ impl GgufHeader {
     }
 }
 
-pub fn read_file(path: &Path) -> Result<GgufHeader, GgufError> {
-    let file =
-        std::fs::File::open(path).map_err(|source| GgufError::Open { path: path.to_path_buf(), source })?;
-    read(BufReader::new(file))
-        .map_err(|e| GgufError::InFile { path: path.to_path_buf(), source: Box::new(e) })
+/// The header of the GGUF file `file` (a regular file opened from `path`), read from its start
+/// and no further than `Limit::GGUF_HEADER`: a header that runs on past that is corrupt, not a
+/// model to read to its end.
+pub fn read_file(path: &Path, mut file: std::fs::File) -> Result<GgufHeader, GgufError> {
+    let max = Limit::GGUF_HEADER.max_bytes;
+    let in_file = |e| GgufError::InFile { path: path.to_path_buf(), source: Box::new(e) };
+    std::io::Seek::rewind(&mut file).map_err(|source| in_file(GgufError::Truncated { at: 0, source }))?;
+    read(BufReader::new(file.take(max))).map_err(|e| match e {
+        GgufError::Truncated { at, .. } if at + 8 >= max => in_file(GgufError::HeaderTooLarge { max }),
+        e => in_file(e),
+    })
 }
 
 /// Reads a header from any byte source.

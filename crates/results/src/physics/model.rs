@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::PhysicsError;
 use super::gguf::GgufHeader;
+use ttft_model::input_file::{self, Limit};
 
 const BUILTIN: &str = include_str!("models.toml");
 
@@ -164,22 +165,23 @@ fn positive(flag: &str, text: &str, v: f64) -> Result<f64, PhysicsError> {
 
 /// Reads a profile from a GGUF file or an HF config.json (chosen by content, not by name).
 pub fn from_file(path: &Path) -> Result<ModelProfile, PhysicsError> {
+    // A regular file only, read no further than its kind needs (input_file): a FIFO or a device
+    // would be waited on or read without end.
+    let unreadable = |source| PhysicsError::ModelFileUnreadable { path: path.to_path_buf(), source };
+    let mut file = input_file::open_file(path).map_err(unreadable)?;
     let mut magic = [0u8; 4];
-    let head = std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .map_err(|source| PhysicsError::ModelFileUnreadable { path: path.to_path_buf(), source });
+    let head = std::io::Read::read_exact(&mut file, &mut magic);
     if head.is_ok() && &magic == b"GGUF" {
-        let header = super::gguf::read_file(path)?;
+        let header = super::gguf::read_file(path, file)?;
         let mut profile = from_gguf(&header)?;
         profile.source = path.display().to_string();
         return Ok(profile);
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| PhysicsError::ModelFileText { path: path.to_path_buf(), source })?;
+    let text = input_file::read_text(path, Limit::MODEL_CONFIG).map_err(unreadable)?;
     let json: serde_json::Value = serde_json::from_str(&text)
         .map_err(|source| PhysicsError::ModelFileFormat { path: path.to_path_buf(), source })?;
     let index = path.with_file_name("model.safetensors.index.json");
-    let total_size = std::fs::read_to_string(&index)
+    let total_size = input_file::read_text(&index, Limit::MODEL_CONFIG)
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| v["metadata"]["total_size"].as_f64());

@@ -29,6 +29,7 @@ use super::text::{TextFile, Texts};
 use super::{document, parts};
 use crate::store::{self, InputError, LineError, TornTail, json_message};
 use ttft_model::exit::Failure;
+use ttft_model::input_file::{self, Limit, ReadError};
 use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -182,12 +183,7 @@ pub fn load(path: &Path) -> Result<Source, InputError> {
 /// `load`, keeping `detail` of each record.
 pub fn load_with(path: &Path, detail: Detail) -> Result<Source, InputError> {
     let name = path.display().to_string();
-    // Looked at before it is opened: opening a FIFO waits for a writer (forever, for a stray
-    // named pipe), and a device never ends. Only files and run directories are results.
-    let kind = std::fs::metadata(path)
-        .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?
-        .file_type();
-    if kind.is_dir() {
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
         // An AIPerf output directory (`artifacts/<run>/`) is read by the file inside it that
         // holds its requests, as that file given alone is; a run directory is ours.
         if !path.join(store::MEASUREMENTS_FILE).exists()
@@ -197,20 +193,22 @@ pub fn load_with(path: &Path, detail: Detail) -> Result<Source, InputError> {
         }
         return load_run_dir(path, detail);
     }
-    if !kind.is_file() {
-        return Err(InputError::new(
-            &name,
-            0,
-            format!(
-                "not a regular file or a run directory (it is {})",
-                ttft_model::input_file::file_kind(kind)
-            ),
-        ));
+    // A file, or a pipe (`bench verify <(cat run.jsonl)`), opened without waiting for a writer: a
+    // named FIFO nobody writes to reads as empty at once. A device never ends and is refused.
+    let (file, regular) = input_file::open_stream(path).map_err(|e| match e {
+        ReadError::NotAFile(kind) => {
+            InputError::new(&name, 0, format!("not a regular file or a run directory (it is {kind})"))
+        }
+        e => InputError::new(&name, 0, e.to_string()),
+    })?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let empty =
+        reader.fill_buf().map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?.is_empty();
+    if empty && !regular {
+        return Err(InputError::new(&name, 0, "empty: a pipe that nothing was written to"));
     }
-    let file = File::open(path).map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
     // A regular file of records may be read again, in parts at once (`parts`).
-    let regular = file.metadata().is_ok_and(|m| m.is_file());
-    read(BufReader::with_capacity(1 << 16, file), path, detail, regular)
+    read(reader, path, detail, regular)
 }
 
 /// `load` of a file's bytes; `name` stands for its path (its extension counts, as in `load`).
@@ -324,20 +322,30 @@ fn load_run_dir(path: &Path, detail: Detail) -> Result<Source, InputError> {
             ),
         ));
     }
+    // The run's own files are regular files bench wrote: anything else is refused, not waited on.
+    for file in [&jsonl, &path.join(store::RUN_FILE)] {
+        if let Ok(meta) = std::fs::metadata(file)
+            && !meta.is_file()
+        {
+            let kind = input_file::file_kind(meta.file_type());
+            return Err(InputError::new(
+                &file.display().to_string(),
+                0,
+                format!("not a regular file (it is {kind})"),
+            ));
+        }
+    }
     let parsed = parts::read_records(&jsonl, &jsonl.display().to_string(), detail)?;
     let run_json = path.join(store::RUN_FILE);
     let name = run_json.display().to_string();
-    let run_meta = match File::open(&run_json) {
-        Ok(mut file) => {
-            let mut bytes = Vec::new();
-            file.read_to_end(&mut bytes)
-                .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
+    let run_meta = match input_file::read_bytes(&run_json, Limit::RUN_JSON) {
+        Ok(bytes) => {
             let mut meta = read_run_json(&name, &bytes)?;
             read_killed_as_interrupted(path, &mut meta.raw);
             vec![meta]
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(InputError::new(&name, 0, format!("cannot read: {e}"))),
+        Err(ReadError::Unreadable { source }) if source.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(InputError::new(&name, 0, e.to_string())),
     };
     let mut source = Source::read(&jsonl, SourceKind::RunDir, run_meta, parsed)?;
     source.path = path.to_path_buf();

@@ -100,7 +100,9 @@ pub fn read_records(file: &str, text: &str, dir: Option<&Path>) -> Result<Vec<Ru
         });
     }
     // The records name no model and no load: the aggregate file beside them does.
-    let beside = dir.map(|d| d.join(AGGREGATE_FILE)).and_then(|p| std::fs::read_to_string(p).ok());
+    let beside = dir.map(|d| d.join(AGGREGATE_FILE)).and_then(|p| {
+        ttft_model::input_file::read_text(&p, ttft_model::input_file::Limit::RESULT_SIDECAR).ok()
+    });
     let config: Option<Value> = beside.and_then(|t| serde_json::from_str(&t).ok());
     let mut run = describe(config.as_ref());
     if run.model.is_empty() {

@@ -7,16 +7,26 @@
 //! `ServerCrash` (exit code, signal, what was in flight, the stderr tail), recorded in run.json;
 //! it is restarted on the same port, up to `max_restarts` times.
 //!
-//! The server never outlives bench. It runs in a process group of its own, which bench ends
-//! (SIGTERM, then SIGKILL) when it is done with it, however the run ended, and before a restart
-//! (a crashed wrapper may have left a child on the port). For the exits bench cannot act on
-//! (kill -9), two guards: on Linux the command's own process gets a parent-death signal, and a
-//! small watcher process, holding the read end of a pipe only bench writes to, kills the whole group
-//! when that pipe closes, which the kernel does as bench dies (so a wrapper's forked children go
-//! too, on every Unix).
+//! The server never outlives bench. On Linux the `bench` binary runs the command under a keeper
+//! (`keeper.rs`): bench's own binary again, a child subreaper, so every process the command starts
+//! stays its descendant even when it leaves the process group (`setsid`, a daemon's double fork);
+//! the keeper ends them all when bench closes the pipe it holds to it: when bench is done with the
+//! server, before a restart, and as bench dies (kill -9 included: the kernel closes the pipe).
+//! Elsewhere (and where bench is used as a library, which cannot run itself as the keeper) the
+//! command runs in a process group of its own, which bench ends (SIGTERM, then SIGKILL) when it is
+//! done with it, however the run ended, and before a restart (a crashed wrapper may have left a
+//! child on the port). For the exits bench cannot act on (kill -9), two guards: on Linux the
+//! command's own process gets a parent-death signal, and a small watcher process, holding the read
+//! end of a pipe only bench writes to, kills the whole group when that pipe closes, which the
+//! kernel does as bench dies (so a wrapper's forked children go too, on every Unix); a process that
+//! left the group escapes these, which is why Linux has the keeper.
+
+#[cfg(target_os = "linux")]
+pub mod keeper;
 
 use std::collections::VecDeque;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +42,19 @@ const STDERR_TAIL_LINES: usize = 20;
 const START_NOTE_EVERY: Duration = Duration::from_secs(15);
 /// How long the group has to end after SIGTERM before it gets SIGKILL.
 const END_GRACE: Duration = Duration::from_secs(3);
+
+/// Whether this process is the `bench` binary, which can run itself as the keeper.
+static KEEPER: AtomicBool = AtomicBool::new(false);
+
+/// Called by the `bench` binary: server commands run under the keeper (`keeper.rs`) from now on.
+/// A library user's process cannot re-run itself as one, and keeps the process-group guards.
+pub fn run_server_commands_under_a_keeper() {
+    KEEPER.store(cfg!(target_os = "linux"), Ordering::SeqCst);
+}
+
+fn under_keeper() -> bool {
+    KEEPER.load(Ordering::SeqCst)
+}
 
 /// A server process that ended while bench was using it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -59,6 +82,16 @@ pub struct Supervisor {
     pub max_restarts: u32,
     pub crashes: Vec<ServerCrash>,
     start_timeout: Duration,
+    /// What the keeper said of the command (its pid, whether it was kept); default without one.
+    news: Arc<Mutex<KeeperNews>>,
+}
+
+/// The keeper's lines (`keeper.rs`): the command's pid, and whether the keeper kept its server
+/// after the command exited 0.
+#[derive(Clone, Debug, Default)]
+struct KeeperNews {
+    command_pid: Option<u32>,
+    kept: bool,
 }
 
 impl Supervisor {
@@ -79,8 +112,10 @@ impl Supervisor {
         }
         let port = free_port().map_err(|e| Failure::internal(format!("cannot find a free port: {e}")))?;
         let tail = Arc::new(Mutex::new(VecDeque::new()));
-        let (child, reader) = spawn(template, port, &tail)?;
-        let watcher = watch_group(&child);
+        let (mut child, reader) = spawn(template, port, &tail)?;
+        let news = Arc::new(Mutex::new(KeeperNews::default()));
+        listen_to_keeper(&mut child, &news);
+        let watcher = if under_keeper() { None } else { watch_group(&child) };
         let mut sup = Supervisor {
             template: template.into(),
             port,
@@ -91,6 +126,7 @@ impl Supervisor {
             max_restarts,
             crashes: Vec::new(),
             start_timeout,
+            news,
         };
         sup.wait_healthy(note).await?;
         Ok(sup)
@@ -111,6 +147,8 @@ impl Supervisor {
 
     /// Whether the server died; if so, the crash (not yet restarted).
     pub fn check(&mut self, in_flight: &str) -> Option<ServerCrash> {
+        #[cfg(target_os = "linux")]
+        self.settle_keeper();
         let status = self.child.try_wait().ok().flatten()?;
         #[cfg(unix)]
         let signal = std::os::unix::process::ExitStatusExt::signal(&status);
@@ -148,7 +186,9 @@ impl Supervisor {
         // What the crashed command left behind (a wrapper's child on the port) goes first.
         self.end_group();
         (self.child, self.reader) = spawn(&self.template, self.port, &self.tail)?;
-        self.watcher = watch_group(&self.child);
+        self.news = Arc::new(Mutex::new(KeeperNews::default()));
+        listen_to_keeper(&mut self.child, &self.news);
+        self.watcher = if under_keeper() { None } else { watch_group(&self.child) };
         self.wait_healthy(&|_| {}).await
     }
 
@@ -222,6 +262,10 @@ impl Supervisor {
     /// Ends the command's process group: SIGTERM, then SIGKILL to whatever is left after
     /// `END_GRACE`. The group's leader is reaped on the way, so "gone" means gone.
     fn end_group(&mut self) {
+        #[cfg(target_os = "linux")]
+        if under_keeper() && self.end_keeper() {
+            return;
+        }
         #[cfg(unix)]
         if let Some(pgid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
             // SAFETY: killpg only sends a signal; the group is the one `spawn` created.
@@ -242,6 +286,44 @@ impl Supervisor {
         let _ = self.child.start_kill();
         // Its pipe closes: the watcher's kill finds nothing, and it exits.
         self.watcher = None;
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Supervisor {
+    /// Closes the keeper's pipe (it ends every process the command started, SIGTERM then SIGKILL
+    /// after its grace) and waits for the keeper to exit; false if it has not by then (the caller
+    /// falls back on the process group).
+    /// When the command's own process has ended, waits for the keeper to end too (it ends what
+    /// the command left first, within its grace), so the crash is seen now, not some cells later,
+    /// unless the keeper says it kept the server (a command that started it and exited 0).
+    fn settle_keeper(&mut self) {
+        let news = |s: &Self| s.news.lock().map(|n| n.clone()).unwrap_or_default();
+        let Some(pid) = news(self).command_pid else { return };
+        if news(self).kept || process_alive(pid) {
+            return;
+        }
+        let deadline = std::time::Instant::now() + keeper::END_GRACE + Duration::from_secs(2);
+        while std::time::Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) || news(self).kept {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn end_keeper(&mut self) -> bool {
+        drop(self.child.stdin.take());
+        let deadline = std::time::Instant::now() + keeper::END_GRACE + Duration::from_secs(2);
+        loop {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
@@ -304,6 +386,10 @@ fn exec_line(command: &str) -> String {
 
 fn spawn(template: &str, port: u16, tail: &Arc<Mutex<VecDeque<String>>>) -> Result<(Child, Reader), Failure> {
     let command = template.replace("{port}", &port.to_string());
+    #[cfg(target_os = "linux")]
+    if under_keeper() {
+        return spawn_with(keeper_command(&command), &command, tail);
+    }
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         // `exec` so the server is the child itself: its signals and exit status are the server's.
@@ -335,10 +421,36 @@ fn spawn(template: &str, port: u16, tail: &Arc<Mutex<VecDeque<String>>>) -> Resu
             });
         }
     }
+    spawn_with(cmd, &command, tail)
+}
+
+/// `bench __keep-server LINE`: this very binary (`/proc/self/exe`, whatever became of its path) as
+/// the keeper of the command. Its stdin is the pipe whose closing ends the command; it is in a
+/// group of its own (a Ctrl-C at the terminal reaches bench, not the server mid-request), and is
+/// neither killed with the `Child` nor given a parent-death signal: it must outlive bench to end
+/// what the command started.
+#[cfg(target_os = "linux")]
+fn keeper_command(command: &str) -> Command {
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg(keeper::KEEPER_ARG)
+        .arg(exec_line(command))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(false)
+        .process_group(0);
+    cmd
+}
+
+fn spawn_with(
+    mut cmd: Command,
+    command: &str,
+    tail: &Arc<Mutex<VecDeque<String>>>,
+) -> Result<(Child, Reader), Failure> {
     let mut child = cmd.spawn().map_err(|e| {
         Failure::usage(format!(
             "--server-cmd {:?}: cannot start: {e}",
-            crate::secrets::redact_command(&command)
+            crate::secrets::redact_command(command)
         ))
     })?;
     let reader = child.stderr.take().map(|stderr| {
@@ -356,6 +468,41 @@ fn spawn(template: &str, port: u16, tail: &Arc<Mutex<VecDeque<String>>>) -> Resu
         })
     });
     Ok((child, reader))
+}
+
+/// Reads the keeper's lines into `news` (nothing without a keeper: its stdout is not a pipe).
+fn listen_to_keeper(child: &mut Child, news: &Arc<Mutex<KeeperNews>>) {
+    let Some(stdout) = child.stdout.take() else { return };
+    let news = news.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Ok(mut n) = news.lock() {
+                match line.trim().parse::<u32>() {
+                    Ok(pid) => n.command_pid = Some(pid),
+                    Err(_) => n.kept |= line.trim() == keeper_kept(),
+                }
+            }
+        }
+    });
+}
+
+fn keeper_kept() -> &'static str {
+    #[cfg(target_os = "linux")]
+    return keeper::KEPT;
+    #[cfg(not(target_os = "linux"))]
+    ""
+}
+
+/// Whether `pid` is a live process (a zombie, ended and waiting to be reaped, is not).
+#[cfg(target_os = "linux")]
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')').map(|(_, rest)| !matches!(rest.trim_start().chars().next(), Some('Z' | 'X')))
+        })
+        .unwrap_or(false)
 }
 
 /// A watcher of `child`'s process group: `sh` reading a pipe that only bench holds open. The read
