@@ -231,36 +231,6 @@ impl fmt::Display for Slo {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_parse_and_name_their_mistakes() {
-        let mix: Mix = "cold=0.5,warm=0.2,hot=0.3".parse().unwrap();
-        assert_eq!(mix.states(), [CacheState::Cold, CacheState::Warm, CacheState::Hot]);
-        let err = |spec: &str| spec.parse::<Mix>().unwrap_err().to_string();
-        assert!(err("cold=1,cold=2").contains("twice"));
-        assert!(err("cold=0").contains("every share is 0"));
-        assert!(err("tepid=1").contains("unknown cache state"), "{}", err("tepid=1"));
-        assert_eq!("ttft=1s".parse::<Slo>().unwrap(), Slo { ttft_ms: 1000.0, itl_ms: 50.0 });
-        assert_eq!("itl=20ms,ttft=250ms".parse::<Slo>().unwrap(), Slo { ttft_ms: 250.0, itl_ms: 20.0 });
-        assert!("tpot=1s".parse::<Slo>().unwrap_err().to_string().contains("unknown SLO key"));
-        assert!("1,2,1".parse::<OfferedRates>().unwrap_err().to_string().contains("listed twice"));
-        assert!(
-            "0".parse::<Rate>().is_err() && "-1".parse::<Rate>().is_err() && "1e9".parse::<Rate>().is_err()
-        );
-        assert_eq!("0.5".parse::<Rate>().unwrap(), Rate(0.5));
-        assert!(
-            "auto".parse::<OfferedRates>().unwrap().is_auto()
-                && !"1".parse::<OfferedRates>().unwrap().is_auto()
-        );
-        assert_eq!("1,4,16".parse::<Levels>().unwrap(), Levels(vec![1, 4, 16]));
-        assert!("0".parse::<Levels>().unwrap_err().to_string().contains("number of users"));
-        assert!("4,4".parse::<Levels>().unwrap_err().to_string().contains("twice"));
-    }
-}
-
 /// `bench load --warmup`: a duration with its unit (`10s`, `500ms`; `0` is none). A bare number is
 /// refused, naming the unit: `bench sweep --warmup N` counts requests, so a bare `--warmup 2` here
 /// would silently have meant 2 seconds to someone who meant 2 requests.
@@ -289,4 +259,34 @@ pub fn warmup_count(text: &str) -> Result<u32, String> {
         ));
     }
     Err(format!("{t:?} is not a number of requests (e.g. --warmup 2)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_and_name_their_mistakes() {
+        let mix: Mix = "cold=0.5,warm=0.2,hot=0.3".parse().unwrap();
+        assert_eq!(mix.states(), [CacheState::Cold, CacheState::Warm, CacheState::Hot]);
+        let err = |spec: &str| spec.parse::<Mix>().unwrap_err().to_string();
+        assert!(err("cold=1,cold=2").contains("twice"));
+        assert!(err("cold=0").contains("every share is 0"));
+        assert!(err("tepid=1").contains("unknown cache state"), "{}", err("tepid=1"));
+        assert_eq!("ttft=1s".parse::<Slo>().unwrap(), Slo { ttft_ms: 1000.0, itl_ms: 50.0 });
+        assert_eq!("itl=20ms,ttft=250ms".parse::<Slo>().unwrap(), Slo { ttft_ms: 250.0, itl_ms: 20.0 });
+        assert!("tpot=1s".parse::<Slo>().unwrap_err().to_string().contains("unknown SLO key"));
+        assert!("1,2,1".parse::<OfferedRates>().unwrap_err().to_string().contains("listed twice"));
+        assert!(
+            "0".parse::<Rate>().is_err() && "-1".parse::<Rate>().is_err() && "1e9".parse::<Rate>().is_err()
+        );
+        assert_eq!("0.5".parse::<Rate>().unwrap(), Rate(0.5));
+        assert!(
+            "auto".parse::<OfferedRates>().unwrap().is_auto()
+                && !"1".parse::<OfferedRates>().unwrap().is_auto()
+        );
+        assert_eq!("1,4,16".parse::<Levels>().unwrap(), Levels(vec![1, 4, 16]));
+        assert!("0".parse::<Levels>().unwrap_err().to_string().contains("number of users"));
+        assert!("4,4".parse::<Levels>().unwrap_err().to_string().contains("twice"));
+    }
 }

@@ -339,7 +339,8 @@ pub fn of_plan(records: &[Measurement], plan: &LoadPlan, states: &[CacheState]) 
 
 /// Why a rate was not honestly offered, and what to do, in one line (None for an honest rate).
 /// The causes, in the order they are told apart: sessions whose preparation was late, waiting for
-/// a pinned slot (`slots`) or not; a `--concurrency-limit` place; else the client's own delay.
+/// a pinned slot (`slots`) or not; a `--concurrency-limit` place; the only slot of a one-slot
+/// server; else the client's own delay.
 pub fn not_honest_why(r: &RateSummary, slots: Option<u32>, concurrency_limit: Option<u32>) -> Option<String> {
     if r.honestly_offered {
         return None;
@@ -363,12 +364,14 @@ pub fn not_honest_why(r: &RateSummary, slots: Option<u32>, concurrency_limit: Op
             "arrivals waited in bench for one of --concurrency-limit {c} places (p99 send lag {p99:.1} ms): \
              a capped loop is not an open one; raise the limit or lower the rate"
         ),
-        (_, Some(k), None) => format!(
-            "arrivals waited in bench for one of the server's {k} pinned slots (p99 send lag {p99:.1} ms, \
-             above {} ms): lower the rate, raise the server's --parallel, or use a cold-only mix",
+        // With one slot, a cold arrival beside sessions waits for it; with more, one is never a
+        // session's, so a lag without late preparations is the client's own.
+        (_, Some(1), None) => format!(
+            "arrivals waited in bench for the server's only pinned slot (p99 send lag {p99:.1} ms, above \
+             {} ms): lower the rate, raise the server's --parallel, or use a cold-only mix",
             r.honest_lag_limit_ms
         ),
-        (_, None, None) => format!(
+        (_, _, None) => format!(
             "bench itself sent late with every session ready (p99 send lag {p99:.3} ms, above {} ms): its \
              host was busy; lower the rate or measure from a quieter machine (`cargo bench --bench \
              load_rate` shows what this one can offer)",
