@@ -39,6 +39,15 @@ pub struct Preset {
     /// Added to every chat request of a session.
     #[serde(default)]
     pub request: RequestBinding,
+    /// How a cold request that reuses nothing is bound (`bench load`): its keys replace
+    /// `request`'s (llama.cpp: `cache_prompt = false`, so the server computes the whole prompt
+    /// whatever its slot held). Such a request needs no reset and no cleanup, so the session
+    /// actions are skipped for it, and it needs no slot of its own: where no warm or hot session
+    /// holds a slot it is sent to none (`request` keys naming `{slot}` left out; the server picks
+    /// a slot or queues it), otherwise to a slot no session holds, taken at its instant
+    /// (docs/load.md). None: cold requests are bound as every other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_request: Option<RequestBinding>,
     /// Before a measurement: make sure nothing of this session (or, global, of anything) is cached.
     #[serde(default)]
     pub reset: Vec<ActionStep>,
@@ -266,6 +275,26 @@ impl ActionStep {
 pub struct Session {
     pub id: String,
     pub slot: u32,
+    /// How the session's requests and actions are bound.
+    pub binding: Binding,
+}
+
+/// How a session's requests reach the server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Binding {
+    /// The preset's `request` binding and every session action (reset, evict, reload, cleanup).
+    #[default]
+    Session,
+    /// A cold request that reuses nothing (`Preset::cold_request`): no session action runs for
+    /// it (nothing of it is reused, so nothing needs resetting or forgetting). `pinned`: sent to
+    /// the session's slot; otherwise binding keys naming `{slot}` are left out.
+    Cold { pinned: bool },
+}
+
+impl Session {
+    pub fn new(id: String, slot: u32) -> Session {
+        Session { id, slot, binding: Binding::Session }
+    }
 }
 
 /// A preset that cannot be used: it cannot be read, or a placeholder cannot be filled.
@@ -439,6 +468,14 @@ impl Preset {
         for (k, v) in self.request.headers.iter_mut() {
             f(format!("request.headers.{k}"), v);
         }
+        if let Some(cold) = &mut self.cold_request {
+            for (k, v) in cold.body.iter_mut() {
+                in_value(format!("cold_request.body.{k}"), v, f);
+            }
+            for (k, v) in cold.headers.iter_mut() {
+                f(format!("cold_request.headers.{k}"), v);
+            }
+        }
         let actions = [
             ("reset", &mut self.reset),
             ("evict", &mut self.evict),
@@ -543,13 +580,35 @@ impl Preset {
         out
     }
 
-    /// Adds the session binding to a chat request.
+    /// Whether cold requests can be sent without a session's slot (`cold_request`).
+    pub fn cold_needs_no_slot(&self) -> bool {
+        self.cold_request.is_some()
+    }
+
+    /// Adds the session binding to a chat request (replacing what an earlier binding added).
     pub fn bind(&self, req: &mut ChatRequest, session: &Session) -> Result<(), PresetError> {
-        for (k, v) in &self.request.body {
-            req.extra_body.insert(k.clone(), fill_value(v, session)?);
+        let names_slot = |v: &str| v.contains("{slot}");
+        let (cold, pinned) = match (session.binding, &self.cold_request) {
+            (Binding::Cold { pinned }, Some(cold)) => (Some(cold), pinned),
+            _ => (None, true),
+        };
+        let mut body = self.request.body.clone();
+        let mut headers = self.request.headers.clone();
+        if let Some(cold) = cold {
+            body.extend(cold.body.clone());
+            headers.extend(cold.headers.clone());
         }
-        for (k, v) in &self.request.headers {
-            req.headers.push((k.clone(), fill(v, session)?));
+        for (k, v) in &body {
+            req.extra_body.remove(k);
+            if pinned || !names_slot(&v.to_string()) {
+                req.extra_body.insert(k.clone(), fill_value(v, session)?);
+            }
+        }
+        for (k, v) in &headers {
+            req.headers.retain(|(name, _)| name != k);
+            if pinned || !names_slot(v) {
+                req.headers.push((k.clone(), fill(v, session)?));
+            }
         }
         Ok(())
     }
@@ -578,7 +637,13 @@ impl Preset {
     ) -> Result<ActionDone, ActionError> {
         let start = Instant::now();
         let mut saved_bytes = None;
-        for step in steps.iter().filter(|s| scope.is_none_or(|want| s.scope() == want)) {
+        // A cold request that reuses nothing has no session to reset, evict or forget (`Binding`).
+        let no_session_actions = matches!(session.binding, Binding::Cold { .. });
+        for step in steps
+            .iter()
+            .filter(|s| scope.is_none_or(|want| s.scope() == want))
+            .filter(|s| !(no_session_actions && s.scope() == Scope::Session))
+        {
             let answer = run_step(client, step, session).await.map_err(|(kind, message)| ActionError {
                 action: action.to_string(),
                 kind,

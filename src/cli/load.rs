@@ -76,9 +76,10 @@ pub struct LoadArgs {
     /// load-throughput-latency.svg give throughput against latency per level.
     #[arg(long, value_name = "USERS", conflicts_with_all = ["rates", "concurrency_limit"], help_heading = "Load")]
     pub concurrency: Option<Levels>,
-    /// Closed loop: requests sent in each level's first SPAN are warm-up (recorded with
-    /// `warmup: true`, left out of the statistics) [default: a tenth of --duration].
-    #[arg(long, value_name = "SPAN", help_heading = "Load")]
+    /// Closed loop: requests sent in each level's first SPAN, a duration with its unit (10s,
+    /// 500ms), are warm-up (recorded with `warmup: true`, left out of the statistics); a bare
+    /// number is refused (bench sweep's --warmup counts requests) [default: a tenth of --duration].
+    #[arg(long, value_name = "SPAN", value_parser = super::load_values::warmup_span, help_heading = "Load")]
     pub warmup: Option<Span>,
     /// `--rates auto`: at most this many rates offered after the two passes.
     #[arg(long, default_value = "6", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=30), help_heading = "Load")]

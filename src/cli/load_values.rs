@@ -231,6 +231,36 @@ impl fmt::Display for Slo {
     }
 }
 
+/// `bench load --warmup`: a duration with its unit (`10s`, `500ms`; `0` is none). A bare number is
+/// refused, naming the unit: `bench sweep --warmup N` counts requests, so a bare `--warmup 2` here
+/// would silently have meant 2 seconds to someone who meant 2 requests.
+pub fn warmup_span(text: &str) -> Result<crate::spec::Span, String> {
+    let t = text.trim();
+    if t.parse::<f64>().is_ok_and(|x| x != 0.0) {
+        return Err(format!(
+            "{t:?} has no unit: bench load's warm-up is a duration, e.g. --warmup {t}s \
+             (bench sweep's --warmup counts discarded requests)"
+        ));
+    }
+    t.parse().map_err(|e: crate::spec::SpecError| e.to_string())
+}
+
+/// `bench sweep --warmup`: a count of discarded requests. A duration (`10s`) is refused, naming
+/// the difference: a warm-up of a duration is `bench load`'s closed loop's.
+pub fn warmup_count(text: &str) -> Result<u32, String> {
+    let t = text.trim();
+    if let Ok(n) = t.parse::<u32>() {
+        return Ok(n);
+    }
+    if t.parse::<crate::spec::Span>().is_ok() {
+        return Err(format!(
+            "{t:?} is a duration: bench sweep's --warmup counts discarded requests (e.g. --warmup 2); \
+             a warm-up of a duration is bench load's (--concurrency ... --warmup 10s)"
+        ));
+    }
+    Err(format!("{t:?} is not a number of requests (e.g. --warmup 2)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

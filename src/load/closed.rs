@@ -65,7 +65,7 @@ pub async fn run<D: Driver>(
     let clock = RateClock { origin: Instant::now(), started_at: crate::clock::now_rfc3339() };
     let origin = clock.origin;
     let (end, warm_until) = (origin + plan.duration, origin + plan.warmup);
-    let pool = SlotPool::new(plan.slots);
+    let pool = SlotPool::new(plan.slots, None);
     let next_index = Arc::new(AtomicU32::new(0));
     // Dropping the set (an interrupted level) aborts every user and its request in flight.
     let mut users = JoinSet::new();
@@ -79,7 +79,7 @@ pub async fn run<D: Driver>(
             while Instant::now() < end && failed < FAILED_IN_A_ROW {
                 let state = mix.draw(unit_open(&mut rng) - f64::EPSILON);
                 let index = next_index.fetch_add(1, Ordering::Relaxed);
-                let Some(lease) = pool.acquire(index).await else { return };
+                let lease = pool.session(index).await;
                 let intent = Instant::now();
                 if intent >= end {
                     return;
@@ -89,7 +89,7 @@ pub async fn run<D: Driver>(
                     m.concurrency = Some(level);
                     m.user_id = Some(user);
                 };
-                let ready = match driver.prepare(index, arrival, lease.slot).await {
+                let ready = match driver.prepare(index, arrival, Some(lease.slot)).await {
                     Ok(ready) => ready,
                     Err(mut m) => {
                         stamp(&mut m);

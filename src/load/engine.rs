@@ -16,7 +16,9 @@
 //!
 //! Servers that pin a session's cache to a slot (llama.cpp's `id_slot`) get a slot lease: a
 //! session holds its slot from the start of its preparation to the end of its cleanup, so no
-//! other session's preparation can erase it in between.
+//! other session's preparation can erase it in between. A cold request that reuses nothing
+//! (the preset's `cold_request`) needs no slot of its own and waits for none: it is sent to no
+//! slot where no session holds one, and otherwise to a slot no session holds (`SlotPool`).
 //!
 //! The engine takes its server side as a `Driver`, so tests drive it with a simulated server
 //! under paused tokio time and check every instant exactly; `bench load` passes the real one.
@@ -26,12 +28,12 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::meta::Arrival;
-use crate::record::{ErrorInfo, ErrorKind, Measurement};
+use crate::record::{CacheState, ErrorInfo, ErrorKind, Measurement};
 
 /// The server side of the loop.
 pub trait Driver: Send + Sync + 'static {
@@ -40,14 +42,28 @@ pub trait Driver: Send + Sync + 'static {
     /// What `fire` got back.
     type Fired: Send + 'static;
 
-    /// Puts arrival `index`'s session in its cache state, on server slot `slot`. An error is the
-    /// arrival's (failed) record.
+    /// Puts arrival `index`'s session in its cache state, on server slot `slot` (None: an arrival
+    /// that holds no slot of its own, see `holds_slot`). An error is the arrival's (failed) record.
     fn prepare(
         &self,
         index: u32,
         arrival: Arrival,
-        slot: u32,
+        slot: Option<u32>,
     ) -> impl Future<Output = Result<Self::Ready, Box<Measurement>>> + Send;
+
+    /// Whether an arrival in `state` holds a slot of a slot-pinned server from its preparation
+    /// to its cleanup. One that does not (a cold request that reuses nothing) is prepared without
+    /// a slot and sent to none, or, where sessions hold slots, `pin`ned at its instant to a slot
+    /// none of them holds.
+    fn holds_slot(&self, _state: CacheState) -> bool {
+        true
+    }
+
+    /// Binds a prepared arrival that holds no slot of its own to `slot`, before it is sent (and
+    /// before its request is serialized). An error is why it cannot be.
+    fn pin(&self, _ready: &mut Self::Ready, _slot: u32) -> Result<(), String> {
+        Ok(())
+    }
 
     /// Sends the measured request once `at` completes (anything that can be done before, such as
     /// serializing it, is done before); returns when its response ended, with the instant its
@@ -134,47 +150,125 @@ pub struct RateClock {
     pub started_at: String,
 }
 
-/// Server slots free to lease; None when sessions are not slot-bound (each gets its index).
+/// The slots of a slot-pinned server, leased two ways:
+/// - a session lease, from an arrival's preparation to its cleanup: the slot holds the session's
+///   cache, so nothing else may run on it (no session, no cold request in flight). At most
+///   `session_cap` at once: with cold arrivals in the rate, one slot is never a session's, so a
+///   cold arrival always finds a slot at its instant and never waits in the client;
+/// - a flight lease, a cold request that reuses nothing (`Driver::holds_slot` false) taking a slot
+///   no session holds at its instant, for as long as it is in flight. Several may share a slot:
+///   the server queues them there, inside their TTFT, as it queues any request for a busy slot.
+///
+/// None: sessions are not slot-bound (each gets its index).
 #[derive(Clone)]
-pub(super) struct SlotPool(Option<(Arc<Semaphore>, FreeSlots)>);
+pub(super) struct SlotPool(Option<Arc<Slots>>);
 
-/// The slot numbers not leased now.
-type FreeSlots = Arc<Mutex<Vec<u32>>>;
+pub(super) struct Slots {
+    state: Mutex<SlotsState>,
+    freed: Notify,
+}
+
+struct SlotsState {
+    /// Per slot: held by a session, and cold requests in flight on it.
+    slots: Vec<(bool, u32)>,
+    sessions: usize,
+    session_cap: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LeaseKind {
+    Session,
+    Flight,
+}
 
 pub(super) struct Lease {
     pub(super) slot: u32,
-    _permit: Option<OwnedSemaphorePermit>,
-    free: Option<FreeSlots>,
+    kind: LeaseKind,
+    pool: Option<Arc<Slots>>,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(free) = &self.free {
-            free.lock().unwrap_or_else(|p| p.into_inner()).push(self.slot);
+        let Some(pool) = &self.pool else { return };
+        {
+            let mut s = pool.state.lock().unwrap_or_else(|p| p.into_inner());
+            let sessions = &mut s.sessions;
+            if self.kind == LeaseKind::Session {
+                *sessions -= 1;
+            }
+            if let Some(slot) = s.slots.get_mut(self.slot as usize) {
+                match self.kind {
+                    LeaseKind::Session => slot.0 = false,
+                    LeaseKind::Flight => slot.1 -= 1,
+                }
+            }
         }
+        pool.freed.notify_waiters();
     }
 }
 
 impl SlotPool {
-    pub(super) fn new(slots: Option<usize>) -> SlotPool {
+    /// `slots` server slots, of which sessions may hold at most `session_cap` (at least 1).
+    pub(super) fn new(slots: Option<usize>, session_cap: Option<usize>) -> SlotPool {
         SlotPool(slots.map(|n| {
             let n = n.max(1);
-            (Arc::new(Semaphore::new(n)), Arc::new(Mutex::new((0..n as u32).rev().collect())))
+            let state = SlotsState {
+                slots: vec![(false, 0); n],
+                sessions: 0,
+                session_cap: session_cap.unwrap_or(n).clamp(1, n),
+            };
+            Arc::new(Slots { state: Mutex::new(state), freed: Notify::new() })
         }))
     }
 
-    pub(super) async fn acquire(&self, index: u32) -> Option<Lease> {
-        let Some((sem, free)) = &self.0 else {
-            return Some(Lease { slot: index, _permit: None, free: None });
+    /// A session lease: waits for a slot nothing runs on (the lowest such).
+    pub(super) async fn session(&self, index: u32) -> Lease {
+        self.take(index, LeaseKind::Session, |s| {
+            if s.sessions >= s.session_cap {
+                return None;
+            }
+            s.slots.iter().position(|&(session, cold)| !session && cold == 0)
+        })
+        .await
+    }
+
+    /// A flight lease: the slot no session holds with the fewest cold requests in flight.
+    pub(super) async fn flight(&self, index: u32) -> Lease {
+        self.take(index, LeaseKind::Flight, |s| {
+            let free = s.slots.iter().enumerate().filter(|(_, (session, _))| !session);
+            free.min_by_key(|(i, (_, cold))| (*cold, *i)).map(|(i, _)| i)
+        })
+        .await
+    }
+
+    async fn take(&self, index: u32, kind: LeaseKind, pick: impl Fn(&SlotsState) -> Option<usize>) -> Lease {
+        let Some(pool) = &self.0 else {
+            return Lease { slot: index, kind, pool: None };
         };
-        let permit = sem.clone().acquire_owned().await.ok()?;
-        // A permit guarantees a free slot: the pool and the semaphore change together.
-        let slot = free.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
-        Some(Lease { slot, _permit: Some(permit), free: Some(free.clone()) })
+        loop {
+            // Registered before the state is read, so a release in between is not missed.
+            let freed = pool.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut s = pool.state.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(i) = pick(&s) {
+                    match kind {
+                        LeaseKind::Session => {
+                            s.slots[i].0 = true;
+                            s.sessions += 1;
+                        }
+                        LeaseKind::Flight => s.slots[i].1 += 1,
+                    }
+                    return Lease { slot: i as u32, kind, pool: Some(pool.clone()) };
+                }
+            }
+            freed.await;
+        }
     }
 }
 
-type Prepared<D> = (Result<<D as Driver>::Ready, Box<Measurement>>, Lease, OwnedSemaphorePermit);
+type Prepared<D> = (Result<<D as Driver>::Ready, Box<Measurement>>, Option<Lease>, OwnedSemaphorePermit);
 
 /// Milliseconds from whole nanoseconds: exact for any whole number of ms (secs * 1000 is not).
 pub(super) fn ms(d: Duration) -> f64 {
@@ -190,22 +284,31 @@ pub async fn run<D: Driver>(
 ) -> RateClock {
     let n = plan.arrivals.len();
     let ahead = Arc::new(Semaphore::new(plan.ahead.max(1)));
-    let pool = SlotPool::new(plan.slots);
+    // On a slot-pinned server, an arrival that holds no slot of its own is sent to none where no
+    // arrival of the rate holds one (nothing can be overwritten), else pinned at its instant.
+    let holds: Vec<bool> =
+        plan.arrivals.iter().map(|a| plan.slots.is_none() || driver.holds_slot(a.state)).collect();
+    let flights = plan.slots.is_some() && holds.iter().any(|h| *h) && holds.iter().any(|h| !h);
+    let session_cap = plan.slots.map(|k| if flights && k >= 2 { k - 1 } else { k });
+    let pool = SlotPool::new(plan.slots, session_cap);
     let (mut senders, mut receivers): (Vec<_>, VecDeque<_>) = (0..n).map(|_| oneshot::channel()).unzip();
     // Dropping the set (an interrupted run) aborts the preparations and the requests in flight.
     let mut tasks = JoinSet::new();
     {
-        let (driver, arrivals, ahead, pool) =
-            (driver.clone(), plan.arrivals.clone(), ahead.clone(), pool.clone());
+        let (driver, arrivals, ahead, pool, holds) =
+            (driver.clone(), plan.arrivals.clone(), ahead.clone(), pool.clone(), holds.clone());
         let senders = std::mem::take(&mut senders);
         tasks.spawn(async move {
             let mut preparing = JoinSet::new();
             for (i, (arrival, tx)) in arrivals.into_iter().zip(senders).enumerate() {
                 let Ok(place) = ahead.clone().acquire_owned().await else { return };
-                let Some(lease) = pool.acquire(i as u32).await else { return };
+                let lease = match holds[i] {
+                    true => Some(pool.session(i as u32).await),
+                    false => None,
+                };
                 let d = driver.clone();
                 preparing.spawn(async move {
-                    let ready = d.prepare(i as u32, arrival, lease.slot).await;
+                    let ready = d.prepare(i as u32, arrival, lease.as_ref().map(|l| l.slot)).await;
                     let _ = tx.send((ready, lease, place));
                 });
             }
@@ -213,8 +316,19 @@ pub async fn run<D: Driver>(
         });
     }
     // The clock starts once the first arrivals are prepared: the pipeline is full from the first
-    // instant on. Never more than a slot-bound server has slots (their leases end only after sends).
-    let first = plan.ahead.max(1).min(plan.slots.unwrap_or(usize::MAX)).min(n);
+    // instant on. Never more sessions than a slot-bound server lets them hold (their leases end
+    // only after their sends).
+    let mut first = 0;
+    let mut sessions = 0;
+    for &holds_one in holds.iter().take(plan.ahead.max(1)) {
+        if plan.slots.is_some() && holds_one {
+            if Some(sessions) == session_cap {
+                break;
+            }
+            sessions += 1;
+        }
+        first += 1;
+    }
     let mut early: VecDeque<Option<Prepared<D>>> = VecDeque::new();
     for _ in 0..first {
         if let Some(rx) = receivers.pop_front() {
@@ -245,7 +359,7 @@ pub async fn run<D: Driver>(
             m.offered_rate_per_s = Some(plan.rate_per_s);
             m.scheduled_send_ms = Some(arrival.at_ms);
         };
-        let (ready, lease, place) = match prepared {
+        let (mut ready, lease, place) = match prepared {
             Some((Ok(ready), lease, place)) => (ready, lease, place),
             Some((Err(mut m), _, _)) => {
                 stamp(&mut m);
@@ -265,12 +379,29 @@ pub async fn run<D: Driver>(
             Some(c) => c.clone().acquire_owned().await.ok(),
             None => None,
         };
-        let (d, sink, rate, timer) = (driver.clone(), sink.clone(), plan.rate_per_s, plan.timer);
+        let (d, sink, rate, timer, pool) =
+            (driver.clone(), sink.clone(), plan.rate_per_s, plan.timer, pool.clone());
         tasks.spawn(async move {
             drop(place);
+            // A cold arrival beside sessions takes a slot none of them holds, at its instant.
+            let flight = match lease.is_none() && flights {
+                true => {
+                    let flight = pool.flight(i as u32).await;
+                    if let Err(why) = d.pin(&mut ready, flight.slot) {
+                        let mut m = d.blank(i as u32, arrival);
+                        m.error = Some(ErrorInfo::new(ErrorKind::PresetAction, why));
+                        m.offered_rate_per_s = Some(rate);
+                        m.scheduled_send_ms = Some(arrival.at_ms);
+                        let _ = sink.send(m);
+                        return;
+                    }
+                    Some(flight)
+                }
+                false => None,
+            };
             let (sent, fired) = d.fire(&ready, timer.fine(due)).await;
             let mut m = d.finish(ready, fired, due).await;
-            drop((lease, in_flight));
+            drop((lease, flight, in_flight));
             m.offered_rate_per_s = Some(rate);
             m.scheduled_send_ms = Some(arrival.at_ms);
             m.actual_send_ms = Some(ms(sent.saturating_duration_since(origin)));

@@ -180,7 +180,10 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
         }),
     };
     let live = LivePlan::new(plan, journal.clone())?;
-    let progress = Arc::new(Progress::new(0, args.output.quiet));
+    // Progress in seconds of the plan: each rate or level runs for --duration (a search runs its two
+    // passes and at most --search-steps rates), so the bar moves as each one runs.
+    let planned = if args.rates.is_auto() { 2 + args.search_steps as usize } else { live.get().rates.len() };
+    let progress = Arc::new(Progress::weighted(vec![args.duration.secs(); planned], args.output.quiet));
     let reads = crate::client::read_counts();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let mut work = tokio::spawn(run::run(config, live.clone(), progress.clone(), stop_rx));

@@ -3,8 +3,11 @@
 //! `load-ttft-p99.svg`: TTFT p50 (dashed) and p99 (solid) against the offered rate, one colour per
 //! cache state (log-log: rates usually double, and TTFT grows by orders of magnitude past the
 //! knee), with the SLO's TTFT as a horizontal line, so the knee is where a line crosses it. The
-//! statistics are the table's TTFT p50 and p99, and the axis says so. Rate ticks sit at the
-//! offered rates (thinned where labels would touch), TTFT ticks on 1-2-5 steps (`ticks`).
+//! statistics are the table's TTFT p50 and p99, and the axis says so; the p99 counted from the
+//! scheduled send (send lag + TTFT, what the SLO judges) is dotted beside them. A rate not honestly
+//! offered is crossed out at its points and named at the top ("not honestly offered"): its
+//! latencies say less than they seem to. Rate ticks sit at the offered rates (thinned where labels
+//! would touch), TTFT ticks on 1-2-5 steps (`ticks`).
 //!
 //! `load-throughput-latency.svg` (closed loop): output tokens/s against TTFT p50 and p99, all
 //! cache states together, one point per concurrency level, each named by its users: the curve
@@ -15,7 +18,7 @@ use std::path::Path;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use super::summary::{LoadSummary, RateSummary};
+use super::summary::{LoadSummary, RateSummary, StateSummary};
 use crate::record::CacheState;
 use crate::ticks;
 
@@ -44,13 +47,16 @@ fn finite(v: f64) -> f64 {
 pub enum Stat {
     P50,
     P99,
+    /// The p99 of TTFT counted from the scheduled send.
+    P99Scheduled,
 }
 
 impl Stat {
-    fn of(self, p: &super::summary::Percentiles) -> Option<f64> {
+    fn of(self, st: &StateSummary) -> Option<f64> {
         match self {
-            Stat::P50 => p.p50,
-            Stat::P99 => p.p99,
+            Stat::P50 => st.ttft_ms.p50,
+            Stat::P99 => st.ttft_ms.p99,
+            Stat::P99Scheduled => st.ttft_from_scheduled_ms.p99,
         }
     }
 
@@ -58,9 +64,13 @@ impl Stat {
         match self {
             Stat::P50 => "p50",
             Stat::P99 => "p99",
+            Stat::P99Scheduled => "p99 from the scheduled send",
         }
     }
 }
+
+/// The label a rate not honestly offered carries on the plot.
+pub const NOT_HONEST_LABEL: &str = "not honestly offered";
 
 /// The offered rates (closed-loop levels have none).
 fn offered(s: &LoadSummary) -> impl Iterator<Item = &RateSummary> {
@@ -73,7 +83,7 @@ pub fn series(s: &LoadSummary, stat: Stat) -> Vec<(CacheState, Vec<(f64, f64)>)>
     for state in [CacheState::Cold, CacheState::Warm, CacheState::Hot] {
         let mut pts: Vec<(f64, f64)> = offered(s)
             .filter_map(|r| {
-                let v = stat.of(&r.states.iter().find(|x| x.state == Some(state))?.ttft_ms)?;
+                let v = stat.of(r.states.iter().find(|x| x.state == Some(state))?)?;
                 Some((finite(r.rate_per_s), finite(v)))
             })
             .collect();
@@ -89,11 +99,11 @@ pub fn series(s: &LoadSummary, stat: Stat) -> Vec<(CacheState, Vec<(f64, f64)>)>
 pub fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
     let fail =
         |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
-    let (p50, p99) = (series(s, Stat::P50), series(s, Stat::P99));
+    let (p50, p99, late) = (series(s, Stat::P50), series(s, Stat::P99), series(s, Stat::P99Scheduled));
     if p99.is_empty() && p50.is_empty() {
         return Ok(false);
     }
-    let pts = p50.iter().chain(&p99).flat_map(|(_, p)| p.iter());
+    let pts = p50.iter().chain(&p99).chain(&late).flat_map(|(_, p)| p.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, finite(s.slo.ttft_ms), finite(s.slo.ttft_ms));
     for &(x, y) in pts {
         (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
@@ -120,32 +130,57 @@ pub fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 14))
         .x_desc("offered rate, requests/s (log scale; ticks at the offered rates)")
-        .y_desc("TTFT ms: p99 solid, p50 dashed (the table's TTFT p50, p99)")
+        .y_desc(
+            "TTFT ms: p99 solid, p50 dashed (the table's TTFT p50, p99); p99 from the scheduled send dotted",
+        )
         .x_label_formatter(&|v| ticks::number_label(*v))
         .y_label_formatter(&|v| ticks::number_label(*v))
         .draw()
         .map_err(|e| fail(&e))?;
+    for (state, pts) in &late {
+        let c = color(*state);
+        chart
+            .draw_series(DashedLineSeries::new(pts.iter().copied(), 2, 3, c.stroke_width(1)))
+            .map_err(|e| fail(&e))?
+            .label(format!("{} {}", state.as_str(), Stat::P99Scheduled.name()))
+            .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 20, y)], 2, 3, c.stroke_width(1)));
+    }
     for (stat, series) in [(Stat::P99, &p99), (Stat::P50, &p50)] {
         for (state, pts) in series {
             let c = color(*state);
             let name = format!("{} {}", state.as_str(), stat.name());
             let drawn = match stat {
                 Stat::P99 => chart.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2))),
-                Stat::P50 => {
-                    chart.draw_series(DashedLineSeries::new(pts.iter().copied(), 6, 4, c.stroke_width(2)))
-                }
+                _ => chart.draw_series(DashedLineSeries::new(pts.iter().copied(), 6, 4, c.stroke_width(2))),
             }
             .map_err(|e| fail(&e))?;
             match stat {
                 Stat::P99 => drawn
                     .label(name)
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))),
-                Stat::P50 => drawn.label(name).legend(move |(x, y)| {
+                _ => drawn.label(name).legend(move |(x, y)| {
                     DashedPathElement::new(vec![(x, y), (x + 20, y)], 6, 4, c.stroke_width(2))
                 }),
             };
             chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled()))).map_err(|e| fail(&e))?;
         }
+    }
+    // Rates not honestly offered: every point crossed out, the rate named at the top.
+    let dishonest: Vec<f64> =
+        offered(s).filter(|r| !r.honestly_offered).map(|r| finite(r.rate_per_s)).collect();
+    if !dishonest.is_empty() {
+        let crossed = p50.iter().chain(&p99).flat_map(|(_, p)| p.iter()).filter(|p| dishonest.contains(&p.0));
+        chart
+            .draw_series(crossed.map(|&p| Cross::new(p, 6, BLACK.stroke_width(2))))
+            .map_err(|e| fail(&e))?
+            .label(format!("x: {NOT_HONEST_LABEL} (the client set the pace)"))
+            .legend(|(x, y)| Cross::new((x + 10, y), 6, BLACK.stroke_width(2)));
+        chart
+            .draw_series(dishonest.iter().map(|&rate| {
+                EmptyElement::at((rate, y1 / 1.25))
+                    + Text::new(NOT_HONEST_LABEL, (-40, 0), ("sans-serif", 12).into_font())
+            }))
+            .map_err(|e| fail(&e))?;
     }
     let slo = finite(s.slo.ttft_ms);
     chart

@@ -9,7 +9,8 @@ use tokio::time::Instant;
 
 use super::engine::Driver;
 use crate::meta::Arrival;
-use crate::record::{CellKey, Measurement, Mode, Scenario};
+use crate::preset::Binding;
+use crate::record::{CacheState, CellKey, Measurement, Mode, Scenario};
 use crate::runner::RunContext;
 use crate::runner::measure::{self, Fired, Ready};
 
@@ -45,9 +46,18 @@ impl Driver for Real {
     type Ready = Ready;
     type Fired = Fired;
 
-    async fn prepare(&self, index: u32, arrival: Arrival, slot: u32) -> Result<Ready, Box<Measurement>> {
+    async fn prepare(
+        &self,
+        index: u32,
+        arrival: Arrival,
+        slot: Option<u32>,
+    ) -> Result<Ready, Box<Measurement>> {
         // new_session spreads sessions over slots by the number it is given: the leased slot.
-        let session = self.ctx.new_session(slot);
+        let mut session = self.ctx.new_session(slot.unwrap_or(index));
+        if slot.is_none() {
+            // A cold request that reuses nothing, on no slot of its own (see `holds_slot`).
+            session.binding = Binding::Cold { pinned: false };
+        }
         measure::prepare_on(&self.ctx, &self.cell(index, &arrival), index, session).await.map_err(|mut m| {
             m.thermal = self.thermal.clone();
             m
@@ -67,6 +77,16 @@ impl Driver for Real {
         let mut m = measure::finish(&self.ctx, ready, fired, Some(due), None).await;
         m.thermal = self.thermal.clone();
         m
+    }
+
+    fn holds_slot(&self, state: CacheState) -> bool {
+        !(state == CacheState::Cold && self.ctx.preset.cold_needs_no_slot())
+    }
+
+    fn pin(&self, ready: &mut Ready, slot: u32) -> Result<(), String> {
+        ready.session.slot = slot;
+        ready.session.binding = Binding::Cold { pinned: true };
+        self.ctx.preset.bind(&mut ready.request, &ready.session).map_err(|e| e.to_string())
     }
 
     fn blank(&self, index: u32, arrival: Arrival) -> Measurement {

@@ -12,6 +12,7 @@
 //! - a server that refuses `REFUSED_IN_A_ROW` requests in a row (it died, and bench did not start
 //!   it): the rate stops there, marked stopped, every finished record kept, and the load exits 3.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -213,8 +214,11 @@ pub async fn run(
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Measurement>();
         let (gone_tx, gone_rx) = tokio::sync::oneshot::channel();
-        let writing = tokio::task::spawn_blocking(move || append_all(writer, rx, gone_tx));
+        let finished = Arc::new(AtomicUsize::new(0));
+        let counted = finished.clone();
+        let writing = tokio::task::spawn_blocking(move || append_all(writer, rx, gone_tx, &counted));
         let began = Instant::now();
+        let ticking = tokio::spawn(tick(progress.clone(), i, rate.clone(), live.get().duration_s, finished));
         let since = || format!("{:.1} s after it began", began.elapsed().as_secs_f64());
         let end = tokio::select! {
             clock = unit.run(driver, tx) => RateEnd::Done(clock),
@@ -234,6 +238,7 @@ pub async fn run(
         };
         // A rate stopped early dropped the engine, and with it every task holding a sender: the
         // writer ends once it has appended every record already finished.
+        ticking.abort();
         let (w, written) =
             writing.await.map_err(|e| Failure::internal(format!("the record writer stopped: {e}")))??;
         writer = w;
@@ -334,6 +339,7 @@ fn append_all(
     mut writer: RecordWriter,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Measurement>,
     gone: tokio::sync::oneshot::Sender<()>,
+    finished: &AtomicUsize,
 ) -> Result<(RecordWriter, Vec<Measurement>), Failure> {
     let mut written = Vec::new();
     let (mut refused, mut gone) = (0, Some(gone));
@@ -353,8 +359,42 @@ fn append_all(
         if let Record::Measurement(m) = record {
             written.push(*m);
         }
+        finished.store(written.len(), Ordering::Relaxed);
     }
     Ok((writer, written))
+}
+
+/// How often a rate under way says how far it got: a terminal's bar moves each second; lines are
+/// written at each tenth of the duration (at most one a second).
+const TICK: Duration = Duration::from_secs(1);
+
+/// Moves the progress while run `i` goes on: the share of its duration elapsed (a rate drains its
+/// requests in flight after it) and how many of its requests finished. Ends when aborted.
+async fn tick(
+    progress: Arc<Progress>,
+    i: usize,
+    rate: RateSchedule,
+    duration_s: f64,
+    finished: Arc<AtomicUsize>,
+) {
+    let began = Instant::now();
+    let mut told_tenth = 0;
+    loop {
+        tokio::time::sleep(TICK).await;
+        let elapsed_s = began.elapsed().as_secs_f64();
+        let share = (elapsed_s / duration_s.max(1e-9)).min(1.0);
+        let tenth = (share * 10.0).floor() as u32;
+        if !progress.is_bar() && (tenth <= told_tenth || tenth >= 10) {
+            continue;
+        }
+        told_tenth = tenth;
+        let done = finished.load(Ordering::Relaxed);
+        let of = match rate.concurrency {
+            Some(_) => format!("{done} requests finished"),
+            None => format!("{done} of {} arrivals finished", rate.arrivals.len()),
+        };
+        progress.partly(i, share, &format!("{}: {:.0}% of {duration_s}s, {of}", label(&rate), share * 100.0));
+    }
 }
 
 fn unanswered(m: &Measurement) -> bool {

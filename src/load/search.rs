@@ -77,11 +77,15 @@ pub fn advance(plan: &mut LoadPlan, run: u32, written: &[Measurement]) {
             None
         }
         Some(_) => {
-            // The saturation throughput bounds every rate from above; the synchronous pass's
-            // rate is the first one offered (below the bound, where one user got less).
+            // The saturation throughput bounds every rate from above; the synchronous pass's own
+            // rate is the first one offered: one user sustained it, so it is the rate most likely
+            // to pass honestly. Where the saturation pass got no more (a server serving one
+            // request at a time, a slot-pinned one whose sessions wait for slots), the bound is
+            // just above it, so it is still offered.
             step.kind = "saturation".into();
-            hi = all.achieved_rate_per_s.unwrap_or(0.0).max(sync.unwrap_or(0.0));
-            sync.map(|r| round3(r.min(hi * 0.9)))
+            let first = sync.map(round3);
+            hi = all.achieved_rate_per_s.unwrap_or(0.0).max(first.map_or(0.0, |r| r * (1.0 + CLOSE_ENOUGH)));
+            first
         }
         None => {
             step.kind = "rate".into();

@@ -84,6 +84,10 @@ pub struct StateSummary {
     pub met_slo: usize,
     pub goodput: Option<f64>,
     pub ttft_ms: Percentiles,
+    /// TTFT counted from the scheduled send (send lag + TTFT) of the good requests: what the
+    /// users arriving at the scheduled instants saw, the SLO's measure.
+    #[serde(default)]
+    pub ttft_from_scheduled_ms: Percentiles,
     pub itl_ms: Percentiles,
     pub achieved_rate_per_s: Option<f64>,
     pub output_tps: Option<f64>,
@@ -112,8 +116,14 @@ pub struct RateSummary {
     pub send_lag_ms: Percentiles,
     /// Requests whose preparation was not done at their instant.
     pub prepared_late: usize,
+    /// The latest of those preparations, ms past its instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare_late_max_ms: Option<f64>,
     /// p99 send lag at most `honest_lag_limit_ms`.
     pub honestly_offered: bool,
+    /// A rate not honestly offered: why, and what to do, in one line (`not_honest_why`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_honest_why: Option<String>,
     /// The limit this rate was held to (`honest_lag_limit_ms` of its median TTFT).
     #[serde(default)]
     pub honest_lag_limit_ms: f64,
@@ -195,6 +205,9 @@ fn state_summary(
         met_slo: met,
         goodput: (!mine.is_empty()).then(|| met as f64 / mine.len() as f64),
         ttft_ms: Percentiles::of(ok.iter().filter_map(|m| m.ttft_ms)),
+        ttft_from_scheduled_ms: Percentiles::of(
+            ok.iter().filter_map(|m| Some(m.ttft_ms? + m.send_lag_ms.unwrap_or(0.0).max(0.0))),
+        ),
         itl_ms: Percentiles::of(ok.iter().flat_map(|m| gaps(m))),
         achieved_rate_per_s: per_s(ok.len() as f64),
         output_tps: per_s(ok.iter().filter_map(|m| m.output_tokens).sum::<u64>() as f64),
@@ -251,6 +264,12 @@ pub fn run_summary(records: &[Measurement], key: &RunKey, states: &[CacheState],
         honest_lag_limit_ms: limit,
         send_lag_ms: lag,
         prepared_late: sent.iter().filter(|m| m.prepare_late_ms.is_some_and(|l| l > 0.0)).count(),
+        prepare_late_max_ms: sent
+            .iter()
+            .filter_map(|m| m.prepare_late_ms)
+            .filter(|l| *l > 0.0)
+            .reduce(f64::max),
+        not_honest_why: None,
         wall_s,
         states: per_state,
     }
@@ -312,9 +331,53 @@ pub fn of_plan(records: &[Measurement], plan: &LoadPlan, states: &[CacheState]) 
             summary.arrivals_scheduled = planned.arrivals.len();
         }
         summary.stopped = planned.stopped.clone();
+        summary.not_honest_why = not_honest_why(summary, plan.slots_held, plan.concurrency_limit);
     }
     s.knees = knees(&s.rates, states, plan.slo_target);
     s
+}
+
+/// Why a rate was not honestly offered, and what to do, in one line (None for an honest rate).
+/// The causes, in the order they are told apart: sessions whose preparation was late, waiting for
+/// a pinned slot (`slots`) or not; a `--concurrency-limit` place; the only slot of a one-slot
+/// server; else the client's own delay.
+pub fn not_honest_why(r: &RateSummary, slots: Option<u32>, concurrency_limit: Option<u32>) -> Option<String> {
+    if r.honestly_offered {
+        return None;
+    }
+    let p99 = r.send_lag_ms.p99.unwrap_or_default();
+    let late = r.prepare_late_max_ms.unwrap_or_default();
+    Some(match (r.prepared_late, slots, concurrency_limit) {
+        (n, Some(k), _) if n > 0 => format!(
+            "{n} of {} arrivals waited up to {late:.1} ms in bench for a session to be prepared on one of the \
+             server's {k} pinned slots (a warm or hot session holds its slot from its preparation to its \
+             cleanup): lower the rate, raise the server's --parallel, or use a cold-only mix (cold \
+             arrivals need no slot)",
+            r.sent
+        ),
+        (n, None, _) if n > 0 => format!(
+            "{n} of {} preparations (priming, eviction, earlier turns) were not done at their instants, up \
+             to {late:.1} ms late: raise --prepare-ahead, lower the rate, or use fewer warm and hot arrivals",
+            r.sent
+        ),
+        (_, _, Some(c)) => format!(
+            "arrivals waited in bench for one of --concurrency-limit {c} places (p99 send lag {p99:.1} ms): \
+             a capped loop is not an open one; raise the limit or lower the rate"
+        ),
+        // With one slot, a cold arrival beside sessions waits for it; with more, one is never a
+        // session's, so a lag without late preparations is the client's own.
+        (_, Some(1), None) => format!(
+            "arrivals waited in bench for the server's only pinned slot (p99 send lag {p99:.1} ms, above \
+             {} ms): lower the rate, raise the server's --parallel, or use a cold-only mix",
+            r.honest_lag_limit_ms
+        ),
+        (_, _, None) => format!(
+            "bench itself sent late with every session ready (p99 send lag {p99:.3} ms, above {} ms): its \
+             host was busy; lower the rate or measure from a quieter machine (`cargo bench --bench \
+             load_rate` shows what this one can offer)",
+            r.honest_lag_limit_ms
+        ),
+    })
 }
 
 /// The highest honestly offered rate whose goodput, and every lower rate's, is at least `target`
@@ -438,6 +501,11 @@ pub fn table(s: &LoadSummary) -> String {
     }
     out.push('\n');
     out.push_str(&table_text(t));
+    for r in &s.rates {
+        if let Some(why) = &r.not_honest_why {
+            out.push_str(&format!("Rate {}/s (run {}) NOT honestly offered: {why}\n", r.rate_per_s, r.run));
+        }
+    }
     let closed = s.rates.iter().all(|r| r.concurrency.is_some()) && !s.rates.is_empty();
     out.push_str(&if closed {
         format!(

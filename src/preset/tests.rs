@@ -1,7 +1,7 @@
 use super::*;
 
 fn session() -> Session {
-    Session { id: "tb-42".into(), slot: 1 }
+    Session::new("tb-42".into(), 1)
 }
 
 #[test]
@@ -125,7 +125,7 @@ fn the_session_listing_gives_the_sessions_tier_tokens_and_file() {
     let s = session();
     let on_disk = SessionCache { tier: SessionTier::OnDisk, tokens: Some(0), file_bytes: Some(4096) };
     assert_eq!(spec.session_cache(&listing, &s).unwrap(), on_disk);
-    let gone = Session { id: "tb-7".into(), slot: 0 };
+    let gone = Session::new("tb-7".into(), 0);
     assert_eq!(spec.session_cache(&listing, &gone).unwrap().tier, SessionTier::Absent);
     let odd = serde_json::json!({"agents": [{"agent_id": "oai_tb-42", "tier": "cold"}]});
     assert!(spec.session_cache(&odd, &s).unwrap_err().contains("\"cold\""));

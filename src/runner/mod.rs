@@ -72,7 +72,7 @@ pub struct RunContext {
 impl RunContext {
     pub fn new_session(&self, request_index: u32) -> Session {
         let n = self.sessions.fetch_add(1, Ordering::Relaxed);
-        Session { id: format!("tb-{}-{n}", self.nonces.next()), slot: request_index % self.slots.max(1) }
+        Session::new(format!("tb-{}-{n}", self.nonces.next()), request_index % self.slots.max(1))
     }
 
     /// An unmeasured request (priming, earlier turns, probes).

@@ -256,3 +256,23 @@ fn a_user_whose_requests_keep_failing_stops_after_three_in_a_row() {
         assert!(mine.iter().all(|m| m["error"]["http_status"] == 500), "{mine:?}");
     }
 }
+
+/// `--warmup` counts discarded requests in `bench sweep` and is a duration in `bench load`: each
+/// verb refuses the other's form up front (exit 2, nothing created), naming the unit it wants, so
+/// `--warmup 2` never silently means 2 seconds to someone who meant 2 requests.
+#[test]
+fn warmup_says_its_unit_in_each_verb_and_refuses_the_other_verbs_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = "http://127.0.0.1:1";
+    let out = load(url, dir.path(), &["--concurrency", "1,4", "--duration", "20s", "--warmup", "2"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    for says in ["--warmup", "no unit", "--warmup 2s", "counts discarded requests"] {
+        assert!(stderr(&out).contains(says), "{says:?}: {}", stderr(&out));
+    }
+    let out = bench(&["sweep", "--server", url, "--out", dir.path().to_str().unwrap(), "--warmup", "10s"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    for says in ["--warmup", "is a duration", "counts discarded requests", "bench load"] {
+        assert!(stderr(&out).contains(says), "{says:?}: {}", stderr(&out));
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no run directory");
+}

@@ -85,9 +85,9 @@ impl Driver for Sim {
         &self,
         index: u32,
         arrival: Arrival,
-        slot: u32,
+        slot: Option<u32>,
     ) -> Result<(u32, Arrival), Box<Measurement>> {
-        self.slots_used.lock().unwrap().push((index, slot));
+        self.slots_used.lock().unwrap().push((index, slot.unwrap_or(u32::MAX)));
         let i = arrival.state as usize;
         tokio::time::sleep(Duration::from_millis(self.prepare_ms[i])).await;
         if self.fail_prepare.contains(&index) {

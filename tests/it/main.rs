@@ -20,6 +20,7 @@ mod load_cli;
 mod load_closed;
 mod load_engine;
 mod load_search;
+mod load_slots;
 mod load_stops;
 mod merge_batches;
 mod merge_located;

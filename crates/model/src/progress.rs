@@ -106,6 +106,26 @@ impl Progress {
         }
     }
 
+    /// Cell `index` is `fraction` (0..=1) done: a cell that runs for a known time (a rate of
+    /// `bench load`) moves the bar while it runs; without a terminal each call is a line.
+    pub fn partly(&self, index: usize, fraction: f64, label: &str) {
+        match &self.out {
+            Out::Bar(bar) => {
+                let before: f64 = self.costs.iter().take(index).sum();
+                let cost = self.costs.get(index).copied().unwrap_or(0.0);
+                bar.set_position(((before + fraction.clamp(0.0, 1.0) * cost) * 1000.0) as u64);
+                bar.set_message(label.to_string());
+            }
+            Out::Lines => eprintln!("  {label}"),
+            Out::Quiet => {}
+        }
+    }
+
+    /// Whether progress is a bar redrawn in place (a terminal), rather than lines.
+    pub fn is_bar(&self) -> bool {
+        matches!(self.out, Out::Bar(_))
+    }
+
     /// The time left before cell `index`: the plan's remaining seconds, scaled by how the cells so
     /// far compared with their plan.
     pub fn eta(&self, index: usize) -> Option<Duration> {

@@ -280,7 +280,7 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
     // bare: this server's old messages, which never reached its cache (or its counters).
     let held = match b.dialect {
         Dialect::Bare => 0,
-        _ => lock(&s.slots).serve(None, None, &prompt),
+        _ => lock(&s.slots).serve(None, None, &prompt, true),
     };
     let cached = b.dialect.reported_cached(input, held);
     let n_out = u64::from(request::output_tokens(&body));
@@ -414,7 +414,9 @@ async fn complete(
     let prompt = prompt_words(&body);
     // Cache evidence like the server imitated: llama.cpp slot, agent-memory session, or vLLM prefix.
     let agent = headers.get("x-session-id").and_then(|v| v.to_str().ok());
-    let held = lock(&s.slots).serve(body["id_slot"].as_u64(), agent, &prompt);
+    // llama.cpp's `cache_prompt: false`: the request reuses nothing its slot held.
+    let reuse = body["cache_prompt"].as_bool() != Some(false);
+    let held = lock(&s.slots).serve(body["id_slot"].as_u64(), agent, &prompt, reuse);
     let input = prompt.len() as u64;
     let cached = b.dialect.reported_cached(input, held);
     let n_out = b.force_output_tokens.unwrap_or(max_tokens);

@@ -90,10 +90,14 @@ fn common_prefix(a: &[String], b: &[String]) -> usize {
 }
 
 impl Slots {
-    /// Prompt tokens served from the cache for this request, and the cache updated with it.
-    pub fn serve(&mut self, slot: Option<u64>, agent: Option<&str>, prompt: &[String]) -> u64 {
+    /// Prompt tokens served from the cache for this request, and the cache updated with it. With
+    /// `reuse` false (llama.cpp's `cache_prompt: false`) nothing is served from the cache, which
+    /// still keeps the prompt.
+    pub fn serve(&mut self, slot: Option<u64>, agent: Option<&str>, prompt: &[String], reuse: bool) -> u64 {
         self.before_latest = (self.computed_total, self.cached_total);
-        let cached = self.lookup(slot, agent, prompt);
+        // The lookup also stores the prompt: done either way.
+        let held = self.lookup(slot, agent, prompt);
+        let cached = if reuse { held } else { 0 };
         self.cached_total += cached;
         self.computed_total += prompt.len() as u64 - cached;
         cached
