@@ -150,7 +150,13 @@ fn what_a_sweep_writes_reads_back_through_the_typed_view() {
 fn the_view_read_back_equals_the_view_meta_builds() {
     let argv = ["bench", "sweep", "--server-cmd", "llama-server --port {port} --api-key sk-view-4421-secret"];
     let flags = ["--tolerance", "0.15", "--output-tokens", "48", "--model", "the-model", "--insecure"];
-    let physics = ["--hardware", "h200", "--model-bytes", "16GB", "--params", "8B", "--model-file", "m.gguf"];
+    // The model file is looked at when the config is resolved: one that exists (its contents are
+    // read only by a sweep).
+    let dir = tempfile::tempdir().unwrap();
+    let model_file = dir.path().join("m.gguf");
+    std::fs::write(&model_file, b"GGUF").unwrap();
+    let model_file = model_file.to_str().unwrap();
+    let physics = ["--hardware", "h200", "--model-bytes", "16GB", "--params", "8B", "--model-file", model_file];
     let cli = Cli::try_parse_from(argv.iter().chain(&flags).chain(&physics)).unwrap();
     let Verb::Sweep(args) = cli.command else { panic!("parsed as sweep") };
     let config = ttft_bench::config::resolve(&args).unwrap();
