@@ -156,7 +156,8 @@ fn the_view_read_back_equals_the_view_meta_builds() {
     let model_file = dir.path().join("m.gguf");
     std::fs::write(&model_file, b"GGUF").unwrap();
     let model_file = model_file.to_str().unwrap();
-    let physics = ["--hardware", "h200", "--model-bytes", "16GB", "--params", "8B", "--model-file", model_file];
+    let physics =
+        ["--hardware", "h200", "--model-bytes", "16GB", "--params", "8B", "--model-file", model_file];
     let cli = Cli::try_parse_from(argv.iter().chain(&flags).chain(&physics)).unwrap();
     let Verb::Sweep(args) = cli.command else { panic!("parsed as sweep") };
     let config = ttft_bench::config::resolve(&args).unwrap();
