@@ -255,13 +255,23 @@ async fn count_rows(
             progress.note(&format!("counted {i} of {todo} dataset rows ({}%)", i * 100 / todo));
         }
         let messages = crate::runner::measure::turn_1_messages(row, &nonce);
-        let tokens = sizer.count(client, messages).await.map_err(|e| match e.kind {
-            ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
-            _ => Failure::usage(format!("{}:{}: {e}", dataset.path.display(), row.line)),
-        })?;
+        let tokens = sizer.count(client, messages).await.map_err(|e| count_failure(&dataset.path, row, e))?;
         row.tokens = Some(u32::try_from(tokens).unwrap_or(u32::MAX));
     }
     Ok(())
+}
+
+/// A row the server could not count: the server's failure when it did not answer, else the row's
+/// (named by `file:line`).
+fn count_failure(
+    path: &std::path::Path,
+    row: &crate::dataset::Row,
+    e: crate::prompt::sizing::SizingError,
+) -> Failure {
+    match e.kind {
+        ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
+        _ => Failure::usage(format!("{}:{}: {e}", path.display(), row.line)),
+    }
 }
 
 /// `--dataset-output-tokens`: each row without a reply length of its own asks for as many tokens
@@ -278,10 +288,8 @@ async fn reply_lengths(
             without += 1;
             continue;
         };
-        let tokens = sizer.count_text(client, &reply).await.map_err(|e| match e.kind {
-            ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
-            _ => Failure::usage(format!("{}:{}: {e}", dataset.path.display(), row.line)),
-        })?;
+        let tokens =
+            sizer.count_text(client, &reply).await.map_err(|e| count_failure(&dataset.path, row, e))?;
         row.output_tokens = Some(u32::try_from(tokens).unwrap_or(u32::MAX));
     }
     if without > 0 {

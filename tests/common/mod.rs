@@ -64,3 +64,13 @@ pub fn assert_close(a: f64, b: f64, what: &str) {
     let scale = a.abs().max(b.abs()).max(1.0);
     assert!((a - b).abs() <= 1e-9 * scale, "{what}: {a} vs {b}");
 }
+
+/// `bench sweep` against `url` into `out`: one run per cell at 256 tokens, 24 output tokens, no
+/// thermal gate, then `extra`.
+pub fn short_sweep(url: &str, out: &Path, extra: &[&str]) -> std::process::Output {
+    let out = out.to_str().unwrap();
+    let mut args = vec!["sweep", "--server", url, "--out", out, "--contexts", "256", "--runs", "1"];
+    args.extend(["--output-tokens", "24", "--thermal", "off"]);
+    args.extend_from_slice(extra);
+    bench(&args)
+}

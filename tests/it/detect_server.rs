@@ -6,26 +6,11 @@
 use crate::common;
 
 use common::scripted::{Behaviour, Dialect, Scripted};
-use common::{bench, measurements, run_dir, stderr};
+use common::{measurements, run_dir, stderr};
 
+/// One 256-token run per cell (see `common::short_sweep`).
 fn sweep(url: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "sweep",
-        "--server",
-        url,
-        "--out",
-        out.to_str().unwrap(),
-        "--contexts",
-        "256",
-        "--runs",
-        "1",
-        "--output-tokens",
-        "24",
-        "--thermal",
-        "off",
-    ];
-    args.extend_from_slice(extra);
-    bench(&args)
+    common::short_sweep(url, out, extra)
 }
 
 fn run_json(out: &std::path::Path) -> serde_json::Value {

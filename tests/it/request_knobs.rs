@@ -8,24 +8,9 @@ use common::scripted::{Behaviour, Scripted};
 use common::{bench, measurements, run_dir, stderr};
 use serde_json::Value;
 
+/// One 256-token run per cell (see `common::short_sweep`).
 fn sweep(url: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "sweep",
-        "--server",
-        url,
-        "--out",
-        out.to_str().unwrap(),
-        "--contexts",
-        "256",
-        "--runs",
-        "1",
-        "--output-tokens",
-        "24",
-        "--thermal",
-        "off",
-    ];
-    args.extend_from_slice(extra);
-    bench(&args)
+    common::short_sweep(url, out, extra)
 }
 
 fn run_json(dir: &std::path::Path) -> Value {
