@@ -245,28 +245,12 @@ do_start() {
         ) &
         local pid=$!
         echo "$pid" >"$dir/pid"
-        local start=$SECONDS code
-        while :; do
-            if ! kill -0 "$pid" 2>/dev/null; then
-                if ((attempt < attempts)) && grep -qiE 'address already in use' "$dir/server.log"; then
-                    log "port $p taken, retrying"
-                    continue 2
-                fi
-                log "agent-memory exited during startup; last lines of $dir/server.log:"
-                tail -n 30 "$dir/server.log" >&2
-                rm -f "$dir/pid"
-                exit 1
-            fi
-            code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url/health/ready" || true)
-            [[ $code == 200 ]] && break
-            if ((SECONDS - start >= 120)); then
-                log "agent-memory not ready after 120 s; last lines of $dir/server.log:"
-                tail -n 30 "$dir/server.log" >&2
-                do_stop "$dir"
-                exit 1
-            fi
-            sleep 0.2
-        done
+        local start=$SECONDS ready=0
+        wait_ready "$dir" "$pid" "$url/health/ready" 'address already in use' "$((attempt < attempts))" || ready=$?
+        if ((ready == 2)); then
+            log "port $p taken, retrying"
+            continue
+        fi
         echo "$url" >"$dir/url"
         log "agent-memory ready after $((SECONDS - start)) s (pid $pid)"
         printf '%s\n' "$url"

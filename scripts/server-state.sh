@@ -45,3 +45,33 @@ do_url() { # DIR: print the URL of its running server, or exit 1
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+
+wait_ready() { # DIR PID HEALTH_URL TAKEN_RE CAN_RETRY [CHECK ARGS...]
+    # 0 once HEALTH_URL answers 200 (and CHECK ARGS... passes); 2 when the server exited because
+    # its port was taken (its log matches TAKEN_RE) and CAN_RETRY is 1, so another port may be
+    # tried; otherwise says why (the log's last lines), stops the server and exits 1.
+    local dir=$1 pid=$2 health=$3 taken=$4 can_retry=$5 start=$SECONDS code
+    shift 5
+    while :; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            if [[ $can_retry == 1 ]] && grep -qiE "$taken" "$dir/server.log"; then
+                return 2
+            fi
+            log "$SERVER_PROCESS exited during startup; last lines of $dir/server.log:"
+            tail -n 30 "$dir/server.log" >&2
+            rm -f "$dir/pid"
+            exit 1
+        fi
+        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$health" || true)
+        if [[ $code == 200 ]] && { (($# == 0)) || "$@"; }; then
+            return 0
+        fi
+        if ((SECONDS - start >= 120)); then
+            log "$SERVER_PROCESS not ready after 120 s; last lines of $dir/server.log:"
+            tail -n 30 "$dir/server.log" >&2
+            do_stop "$dir"
+            exit 1
+        fi
+        sleep 0.2
+    done
+}
