@@ -8,30 +8,37 @@ use common::llama::LlamaServer;
 use common::{bench, measurements, run_dir, run_json, stderr};
 use serde_json::Value;
 
+/// `bench sweep` of `plan` against `target` (`--server URL` or `--server-cmd CMD`) into `out`, the
+/// thermal gate off.
+fn sweep(target: &[&str], plan: &[&str], out: &std::path::Path) -> std::process::Output {
+    let mut args = vec!["sweep"];
+    args.extend_from_slice(target);
+    args.extend_from_slice(plan);
+    args.extend(["--thermal", "off", "--out", out.to_str().unwrap()]);
+    bench(&args)
+}
+
 /// The README's first sweep (its flags, smaller contexts for a CPU), then report and verify of it.
 #[test]
 fn the_readmes_first_sweep_runs_green_on_llama_cpp_without_a_preset() {
     let Some(server) = LlamaServer::start("first_sweep", &[]) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let out = bench(&[
-        "sweep",
-        "--server",
-        &server.url,
-        "--contexts",
-        "512,1024",
-        "--modes",
-        "streaming,non-streaming",
-        "--cache-states",
-        "cold,warm,hot",
-        "--runs",
-        "2",
-        "--output-tokens",
-        "32",
-        "--thermal",
-        "off",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = sweep(
+        &["--server", &server.url],
+        &[
+            "--contexts",
+            "512,1024",
+            "--modes",
+            "streaming,non-streaming",
+            "--cache-states",
+            "cold,warm,hot",
+            "--runs",
+            "2",
+            "--output-tokens",
+            "32",
+        ],
+        dir.path(),
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("server detected: preset llama.cpp"), "{}", stderr(&out));
     let run = run_dir(dir.path());
@@ -65,28 +72,25 @@ fn warm_sessions_leave_no_slot_file_on_the_servers_disk() {
     let Some(server) = LlamaServer::start("slot_files", &[]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let slots = server.slot_dir();
-    let out = bench(&[
-        "sweep",
-        "--server",
-        &server.url,
-        "--slot-dir",
-        slots.to_str().unwrap(),
-        "--contexts",
-        "512,1024",
-        "--cache-states",
-        "warm",
-        "--batch-sizes",
-        "1,2",
-        "--runs",
-        "2",
-        "--output-tokens",
-        "16",
-        "--thermal",
-        "off",
-        "--quiet",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = sweep(
+        &["--server", &server.url],
+        &[
+            "--slot-dir",
+            slots.to_str().unwrap(),
+            "--contexts",
+            "512,1024",
+            "--cache-states",
+            "warm",
+            "--batch-sizes",
+            "1,2",
+            "--runs",
+            "2",
+            "--output-tokens",
+            "16",
+            "--quiet",
+        ],
+        dir.path(),
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let ms = measurements(&run_dir(dir.path()));
     assert!(ms.len() >= 8, "{}", ms.len());
@@ -102,24 +106,11 @@ fn warm_sessions_leave_no_slot_file_on_the_servers_disk() {
     // Without --slot-dir the file is out of reach: the size is what the server's save answered
     // (n_written), the same per token as the file's, and the restore may have read memory.
     let blind = tempfile::tempdir().unwrap();
-    let out = bench(&[
-        "sweep",
-        "--server",
-        &server.url,
-        "--contexts",
-        "1024",
-        "--cache-states",
-        "warm",
-        "--runs",
-        "2",
-        "--output-tokens",
-        "16",
-        "--thermal",
-        "off",
-        "--quiet",
-        "--out",
-        blind.path().to_str().unwrap(),
-    ]);
+    let out = sweep(
+        &["--server", &server.url],
+        &["--contexts", "1024", "--cache-states", "warm", "--runs", "2", "--output-tokens", "16", "--quiet"],
+        blind.path(),
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let per_token =
         |m: &Value| m["saved_bytes"].as_f64().unwrap_or(0.0) / m["input_tokens"].as_f64().unwrap_or(1.0);
@@ -188,25 +179,22 @@ fn a_server_that_wants_a_key_on_every_call_is_measured_with_header() {
     let Some(server) = LlamaServer::start("header_everywhere", &["--api-key", key]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let auth = format!("Authorization: Bearer {key}");
-    let out = bench(&[
-        "sweep",
-        "--server",
-        &server.url,
-        "--header",
-        &auth,
-        "--contexts",
-        "512",
-        "--cache-states",
-        "cold,warm,hot",
-        "--runs",
-        "1",
-        "--output-tokens",
-        "16",
-        "--thermal",
-        "off",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = sweep(
+        &["--server", &server.url],
+        &[
+            "--header",
+            &auth,
+            "--contexts",
+            "512",
+            "--cache-states",
+            "cold,warm,hot",
+            "--runs",
+            "1",
+            "--output-tokens",
+            "16",
+        ],
+        dir.path(),
+    );
     // Measured (0, or 1 where a quality flag such as a burst of a loaded machine fails a row):
     // without the key on every call, preflight or sizing fails (2, 3) and nothing is measured.
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
@@ -268,23 +256,11 @@ fn a_load_without_a_preset_is_driven_as_llama_cpp_and_every_arrival_is_confirmed
 fn a_llama_server_without_a_slot_save_path_is_measured_with_the_plain_preset_and_says_why() {
     let Some(cmd) = common::llama::server_command("no_slot_save_path") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let out = bench(&[
-        "sweep",
-        "--server-cmd",
-        &cmd,
-        "--contexts",
-        "512",
-        "--cache-states",
-        "cold,warm",
-        "--runs",
-        "1",
-        "--output-tokens",
-        "32",
-        "--thermal",
-        "off",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = sweep(
+        &["--server-cmd", &cmd],
+        &["--contexts", "512", "--cache-states", "cold,warm", "--runs", "1", "--output-tokens", "32"],
+        dir.path(),
+    );
     // Warm unsupported (and a cold the template's shared first tokens may contradict) are findings.
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
     assert!(stderr(&out).contains("--slot-save-path"), "the server's own words: {}", stderr(&out));
