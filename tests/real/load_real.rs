@@ -7,6 +7,17 @@ use common::llama::LlamaServer;
 use common::{bench, measurements, run_dir, stderr};
 use serde_json::Value;
 
+/// `bench load` on the llama.cpp preset at `rates` for `duration` each, arrivals in `mix`, 512-token
+/// prompts, into `out`.
+fn load(url: &str, out: &std::path::Path, rates: &str, duration: &str, mix: &str) -> std::process::Output {
+    let out = out.to_str().unwrap();
+    let mut args =
+        vec!["load", "--server", url, "--preset", "llama.cpp", "--rates", rates, "--duration", duration];
+    args.extend(["--mix", mix, "--contexts", "512", "--output-tokens", "16", "--thermal", "off", "--quiet"]);
+    args.extend(["--out", out]);
+    bench(&args)
+}
+
 /// llama-server ends the connection after every streamed response without announcing it; a
 /// cleanup sent right after a stream used to go out on that connection now and then and be lost
 /// (about one run in three of this test). The llama.cpp preset's `stream_closes_connection` keeps
@@ -15,28 +26,7 @@ use serde_json::Value;
 fn a_real_server_at_low_rates_serves_cold_and_hot_arrivals_as_claimed() {
     let Some(server) = LlamaServer::start("load_real", &[]) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let out = bench(&[
-        "load",
-        "--server",
-        &server.url,
-        "--preset",
-        "llama.cpp",
-        "--rates",
-        "0.5,1",
-        "--duration",
-        "5s",
-        "--mix",
-        "cold=0.5,hot=0.5",
-        "--contexts",
-        "512",
-        "--output-tokens",
-        "16",
-        "--thermal",
-        "off",
-        "--quiet",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = load(&server.url, dir.path(), "0.5,1", "5s", "cold=0.5,hot=0.5");
     let run = run_dir(dir.path());
     let ms = measurements(&run);
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
@@ -70,28 +60,7 @@ fn a_real_server_at_low_rates_serves_cold_and_hot_arrivals_as_claimed() {
 fn the_load_line_on_llama_server_waits_for_no_slot_at_its_low_rate() {
     let Some(server) = LlamaServer::start("load_real", &[]) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let out = bench(&[
-        "load",
-        "--server",
-        &server.url,
-        "--preset",
-        "llama.cpp",
-        "--rates",
-        "0.5",
-        "--duration",
-        "20s",
-        "--mix",
-        "cold=0.5,warm=0.2,hot=0.3",
-        "--contexts",
-        "512",
-        "--output-tokens",
-        "16",
-        "--thermal",
-        "off",
-        "--quiet",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = load(&server.url, dir.path(), "0.5", "20s", "cold=0.5,warm=0.2,hot=0.3");
     let run = run_dir(dir.path());
     let ms = measurements(&run);
     for m in &ms {
