@@ -28,7 +28,7 @@ fn each_server_is_detected_by_its_own_endpoints_and_driven_with_its_preset() {
     ];
     for (dialect, preset, why, states) in cases {
         let server =
-            Scripted::start(Behaviour { dialect, first_token_ms: 5, token_ms: 1, ..Default::default() });
+            Scripted::start(Behaviour { dialect, first_token_ms: 5, token_ms: 5, ..Default::default() });
         let dir = tempfile::tempdir().unwrap();
         let out = sweep(&server.url, dir.path(), &["--cache-states", states]);
         assert!(out.status.success(), "{dialect}: {}", stderr(&out));
@@ -52,7 +52,7 @@ fn each_server_is_detected_by_its_own_endpoints_and_driven_with_its_preset() {
 
 #[test]
 fn preset_openai_forces_the_plain_preset_on_a_server_detection_would_name() {
-    let server = Scripted::start(Behaviour { first_token_ms: 5, token_ms: 1, ..Default::default() });
+    let server = Scripted::start(Behaviour { first_token_ms: 5, token_ms: 5, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let out = sweep(&server.url, dir.path(), &["--preset", "openai", "--quiet"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -68,7 +68,7 @@ fn preset_openai_forces_the_plain_preset_on_a_server_detection_would_name() {
 fn a_detected_server_that_cannot_evict_measures_warm_as_unsupported_and_says_why() {
     let server = Scripted::start(Behaviour {
         first_token_ms: 5,
-        token_ms: 1,
+        token_ms: 5,
         no_slot_save_path: true,
         ..Default::default()
     });

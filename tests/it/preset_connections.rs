@@ -16,7 +16,7 @@ const DEAF_MS: u64 = 400;
 fn server() -> Scripted {
     Scripted::start(Behaviour {
         first_token_ms: 20,
-        token_ms: 1,
+        token_ms: 5,
         fault: Fault::CloseAfterStream(DEAF_MS),
         ..Default::default()
     })
@@ -111,7 +111,7 @@ fn a_preset_file_that_says_streams_end_their_connection_loses_no_cleanup() {
 /// the measurement, as it did.
 #[test]
 fn a_failed_cleanup_is_recorded_and_the_measurement_before_it_kept() {
-    let behaviour = Behaviour { first_token_ms: 300, token_ms: 1, ..Default::default() };
+    let behaviour = Behaviour { first_token_ms: 300, token_ms: 5, ..Default::default() };
     let server = Scripted::start(behaviour.clone());
     let dir = tempfile::tempdir().unwrap();
     let preset = dir.path().join("saving.toml");

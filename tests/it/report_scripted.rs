@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// A 512 / 1K sweep of 3 runs each (streaming, cold), so each cell has n = 3.
 fn sweep() -> (tempfile::TempDir, std::path::PathBuf) {
-    let server = Scripted::start(Behaviour { first_token_ms: 30, token_ms: 2, ..Default::default() });
+    let server = Scripted::start(Behaviour { first_token_ms: 30, token_ms: 5, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let out = bench(&[
         "sweep",

@@ -33,7 +33,7 @@ const SECRET: &str = "sk-knob-secret-4242";
 
 #[test]
 fn extra_body_temperature_and_headers_reach_every_request_and_run_json_without_the_secret() {
-    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 1, ..Default::default() });
+    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 5, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let auth = format!("Authorization: Bearer {SECRET}");
     let out = sweep(
@@ -75,7 +75,7 @@ fn extra_body_temperature_and_headers_reach_every_request_and_run_json_without_t
 /// prompt sizing (/tokenize), the Prometheus counters, and every preset action.
 #[test]
 fn a_header_reaches_every_call_bench_makes_not_only_the_measured_ones() {
-    let server = Scripted::start(Behaviour { first_token_ms: 5, token_ms: 1, ..Default::default() });
+    let server = Scripted::start(Behaviour { first_token_ms: 5, token_ms: 5, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let out = sweep(
         &server.url,
@@ -127,7 +127,7 @@ fn warmups(server: &Scripted) -> usize {
 
 #[test]
 fn warmup_sends_that_many_discarded_requests_and_is_recorded() {
-    let server = Scripted::start(Behaviour { first_token_ms: 10, token_ms: 1, ..Default::default() });
+    let server = Scripted::start(Behaviour { first_token_ms: 10, token_ms: 5, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let out = sweep(&server.url, &dir.path().join("a"), &["--warmup", "3"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -142,7 +142,7 @@ fn warmup_sends_that_many_discarded_requests_and_is_recorded() {
 
 #[test]
 fn openai_completions_sends_a_prompt_string_and_reads_text_chunks_and_usage() {
-    let server = Scripted::start(Behaviour { first_token_ms: 30, token_ms: 1, ..Default::default() });
+    let server = Scripted::start(Behaviour { first_token_ms: 30, token_ms: 5, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let out = sweep(
         &server.url,
@@ -180,7 +180,7 @@ fn openai_completions_sends_a_prompt_string_and_reads_text_chunks_and_usage() {
 
 #[test]
 fn a_resumed_run_asks_again_for_a_credential_header_it_never_wrote_down() {
-    let server = Scripted::start(Behaviour { first_token_ms: 10, token_ms: 2, ..Default::default() });
+    let server = Scripted::start(Behaviour { first_token_ms: 10, token_ms: 5, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let auth = format!("X-Api-Key: {SECRET}");
     let out = sweep(&server.url, dir.path(), &["--header", &auth]);

@@ -14,7 +14,7 @@ fn run_json(dir: &std::path::Path) -> Value {
 
 #[test]
 fn the_probe_decides_by_default_and_the_sweep_says_what_the_gate_costs() {
-    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 1, ..Default::default() });
+    let server = Scripted::start(Behaviour { first_token_ms: 20, token_ms: 5, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let out = bench(&[
         "sweep",
