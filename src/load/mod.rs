@@ -25,6 +25,7 @@ use crate::exit::{Failure, Outcome};
 use crate::meta::{LoadPlan, RunStatus};
 use crate::progress::Progress;
 use crate::record::{CacheState, Measurement, Mode, Record, Scenario};
+use crate::runner::drive::{self, Ended};
 use crate::runner::open;
 use crate::spec::{Contexts, List};
 use crate::store;
@@ -137,9 +138,7 @@ pub(crate) fn warm_mix_fits(preset: &crate::preset::Preset) -> Result<(), Failur
 /// Entry point of `bench load`.
 pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
     check(args)?;
-    let opened = open::open(&sweep_args(args))?;
-    let journal = opened.journal.clone();
-    let config = opened.config.clone();
+    let open::Opened { config, journal, resumed, lock } = open::open(&sweep_args(args))?;
     let rates: Vec<f64> = args.rates.0.iter().map(|r| r.0).collect();
     let closed = args.concurrency.is_some() || args.rates.is_auto();
     let runs = match (&args.concurrency, args.rates.is_auto()) {
@@ -186,37 +185,19 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
     let progress = Arc::new(Progress::weighted(vec![args.duration.secs(); planned], args.output.quiet));
     let reads = crate::client::read_counts();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let mut work = tokio::spawn(run::run(config, live.clone(), progress.clone(), stop_rx));
-    let outcome: Result<End, Failure> = tokio::select! {
-        joined = &mut work => joined.unwrap_or_else(|e| Err(Failure::internal(format!("the load stopped unexpectedly: {e}")))),
-        _ = crate::runner::shutdown_signal() => {
-            // The rate under way stops and its writer appends what finished; a run still in its
-            // setup (which does not watch the stop) is aborted after the grace.
-            let _ = stop.send(true);
-            if tokio::time::timeout(crate::runner::ABORT_GRACE, &mut work).await.is_err() {
-                work.abort();
-            }
-            Ok(End::Signal)
-        }
+    let work = run::run(config, live.clone(), progress.clone(), stop_rx);
+    let ended = match drive::drive("load", work, drive::OnSignal::Ask(stop)).await {
+        // The rate under way saw the stop itself.
+        Ended::Done(End::Signal) => Ended::Signal,
+        ended => ended,
     };
-    progress.finish();
-    if let Some(line) = crate::runner::slot_files::remove_leftovers().line() {
-        progress.note(&line);
-    }
-    drop(opened.lock);
     let dir = journal.dir().to_path_buf();
-    let empty = std::fs::metadata(dir.join(store::MEASUREMENTS_FILE)).map_or(true, |m| m.len() == 0);
-    if empty && !matches!(outcome, Ok(End::Done)) {
-        // Nothing measured, nothing kept: a typo in --server costs nothing (as in a sweep).
-        let _ = std::fs::remove_dir_all(&dir);
-        return match outcome {
-            Err(failure) => Err(failure.into()),
-            _ => {
-                eprintln!("interrupted before anything was measured; nothing was kept");
-                Ok(Outcome::Interrupted)
-            }
-        };
-    }
+    let outcome = match drive::settle(ended, &journal, resumed, lock, &progress) {
+        drive::Settled::Kept(Ended::Done(end)) => Ok(end),
+        drive::Settled::Kept(Ended::Signal) => Ok(End::Signal),
+        drive::Settled::Kept(Ended::Failed(failure)) => Err(failure),
+        drive::Settled::Removed(outcome) => return Ok(outcome?),
+    };
     let complete = matches!(outcome, Ok(End::Done));
     let ended = journal.update(|m| {
         m.status = if complete { RunStatus::Complete } else { RunStatus::Interrupted };

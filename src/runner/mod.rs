@@ -1,16 +1,13 @@
 //! `bench sweep`: runs the matrix cell by cell and writes every record the moment it exists.
 //!
-//! `run` is three steps: `open` (new or resumed run; run.json is written before anything else, so a
-//! run directory is never without one), the work (preflight, prompt sizing, warm-up and thermal
-//! baseline, then the cell loop), and `close` (status, messages, exit code).
-//!
-//! The work runs as its own task and the signal watcher stays on the caller's thread: an interrupt
-//! is heard however busy the work is, at any point of the run (preflight and calibration included),
-//! and every record already appended stays on disk. Records are appended with one write and an
-//! fsync each, so aborting the work between two awaits never leaves half a record.
+//! A sweep lives as every run does (`drive`): opened (new or resumed; run.json is written before
+//! anything else, so a run directory is never without one), its work driven until it ends or a
+//! signal stops it (preflight, prompt sizing, warm-up and thermal baseline, then the cell loop),
+//! settled, then closed here (status, messages, exit code).
 
 mod batch;
 mod cells;
+pub(crate) mod drive;
 mod fired;
 mod forecast;
 pub mod harness_time;
@@ -146,19 +143,15 @@ impl Journal {
     }
 }
 
-/// How the work ended, as `close` reports it.
-pub enum Outcome {
-    /// The cell loop ended; `took_s` is its duration, `eta_s` what the cost model expected.
-    Done {
-        stop: Stop,
-        measured: usize,
-        failed: usize,
-        took_s: f64,
-        eta_s: Option<f64>,
-        harness: crate::meta::HarnessTime,
-    },
-    Signal,
-    Failed(Failure),
+/// How the cell loop ended, as `close` reports it.
+struct CellLoopEnd {
+    stop: Stop,
+    measured: usize,
+    failed: usize,
+    /// The cell loop's duration; `eta_s` what the cost model expected.
+    took_s: f64,
+    eta_s: Option<f64>,
+    harness: crate::meta::HarnessTime,
 }
 
 /// How a sweep ended: its outcome, and the run directory when the sweep finished (the caller
@@ -170,44 +163,14 @@ pub struct Swept {
 
 /// Entry point of `bench sweep`.
 pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
-    let opened = open::open(args)?;
-    let journal = opened.journal.clone();
+    let open::Opened { config, journal, resumed, lock } = open::open(args)?;
     let progress = Arc::new(Progress::new(0, args.output.quiet));
-    let mut work = tokio::spawn(work(opened.config, opened.resumed, journal.clone(), progress.clone()));
-    let outcome = tokio::select! {
-        joined = &mut work => match joined {
-            Ok(Ok(done)) => done,
-            Ok(Err(failure)) => Outcome::Failed(failure),
-            Err(e) => Outcome::Failed(Failure::internal(format!("the sweep stopped unexpectedly: {e}"))),
-        },
-        _ = shutdown_signal() => {
-            work.abort();
-            let _ = tokio::time::timeout(ABORT_GRACE, &mut work).await;
-            Outcome::Signal
-        }
-    };
-    progress.finish();
-    if let Some(line) = slot_files::remove_leftovers().line() {
-        progress.note(&line);
+    let work = work(config, resumed, journal.clone(), progress.clone());
+    let ended = drive::drive("sweep", work, drive::OnSignal::Abort).await;
+    match drive::settle(ended, &journal, resumed, lock, &progress) {
+        drive::Settled::Kept(ended) => close(ended, &journal, args.output.quiet),
+        drive::Settled::Removed(outcome) => Ok(Swept { outcome: outcome?, finished: None }),
     }
-    drop(opened.lock);
-    if !opened.resumed && nothing_measured(&outcome, journal.dir()) {
-        // A run that measured nothing leaves no directory behind: a typo in --server costs nothing.
-        let _ = std::fs::remove_dir_all(journal.dir());
-        return match outcome {
-            Outcome::Failed(failure) => Err(failure.into()),
-            _ => {
-                eprintln!("interrupted before anything was measured; nothing was kept");
-                Ok(Swept { outcome: exit::Outcome::Interrupted, finished: None })
-            }
-        };
-    }
-    close(outcome, &journal, args.output.quiet)
-}
-
-fn nothing_measured(outcome: &Outcome, dir: &std::path::Path) -> bool {
-    let empty = std::fs::metadata(dir.join(store::MEASUREMENTS_FILE)).map_or(true, |m| m.len() == 0);
-    empty && matches!(outcome, Outcome::Failed(_) | Outcome::Signal)
 }
 
 /// Starts the `--server-cmd` server, when there is one, and points the config at it.
@@ -241,7 +204,7 @@ async fn work(
     resumed: bool,
     journal: Journal,
     progress: Arc<Progress>,
-) -> Result<Outcome, Failure> {
+) -> Result<CellLoopEnd, Failure> {
     let mut config = config;
     let supervisor = start_server(&mut config, &progress).await?;
     let ctx = setup::prepare(config, Some(&journal), &progress).await?;
@@ -263,7 +226,7 @@ async fn work(
         m.arrival_stamps = Some(stamps);
     })?;
     let took_s = took.as_secs_f64();
-    Ok(Outcome::Done {
+    Ok(CellLoopEnd {
         stop,
         measured: cells.measured,
         failed: cells.failed,
@@ -274,8 +237,9 @@ async fn work(
 }
 
 /// Ends run.json and says what happened. Every path leaves run.json saying how the run ended.
-fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Swept> {
-    let finished = matches!(outcome, Outcome::Done { stop: Stop::Finished, .. });
+fn close(ended: drive::Ended<CellLoopEnd>, journal: &Journal, quiet: bool) -> anyhow::Result<Swept> {
+    use drive::Ended;
+    let finished = matches!(ended, Ended::Done(CellLoopEnd { stop: Stop::Finished, .. }));
     let status = if finished { RunStatus::Complete } else { RunStatus::Interrupted };
     let written = journal.update(|m| {
         m.ended_at = Some(crate::clock::now_rfc3339());
@@ -284,25 +248,25 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Swe
     let dir = journal.dir().display();
     let resume = format!("bench sweep --resume {dir}");
     let mut finished = None;
-    let ended = match outcome {
-        Outcome::Signal => {
+    let outcome = match ended {
+        Ended::Signal => {
             eprintln!("interrupted: every finished measurement is in {dir}; finish with: {resume}");
             Ok(exit::Outcome::Interrupted)
         }
-        Outcome::Failed(failure) => {
+        Ended::Failed(failure) => {
             eprintln!("error: {failure}");
             eprintln!("every finished measurement is in {dir}; after fixing this, finish with: {resume}");
             // Said above, with where the records are: `main` only maps it to its exit code.
             Err(Reported(failure))
         }
-        Outcome::Done { stop: Stop::ServerGone(why), measured, .. } => {
+        Ended::Done(CellLoopEnd { stop: Stop::ServerGone(why), measured, .. }) => {
             eprintln!(
                 "{why}. {measured} cells were recorded in {dir}; when the server is back, finish with: \
                  {resume} [--server URL]"
             );
             Ok(exit::Outcome::ServerGone)
         }
-        Outcome::Done { stop: Stop::Finished, measured, failed, took_s, eta_s, harness } => {
+        Ended::Done(CellLoopEnd { stop: Stop::Finished, measured, failed, took_s, eta_s, harness }) => {
             if !quiet {
                 eprintln!(
                     "{measured} cells measured, {failed} with errors, failed quality or unconfirmed cache \
@@ -320,7 +284,7 @@ fn close(outcome: Outcome, journal: &Journal, quiet: bool) -> anyhow::Result<Swe
         }
     };
     written?;
-    Ok(Swept { outcome: ended?, finished })
+    Ok(Swept { outcome: outcome?, finished })
 }
 
 /// `--runs auto`: the cells whose median was not known to the target within `--max-runs`, said

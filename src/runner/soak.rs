@@ -11,6 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::drive::{self, Ended};
 use super::measure::{self, Ready};
 use super::{Journal, RunContext, batch, open, setup};
 use crate::cli::{MeasureArgs, OutputArgs, SizeArgs, SoakArgs, SweepArgs, ThermalArgs, WorkloadArgs};
@@ -32,8 +33,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
         .into());
     }
     let sweep = sweep_args(args);
-    let opened = open::open(&sweep)?;
-    let journal = opened.journal.clone();
+    let open::Opened { config, journal, resumed, lock } = open::open(&sweep)?;
     let summary = SoakSummary {
         concurrency: args.concurrency.0,
         iterations_planned: args.iterations.0,
@@ -44,33 +44,26 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
     let progress = Arc::new(Progress::new(0, args.output.quiet));
     let limit = args.duration.map(|d| d.0);
     let reads = crate::client::read_counts();
-    let mut work = tokio::spawn(run(opened.config, summary, limit, journal.clone(), progress.clone()));
-    let outcome: Result<SoakEnd, Failure> = tokio::select! {
-        joined = &mut work => joined.unwrap_or_else(|e| Err(Failure::internal(format!("the soak stopped unexpectedly: {e}")))),
-        _ = super::shutdown_signal() => {
-            work.abort();
-            let _ = tokio::time::timeout(super::ABORT_GRACE, &mut work).await;
-            Ok(SoakEnd::Signal)
-        }
+    let work = run(config, summary, limit, journal.clone(), progress.clone());
+    let ended = drive::drive("soak", work, drive::OnSignal::Abort).await;
+    let ended = match drive::settle(ended, &journal, resumed, lock, &progress) {
+        drive::Settled::Kept(ended) => ended,
+        drive::Settled::Removed(outcome) => return Ok(outcome?),
     };
-    if let Some(line) = super::slot_files::remove_leftovers().line() {
-        progress.note(&line);
-    }
-    drop(opened.lock);
-    let (summary, ended) = match outcome {
-        Ok(SoakEnd::Done(s)) => {
+    let (summary, ended) = match ended {
+        Ended::Done(SoakEnd::Done(s)) => {
             let clean = s.passed == s.requests && s.crashes == 0 && s.mismatches == 0 && s.requests > 0;
             (Some(s), Outcome::findings_if(!clean))
         }
-        Ok(SoakEnd::Gone(s, why)) => {
+        Ended::Done(SoakEnd::Gone(s, why)) => {
             eprintln!("{why}; every finished request is in {}", journal.dir().display());
             (Some(s), Outcome::ServerGone)
         }
-        Ok(SoakEnd::Signal) => {
+        Ended::Signal => {
             eprintln!("interrupted: every finished request is in {}", journal.dir().display());
             (None, Outcome::Interrupted)
         }
-        Err(failure) => {
+        Ended::Failed(failure) => {
             let _ = journal.update(|m| m.status = crate::meta::RunStatus::Interrupted);
             return Err(failure.into());
         }
@@ -101,7 +94,6 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
 enum SoakEnd {
     Done(SoakSummary),
     Gone(SoakSummary, String),
-    Signal,
 }
 
 /// The soak as the sweep's settings: cold, one run, no thermal gate (a soak is load on purpose).

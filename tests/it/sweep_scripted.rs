@@ -152,6 +152,37 @@ fn an_unreachable_server_exits_3_before_measuring() {
     assert!(stderr(&out).contains("cannot reach the server"), "{}", stderr(&out));
 }
 
+/// Every verb that writes a run lives it the same way: against a server that is not there, sweep,
+/// soak and load each exit 3 naming it, and leave no run directory behind (a typo in --server
+/// costs nothing).
+#[test]
+fn sweep_soak_and_load_against_no_server_exit_3_and_leave_no_run() {
+    let verbs: [&[&str]; 3] = [
+        &["sweep", "--thermal", "off"],
+        &["soak", "--iterations", "1"],
+        &["load", "--concurrency", "1", "--duration", "1s", "--thermal", "off"],
+    ];
+    for verb in verbs {
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().join("out");
+        let mut args = verb.to_vec();
+        args.extend([
+            "--server",
+            "http://127.0.0.1:9",
+            "--contexts",
+            "256",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        let out = bench(&args);
+        assert_eq!(out.status.code(), Some(3), "{}: {}", verb[0], stderr(&out));
+        assert!(stderr(&out).contains("cannot reach the server"), "{}: {}", verb[0], stderr(&out));
+        let left: Vec<_> =
+            std::fs::read_dir(&out_dir).map_or(vec![], |d| d.flatten().map(|e| e.path()).collect());
+        assert!(left.is_empty(), "{}: a run was left behind: {left:?}", verb[0]);
+    }
+}
+
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     let dir = tempfile::tempdir().unwrap();
