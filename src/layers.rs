@@ -40,6 +40,8 @@ pub const LAYERS: &[(&str, u32)] = &[
     // settings: validated (config) over raw flags (cli)
     ("config", 61),
     ("cli", 60),
+    // exit categories: every lower crate's errors convert here to the one map of exit codes
+    ("exit", 55),
     // transport (crate ttft-client) and reading (crate ttft-results)
     ("client", 50),
     ("results", 49),
@@ -55,7 +57,6 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("stats", 10),
     // below the leaves that print (output, progress): they mask secrets in what they print
     ("secrets", 9),
-    ("exit", 10),
     ("output", 10),
     ("progress", 10),
     ("clock", 10),

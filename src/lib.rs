@@ -8,9 +8,7 @@
 //! the rest of the code uses; src/layers.rs orders this crate's own modules.
 
 pub use ttft_client as client;
-pub use ttft_model::{
-    clock, exit, input_file, output, page_cache, progress, record, secrets, spec, stats, ticks,
-};
+pub use ttft_model::{clock, input_file, output, page_cache, progress, record, secrets, spec, stats, ticks};
 pub use ttft_results::{physics, plan, quality, results, store};
 
 pub mod cli;
@@ -20,6 +18,7 @@ pub mod config;
 pub mod cost;
 pub mod dataset;
 pub mod detect;
+pub mod exit;
 pub mod layers;
 pub mod load;
 pub mod merge;

@@ -216,8 +216,8 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     };
     let mut paths = vec![args.base.clone()];
     paths.extend(args.candidates.iter().cloned());
-    let sources = load_all(&paths)?;
-    crate::results::sources::require_records(&sources, args.allow_empty)?;
+    let sources = load_all(&paths).map_err(Failure::from)?;
+    crate::results::sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     let inputs: Vec<Loaded> = sources
         .into_iter()
         .map(loaded)

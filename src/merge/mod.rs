@@ -69,13 +69,13 @@ pub fn build(sources: Vec<Source>) -> std::io::Result<Merged> {
 
 pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
     // Ctrl-C or SIGTERM: exit 130, no temp file left beside the output, the output untouched.
-    crate::store::stop_writes_on_signal();
+    crate::store::stop_writes_on_signal(crate::exit::INTERRUPTED);
     let expectation = match &args.expect {
         Some(path) => Some(expect::from_scenario(path).map_err(Failure::from)?),
         None => None,
     };
-    let sources = load_all_with(&args.inputs, DETAIL)?;
-    require_records(&sources, args.allow_empty)?;
+    let sources = load_all_with(&args.inputs, DETAIL).map_err(Failure::from)?;
+    require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     refuse_output_over_inputs(&args.output, &sources)?;
     let Merged { doc, texts } = build(sources).map_err(|e| Failure::usage(e.to_string()))?;
     for conflict in &doc.conflicts {

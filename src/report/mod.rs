@@ -443,8 +443,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
         .into());
     }
     // Full records: ITL is read from the token offsets, which lean records drop.
-    let sources = sources::load_all_with(&args.inputs, Detail::Full)?;
-    sources::require_records(&sources, args.allow_empty)?;
+    let sources = sources::load_all_with(&args.inputs, Detail::Full).map_err(Failure::from)?;
+    sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     pooled_note(&sources);
     let context = match args.format {
         Format::Html => html::Context::gather(&args.inputs, &sources).map_err(Failure::from)?,

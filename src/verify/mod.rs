@@ -74,15 +74,15 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
     for path in &args.inputs {
         // Located: a record whose lean form hints at a burst its flags do not name is read again
         // whole (`records::burst_unflagged`).
-        sources.push(sources::load_with(path, Detail::Located).map_err(|e| Failure::usage(e.to_string()))?);
+        sources.push(sources::load_with(path, Detail::Located).map_err(Failure::from)?);
     }
-    sources::require_records(&sources, args.allow_empty)?;
+    sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     let mut claimed = Vec::new();
     for path in &args.sources {
         let source = sources::load_with(path, Detail::Lean);
         claimed.push(source.map_err(|e| Failure::usage(format!("--sources: {e}")))?);
     }
-    sources::require_records(&claimed, args.allow_empty)?;
+    sources::require_records(&claimed, args.allow_empty).map_err(Failure::from)?;
     let mut report = verify_sources(args, &sources, &claimed, flag_hw.as_ref(), flag_model.as_ref());
     let failed = report.summary.errors > 0 || (args.strict && report.summary.warnings > 0);
     let outcome = Outcome::findings_if(failed);

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::options::{ClientOptions, http_client};
 use super::{Exchange, Prepared};
-use ttft_model::exit::Failure;
+use crate::SetupError;
 use ttft_model::record::ErrorKind;
 use ttft_model::spec::Api;
 
@@ -66,7 +66,7 @@ impl Lanes {
     /// One lane per core, at most `MAX_LANES`, all started (and their pools built) before this
     /// returns: a lane that started inside a measured window would put its start-up (about 30 ms,
     /// mostly the TLS roots loaded by its HTTP client) into that request's TTFT.
-    pub(super) fn start(options: &ClientOptions, api: Api, timeout: Duration) -> Result<Lanes, Failure> {
+    pub(super) fn start(options: &ClientOptions, api: Api, timeout: Duration) -> Result<Lanes, SetupError> {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_LANES);
         let settings = Settings { options: options.clone(), api, timeout };
         let in_flight: Vec<_> = (0..n).map(|_| Arc::new(AtomicUsize::new(0))).collect();
@@ -79,7 +79,7 @@ impl Lanes {
             std::thread::Builder::new()
                 .name(format!("bench-lane-{i}"))
                 .spawn(move || run_lane(settings, queue, count, started))
-                .map_err(|e| Failure::internal(format!("cannot start client lane {i}: {e}")))?;
+                .map_err(|e| SetupError::Start(format!("cannot start client lane {i}: {e}")))?;
             jobs.push(send);
             ready.push(is_ready);
         }
@@ -87,7 +87,7 @@ impl Lanes {
             match is_ready.recv() {
                 Ok(Ok(())) => {}
                 Ok(Err(why)) => return Err(why),
-                Err(_) => return Err(Failure::internal(format!("client lane {i} ended while starting"))),
+                Err(_) => return Err(SetupError::Start(format!("client lane {i} ended while starting"))),
             }
         }
         Ok(Lanes { jobs, in_flight })
@@ -140,12 +140,12 @@ fn run_lane(
     settings: Settings,
     queue: mpsc::UnboundedReceiver<Work>,
     in_flight: Arc<AtomicUsize>,
-    started: std::sync::mpsc::Sender<Result<(), Failure>>,
+    started: std::sync::mpsc::Sender<Result<(), SetupError>>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            let _ = started.send(Err(Failure::internal(format!("cannot start a client lane: {e}"))));
+            let _ = started.send(Err(SetupError::Start(format!("cannot start a client lane: {e}"))));
             return;
         }
     };

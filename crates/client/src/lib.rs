@@ -19,6 +19,7 @@ mod h1;
 mod lanes;
 mod openai;
 mod options;
+mod setup_error;
 #[cfg(unix)]
 mod socket;
 pub mod sse;
@@ -29,7 +30,6 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use ttft_model::exit::Failure;
 use ttft_model::record::{ConnectionUse, ErrorInfo, ErrorKind};
 use ttft_model::spec::Api;
 
@@ -41,6 +41,7 @@ pub use h1::{
     Unframed, replay as replay_response, replay_then_close as replay_response_then_close, unasked_coding,
 };
 pub use options::{ClientOptions, KEEP_ALIVE_IDLE, Limits, default_http};
+pub use setup_error::SetupError;
 pub use stream::replay_stream;
 
 /// The direct path's reads so far in this process.
@@ -299,14 +300,14 @@ pub const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(15);
 
 impl Client {
     /// A client for `base`. The API key is registered as a secret here, so no message built from
-    /// a server's answer (which may echo it) carries it. Bad `--ca-cert` files are usage errors.
+    /// a server's answer (which may echo it) carries it.
     pub fn new(
         base: &str,
         api: Api,
         api_key: Option<String>,
         timeout: Duration,
         options: ClientOptions,
-    ) -> Result<Client, Failure> {
+    ) -> Result<Client, SetupError> {
         if let Some(key) = &api_key {
             ttft_model::secrets::register(key);
         }

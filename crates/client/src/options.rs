@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Once};
 use std::time::Duration;
 
-use ttft_model::exit::Failure;
+use crate::SetupError;
 
 /// Size caps on everything read from a server. Every read is bounded: a hostile or broken server
 /// ends the request with a clear error naming the cap, never with memory exhaustion.
@@ -98,14 +98,14 @@ pub const TRANSPORT_VAR: &str = "TTFT_BENCH_TRANSPORT";
 
 /// Refuses a `TTFT_BENCH_TRANSPORT` that names no transport: a typo would otherwise measure on
 /// the default one while the user believes otherwise.
-pub fn check_transport_env() -> Result<(), Failure> {
+pub fn check_transport_env() -> Result<(), SetupError> {
     match std::env::var(TRANSPORT_VAR) {
         Err(std::env::VarError::NotPresent) => Ok(()),
         Ok(v) if v.is_empty() || v == "direct" || v == "reqwest" => Ok(()),
-        Ok(v) => Err(Failure::usage(format!(
+        Ok(v) => Err(SetupError::Transport(format!(
             "{TRANSPORT_VAR}={v}: not a transport; accepted values: direct (the default), reqwest"
         ))),
-        Err(std::env::VarError::NotUnicode(_)) => Err(Failure::usage(format!(
+        Err(std::env::VarError::NotUnicode(_)) => Err(SetupError::Transport(format!(
             "{TRANSPORT_VAR} is not UTF-8; accepted values: direct (the default), reqwest"
         ))),
     }
@@ -113,7 +113,7 @@ pub fn check_transport_env() -> Result<(), Failure> {
 
 /// A client with the default options, for calls outside a measurement (a supervised server's
 /// health check): building any reqwest client needs the TLS provider installed first.
-pub fn default_http() -> Result<reqwest::Client, Failure> {
+pub fn default_http() -> Result<reqwest::Client, SetupError> {
     http_client(&ClientOptions::default())
 }
 
@@ -121,7 +121,7 @@ pub fn default_http() -> Result<reqwest::Client, Failure> {
 /// assembly built by cc: no OpenSSL, the binary stays self-contained), verifying against the
 /// platform's roots through rustls-platform-verifier, which on Linux reads the system store or
 /// `SSL_CERT_FILE` / `SSL_CERT_DIR` where set; `ca_cert` adds to those roots.
-pub(super) fn http_client(options: &ClientOptions) -> Result<reqwest::Client, Failure> {
+pub(super) fn http_client(options: &ClientOptions) -> Result<reqwest::Client, SetupError> {
     static PROVIDER: Once = Once::new();
     // Fails only when a provider is already installed, which is as good.
     PROVIDER.call_once(|| {
@@ -138,12 +138,11 @@ pub(super) fn http_client(options: &ClientOptions) -> Result<reqwest::Client, Fa
         // A regular file of at most a CA bundle's size: /dev/zero once read until the OOM killer
         // ended bench, and a FIFO waited forever.
         let pem = ttft_model::input_file::read_bytes(path, ttft_model::input_file::Limit::CA_BUNDLE)
-            .map_err(|e| Failure::usage(format!("--ca-cert {}: {e}", path.display())))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-            Failure::usage(format!("--ca-cert {}: not a PEM certificate file: {e}", path.display()))
-        })?;
+            .map_err(|e| SetupError::ca_cert(path, e))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| SetupError::ca_cert(path, format!("not a PEM certificate file: {e}")))?;
         if certs.is_empty() {
-            return Err(Failure::usage(format!("--ca-cert {}: holds no PEM certificate", path.display())));
+            return Err(SetupError::ca_cert(path, "holds no PEM certificate"));
         }
         if options.insecure {
             builder = builder.tls_certs_merge(certs);
@@ -152,12 +151,9 @@ pub(super) fn http_client(options: &ClientOptions) -> Result<reqwest::Client, Fa
             use rustls::pki_types::pem::PemObject;
             let ders = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| {
-                    Failure::usage(format!("--ca-cert {}: not a PEM certificate file: {e}", path.display()))
-                })?;
+                .map_err(|e| SetupError::ca_cert(path, format!("not a PEM certificate file: {e}")))?;
             let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let config = super::trust::config(ders, provider)
-                .map_err(|e| Failure::usage(format!("--ca-cert {}: {e}", path.display())))?;
+            let config = super::trust::config(ders, provider).map_err(|e| SetupError::ca_cert(path, e))?;
             builder = builder.tls_backend_preconfigured(config);
         }
     }
@@ -167,8 +163,8 @@ pub(super) fn http_client(options: &ClientOptions) -> Result<reqwest::Client, Fa
     builder.build().map_err(|e| {
         let why = super::error_chain(&e);
         match &options.ca_cert {
-            Some(path) => Failure::usage(format!("--ca-cert {}: {why}", path.display())),
-            None => Failure::internal(format!("cannot build the HTTP client: {why}")),
+            Some(path) => SetupError::ca_cert(path, why),
+            None => SetupError::Start(format!("cannot build the HTTP client: {why}")),
         }
     })
 }

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use super::gguf::GgufError;
-use ttft_model::exit::Failure;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PhysicsError {
@@ -46,11 +45,4 @@ pub enum PhysicsError {
     ParamsWithoutBytes,
     #[error("--model-bytes was given without --params (prefill ceilings need the parameter count)")]
     BytesWithoutParams,
-}
-
-/// A hardware or model description that cannot be used came from a flag or a file the user gave.
-impl From<PhysicsError> for Failure {
-    fn from(e: PhysicsError) -> Failure {
-        Failure::Usage(e.to_string())
-    }
 }

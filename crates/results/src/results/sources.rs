@@ -28,7 +28,6 @@ use super::run_meta::SourceMeta;
 use super::text::{TextFile, Texts};
 use super::{document, parts};
 use crate::store::{self, InputError, LineError, TornTail, json_message};
-use ttft_model::exit::Failure;
 use ttft_model::input_file::{self, Limit, ReadError};
 use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION};
 
@@ -143,18 +142,14 @@ impl Detail {
     }
 }
 
-/// Loads every input, failing on the first bad one (its error names the file and line): exit 2.
-pub fn load_all(inputs: &[PathBuf]) -> anyhow::Result<Vec<Source>> {
+/// Loads every input, failing on the first bad one (its error names the file and line).
+pub fn load_all(inputs: &[PathBuf]) -> Result<Vec<Source>, InputError> {
     load_all_with(inputs, Detail::Full)
 }
 
 /// `load_all`, keeping `detail` of each record.
-pub fn load_all_with(inputs: &[PathBuf], detail: Detail) -> anyhow::Result<Vec<Source>> {
-    let mut sources = Vec::new();
-    for path in inputs {
-        sources.push(load_with(path, detail).map_err(|e| Failure::usage(e.to_string()))?);
-    }
-    Ok(sources)
+pub fn load_all_with(inputs: &[PathBuf], detail: Detail) -> Result<Vec<Source>, InputError> {
+    inputs.iter().map(|path| load_with(path, detail)).collect()
 }
 
 /// Lets loaded records go without freeing them one by one: a verb's records live until it ends,
@@ -164,14 +159,18 @@ pub fn release<T>(loaded: T) {
     std::mem::forget(loaded);
 }
 
+/// An input that holds no record.
+#[derive(Debug, thiserror::Error)]
+#[error("no records in {}", path.display())]
+pub struct EmptyInput {
+    pub path: PathBuf,
+}
+
 /// Refuses inputs that hold no record (an empty run: killed before its first record, or the wrong
-/// directory) unless they are explicitly allowed: exit 2, naming the input.
-pub fn require_records(sources: &[Source], allow_empty: bool) -> Result<(), Failure> {
+/// directory) unless they are explicitly allowed, naming the first such input.
+pub fn require_records(sources: &[Source], allow_empty: bool) -> Result<(), EmptyInput> {
     match sources.iter().find(|s| s.records.is_empty()) {
-        Some(empty) if !allow_empty => Err(Failure::usage(format!(
-            "no records in {} (use --allow-empty to accept inputs without records)",
-            empty.path.display()
-        ))),
+        Some(empty) if !allow_empty => Err(EmptyInput { path: empty.path.clone() }),
         _ => Ok(()),
     }
 }

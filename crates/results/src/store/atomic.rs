@@ -7,18 +7,21 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// A signal arrived while a document was being written (`stop_writes_on_signal`).
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// A temp file is being filled: a signal must let its writer remove it before the process ends.
 static WRITING: AtomicBool = AtomicBool::new(false);
+/// The exit code a signal ends the process with (`stop_writes_on_signal`).
+static EXIT_CODE: AtomicU8 = AtomicU8::new(1);
 
-/// From now on SIGINT and SIGTERM end this process with exit 130 and leave no temp file: outside
+/// From now on SIGINT and SIGTERM end this process with `exit_code` and leave no temp file: outside
 /// a write it ends at once (nothing half-written exists); during one, the write fails at its next
-/// buffer, removes its temp file and reports `interrupted()`, and the caller exits 130. For verbs
+/// buffer, removes its temp file and reports `interrupted()`, and the caller exits. For verbs
 /// that only read and then write one document (merge, report -o); a sweep handles its signals itself.
-pub fn stop_writes_on_signal() {
+pub fn stop_writes_on_signal(exit_code: u8) {
+    EXIT_CODE.store(exit_code, Ordering::SeqCst);
     #[cfg(unix)]
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only touches atomics and calls _exit, both async-signal-safe.
@@ -30,7 +33,7 @@ pub fn stop_writes_on_signal() {
 extern "C" fn on_signal(_: libc::c_int) {
     if !WRITING.load(Ordering::SeqCst) {
         // SAFETY: _exit is async-signal-safe; nothing is half-written outside a write.
-        unsafe { libc::_exit(i32::from(ttft_model::exit::INTERRUPTED)) };
+        unsafe { libc::_exit(i32::from(EXIT_CODE.load(Ordering::SeqCst))) };
     }
     INTERRUPTED.store(true, Ordering::SeqCst);
 }

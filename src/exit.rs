@@ -1,6 +1,10 @@
 //! Documented exit codes (also listed in `bench --help` and the README): what a verb returns
 //! (`Outcome`) or fails with (`Failure`), each mapped to its code by one exhaustive match, as
 //! nextest does; `main` applies them and nothing else picks a code.
+//!
+//! The crates below (the record model, the client, the result files) return errors of their own
+//! and know neither flags nor exit codes: each of their errors converts to its `Failure` here,
+//! once, with the flag it came from where the user gave it.
 
 /// Everything asked for was done and nothing was found wrong.
 pub const SUCCESS: u8 = 0;
@@ -107,4 +111,66 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
 /// Whether `main` still has to print the error (a `Reported` one was printed where it happened).
 pub fn needs_printing(err: &anyhow::Error) -> bool {
     err.downcast_ref::<Reported>().is_none()
+}
+
+/// A client that cannot be set up: a bad `--ca-cert` file or transport setting is the user's
+/// input; a lane that cannot start is bench's own failure.
+impl From<crate::client::SetupError> for Failure {
+    fn from(e: crate::client::SetupError) -> Failure {
+        use crate::client::SetupError;
+        match e {
+            SetupError::CaCert { .. } => Failure::Usage(format!("--ca-cert {e}")),
+            SetupError::Transport(why) => Failure::Usage(why),
+            SetupError::Start(why) => Failure::Internal(why),
+        }
+    }
+}
+
+/// A hardware or model description that cannot be used came from a flag or a file the user gave.
+impl From<crate::physics::PhysicsError> for Failure {
+    fn from(e: crate::physics::PhysicsError) -> Failure {
+        Failure::Usage(e.to_string())
+    }
+}
+
+/// A result file that cannot be read is the user's input, named by file and line.
+impl From<crate::store::InputError> for Failure {
+    fn from(e: crate::store::InputError) -> Failure {
+        Failure::Usage(e.to_string())
+    }
+}
+
+/// An input without records, refused unless `--allow-empty` accepts it.
+impl From<crate::results::sources::EmptyInput> for Failure {
+    fn from(e: crate::results::sources::EmptyInput) -> Failure {
+        Failure::Usage(format!("{e} (use --allow-empty to accept inputs without records)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::SetupError;
+
+    /// Each lower crate's error reaches the user with the exit code of its kind, and a bad
+    /// certificate file names the flag it came from.
+    #[test]
+    fn lower_crates_errors_map_to_their_exit_codes() {
+        let ca = Failure::from(SetupError::CaCert {
+            path: "ca.pem".into(),
+            why: "holds no PEM certificate".into(),
+        });
+        assert_eq!(
+            (ca.exit_code(), ca.to_string().as_str()),
+            (USAGE, "--ca-cert ca.pem: holds no PEM certificate")
+        );
+        assert_eq!(Failure::from(SetupError::Transport("x".into())).exit_code(), USAGE);
+        assert_eq!(Failure::from(SetupError::Start("lane".into())).exit_code(), INTERNAL);
+        let input = Failure::from(crate::store::InputError::new("r.jsonl", 3, "not JSON"));
+        assert_eq!((input.exit_code(), input.to_string().as_str()), (USAGE, "r.jsonl:3: not JSON"));
+        let empty = Failure::from(crate::results::sources::EmptyInput { path: "run".into() });
+        assert_eq!(empty.exit_code(), USAGE);
+        assert!(empty.to_string().starts_with("no records in run (use --allow-empty"), "{empty}");
+        assert_eq!(Failure::from(crate::physics::PhysicsError::NoTensors).exit_code(), USAGE);
+    }
 }
