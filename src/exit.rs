@@ -147,6 +147,31 @@ impl From<crate::results::sources::EmptyInput> for Failure {
     }
 }
 
+/// A result file that cannot be written (a full disk, permissions).
+impl From<crate::store::WriteError> for Failure {
+    fn from(e: crate::store::WriteError) -> Failure {
+        Failure::Io(e.to_string())
+    }
+}
+
+/// A run another bench process holds is the user's to wait for; a lock that cannot be written
+/// is a write failure like any other.
+impl From<crate::store::LockError> for Failure {
+    fn from(e: crate::store::LockError) -> Failure {
+        match e {
+            crate::store::LockError::Held { .. } => Failure::Usage(e.to_string()),
+            crate::store::LockError::Io { .. } => Failure::Io(e.to_string()),
+        }
+    }
+}
+
+/// A `--dataset` that cannot be used.
+impl From<crate::dataset::DatasetError> for Failure {
+    fn from(e: crate::dataset::DatasetError) -> Failure {
+        Failure::Usage(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,5 +197,15 @@ mod tests {
         assert_eq!(empty.exit_code(), USAGE);
         assert!(empty.to_string().starts_with("no records in run (use --allow-empty"), "{empty}");
         assert_eq!(Failure::from(crate::physics::PhysicsError::NoTensors).exit_code(), USAGE);
+        let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        assert_eq!(
+            Failure::from(crate::store::WriteError::new("r.json".as_ref(), "write", full)).exit_code(),
+            IO
+        );
+        let held = crate::store::LockError::Held { path: "run/bench.lock".into(), pid: Some(7) };
+        assert_eq!(Failure::from(held).exit_code(), USAGE);
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let unwritable = crate::store::LockError::Io { path: "run/bench.lock".into(), source: denied };
+        assert_eq!(Failure::from(unwritable).exit_code(), IO);
     }
 }

@@ -325,6 +325,13 @@ pub enum PresetError {
     NotForApi { preset: String, name: String, api: String, known: String },
 }
 
+/// A preset that cannot be used is the user's input (its file, its name, its environment).
+impl From<PresetError> for crate::exit::Failure {
+    fn from(e: PresetError) -> crate::exit::Failure {
+        crate::exit::Failure::Usage(e.to_string())
+    }
+}
+
 /// A preset action that ran: how long it took, and what its answers said the server saved.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ActionDone {

@@ -30,9 +30,7 @@ pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
     // refused with its name rather than found by every cell.
     // `auto` is resolved against the server at setup, and its choice written to run.json.
     if config.preset != crate::config::AUTO_PRESET {
-        crate::preset::Preset::load(&config.preset)
-            .and_then(|p| p.for_api(&config.api.to_string()))
-            .map_err(|e| Failure::usage(e.to_string()))?;
+        crate::preset::Preset::load(&config.preset).and_then(|p| p.for_api(&config.api.to_string()))?;
     }
     // A new run's directory is bench's until its first write lands: if the lock, run.json or
     // the records file cannot be written (a full disk), it is removed, so a failed start leaves
@@ -53,16 +51,13 @@ pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
 
 /// Locks the run directory and writes its run.json and (empty) records file.
 fn start(dir: &Path, meta: RunMeta) -> Result<(Journal, RunLock), Failure> {
-    // Another process holding the run is a usage error; a lock file that cannot be written is a
-    // write failure like any other (exit 4).
-    let lock = RunLock::acquire(dir).map_err(|e| match e {
-        store::LockError::Held { .. } => Failure::usage(e.to_string()),
-        store::LockError::Io { .. } => Failure::io(e.to_string()),
-    })?;
+    // Another process holding the run is a usage error (exit 2); a lock file that cannot be
+    // written is a write failure like any other (exit 4).
+    let lock = RunLock::acquire(dir)?;
     let journal = Journal { dir: dir.to_path_buf(), meta: Arc::new(Mutex::new(meta)) };
     // run.json first: a run killed at any later point can be resumed.
     journal.update(|_| {})?;
-    store::RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
+    store::RecordWriter::open(journal.dir())?;
     Ok((journal, lock))
 }
 
@@ -231,7 +226,7 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     }
     // A dataset's rows are read again from its file (run.json keeps which, never their text).
     if let Some(dataset) = &meta.config.dataset {
-        meta.config.dataset = Some(dataset.reload().map_err(|e| Failure::usage(e.to_string()))?);
+        meta.config.dataset = Some(dataset.reload()?);
     }
     meta.resumed_at.push(Resumption { at: crate::clock::now_rfc3339(), changed });
     meta.status = RunStatus::Running;

@@ -35,9 +35,7 @@ pub async fn prepare(
     let mut config = config;
     let detecting = config.preset == crate::config::AUTO_PRESET;
     let api = config.api.to_string();
-    let load = |name: &str| {
-        Preset::load(name).and_then(|p| p.for_api(&api)).map_err(|e| Failure::usage(e.to_string()))
-    };
+    let load = |name: &str| Preset::load(name).and_then(|p| p.for_api(&api)).map_err(Failure::from);
     // A named preset is checked before anything touches the server; `auto` is known only after
     // preflight, and a plain preset stands in until then (preflight drives no action).
     let mut preset = load(if detecting { "openai" } else { &config.preset })?;
@@ -111,7 +109,7 @@ pub async fn prepare(
         sessions: AtomicU64::new(0),
         harness: Default::default(),
         bodies: match journal.filter(|_| config_bodies) {
-            Some(j) => Some(crate::store::BodyLog::open(j.dir()).map_err(|e| Failure::io(e.to_string()))?),
+            Some(j) => Some(crate::store::BodyLog::open(j.dir())?),
             None => None,
         },
     };
