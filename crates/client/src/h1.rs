@@ -577,7 +577,7 @@ fn replay_on<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, closes: bool) -> Un
             out.reusable = keep_alive && unframe.is_done() && !after && !closes;
             if closes && !out.ended {
                 out.error =
-                    Some(super::body::Broken::ClosedEarly { read: out.payload.len() as u64 }.to_string());
+                    Some(super::broken::Broken::ClosedEarly { read: out.payload.len() as u64 }.to_string());
             }
         }
         None if closes && held.is_empty() => out.error = Some(super::DROPPED_AFTER_SEND.to_string()),
