@@ -2,29 +2,8 @@
 
 use serde::Serialize;
 
-use super::rule::RuleId;
+use super::rule::{RuleId, Severity};
 use crate::record::CellKey;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// Context a reader should see; never fails the run.
-    Info,
-    /// Suspicious; fails only with --strict.
-    Warning,
-    /// Impossible or broken; exit 1.
-    Error,
-}
-
-impl Severity {
-    pub fn label(self) -> &'static str {
-        match self {
-            Severity::Info => "INFO",
-            Severity::Warning => "WARNING",
-            Severity::Error => "ERROR",
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Finding {
@@ -44,7 +23,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// A finding of `rule`, at the rule's severity (see `RULES`).
+    /// A finding of `rule`, at the rule's severity (`rule::rule_ids!`).
     pub fn new(rule: RuleId, file: &str, message: String) -> Finding {
         Finding {
             severity: rule.severity(),

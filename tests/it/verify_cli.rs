@@ -584,3 +584,36 @@ fn an_input_without_records_exits_2_unless_allowed() {
     let (code, report) = verify_json(&[&dir], &["--allow-empty"]);
     assert_eq!((code, report["summary"]["records"].as_u64()), (0, Some(0)));
 }
+
+/// The HTML report runs verify's rules at verify's own defaults: on every fixture its summary
+/// counts what `bench verify` (no flags) counts, so a default changed on one side, or a report that
+/// cannot form verify's settings, shows here.
+#[test]
+fn the_html_reports_findings_are_verifys_at_its_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut judged = 0;
+    for name in
+        ["warm_0_98.jsonl", "h200_warm_slower_than_cold.jsonl", "max_tokens_253.jsonl", "clean_m4_pro.jsonl"]
+    {
+        let input = fixture(name);
+        let (_, report) = verify_json(&[&input], &[]);
+        let s = &report["summary"];
+        let page = dir.path().join(format!("{name}.html"));
+        let out = Command::cargo_bin("bench")
+            .unwrap()
+            .args(["report", "--format", "html", "-o"])
+            .args([&page, &input])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let html = std::fs::read_to_string(&page).unwrap();
+        let says = format!(
+            "<span class=\"count error\">{} error(s)</span>, <span class=\"count warning\">{} warning(s)</span>, \
+             <span class=\"count info\">{} info</span>",
+            s["errors"], s["warnings"], s["infos"]
+        );
+        assert!(html.contains(&says), "{name}: verify says {s}; the page's summary differs");
+        judged += s["errors"].as_u64().unwrap() + s["warnings"].as_u64().unwrap();
+    }
+    assert!(judged >= 2, "the fixtures raise findings for the page to count ({judged})");
+}

@@ -78,7 +78,7 @@ pub fn finding_html(f: &Finding) -> String {
     format!(
         "<span class=\"sev\">{}</span> <code title=\"{}\">{}</code> {} <span class=\"muted\">({})</span>",
         f.severity.label(),
-        esc(f.rule.rule().reason),
+        esc(f.rule.reason()),
         esc(f.rule.as_str()),
         esc(&f.message),
         esc(&place)
