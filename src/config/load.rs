@@ -67,17 +67,17 @@ impl LoadSettings {
             (None, true) => LoadShape::Search { max_steps: args.search_steps },
             (None, false) => LoadShape::Open { rates: args.rates.0.iter().map(|r| r.0).collect() },
         };
-        if let Some(w) = args.warmup
+        if let Some(w) = args.warmup_duration
             && w.secs() >= duration_s
         {
             return Err(Failure::usage(format!(
-                "--warmup {w}: must be shorter than --duration {}, or nothing is left to measure",
+                "--warmup-duration {w}: must be shorter than --duration {}, or nothing is left to measure",
                 args.duration
             )));
         }
-        if args.warmup.is_some() && !shape.is_closed() {
+        if args.warmup_duration.is_some() && !shape.is_closed() {
             return Err(Failure::usage(
-                "--warmup: only a closed loop (--concurrency, or the passes of --rates auto) has a warm-up; an open loop's rate starts with its pipeline full",
+                "--warmup-duration: only a closed loop (--concurrency, or the passes of --rates auto) has a warm-up; an open loop's rate starts with its pipeline full",
             ));
         }
         if let LoadShape::Open { rates } = &shape {
@@ -91,7 +91,8 @@ impl LoadSettings {
                 }
             }
         }
-        let warmup_s = shape.is_closed().then(|| args.warmup.map_or(duration_s / 10.0, |w| w.secs()));
+        let warmup_s =
+            shape.is_closed().then(|| args.warmup_duration.map_or(duration_s / 10.0, |w| w.secs()));
         Ok(LoadSettings { shape, duration_s, warmup_s, slo_target: args.slo_target })
     }
 }
@@ -132,10 +133,10 @@ mod tests {
             (&["--slo-target", "1.5"][..], "--slo-target 1.5"),
             (&["--duration", "0s"][..], "--duration"),
             (
-                &["--concurrency", "2", "--duration", "2s", "--warmup", "2s"][..],
+                &["--concurrency", "2", "--duration", "2s", "--warmup-duration", "2s"][..],
                 "must be shorter than --duration",
             ),
-            (&["--rates", "1,2", "--warmup", "1s"][..], "only a closed loop"),
+            (&["--rates", "1,2", "--warmup-duration", "1s"][..], "only a closed loop"),
             (&["--rates", "100000", "--duration", "60s"][..], "more than one run can hold"),
         ] {
             let refused = settings(flags).map(|_| ()).unwrap_err();
