@@ -254,6 +254,31 @@ impl CellId {
         }
     }
 
+    /// The cell's key at every run (run 0): what its label is made of (`CellKey`'s one format).
+    pub fn key(&self) -> CellKey {
+        let CellId {
+            model,
+            batch_size,
+            scenario,
+            mode,
+            context_tokens,
+            dataset_row,
+            offered_rate_per_s: _,
+            concurrency: _,
+            cache_state,
+        } = self;
+        CellKey {
+            model: model.clone(),
+            scenario: *scenario,
+            cache_state: *cache_state,
+            mode: *mode,
+            context_tokens: *context_tokens,
+            dataset_row: *dataset_row,
+            batch_size: *batch_size,
+            run: 0,
+        }
+    }
+
     /// The report's cell of a record: its key's, at the load level it was sent at.
     pub fn of_record(r: &Record) -> CellId {
         let (concurrency, offered_rate_per_s) = load_level(r);
@@ -378,10 +403,6 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
 /// prints at its end, before its run directory.
 pub fn summary(records: &[Record]) -> String {
     table::compact(&cells(records))
-}
-
-pub fn is_staggered(id: &CellId) -> bool {
-    matches!(id.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
 }
 
 #[derive(Serialize)]

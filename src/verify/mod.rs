@@ -41,7 +41,7 @@ use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::physics::{Hardware, ModelProfile};
 use crate::results::sources::{self, Detail, Source};
-pub use finding::{Finding, cell_label};
+pub use finding::Finding;
 use rule::{Input, RuleContext};
 pub use rule::{RuleId, Severity};
 use table::Check;
