@@ -145,7 +145,7 @@ pub fn cell_work_s(cell: &CellKey, session: &Session, rates: &ServerRates) -> f6
                 + (turns - 1.0) * session.think_s
         }
     };
-    let work = match cell.scenario {
+    match cell.scenario {
         Scenario::Concurrent => {
             let b = f64::from(cell.batch_size);
             // B sessions primed one by one, then released together: B prefills, one decode.
@@ -156,8 +156,7 @@ pub fn cell_work_s(cell: &CellKey, session: &Session, rates: &ServerRates) -> f6
         Scenario::StaggeredBatched | Scenario::StaggeredSequential => 2.0 * rates.request_s(c, out),
         Scenario::Soak => f64::from(cell.batch_size) * rates.request_s(c, out),
         _ => single,
-    };
-    work
+    }
 }
 
 /// Tokens the measured request of a cell prefills.
