@@ -17,9 +17,12 @@ use serde::{Deserialize, Serialize};
 use crate::config::{SweepConfig, ThermalPolicy};
 use crate::record::{CacheState, CellKey, Record, Scenario};
 
-/// Tokens of a hot conversation's later turns besides the model's output ("Understood." and the
-/// follow-up, with their chat template).
-const HOT_TURN_TOKENS: f64 = 30.0;
+/// Tokens a hot conversation's later turn adds besides the model's output: "Understood." (the
+/// assistant's turn from turn 3 on) and the follow-up question ("Continue explaining in more
+/// detail."), about ten tokens, with the chat template of their two messages. Turn 2 adds the
+/// model's real output before them, which `cell_work_s` counts from the output tokens; the one
+/// declaration of the hot turn, for the ETA and the shards' weights alike.
+pub const HOT_TURN_TOKENS: f64 = 30.0;
 /// Reload cost as a share of the prefill it replaces, where nothing better is known.
 const RELOAD_SHARE: f64 = 0.1;
 
@@ -45,7 +48,8 @@ impl ServerRates {
         (self.prefill_s_per_token * tokens + self.prefill_s_per_token2 * tokens * tokens).max(0.0)
     }
 
-    fn request_s(&self, prefill_tokens: f64, output_tokens: u32) -> f64 {
+    /// Seconds of one request that prefills `prefill_tokens` and decodes `output_tokens`.
+    pub fn request_s(&self, prefill_tokens: f64, output_tokens: u32) -> f64 {
         let decode = f64::from(output_tokens.saturating_sub(1)) / self.decode_tps.max(1e-9);
         self.prefill_s(prefill_tokens) + decode + self.overhead_s
     }
@@ -104,8 +108,28 @@ impl ServerRates {
 
 /// Seconds one cell is expected to take, cooldown before it included.
 pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 {
+    let session = Session {
+        output_tokens: config.output_tokens,
+        turns: config.turns,
+        think_s: config.think_time_ms / 1000.0,
+    };
+    cell_work_s(cell, &session, rates) + cooldown_s(&config.thermal, rates)
+}
+
+/// What a cell's sessions send besides its key: output tokens per request, the hot conversation's
+/// turns and the pause before each later turn.
+#[derive(Clone, Copy, Debug)]
+pub struct Session {
+    pub output_tokens: u32,
+    pub turns: u32,
+    pub think_s: f64,
+}
+
+/// Seconds of a cell's requests, without the thermal gate's cooldown: the model `cell_s` and the
+/// shards' weights (`shard::cell_cost`) share.
+pub fn cell_work_s(cell: &CellKey, session: &Session, rates: &ServerRates) -> f64 {
     let c = f64::from(cell.context_tokens);
-    let out = config.output_tokens;
+    let out = session.output_tokens;
     let single = match cell.cache_state {
         CacheState::Cold => rates.request_s(c, out),
         CacheState::Warm => {
@@ -114,14 +138,14 @@ pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 
         CacheState::Hot => {
             // Turn 1, the unmeasured turns 2..N-1 (each prefills the previous answer and its new
             // turn), the measured turn N, and a think-time pause before each later turn.
-            let turns = f64::from(config.turns.max(2));
+            let turns = f64::from(session.turns.max(2));
             rates.request_s(c, out)
                 + (turns - 2.0) * rates.request_s(f64::from(out) + HOT_TURN_TOKENS, out)
                 + rates.request_s(HOT_TURN_TOKENS, out)
-                + (turns - 1.0) * config.think_time_ms / 1000.0
+                + (turns - 1.0) * session.think_s
         }
     };
-    let work = match cell.scenario {
+    match cell.scenario {
         Scenario::Concurrent => {
             let b = f64::from(cell.batch_size);
             // B sessions primed one by one, then released together: B prefills, one decode.
@@ -132,8 +156,7 @@ pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 
         Scenario::StaggeredBatched | Scenario::StaggeredSequential => 2.0 * rates.request_s(c, out),
         Scenario::Soak => f64::from(cell.batch_size) * rates.request_s(c, out),
         _ => single,
-    };
-    work + cooldown_s(&config.thermal, rates)
+    }
 }
 
 /// Tokens the measured request of a cell prefills.

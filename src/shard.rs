@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 
 use crate::config::Shard;
-use crate::cost::ServerRates;
+use crate::cost::{self, ServerRates};
 use crate::exit::Failure;
 use crate::plan::Matrix;
-use crate::record::{CacheState, CellKey, Mode, Scenario};
+use crate::record::{CacheState, CellKey, Mode};
 
 /// The partition rule's name, recorded in run.json: a different rule is a different partition.
 pub const RULE: &str = "points-by-nominal-cost-v1";
@@ -82,33 +82,14 @@ fn nominal_rates() -> ServerRates {
     }
 }
 
-/// Tokens of a hot conversation's later turns (the reply and the follow-up), as in `cost`.
-const HOT_TURN_TOKENS: f64 = 100.0;
-/// Output tokens per request assumed by the weights (the partition must not depend on a setting
-/// the scenario file can leave out).
-const NOMINAL_OUTPUT_TOKENS: f64 = 64.0;
+/// What the weights assume each session sends (the partition must not depend on a setting the
+/// scenario file can leave out): 64 output tokens, the origin's three-turn conversation, no pause.
+const NOMINAL_SESSION: cost::Session = cost::Session { output_tokens: 64, turns: 3, think_s: 0.0 };
 
-/// The nominal seconds of one cell, following `cost::cell_s`'s model: cold prefills its context
-/// once; warm primes it, reloads it (a tenth of a prefill) and asks one token; hot runs three
-/// turns, the later two on the cache; a batch of B primes B sessions; a staggered pair is two
-/// requests.
+/// The nominal seconds of one cell: `cost`'s model (`cost::cell_work_s`) at the nominal rates and
+/// session, without cooldowns (the same before every cell).
 pub fn cell_cost(cell: &CellKey) -> f64 {
-    let r = nominal_rates();
-    let request = |tokens: f64| r.prefill_s(tokens) + NOMINAL_OUTPUT_TOKENS / r.decode_tps + r.overhead_s;
-    let c = f64::from(cell.context_tokens);
-    let single = match cell.cache_state {
-        CacheState::Cold => request(c),
-        CacheState::Warm => request(c) + 0.1 * r.prefill_s(c) + request(1.0),
-        CacheState::Hot => request(c) + 2.0 * request(HOT_TURN_TOKENS),
-    };
-    match cell.scenario {
-        Scenario::StaggeredBatched | Scenario::StaggeredSequential => 2.0 * request(c),
-        _ => f64::from(cell.batch_size.max(1)) * single,
-    }
-}
-
-fn is_staggered(cell: &CellKey) -> bool {
-    matches!(cell.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
+    cost::cell_work_s(cell, &NOMINAL_SESSION, &nominal_rates())
 }
 
 /// The matrix's units, in order of their first cell.
@@ -118,7 +99,7 @@ pub fn units(matrix: &Matrix) -> Vec<Unit> {
     let mut by_point: BTreeMap<(bool, CacheState, Mode, u32, u32), usize> = BTreeMap::new();
     let mut units: Vec<Unit> = Vec::new();
     for (i, cell) in cells.iter().enumerate() {
-        let key = if is_staggered(cell) {
+        let key = if cell.scenario.is_staggered() {
             (true, CacheState::Cold, Mode::Streaming, 0, 0)
         } else if matrix.reuse_primes && crate::plan::lifecycle_key(cell).is_some() {
             // A session lifecycle measures every cache state of its point: one shard has them all.
@@ -416,6 +397,31 @@ pub fn describe_missing(matrix: &Matrix, count: u32, present: &[u32], missing: &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shards weigh each cell as the ETA does (`cost::cell_s`: one model, one hot turn), at the
+    /// nominal rates, for a nominal sweep without cooldowns.
+    #[test]
+    fn cells_are_weighed_by_the_etas_own_model() {
+        use clap::Parser;
+        let argv = ["bench", "sweep", "--server", "http://x", "--thermal", "off", "--output-tokens", "64"]
+            .into_iter()
+            .chain(["--turns", "3", "--cache-states", "cold,warm,hot", "--batch-sizes", "1,2"]);
+        let config = match crate::command::Cli::parse_from(argv).command {
+            crate::command::Command::Sweep(a) => crate::config::resolve(&a).unwrap(),
+            _ => unreachable!("parsed a sweep"),
+        };
+        let rates = nominal_rates();
+        let cells = config.matrix().cells("m");
+        assert!(cells.iter().any(|c| c.cache_state == CacheState::Hot && c.batch_size == 2), "{cells:?}");
+        for cell in cells {
+            let eta = cost::cell_s(&cell, &config, &rates);
+            assert!(
+                (cell_cost(&cell) - eta).abs() < 1e-9 * eta,
+                "{cell}: shard {} vs eta {eta}",
+                cell_cost(&cell)
+            );
+        }
+    }
 
     #[test]
     fn inputs_of_two_shardings_are_refused_naming_both_counts() {

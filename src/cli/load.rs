@@ -32,7 +32,7 @@ use crate::spec::{Count, Span};
     than 20 values is printed with its n. The knee: the highest honestly offered rate at which\n\
     goodput, and goodput at every lower rate, is at least --slo-target.\n\n\
     Closed loop (--concurrency): per level, N users each send their next request when the last\n\
-    ended; requests sent in the first --warmup (default a tenth of --duration) are recorded\n\
+    ended; requests sent in the first --warmup-duration (default a tenth of --duration) are recorded\n\
     (warmup: true) and left out; the table gives requests/s, output tok/s, TTFT and ITL\n\
     p50/p90/p99 and goodput per level, records carry concurrency and user_id, and\n\
     load-throughput-latency.svg plots output tok/s against TTFT p50 and p99 per level.\n\n\
@@ -78,9 +78,13 @@ pub struct LoadArgs {
     pub concurrency: Option<Levels>,
     /// Closed loop: requests sent in each level's first SPAN, a duration with its unit (10s,
     /// 500ms), are warm-up (recorded with `warmup: true`, left out of the statistics); a bare
-    /// number is refused (bench sweep's --warmup counts requests) [default: a tenth of --duration].
+    /// number is refused [default: a tenth of --duration].
     #[arg(long, value_name = "SPAN", value_parser = super::load_values::warmup_span, help_heading = "Load")]
-    pub warmup: Option<Span>,
+    pub warmup_duration: Option<Span>,
+    /// The old spelling of --warmup-duration (--warmup is bench sweep's count of requests): always
+    /// refused, naming the new flag, so a script written for it fails before anything runs.
+    #[arg(long = "warmup", hide = true, value_name = "SPAN", value_parser = super::load_values::renamed_warmup)]
+    pub renamed_warmup: Option<Span>,
     /// `--rates auto`: at most this many rates offered after the two passes.
     #[arg(long, default_value = "6", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=30), help_heading = "Load")]
     pub search_steps: u32,

@@ -231,18 +231,26 @@ impl fmt::Display for Slo {
     }
 }
 
-/// `bench load --warmup`: a duration with its unit (`10s`, `500ms`; `0` is none). A bare number is
-/// refused, naming the unit: `bench sweep --warmup N` counts requests, so a bare `--warmup 2` here
-/// would silently have meant 2 seconds to someone who meant 2 requests.
+/// `bench load --warmup-duration`: a duration with its unit (`10s`, `500ms`; `0` is none). A bare
+/// number is refused, naming the unit: a bare `2` would silently have meant 2 seconds to someone
+/// who meant 2 requests (`bench sweep --warmup N`).
 pub fn warmup_span(text: &str) -> Result<crate::spec::Span, String> {
     let t = text.trim();
     if t.parse::<f64>().is_ok_and(|x| x != 0.0) {
-        return Err(format!(
-            "{t:?} has no unit: bench load's warm-up is a duration, e.g. --warmup {t}s \
-             (bench sweep's --warmup counts discarded requests)"
-        ));
+        return Err(format!("{t:?} has no unit: the warm-up is a duration, e.g. --warmup-duration {t}s"));
     }
     t.parse().map_err(|e: crate::spec::SpecError| e.to_string())
+}
+
+/// `bench load --warmup`, the old spelling of `--warmup-duration`: refused, naming the new flag with
+/// the value as it would be written there (a bare number read as seconds, as it used to be).
+pub fn renamed_warmup(text: &str) -> Result<crate::spec::Span, String> {
+    let t = text.trim();
+    let span = if t.parse::<f64>().is_ok() { format!("{t}s") } else { t.to_string() };
+    Err(format!(
+        "bench load's warm-up is --warmup-duration now (e.g. --warmup-duration {span}); \
+         --warmup counts discarded requests, in bench sweep"
+    ))
 }
 
 /// `bench sweep --warmup`: a count of discarded requests. A duration (`10s`) is refused, naming
@@ -255,7 +263,7 @@ pub fn warmup_count(text: &str) -> Result<u32, String> {
     if t.parse::<crate::spec::Span>().is_ok() {
         return Err(format!(
             "{t:?} is a duration: bench sweep's --warmup counts discarded requests (e.g. --warmup 2); \
-             a warm-up of a duration is bench load's (--concurrency ... --warmup 10s)"
+             a warm-up of a duration is bench load's (--concurrency ... --warmup-duration {t})"
         ));
     }
     Err(format!("{t:?} is not a number of requests (e.g. --warmup 2)"))

@@ -46,14 +46,15 @@ pub struct VerifyArgs {
     pub strict: bool,
     #[command(flatten)]
     pub physics: PhysicsArgs,
-    /// Warm must be at least this much faster than cold (median TTFT) where physics cannot say more.
-    #[arg(long, default_value_t = 1.5, value_parser = crate::spec::finite)]
-    pub min_warm_speedup: f64,
+    /// Warm must be at least this much faster than cold (median TTFT) where physics cannot say more
+    /// [default: 1.5].
+    #[arg(long, value_parser = crate::spec::finite)]
+    pub min_warm_speedup: Option<f64>,
     /// Storage read bandwidth for the warm-reload estimate, GB/s. The default is deliberately modest
     /// (an H200 host's disk read its slot file at 1.44 GB/s): a slower guess only makes "cache
-    /// broken" harder to raise.
-    #[arg(long, default_value_t = 2.0, value_parser = crate::spec::finite)]
-    pub storage_gbps: f64,
+    /// broken" harder to raise [default: 2].
+    #[arg(long, value_parser = crate::spec::finite)]
+    pub storage_gbps: Option<f64>,
     /// Accept inputs that hold no records (otherwise exit 2: nothing to verify is not a pass).
     #[arg(long)]
     pub allow_empty: bool,

@@ -166,7 +166,7 @@ pub struct MeasureArgs {
     pub temperature: Option<f64>,
     /// Discarded requests before the thermal baseline and the first cell (the first requests
     /// after a server starts are slower): a count; a duration is refused (bench load's
-    /// --warmup is one) [default: 1].
+    /// --warmup-duration is one) [default: 1].
     #[arg(long, value_name = "N", value_parser = super::load_values::warmup_count, help_heading = "Request")]
     pub warmup: Option<u32>,
     #[command(flatten, next_help_heading = "Workload")]

@@ -265,18 +265,14 @@ pub fn compare(
     out
 }
 
-fn is_staggered(id: &CellId) -> bool {
-    matches!(id.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
-}
-
 fn compare_cell(id: &CellId, cand_id: &CellId, b: &CellSamples, c: &CellSamples) -> CellComparison {
     let any = |m: Metric| !m.samples(b).is_empty() || !m.samples(c).is_empty();
     let wanted = |m: Metric| match m {
         // E2E only stands in where no TTFT was measured (non-streaming).
-        Metric::E2eMs => !any(Metric::TtftMs) && !is_staggered(id),
+        Metric::E2eMs => !any(Metric::TtftMs) && !id.scenario.is_staggered(),
         Metric::SystemTps => id.scenario == Scenario::Concurrent,
-        Metric::UserBWaitMs => is_staggered(id),
-        Metric::TtftMs | Metric::DecodeTps => !is_staggered(id),
+        Metric::UserBWaitMs => id.scenario.is_staggered(),
+        Metric::TtftMs | Metric::DecodeTps => !id.scenario.is_staggered(),
     };
     let metrics: Vec<MetricComparison> = Metric::ALL
         .iter()

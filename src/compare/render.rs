@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use super::cells::{CellComparison, Metric, MetricComparison, Verdict, Wins};
 use super::failures::{InputFailures, Reason};
 use super::{CandidateReport, InputInfo, Report};
-use crate::report::point_label;
 
 use crate::output::{TableStyle, short, table, table_text};
 
@@ -95,6 +94,10 @@ fn verdict(m: &MetricComparison, pct: Option<f64>) -> String {
 fn cells_table(c: &CandidateReport, markdown: bool, pct: Option<f64>) -> String {
     let mut t =
         table(style(markdown), &["cell", "metric", "base", "cand", "n", "ratio", "95% CI", "verdict"], 2);
+    // A cell's label names every field of its key: it may wrap between words to fit the terminal.
+    if let Some(col) = t.column_mut(0) {
+        col.remove_constraint();
+    }
     let many_models = c.comparison.cells.iter().map(|x| &x.cell.model).collect::<BTreeSet<_>>().len() > 1;
     let mut model = None;
     for cell in &c.comparison.cells {
@@ -122,18 +125,15 @@ fn style(markdown: bool) -> TableStyle {
     if markdown { TableStyle::Markdown } else { TableStyle::Terminal }
 }
 
-/// "1K warm stream", "4K cold non-str b2", "4K stag-bat stream"; a dataset row's cell "300 row 2
-/// cold stream", a load level's "4K at 4 users cold stream" (the report's words for both).
+/// The cell in `CellKey`'s one label, as verify names it, without the model (a table of several
+/// models says each once): "ctx 1024 warm streaming b1 all runs"; a load level adds its level
+/// ("at 4 users").
 fn cell_label(c: &CellComparison) -> String {
-    let id = &c.cell;
-    let state = match id.scenario {
-        crate::record::Scenario::StaggeredBatched => "stag-bat",
-        crate::record::Scenario::StaggeredSequential => "stag-seq",
-        _ => id.cache_state.as_str(),
-    };
-    let mode = id.mode.short_label();
-    let batch = if id.batch_size > 1 { format!(" b{}", id.batch_size) } else { String::new() };
-    format!("{} {state} {mode}{batch}", point_label(id))
+    let key = c.cell.key();
+    match c.cell.level_label() {
+        Some(level) => format!("{key:#} at {level}"),
+        None => format!("{key:#}"),
+    }
 }
 
 fn wins_text(c: &CandidateReport, name: &str, base: &str) -> String {

@@ -18,7 +18,10 @@ use crate::cli::{ConnectionArgs, MeasureArgs, PhysicsArgs, SweepArgs};
 use crate::exit::Failure;
 use crate::plan::Matrix;
 use crate::record::{CacheState, Mode};
+pub mod load;
+pub mod report;
 pub mod scenario_file;
+pub mod verify;
 use crate::spec::{Api, StaggerDelay, ThermalChoice};
 use scenario_file::ScenarioFile;
 

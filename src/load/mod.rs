@@ -21,6 +21,7 @@ pub use summary::LoadSummary;
 use run::{End, LivePlan};
 
 use crate::cli::{LoadArgs, MeasureArgs, OutputArgs, SizeArgs, SweepArgs};
+use crate::config::load::{LoadSettings, LoadShape};
 use crate::exit::{Failure, Outcome};
 use crate::meta::{LoadPlan, RunStatus};
 use crate::progress::Progress;
@@ -63,47 +64,9 @@ fn sweep_args(args: &LoadArgs) -> SweepArgs {
     SweepArgs::new_run(args.connection.clone(), measure, None, output)
 }
 
-/// Refuses, before anything is created, what cannot be measured honestly.
-fn check(args: &LoadArgs) -> Result<(), Failure> {
-    if let Some(c) = &args.sizes.contexts
-        && c.0.len() != 1
-    {
-        return Err(Failure::usage(
-            "--contexts: bench load measures one context at a time (e.g. --contexts 4k); run it once per context",
-        ));
-    }
-    if !(args.slo_target > 0.0 && args.slo_target <= 1.0) {
-        return Err(Failure::usage(format!(
-            "--slo-target {}: must be above 0 and at most 1",
-            args.slo_target
-        )));
-    }
-    if args.duration.secs() <= 0.0 {
-        return Err(Failure::usage("--duration: must be more than 0"));
-    }
-    if let Some(w) = args.warmup
-        && w.secs() >= args.duration.secs()
-    {
-        return Err(Failure::usage(format!(
-            "--warmup {w}: must be shorter than --duration {}, or nothing is left to measure",
-            args.duration
-        )));
-    }
-    if args.warmup.is_some() && args.concurrency.is_none() && !args.rates.is_auto() {
-        return Err(Failure::usage(
-            "--warmup: only a closed loop (--concurrency, or the passes of --rates auto) has a warm-up; an open loop's rate starts with its pipeline full",
-        ));
-    }
-    for r in &args.rates.0 {
-        let n = r.0 * args.duration.secs();
-        if n > schedule::MAX_ARRIVALS as f64 / 2.0 {
-            return Err(Failure::usage(format!(
-                "--rates {r} x --duration {}: about {n:.0} arrivals, more than one run can hold",
-                args.duration
-            )));
-        }
-    }
-    // Without --preset the server is detected at setup, which checks its preset then.
+/// Refuses, before anything is created, a warm mix the preset named cannot produce (without
+/// --preset the server is detected at setup, which checks its preset then).
+fn check_preset(args: &LoadArgs) -> Result<(), Failure> {
     if let Some(name) = args.target.preset.as_deref().filter(|p| *p != crate::config::AUTO_PRESET)
         && args.mix.states().contains(&CacheState::Warm)
     {
@@ -137,13 +100,11 @@ pub(crate) fn warm_mix_fits(preset: &crate::preset::Preset) -> Result<(), Failur
 
 /// Entry point of `bench load`.
 pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
-    check(args)?;
+    let settings = LoadSettings::from_args(args)?;
+    check_preset(args)?;
     let open::Opened { config, journal, resumed, lock } = open::open(&sweep_args(args))?;
-    let rates: Vec<f64> = args.rates.0.iter().map(|r| r.0).collect();
-    let closed = args.concurrency.is_some() || args.rates.is_auto();
-    let runs = match (&args.concurrency, args.rates.is_auto()) {
-        (Some(levels), _) => levels
-            .0
+    let runs = match &settings.shape {
+        LoadShape::Closed { levels } => levels
             .iter()
             .enumerate()
             .map(|(i, &users)| crate::meta::RateSchedule {
@@ -152,12 +113,12 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
                 ..Default::default()
             })
             .collect(),
-        (None, true) => vec![search::first(1)],
-        (None, false) => schedule::plan_rates(config.seed, &rates, args.duration.secs(), &args.mix),
+        LoadShape::Search { .. } => vec![search::first(1)],
+        LoadShape::Open { rates } => schedule::plan_rates(config.seed, rates, settings.duration_s, &args.mix),
     };
     let plan = LoadPlan {
         seed: config.seed,
-        duration_s: args.duration.secs(),
+        duration_s: settings.duration_s,
         mix: args.mix.shares(),
         // 0 with a dataset: each record's context is its row's own.
         context_tokens: config.contexts.first().copied().unwrap_or(if config.dataset.is_some() {
@@ -166,17 +127,20 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
             4096
         }),
         slo: args.slo,
-        slo_target: args.slo_target,
+        slo_target: settings.slo_target,
         concurrency_limit: args.concurrency_limit.map(|c| c.0),
         prepare_ahead: args.prepare_ahead.0,
         slots_held: None,
         rates: runs,
-        warmup_s: closed.then(|| args.warmup.map_or(args.duration.secs() / 10.0, |w| w.secs())),
-        search: args.rates.is_auto().then(|| crate::meta::RateSearch {
-            max_steps: args.search_steps,
-            saturation_users: search::SATURATION_USERS,
-            ..Default::default()
-        }),
+        warmup_s: settings.warmup_s,
+        search: match settings.shape {
+            LoadShape::Search { max_steps } => Some(crate::meta::RateSearch {
+                max_steps,
+                saturation_users: search::SATURATION_USERS,
+                ..Default::default()
+            }),
+            _ => None,
+        },
     };
     let live = LivePlan::new(plan, journal.clone())?;
     // Progress in seconds of the plan: each rate or level runs for --duration (a search runs its two

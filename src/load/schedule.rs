@@ -11,9 +11,7 @@ use crate::meta::{Arrival, RateSchedule};
 use crate::record::CacheState;
 use crate::stats::Rng;
 
-/// Arrivals one rate may have at most (rate x duration): the schedule is held in memory and in
-/// run.json.
-pub const MAX_ARRIVALS: usize = 1_000_000;
+pub use crate::config::load::MAX_ARRIVALS;
 
 /// A number in (0, 1]: 53 random bits, never 0 (its logarithm is taken).
 pub(super) fn unit_open(rng: &mut Rng) -> f64 {

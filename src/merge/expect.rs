@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub use crate::config::Expectation;
-use crate::record::{CellKey, Record, Scenario};
+use crate::record::{CellKey, Record};
 use crate::results::batch;
 
 /// Reads a scenario file's matrix the way `bench sweep` would, without a server.
@@ -45,10 +45,6 @@ impl ModelCompleteness {
             "Complete"
         }
     }
-}
-
-fn is_staggered(cell: &CellKey) -> bool {
-    matches!(cell.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
 }
 
 /// What the records say about one cell.
@@ -105,7 +101,7 @@ pub fn completeness(exp: &Expectation, records: &[Record]) -> Vec<ModelCompleten
         let expected: BTreeSet<&CellKey> = cells.iter().collect();
         let mut c = ModelCompleteness { model: model.clone(), ..Default::default() };
         for cell in &cells {
-            let stag = is_staggered(cell);
+            let stag = cell.scenario.is_staggered();
             *(if stag { &mut c.staggered_expected } else { &mut c.expected }) += 1;
             match present.get(cell) {
                 None => c.missing.push(cell.clone()),

@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde::Serialize;
 
 use crate::cli::{ReportArgs, ReportFormat as Format};
+use crate::config::report::{Destination, ReportSettings};
 use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::record::{
@@ -253,6 +254,31 @@ impl CellId {
         }
     }
 
+    /// The cell's key at every run (run 0): what its label is made of (`CellKey`'s one format).
+    pub fn key(&self) -> CellKey {
+        let CellId {
+            model,
+            batch_size,
+            scenario,
+            mode,
+            context_tokens,
+            dataset_row,
+            offered_rate_per_s: _,
+            concurrency: _,
+            cache_state,
+        } = self;
+        CellKey {
+            model: model.clone(),
+            scenario: *scenario,
+            cache_state: *cache_state,
+            mode: *mode,
+            context_tokens: *context_tokens,
+            dataset_row: *dataset_row,
+            batch_size: *batch_size,
+            run: 0,
+        }
+    }
+
     /// The report's cell of a record: its key's, at the load level it was sent at.
     pub fn of_record(r: &Record) -> CellId {
         let (concurrency, offered_rate_per_s) = load_level(r);
@@ -379,10 +405,6 @@ pub fn summary(records: &[Record]) -> String {
     table::compact(&cells(records))
 }
 
-pub fn is_staggered(id: &CellId) -> bool {
-    matches!(id.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
-}
-
 #[derive(Serialize)]
 struct JsonReport<'a> {
     ci_method: &'a str,
@@ -435,19 +457,14 @@ fn pooled_note(sources: &[Source]) {
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
-    // A page for a browser is a file: refused before anything is read, so nothing half-done.
-    if args.format == Format::Html && args.output.is_none() {
-        return Err(Failure::usage(
-            "--format html writes one file: give -o FILE (e.g. -o report.html); nothing was written",
-        )
-        .into());
-    }
+    // Refused before anything is read, so nothing half-done (a page for a browser is a file).
+    let settings = ReportSettings::from_args(args)?;
     // Full records: ITL is read from the token offsets, which lean records drop.
     let sources = sources::load_all_with(&args.inputs, Detail::Full).map_err(Failure::from)?;
     sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     pooled_note(&sources);
-    let context = match args.format {
-        Format::Html => html::Context::gather(&args.inputs, &sources).map_err(Failure::from)?,
+    let context = match settings.format {
+        Format::Html => html::Context::gather(&sources).map_err(Failure::from)?,
         _ => html::Context::default(),
     };
     let mut notes = unfinished_runs(&sources);
@@ -481,7 +498,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     }
     let cells = cells(&combined.records);
     sources::release(combined);
-    let out = match args.format {
+    let out = match settings.format {
         Format::Table => table::render(&cells, crate::output::TableStyle::Terminal),
         Format::Markdown => table::render(&cells, crate::output::TableStyle::Markdown),
         Format::Csv => to_csv(&cells).map_err(|e| Failure::io(format!("csv: {e}")))?,
@@ -496,14 +513,14 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
         }
         Format::Html => html::render(&cells, &context, &notes).map_err(Failure::from)?,
     };
-    match &args.output {
-        Some(path) => {
+    match &settings.destination {
+        Destination::File(path) => {
             crate::store::write_atomic(path, out.as_bytes()).map_err(|e| Failure::io(e.to_string()))?;
             eprintln!("wrote {}", path.display());
             // The output path alone on stdout, for scripts.
             output::println(&path.display().to_string())?;
         }
-        None => output::print(&out)?,
+        Destination::Stdout => output::print(&out)?,
     }
     if let Some(dir) = &args.plot {
         let written = plot::write_all(dir, &cells)

@@ -18,7 +18,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{CellStats, is_staggered};
+use super::CellStats;
 use crate::record::{CacheState, Mode, Scenario};
 use crate::stats::Summary;
 use crate::ticks;
@@ -80,7 +80,7 @@ pub fn render_all(cells: &[CellStats]) -> Res<Vec<Plot>> {
             .filter(|c| {
                 c.id.batch_size == 1
                     && c.id.mode == Mode::Streaming
-                    && !is_staggered(&c.id)
+                    && !c.id.scenario.is_staggered()
                     && !c.id.is_load_level()
             })
             .collect();

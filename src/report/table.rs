@@ -1,6 +1,6 @@
 //! Terminal (100 columns) and markdown tables: one table of cells per model, one of staggered pairs.
 
-use super::{CellId, CellStats, QUANTILE_METHOD, is_staggered};
+use super::{CellId, CellStats, QUANTILE_METHOD};
 use crate::output::{TableStyle, table, table_text};
 use crate::stats::{self, Summary};
 
@@ -93,7 +93,7 @@ fn decode_or_system(c: &CellStats) -> String {
 pub fn compact(cells: &[CellStats]) -> String {
     let rows: Vec<[String; 6]> = cells
         .iter()
-        .filter(|c| !is_staggered(&c.id))
+        .filter(|c| !c.id.scenario.is_staggered())
         .map(|c| {
             [
                 c.id.cache_state.as_str().to_string(),
@@ -218,7 +218,7 @@ pub fn render(cells: &[CellStats], style: TableStyle) -> String {
         let mine: Vec<&CellStats> = cells.iter().filter(|c| c.id.model == model).collect();
         out.push_str(&format!("\n{model}\n\n"));
         let rows: Vec<Vec<String>> =
-            mine.iter().filter(|c| !is_staggered(&c.id)).map(|c| cell_row(c)).collect();
+            mine.iter().filter(|c| !c.id.scenario.is_staggered()).map(|c| cell_row(c)).collect();
         let groups: Vec<Vec<usize>> = match style {
             TableStyle::Markdown => vec![(0..CELL_HEADER.len()).collect()],
             // Each within 100 columns with room for a tail's "(n=3)" and an interval.
@@ -238,7 +238,7 @@ pub fn render(cells: &[CellStats], style: TableStyle) -> String {
             }
             out.push_str(&table_text(t));
         }
-        let staggered: Vec<&&CellStats> = mine.iter().filter(|c| is_staggered(&c.id)).collect();
+        let staggered: Vec<&&CellStats> = mine.iter().filter(|c| c.id.scenario.is_staggered()).collect();
         if !staggered.is_empty() {
             out.push_str(&format!("\n{STAGGERED_TITLE}\n\n"));
             let mut t = table(style, &STAGGERED_HEADER, 1);

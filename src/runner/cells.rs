@@ -134,7 +134,7 @@ impl AutoRuns {
     /// the cache states of one (context, mode, run) share a session, so they are skipped together,
     /// once every one of them is settled.
     fn skip(&self, cell: &CellKey, config: &crate::config::SweepConfig) -> bool {
-        if is_staggered(cell) {
+        if cell.scenario.is_staggered() {
             return false;
         }
         if config.reuse_primes && lifecycle_key(cell).is_some() {
@@ -287,7 +287,7 @@ impl<'a> CellLoop<'a> {
             if i == 0 { self.gate.first() } else { self.gate.wait(self.ctx, &self.progress).await };
         clock.add(Part::Thermal, waited.elapsed());
         self.progress.cell(i, &label);
-        if is_staggered(cell) {
+        if cell.scenario.is_staggered() {
             let calibrating = std::time::Instant::now();
             self.calibrate_stagger().await?;
             clock.add(Part::Priming, calibrating.elapsed());
@@ -398,10 +398,6 @@ fn failed_cell(ctx: &RunContext, cell: &CellKey, error: crate::record::ErrorInfo
     let mut m = measure::blank(ctx, cell, 0, "");
     m.error = Some(error);
     Record::Measurement(Box::new(m))
-}
-
-fn is_staggered(cell: &CellKey) -> bool {
-    matches!(cell.scenario, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
 }
 
 fn error_kind(r: &Record) -> Option<ErrorKind> {

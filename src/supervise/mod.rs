@@ -268,9 +268,12 @@ impl Supervisor {
         }
         #[cfg(unix)]
         if let Some(pgid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
-            // SAFETY: killpg only sends a signal; the group is the one `spawn` created.
-            let alive = || unsafe { libc::killpg(pgid, 0) } == 0;
-            unsafe { libc::killpg(pgid, libc::SIGTERM) };
+            use nix::sys::signal::{Signal, killpg};
+            // The group is the one `spawn` created (its leader's pid); no signal only asks whether
+            // any member is left.
+            let group = nix::unistd::Pid::from_raw(pgid);
+            let alive = || killpg(group, None).is_ok();
+            let _ = killpg(group, Signal::SIGTERM);
             let deadline = std::time::Instant::now() + END_GRACE;
             loop {
                 let _ = self.child.try_wait();
@@ -279,7 +282,7 @@ impl Supervisor {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            unsafe { libc::killpg(pgid, libc::SIGKILL) };
+            let _ = killpg(group, Signal::SIGKILL);
             let _ = self.child.try_wait();
         }
         #[cfg(not(unix))]
@@ -405,16 +408,14 @@ fn spawn(template: &str, port: u16, tail: &Arc<Mutex<VecDeque<String>>>) -> Resu
     #[cfg(target_os = "linux")]
     {
         // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid).
-        let parent = std::process::id() as libc::pid_t;
+        let parent = nix::unistd::getpid();
         unsafe {
             cmd.pre_exec(move || {
                 // SIGKILL when the thread that forked it ends: spawns happen on the runtime's
                 // worker threads, which live as long as bench.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
                 // Bench died between fork and prctl: nobody is left to send the signal.
-                if libc::getppid() != parent {
+                if nix::unistd::getppid() != parent {
                     return Err(std::io::Error::other("bench exited while starting the server"));
                 }
                 Ok(())

@@ -2,29 +2,8 @@
 
 use serde::Serialize;
 
-use super::rule::RuleId;
+use super::rule::{RuleId, Severity};
 use crate::record::CellKey;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// Context a reader should see; never fails the run.
-    Info,
-    /// Suspicious; fails only with --strict.
-    Warning,
-    /// Impossible or broken; exit 1.
-    Error,
-}
-
-impl Severity {
-    pub fn label(self) -> &'static str {
-        match self {
-            Severity::Info => "INFO",
-            Severity::Warning => "WARNING",
-            Severity::Error => "ERROR",
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Finding {
@@ -44,7 +23,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// A finding of `rule`, at the rule's severity (see `RULES`).
+    /// A finding of `rule`, at the rule's severity (`rule::rule_ids!`).
     pub fn new(rule: RuleId, file: &str, message: String) -> Finding {
         Finding {
             severity: rule.severity(),
@@ -79,29 +58,15 @@ impl Finding {
         self
     }
 
-    /// One readable line: severity, rule, where, why.
+    /// One readable line: severity, rule, where (the cell in `CellKey`'s one label), why.
     pub fn line(&self) -> String {
         let place = match &self.cell {
             Some(c) => match &self.run_id {
-                Some(r) => format!("{} run {r}", cell_label(c)),
-                None => format!("{} in {}", cell_label(c), self.file),
+                Some(r) => format!("{c} of {r}"),
+                None => format!("{c} in {}", self.file),
             },
             None => self.run_id.as_deref().map_or_else(|| self.file.clone(), |r| format!("run {r}")),
         };
         format!("{:<7} {:<24} {place}: {}", self.severity.label(), self.rule.as_str(), self.message)
     }
-}
-
-/// "gemma-3-12b-it-4bit cold/streaming 4096 tok b1 #2" (the model's last path part only; run 0,
-/// used by findings about a whole cell, reads "all runs"); a dataset row's cell names its row
-/// ("300 tok row 2"): two rows of one length are two cells.
-pub fn cell_label(c: &CellKey) -> String {
-    let model = c.model.rsplit('/').next().unwrap_or(&c.model);
-    let scenario = match c.scenario.as_str() {
-        s if s == c.cache_state.as_str() => s.to_string(),
-        s => format!("{s}:{}", c.cache_state.as_str()),
-    };
-    let run = if c.run == 0 { "all runs".to_string() } else { format!("#{}", c.run) };
-    let row = c.dataset_row.map_or_else(String::new, |r| format!(" row {r}"));
-    format!("{model} {scenario}/{} {} tok{row} b{} {run}", c.mode.as_str(), c.context_tokens, c.batch_size)
 }

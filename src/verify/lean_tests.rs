@@ -21,13 +21,11 @@ fn report(inputs: &[PathBuf], claimed: &[PathBuf], flags: &[&str], detail: Detai
         .map(|s| s.to_string())
         .chain(inputs.iter().map(|p| p.display().to_string()));
     let verb = Verb::try_parse_from(argv).unwrap();
-    let p = &verb.args.physics;
-    let hw = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops).unwrap();
-    let model = physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), None).unwrap();
+    let settings = VerifySettings::from_args(&verb.args).unwrap();
     let load =
         |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| load_with(p, detail).unwrap()).collect() };
     let (sources, claimed) = (load(inputs), load(claimed));
-    serde_json::to_value(verify_sources(&verb.args, &sources, &claimed, hw.as_ref(), model.as_ref())).unwrap()
+    serde_json::to_value(verify_sources(&settings, &sources, &claimed)).unwrap()
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `bench verify FILE...`: flags impossible or suspicious numbers in result files.
 //!
-//! Every rule is one function in one list, `rule::RULES` (record rules, cell rules, cross-input
-//! rules); `bench verify --list-rules` prints it.
+//! Every rule is declared once (`rule::rule_ids!`: its name, severity and reason) and checked by
+//! one function in one list, `table::RULES` (record rules, cell rules, cross-input rules);
+//! `bench verify --list-rules` prints it.
 //!
 //! Exit codes: 0 clean (warnings and infos allowed unless --strict); 1 any error, or any warning
 //! with --strict; 2 unusable input (unreadable file, an input without records, bad flag).
@@ -30,46 +31,28 @@ mod outlier;
 mod provenance;
 mod records;
 pub mod rule;
+mod table;
 
 use serde::Serialize;
 
 use crate::cli::{VerifyArgs, VerifyFormat as Format};
+pub use crate::config::verify::VerifySettings;
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::physics::{self, Hardware, ModelProfile};
+use crate::physics::{Hardware, ModelProfile};
 use crate::results::sources::{self, Detail, Source};
-pub use finding::{Finding, Severity, cell_label};
-use rule::{Check, Input, RuleContext};
-pub use rule::{RULES, RuleId};
-
-/// Bounds of verify's own flags: (flag, value, largest sane value).
-fn check_flags(args: &VerifyArgs) -> Result<(), Failure> {
-    for (flag, v, max) in [
-        ("--min-warm-speedup", args.min_warm_speedup, 1000.0),
-        ("--storage-gbps", args.storage_gbps, 100_000.0),
-    ] {
-        if !(v.is_finite() && v > 0.0) {
-            return Err(Failure::usage(format!("{flag} {v} must be more than 0")));
-        }
-        if v > max {
-            return Err(Failure::usage(format!("{flag} {v} is not plausible (at most {max})")));
-        }
-    }
-    Ok(())
-}
+pub use finding::Finding;
+use rule::{Input, RuleContext};
+pub use rule::{RuleId, Severity};
+use table::Check;
+pub use table::RULES;
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
     if args.list_rules {
-        output::print(&rule::list())?;
+        output::print(&table::list())?;
         return Ok(Outcome::Clean);
     }
-    check_flags(args)?;
-    let p = &args.physics;
-    let flag_hw = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
-        .map_err(Failure::from)?;
-    let flag_model =
-        physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
-            .map_err(Failure::from)?;
+    let settings = VerifySettings::from_args(args)?;
     let mut sources = Vec::new();
     for path in &args.inputs {
         // Located: a record whose lean form hints at a burst its flags do not name is read again
@@ -83,7 +66,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
         claimed.push(source.map_err(|e| Failure::usage(format!("--sources: {e}")))?);
     }
     sources::require_records(&claimed, args.allow_empty).map_err(Failure::from)?;
-    let mut report = verify_sources(args, &sources, &claimed, flag_hw.as_ref(), flag_model.as_ref());
+    let mut report = verify_sources(&settings, &sources, &claimed);
     let failed = report.summary.errors > 0 || (args.strict && report.summary.warnings > 0);
     let outcome = Outcome::findings_if(failed);
     report.summary.exit_code = Some(outcome.exit_code());
@@ -164,13 +147,7 @@ pub struct Summary {
 /// field a rule reads, and `lean_records_give_the_same_report` holds it): record rules on each record, cell rules on each
 /// input, cross-input rules on all inputs together, and provenance rules on each input against
 /// `claimed` (the `--sources`; none: skipped). Findings: most severe first, then in input order.
-pub fn verify_sources(
-    args: &VerifyArgs,
-    sources: &[Source],
-    claimed: &[Source],
-    flag_hw: Option<&Hardware>,
-    flag_model: Option<&ModelProfile>,
-) -> Report {
+pub fn verify_sources(settings: &VerifySettings, sources: &[Source], claimed: &[Source]) -> Report {
     let mut report = Report {
         verify_schema: 1,
         inputs: Vec::new(),
@@ -181,7 +158,7 @@ pub fn verify_sources(
         summary: Summary { errors: 0, warnings: 0, infos: 0, records: 0, exit_code: None },
     };
     for src in sources {
-        verify_input(args, src, flag_hw, flag_model, &mut report);
+        verify_input(settings, src, &mut report);
     }
     let together: Vec<Input> =
         sources.iter().map(|s| Input { file: s.path.display().to_string(), records: &s.records }).collect();
@@ -215,13 +192,7 @@ fn summary(src: &Source) -> InputSummary {
 }
 
 /// The record and cell rules of one input.
-fn verify_input(
-    args: &VerifyArgs,
-    src: &Source,
-    flag_hw: Option<&Hardware>,
-    flag_model: Option<&ModelProfile>,
-    report: &mut Report,
-) {
+fn verify_input(settings: &VerifySettings, src: &Source, report: &mut Report) {
     let file = src.path.display().to_string();
     for note in src.run_meta.iter().filter_map(|m| m.raw.get("status_note").and_then(|n| n.as_str())) {
         report.notes.push(format!("{file}: {note}"));
@@ -231,7 +202,8 @@ fn verify_input(
             .notes
             .push(format!("{file}: measured with --insecure: the server's TLS certificate was not verified"));
     }
-    let phys = inputs::resolve(src, &file, flag_hw, flag_model, &mut report.notes);
+    let phys =
+        inputs::resolve(src, &file, settings.hardware.as_ref(), settings.model.as_ref(), &mut report.notes);
     let mut models: Vec<String> = src.records.iter().map(|r| r.cell().model.clone()).collect();
     models.sort();
     models.dedup();
@@ -245,8 +217,8 @@ fn verify_input(
         model_for: &model_for,
         run_json_hardware: phys.run_json_hardware.as_deref(),
         host: phys.host.as_ref().map(|(b, p)| (b.as_str(), *p)),
-        min_warm_speedup: args.min_warm_speedup,
-        storage_gbps: args.storage_gbps,
+        min_warm_speedup: settings.min_warm_speedup,
+        storage_gbps: settings.storage_gbps,
         stored: phys.stored,
     };
     for rec in &src.records {

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use super::finding::{Finding, cell_label};
+use super::finding::Finding;
 use super::rule::{Input, RuleId};
 use crate::record::{CellKey, Record};
 use crate::stats;
@@ -201,7 +201,7 @@ fn measurement_runs(inputs: &[Input], out: &mut Vec<Finding>) {
             "{} of {n_tested} cells far outside the other {} runs (robust z > {Z_LIMIT}); worst: {} {} {:.1} vs median {:.1} ({:.2}x, z {:.1}). A different machine, a cache or a bug, not a faster server",
             run_hits.len(),
             worst.others,
-            cell_label(&worst.cell),
+            worst.cell,
             worst.metric,
             worst.value,
             worst.median,

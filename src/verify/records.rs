@@ -1,4 +1,4 @@
-//! Record rules: each looks at one record alone (one function per rule; the list is `RULES`).
+//! Record rules: each looks at one record alone (one function per rule; the list is `table::RULES`).
 //!
 //! The checks that quality already makes while measuring (usage, max_tokens, timing, input size)
 //! come from `quality`, so a record judged at sweep time and one judged later by verify agree.

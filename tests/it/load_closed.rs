@@ -103,7 +103,7 @@ fn a_closed_loop_sends_each_user_s_next_request_when_its_last_ended_and_finds_th
             "1,2,4",
             "--duration",
             "2s",
-            "--warmup",
+            "--warmup-duration",
             "300ms",
             "--output-tokens",
             "24",
@@ -226,8 +226,8 @@ fn closed_loop_flags_are_refused_up_front_naming_the_flag() {
     for (extra, says) in [
         (&["--concurrency", "0,4"][..], "--concurrency"),
         (&["--concurrency", "4,4"][..], "listed twice"),
-        (&["--concurrency", "1,4", "--duration", "2s", "--warmup", "2s"][..], "--warmup"),
-        (&["--rates", "1,2", "--warmup", "1s"][..], "--warmup"),
+        (&["--concurrency", "1,4", "--duration", "2s", "--warmup-duration", "2s"][..], "--warmup-duration"),
+        (&["--rates", "1,2", "--warmup-duration", "1s"][..], "--warmup-duration"),
         (&["--concurrency", "1,4", "--rates", "1,2"][..], "--rates"),
         (&["--rates", "auto", "--search-steps", "0"][..], "--search-steps"),
     ] {
@@ -257,21 +257,31 @@ fn a_user_whose_requests_keep_failing_stops_after_three_in_a_row() {
     }
 }
 
-/// `--warmup` counts discarded requests in `bench sweep` and is a duration in `bench load`: each
-/// verb refuses the other's form up front (exit 2, nothing created), naming the unit it wants, so
-/// `--warmup 2` never silently means 2 seconds to someone who meant 2 requests.
+/// `--warmup` means one thing, a count of discarded requests (`bench sweep`); `bench load`'s
+/// warm-up, a duration, is `--warmup-duration`. The old spelling `bench load --warmup 10s` is
+/// refused up front naming the new one (scripts written for it fail loudly, never measure something
+/// else), a bare number for the duration names its unit, and a sweep's `--warmup 10s` names the
+/// load's flag; nothing is created.
 #[test]
-fn warmup_says_its_unit_in_each_verb_and_refuses_the_other_verbs_form() {
+fn warmup_is_a_count_and_the_loads_duration_has_its_own_name() {
     let dir = tempfile::tempdir().unwrap();
     let url = "http://127.0.0.1:1";
-    let out = load(url, dir.path(), &["--concurrency", "1,4", "--duration", "20s", "--warmup", "2"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    for says in ["--warmup", "no unit", "--warmup 2s", "counts discarded requests"] {
-        assert!(stderr(&out).contains(says), "{says:?}: {}", stderr(&out));
+    let closed = ["--concurrency", "1,4", "--duration", "20s"];
+    for (given, says) in [
+        (&["--warmup", "10s"][..], &["--warmup", "--warmup-duration 10s", "counts discarded requests"][..]),
+        (&["--warmup", "2"][..], &["--warmup-duration 2s"][..]),
+        (&["--warmup-duration", "2"][..], &["--warmup-duration", "no unit", "--warmup-duration 2s"][..]),
+    ] {
+        let flags: Vec<&str> = closed.iter().chain(given).copied().collect();
+        let out = load(url, dir.path(), &flags);
+        assert_eq!(out.status.code(), Some(2), "{given:?}: {}", stderr(&out));
+        for s in says {
+            assert!(stderr(&out).contains(s), "{given:?} must say {s:?}: {}", stderr(&out));
+        }
     }
     let out = bench(&["sweep", "--server", url, "--out", dir.path().to_str().unwrap(), "--warmup", "10s"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    for says in ["--warmup", "is a duration", "counts discarded requests", "bench load"] {
+    for says in ["--warmup", "is a duration", "counts discarded requests", "--warmup-duration 10s"] {
         assert!(stderr(&out).contains(says), "{says:?}: {}", stderr(&out));
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "no run directory");

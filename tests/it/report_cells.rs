@@ -145,7 +145,7 @@ fn two_rows_of_one_length_stay_two_cells_in_merge_report_compare_and_verify() {
     let said = stdout(&out);
     let finding =
         said.lines().find(|l| l.contains("quality_gate_failed")).unwrap_or_else(|| panic!("{said}"));
-    assert!(finding.contains(&format!("{context} tok row 2 b1 #1")), "{finding}");
+    assert!(finding.contains(&format!("ctx {context} row 2 cold streaming b1 run 1 of ")), "{finding}");
 }
 
 fn load(url: &str, out: &Path, extra: &[&str]) -> std::process::Output {
@@ -174,8 +174,11 @@ fn each_load_level_is_its_own_row_in_every_report_format_without_its_warm_up() {
     let server = Scripted::start(Behaviour { first_token_ms: 5, token_ms: 5, ..Default::default() });
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
-    let out =
-        load(&server.url, &out_dir, &["--concurrency", "1,2", "--duration", "1500ms", "--warmup", "300ms"]);
+    let out = load(
+        &server.url,
+        &out_dir,
+        &["--concurrency", "1,2", "--duration", "1500ms", "--warmup-duration", "300ms"],
+    );
     // Exit 1 where a request failed its gates (a starved machine can hold a stream back): the
     // report counts such records, and samples only the others.
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));

@@ -260,7 +260,7 @@ fn text_output_is_one_line_per_finding_and_a_summary() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert!(lines[0].starts_with("ERROR   decode_above_ceiling"), "{text}");
-    assert!(lines[0].contains("cold/streaming 1024 tok b1 #2"), "{text}");
+    assert!(lines[0].contains("gemma-3-12b-it-4bit ctx 1024 cold streaming b1 run 2 of "), "{text}");
     assert!(lines[1].starts_with("summary: 1 error(s)"), "{text}");
 }
 
@@ -583,4 +583,73 @@ fn an_input_without_records_exits_2_unless_allowed() {
         .stderr(predicates::str::contains("no records in"));
     let (code, report) = verify_json(&[&dir], &["--allow-empty"]);
     assert_eq!((code, report["summary"]["records"].as_u64()), (0, Some(0)));
+}
+
+/// The HTML report runs verify's rules at verify's own defaults: on every fixture its summary
+/// counts what `bench verify` (no flags) counts, so a default changed on one side, or a report that
+/// cannot form verify's settings, shows here.
+#[test]
+fn the_html_reports_findings_are_verifys_at_its_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut judged = 0;
+    for name in
+        ["warm_0_98.jsonl", "h200_warm_slower_than_cold.jsonl", "max_tokens_253.jsonl", "clean_m4_pro.jsonl"]
+    {
+        let input = fixture(name);
+        let (_, report) = verify_json(&[&input], &[]);
+        let s = &report["summary"];
+        let page = dir.path().join(format!("{name}.html"));
+        let out = Command::cargo_bin("bench")
+            .unwrap()
+            .args(["report", "--format", "html", "-o"])
+            .args([&page, &input])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        let html = std::fs::read_to_string(&page).unwrap();
+        let says = format!(
+            "<span class=\"count error\">{} error(s)</span>, <span class=\"count warning\">{} warning(s)</span>, \
+             <span class=\"count info\">{} info</span>",
+            s["errors"], s["warnings"], s["infos"]
+        );
+        assert!(html.contains(&says), "{name}: verify says {s}; the page's summary differs");
+        judged += s["errors"].as_u64().unwrap() + s["warnings"].as_u64().unwrap();
+    }
+    assert!(judged >= 2, "the fixtures raise findings for the page to count ({judged})");
+}
+
+/// One cell, one label: the cell verify names in a finding is named the same way in compare's table
+/// (`CellKey`'s label, the model said apart), so a reader can find one in the other.
+#[test]
+fn verify_and_compare_name_a_cell_with_one_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, cand) = (dir.path().join("base.jsonl"), dir.path().join("cand.jsonl"));
+    std::fs::copy(fixture("warm_0_98.jsonl"), &base).unwrap();
+    std::fs::copy(fixture("warm_0_98.jsonl"), &cand).unwrap();
+    let out = Command::cargo_bin("bench").unwrap().arg("verify").arg(&base).output().unwrap();
+    let verify = String::from_utf8_lossy(&out.stdout).to_string();
+    let finding =
+        verify.lines().find(|l| l.contains("warm_not_faster")).unwrap_or_else(|| panic!("{verify}"));
+    let out = Command::cargo_bin("bench")
+        .unwrap()
+        .arg("compare")
+        .args([&base, &cand])
+        .args(["--format", "markdown"])
+        .output()
+        .unwrap();
+    let compare = String::from_utf8_lossy(&out.stdout).to_string();
+    // The cells table (from its "cell" header to the blank line after it): the first column of each
+    // cell's first row (the other rows of a cell leave it empty).
+    let labels: Vec<&str> = compare
+        .lines()
+        .skip_while(|l| !l.starts_with("| cell "))
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.strip_prefix('|').and_then(|r| r.split('|').next()))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && *c != "cell" && !c.starts_with('-'))
+        .collect();
+    // Whole: verify places a cell-level finding as "MODEL LABEL in FILE".
+    let named: Vec<&&str> = labels.iter().filter(|l| finding.contains(&format!(" {l} in "))).collect();
+    assert_eq!(named.len(), 1, "compare's labels {labels:?}, one of them in verify's finding: {finding}");
+    assert!(named[0].contains("4096") && named[0].contains("warm"), "{named:?}: {finding}");
 }

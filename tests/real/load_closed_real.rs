@@ -22,7 +22,7 @@ fn a_real_server_in_a_closed_loop_serves_each_user_in_turn_as_claimed() {
         "1,2",
         "--duration",
         "4s",
-        "--warmup",
+        "--warmup-duration",
         "500ms",
         "--mix",
         "cold=0.5,hot=0.5",

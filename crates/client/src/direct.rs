@@ -27,6 +27,7 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 use super::body::{self, Body};
+use super::broken::{self, Broken};
 use super::h1::{self, Head, Unframe, Wire};
 use super::{
     Api, DROPPED_AFTER_SEND, Exchange, Limits, Window, catch_up, deadline_after, ms_since,
@@ -248,7 +249,7 @@ async fn send(
     let Window { start, deadline, timeout } = window;
     match tokio::time::timeout_at(deadline, conn.stream.write_all(&wire.bytes)).await {
         Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
-        Ok(Err(e)) if body::ended(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
+        Ok(Err(e)) if broken::ended(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
         Ok(Err(e)) => ex.fail(ErrorKind::Transport, format!("sending the request failed: {e}")),
         Ok(Ok(())) => ex.request_written_ms = Some(ms_since(start)),
     }
@@ -264,7 +265,7 @@ async fn send(
             Ok(Some((head, used))) => return Some((head, used, filled)),
             Ok(None) => match tokio::time::timeout_at(deadline, conn.recv(filled, start)).await {
                 Err(_) => ex.fail(ErrorKind::Timeout, no_response_headers(timeout)),
-                Ok(Err(e)) if body::ended(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
+                Ok(Err(e)) if broken::ended(&e) => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
                 Ok(Err(e)) => ex.fail(ErrorKind::Transport, format!("reading the response failed: {e}")),
                 Ok(Ok((0, _))) if filled == 0 => ex.fail(ErrorKind::Transport, DROPPED_AFTER_SEND),
                 Ok(Ok((0, _))) => ex.fail(ErrorKind::Transport, super::failure::CLOSED_IN_HEAD),
@@ -324,7 +325,7 @@ impl Body for Raw<'_> {
         self.coding.clone()
     }
 
-    async fn next(&mut self) -> Option<Result<(&[u8], f64), body::Broken>> {
+    async fn next(&mut self) -> Option<Result<(&[u8], f64), Broken>> {
         let piece = loop {
             if self.unframe.is_done() {
                 return None;
@@ -334,7 +335,7 @@ impl Body for Raw<'_> {
                 let step = match self.unframe.step(&self.conn.buf[at..self.len]) {
                     Ok(step) => step,
                     Err(why) => {
-                        return Some(Err(body::Broken::Framing { read: self.read, why: why.to_string() }));
+                        return Some(Err(Broken::Framing { read: self.read, why: why.to_string() }));
                     }
                 };
                 self.pos += step.used;
@@ -345,12 +346,12 @@ impl Body for Raw<'_> {
             }
             match self.conn.recv(0, self.start).await {
                 Ok((0, _)) if self.unframe.ends_at_close() => return None,
-                Ok((0, _)) => return Some(Err(body::Broken::ClosedEarly { read: self.read })),
+                Ok((0, _)) => return Some(Err(Broken::ClosedEarly { read: self.read })),
                 Ok((n, at_ms)) => {
                     (self.pos, self.len) = (0, n);
                     self.at_ms = at_ms.max(self.at_ms);
                 }
-                Err(e) => return Some(Err(body::broken_io(&e, self.read))),
+                Err(e) => return Some(Err(broken::broken_io(&e, self.read))),
             }
         };
         self.read += piece.len() as u64;

@@ -1,5 +1,11 @@
 //! Scope: plain HTTP/1.1 POSTs whose body is in memory; never TLS, HTTP/2 or a proxy (reqwest's).
 //!
+//! Why our own and not hyper's client here: the direct path stamps each read with the kernel's
+//! receive time of its last byte (`SO_TIMESTAMPNS`, socket.rs), which needs the socket's reads in
+//! bench's hands; hyper's client owns its reads and hands over decoded bodies, stamped only when
+//! the task runs. What is kept hand-written is held to hyper's verdicts byte for byte by the
+//! differential test (tests/it/h1_differential.rs) and fuzzed (`just fuzz`).
+//!
 //! HTTP/1.1 on the wire, for the client's direct path (direct.rs): a request's bytes, a response's
 //! head, and its body's framing. Pure functions over bytes: no socket, no clock, so every case is
 //! a unit test.
@@ -577,7 +583,7 @@ fn replay_on<'a>(pieces: impl IntoIterator<Item = &'a [u8]>, closes: bool) -> Un
             out.reusable = keep_alive && unframe.is_done() && !after && !closes;
             if closes && !out.ended {
                 out.error =
-                    Some(super::body::Broken::ClosedEarly { read: out.payload.len() as u64 }.to_string());
+                    Some(super::broken::Broken::ClosedEarly { read: out.payload.len() as u64 }.to_string());
             }
         }
         None if closes && held.is_empty() => out.error = Some(super::DROPPED_AFTER_SEND.to_string()),

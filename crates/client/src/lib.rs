@@ -10,6 +10,7 @@
 
 mod anthropic;
 pub mod body;
+mod broken;
 #[cfg(unix)]
 mod catch_up;
 #[cfg(unix)]

@@ -10,16 +10,14 @@ use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
-use axum::http::header::CONTENT_TYPE;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::dialect::{Counts, Dialect, Endpoint, Timings, Wire, anthropic, unix_now};
+use super::dialect::{Counts, Dialect, Endpoint, Timings, Wire, anthropic, sse_response, unix_now};
 use super::request::{self, Api};
-use super::routes::{record, record_from};
 use super::trace::{Trace, nonce_of};
 use super::{AppState, Behaviour, Fault, FirstSent, TEMPLATE_TOKENS, faults, lock, net};
 
@@ -73,12 +71,6 @@ fn prompt_words(body: &Value) -> Vec<String> {
         out.extend(words(&text_of(&m["content"])));
     }
     out
-}
-
-pub(super) fn sse_response(body: Body) -> Response {
-    let mut response = Response::new(body);
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    response
 }
 
 /// One frame of a stream, sent `delay` after the previous one.
@@ -273,7 +265,7 @@ pub(super) async fn messages(State(s): State<AppState>, headers: HeaderMap, body
         Ok(body) => body,
         Err(why) => return request::refusal(b.dialect, Api::Messages, &why),
     };
-    record(&s, "POST", "/v1/messages", &headers, &body);
+    s.record("POST", "/v1/messages", &headers, &body);
     let (mut trace, permit, start) = admit(&s, "/v1/messages", &body, read_at).await;
     let prompt = prompt_words(&body);
     let input = prompt.len() as u64;
@@ -374,7 +366,7 @@ async fn complete(
         Ok(body) => body,
         Err(why) => return request::refusal(b.dialect, api, &why),
     };
-    record_from(&s, Some(peer.0), "POST", path, &headers, &body);
+    s.record_from(Some(peer.0), "POST", path, &headers, &body);
     // Faults (and other quirks) hit only measured-size requests, so prompt calibration (max_tokens 1) and the
     // warm-up (8) get through and the sweep reaches its measurements. A server without a tokenizer and
     // without usage has no usage for calibration either: that is the point of scripting it.

@@ -27,6 +27,16 @@ pub(super) fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// A response whose body is an event stream: every dialect streams as `text/event-stream`, the
+/// ordinary replies and the faults' held or lumped ones alike.
+pub(super) fn sse_response(body: axum::body::Body) -> axum::response::Response {
+    let mut response = axum::response::Response::new(body);
+    response
+        .headers_mut()
+        .insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("text/event-stream"));
+    response
+}
+
 /// Which server the scripted server imitates on the wire.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Dialect {

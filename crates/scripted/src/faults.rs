@@ -11,9 +11,9 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, StreamExt};
 use serde_json::{Value, json};
 
-use super::chat::sse_response;
+use super::dialect::sse_response;
 use super::lock;
-use super::net::{Kill, Kills, Peer};
+use super::net::{Kill, Kills, Peer, StrayPiece};
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
@@ -191,10 +191,6 @@ fn echo_key(how: EchoKey, headers: &HeaderMap) -> Option<Response> {
     };
     Some(with_type(StatusCode::UNAUTHORIZED, "application/json", Body::from(body)))
 }
-
-/// One write of an unasked-for response (`Fault::StrayAfterReply`): its bytes, and how long
-/// after the response's first write it goes.
-pub type StrayPiece = (Duration, Bytes);
 
 /// The copy of a whole (non-streamed) JSON reply, as one write.
 pub fn stray_copy_of_body(body: &[u8]) -> Vec<StrayPiece> {

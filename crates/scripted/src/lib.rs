@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -218,6 +219,37 @@ struct AppState {
     sink: trace::Sink,
     /// Replies so far: each gets its own id.
     replies: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl AppState {
+    /// Logs a request the server received (`Scripted::requests`), when the log is kept.
+    fn record(&self, method: &str, path: &str, headers: &HeaderMap, body: &Value) {
+        self.record_from(None, method, path, headers, body)
+    }
+
+    /// `record`, with the connection it came on.
+    fn record_from(
+        &self,
+        peer: Option<SocketAddr>,
+        method: &str,
+        path: &str,
+        headers: &HeaderMap,
+        body: &Value,
+    ) {
+        let Some(log) = &self.log else { return };
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect();
+        lock(log).push(Logged {
+            method: method.into(),
+            path: path.into(),
+            headers,
+            body: body.clone(),
+            at: std::time::Instant::now(),
+            peer,
+        });
+    }
 }
 
 pub struct Scripted {

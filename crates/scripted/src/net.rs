@@ -16,8 +16,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use super::faults::StrayPiece;
 use super::{ScriptedError, lock};
+
+/// One write of an unasked-for response (`Fault::StrayAfterReply`): its bytes, and how long
+/// after the response's first write it goes. The connection writes it; the fault makes it.
+pub type StrayPiece = (std::time::Duration, axum::body::Bytes);
 
 /// What happens to a connection at its next write.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,7 +33,7 @@ pub enum Kill {
     /// instant; writes still go through, so the response under way ends normally.
     Deaf(tokio::time::Instant),
     /// From this instant, write these pieces of an unasked-for response onto the connection, each
-    /// at its offset (`faults::StrayPiece`), before reading on.
+    /// at its offset (`StrayPiece`), before reading on.
     Stray(tokio::time::Instant, Arc<Vec<StrayPiece>>),
 }
 

@@ -10,36 +10,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::request::{self, Api};
-use super::{AppState, Fault, Logged, faults, lock, net};
-
-pub(super) fn record(state: &AppState, method: &str, path: &str, headers: &HeaderMap, body: &Value) {
-    record_from(state, None, method, path, headers, body)
-}
-
-/// `record`, with the connection it came on.
-pub(super) fn record_from(
-    state: &AppState,
-    peer: Option<std::net::SocketAddr>,
-    method: &str,
-    path: &str,
-    headers: &HeaderMap,
-    body: &Value,
-) {
-    let Some(log) = &state.log else { return };
-    let headers =
-        headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
-    lock(log).push(Logged {
-        method: method.into(),
-        path: path.into(),
-        headers,
-        body: body.clone(),
-        at: std::time::Instant::now(),
-        peer,
-    });
-}
+use super::{AppState, Fault, faults, lock, net};
 
 pub(super) async fn models(State(s): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
-    record(&s, "GET", "/v1/models", &headers, &Value::Null);
+    s.record("GET", "/v1/models", &headers, &Value::Null);
     let (dialect, fault) = {
         let b = lock(&s.behaviour);
         (b.dialect, b.fault.clone())
@@ -54,7 +28,7 @@ pub(super) async fn models(State(s): State<AppState>, headers: HeaderMap) -> imp
 /// The Prometheus page of the server imitated (its prompt and prefix-cache counters); 404 from
 /// the hosted API, which has none.
 pub(super) async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Response {
-    record(&s, "GET", "/metrics", &headers, &Value::Null);
+    s.record("GET", "/metrics", &headers, &Value::Null);
     let (dialect, late) = {
         let b = lock(&s.behaviour);
         (b.dialect, b.metrics_late)
@@ -73,7 +47,7 @@ pub(super) async fn metrics(State(s): State<AppState>, headers: HeaderMap) -> Re
 
 /// llama.cpp's `/props`; other servers answer 404.
 pub(super) async fn props(State(s): State<AppState>, headers: HeaderMap) -> Response {
-    record(&s, "GET", "/props", &headers, &Value::Null);
+    s.record("GET", "/props", &headers, &Value::Null);
     let (serves, fault, server_args) = {
         let b = lock(&s.behaviour);
         (b.dialect.serves_props(), b.fault.clone(), b.server_args.clone())
@@ -97,7 +71,7 @@ pub(super) async fn anything(State(s): State<AppState>, req: axum::extract::Requ
     let headers = req.headers().clone();
     let body = axum::body::to_bytes(req.into_body(), 1 << 20).await.unwrap_or_default();
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    record(&s, &method, &path, &headers, &body);
+    s.record(&method, &path, &headers, &body);
     let fault = lock(&s.behaviour).fault.clone();
     if fault == Fault::EchoHeaders {
         let peer = net::Peer(([0, 0, 0, 0], 0).into());
@@ -131,7 +105,7 @@ pub(super) async fn tokenize(State(s): State<AppState>, headers: HeaderMap, body
         Ok(body) => body,
         Err(why) => return request::refusal(lock(&s.behaviour).dialect, Api::Other, &why),
     };
-    record(&s, "POST", "/tokenize", &headers, &body);
+    s.record("POST", "/tokenize", &headers, &body);
     if !lock(&s.behaviour).tokenizer {
         return (StatusCode::NOT_FOUND, "File Not Found").into_response();
     }
@@ -152,7 +126,7 @@ pub(super) async fn slot_action(
         Err(why) => return request::refusal(lock(&s.behaviour).dialect, Api::Other, &why),
     };
     let action = q.get("action").cloned().unwrap_or_default();
-    record(&s, "POST", &format!("/slots/{id}?action={action}"), &headers, &body);
+    s.record("POST", &format!("/slots/{id}?action={action}"), &headers, &body);
     if lock(&s.behaviour).no_slot_save_path && action != "erase" {
         let message = "This server does not support slots action. Start it with `--slot-save-path`";
         return (
@@ -212,9 +186,9 @@ pub(super) async fn slot_action(
     // A server (or proxy) that answers twice: a copy of this answer on the kept-alive connection
     // later, where the client's next call would take it for its own answer.
     if let super::Fault::StrayAfterReply(ms) = lock(&s.behaviour).fault {
-        let copy = super::faults::stray_copy_of_body(reply.to_string().as_bytes());
+        let copy = faults::stray_copy_of_body(reply.to_string().as_bytes());
         let at = tokio::time::Instant::now() + std::time::Duration::from_millis(ms);
-        lock(&s.kills).insert(peer.0, super::net::Kill::Stray(at, std::sync::Arc::new(copy)));
+        lock(&s.kills).insert(peer.0, net::Kill::Stray(at, std::sync::Arc::new(copy)));
     }
     axum::Json(reply).into_response()
 }

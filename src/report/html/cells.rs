@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use super::page::{el, esc, thead};
 use crate::report::plot::Plot;
 use crate::report::table::{self, CELL_HEADER, STAGGERED_HEADER, STAGGERED_TITLE};
-use crate::report::{CellId, CellStats, is_staggered};
-use crate::verify::{Finding, Severity, cell_label};
+use crate::report::{CellId, CellStats};
+use crate::verify::{Finding, Severity};
 
 /// Findings by the index (in `cells`) of the cell they concern; the rest concern no cell here (a
 /// run, a file, or a cell merge set aside).
@@ -71,14 +71,14 @@ pub fn severity_class(s: Severity) -> &'static str {
 /// One finding's content: severity, rule (its reason on hover), message, and where it was found.
 pub fn finding_html(f: &Finding) -> String {
     let place = match (&f.cell, &f.run_id) {
-        (Some(c), _) => format!("{} in {}", cell_label(c), f.file),
+        (Some(c), _) => format!("{c} in {}", f.file),
         (None, Some(run)) => format!("run {run} in {}", f.file),
         (None, None) => f.file.clone(),
     };
     format!(
         "<span class=\"sev\">{}</span> <code title=\"{}\">{}</code> {} <span class=\"muted\">({})</span>",
         f.severity.label(),
-        esc(f.rule.rule().reason),
+        esc(f.rule.reason()),
         esc(f.rule.as_str()),
         esc(&f.message),
         esc(&place)
@@ -167,12 +167,12 @@ pub fn model_section(model: &str, cells: &[CellStats], attached: &Attached, plot
     head.push("verify");
     out.push_str("<table class=\"cells sortable\">\n");
     out.push_str(&thead(&head));
-    for (i, c) in mine().filter(|(_, c)| !is_staggered(&c.id)) {
+    for (i, c) in mine().filter(|(_, c)| !c.id.scenario.is_staggered()) {
         let findings = attached.by_cell.get(&i).map_or(&[][..], Vec::as_slice);
         out.push_str(&cell_body(i, c, findings));
     }
     out.push_str("</table>\n");
-    let staggered: Vec<(usize, &CellStats)> = mine().filter(|(_, c)| is_staggered(&c.id)).collect();
+    let staggered: Vec<(usize, &CellStats)> = mine().filter(|(_, c)| c.id.scenario.is_staggered()).collect();
     if !staggered.is_empty() {
         out.push_str(&el("h3", STAGGERED_TITLE));
         out.push_str("\n<table class=\"staggered\">\n");

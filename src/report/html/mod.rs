@@ -7,32 +7,23 @@
 //! - verify's findings that concern no cell of the report, and its notes (rules skipped);
 //! - the metadata of every input and run, and the conflicts between sources.
 //!
-//! Findings come from `verify::verify_sources` on the report's inputs with the verify verb's
-//! defaults (physics from each run's run.json): `bench verify INPUTS` prints the same findings.
+//! Findings come from `verify::verify_sources` on the report's inputs with verify's default
+//! settings (`VerifySettings::default`; physics from each run's run.json): `bench verify INPUTS` prints the same findings.
 //! Every string from an input is escaped (`page::esc`).
 
 mod cells;
 mod meta;
 mod page;
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-
-use clap::Parser;
-
 use self::meta::ConflictSet;
 use self::page::{el, esc};
 use super::CellStats;
-use crate::cli::VerifyArgs;
 use crate::exit::Failure;
 use crate::results::sources::Source;
 use crate::verify;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The verify verb's arguments could not be formed (a bug).
-    #[error("cannot run verify's rules: {0}")]
-    Verify(String),
     #[error("{0}: cannot read its conflicts: {1}")]
     Conflicts(String, String),
     /// plotters failed to draw (a bug: every range is made finite before drawing).
@@ -44,7 +35,7 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         match e {
             Error::Conflicts(..) => Failure::usage(e.to_string()),
-            Error::Verify(_) | Error::Plot(_) => Failure::internal(e.to_string()),
+            Error::Plot(_) => Failure::internal(e.to_string()),
         }
     }
 }
@@ -59,20 +50,9 @@ pub struct Context {
     records: usize,
 }
 
-/// The verify verb's arguments for `inputs`, from its own flag definitions (so its defaults).
-#[derive(Parser)]
-#[command(name = "verify")]
-struct VerifyVerb {
-    #[command(flatten)]
-    args: VerifyArgs,
-}
-
 impl Context {
-    pub fn gather(inputs: &[PathBuf], sources: &[Source]) -> Result<Context, Error> {
-        // "--" first: an input named like a flag stays an input.
-        let argv = ["verify", "--"].map(OsString::from).into_iter().chain(inputs.iter().map(|p| p.into()));
-        let verb = VerifyVerb::try_parse_from(argv).map_err(|e| Error::Verify(e.to_string()))?;
-        let report = verify::verify_sources(&verb.args, sources, &[], None, None);
+    pub fn gather(sources: &[Source]) -> Result<Context, Error> {
+        let report = verify::verify_sources(&verify::VerifySettings::default(), sources, &[]);
         Ok(Context {
             verify: Some(report),
             inputs: sources.iter().map(meta::input_html).collect(),

@@ -59,6 +59,18 @@ impl Scenario {
         }
     }
 
+    /// A staggered pair (user B after or while user A runs): its records are pairs, judged by B's
+    /// wait, never by one request's TTFT.
+    pub fn is_staggered(self) -> bool {
+        matches!(self, Scenario::StaggeredBatched | Scenario::StaggeredSequential)
+    }
+
+    /// A scenario whose cells may be in any cache state (a batch, a soak, a load level): its label
+    /// names the state beside it.
+    fn holds_any_cache_state(self) -> bool {
+        matches!(self, Scenario::Concurrent | Scenario::Soak | Scenario::Load)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Scenario::Cold => "cold",
@@ -190,9 +202,11 @@ with_cell_key_fields!(cell_key! {
     pub struct CellKey;
 });
 
-/// The one label of a cell in every message: `gemma ctx 4096 warm streaming b1 run 2`; batches
-/// say `concurrent/warm`. `{:#}` leaves the model out (progress lines, where it never changes);
-/// run 0 stands for "every run" (cell-level findings).
+/// The one label of a cell in every message (progress, verify's findings, compare's tables):
+/// `gemma ctx 4096 warm streaming b1 run 2`; a scenario that holds any cache state names it
+/// (`concurrent/warm`, `load/hot`, `soak/cold`). `{:#}` leaves the model out (progress lines and
+/// compare's tables, where it is said once); run 0 stands for "every run" (cell-level findings,
+/// compare's pooled cells).
 impl std::fmt::Display for CellKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if !f.alternate() {
@@ -207,7 +221,7 @@ impl std::fmt::Display for CellKey {
             write!(f, "row {row} ")?;
         }
         match self.scenario {
-            Scenario::Concurrent => write!(f, "concurrent/{}", self.cache_state)?,
+            s if s.holds_any_cache_state() => write!(f, "{}/{}", s.as_str(), self.cache_state)?,
             other => f.write_str(other.as_str())?,
         }
         write!(f, " {} b{} ", self.mode, self.batch_size)?;
@@ -287,6 +301,12 @@ mod tests {
         assert_eq!(format!("{:#}", k.point()), "ctx 1024 concurrent/warm streaming b2 all runs");
         assert_eq!(k.merge_label().to_string(), "m concurrent/warm streaming 1024 b2");
         assert_eq!(Mode::NonStreaming.short_label(), "non-str");
+        let load =
+            CellKey { scenario: Scenario::Load, cache_state: CacheState::Hot, batch_size: 1, ..k.clone() };
+        assert_eq!(format!("{load:#}"), "ctx 1024 load/hot streaming b1 run 3");
+        let pair = CellKey { scenario: Scenario::StaggeredBatched, cache_state: CacheState::Cold, ..k };
+        assert_eq!(format!("{pair:#}"), "ctx 1024 staggered_batched streaming b2 run 3");
+        assert!(pair.scenario.is_staggered() && !Scenario::Concurrent.is_staggered());
     }
 
     /// Two rows of a dataset at the same length are two cells, and every label says which.

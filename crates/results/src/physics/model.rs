@@ -1,6 +1,7 @@
 //! Model profiles: the bytes read and FLOPs spent per token, from flags, a GGUF header, an HF
 //! config.json, or the built-in table of the origin's models (`models.toml`, where the numbers are
-//! explained).
+//! explained). Sizes are parsed here, not with bytesize, which truncates "8.03GB" to 8,029,999,999
+//! bytes (`parse_bytes`).
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -95,8 +96,8 @@ pub fn find_builtin(model: &str) -> Option<&'static ModelProfile> {
 }
 
 /// Byte sizes: "8.03GB", "889MB", "14.48 GB", "8GiB" (GB = 10^9, GiB = 2^30), or a plain number.
-/// (Parsed here rather than with a size crate: those round through integers and turn 8.03GB into
-/// 8,029,999,999 bytes.)
+/// (Parsed here rather than with a size crate: bytesize 2.7 truncates through an integer and
+/// reads "8.03GB" as 8,029,999,999 bytes, so the model would not be the one given.)
 pub fn parse_bytes(flag: &str, text: &str) -> Result<f64, PhysicsError> {
     let t = text.trim();
     let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());

@@ -13,11 +13,12 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::canonical::CANONICAL_KIND;
+use super::detail::Detail;
+use super::kind::SourceKind;
 use super::origin;
 use super::parts::{self, Parsed};
 use super::run_meta::SourceMeta;
 use super::scan::ObjectScanner;
-use super::sources::{Detail, SourceKind};
 use crate::store::{InputError, LineError, json_message, shown};
 use ttft_model::record::{Record, SCHEMA_VERSION};
 

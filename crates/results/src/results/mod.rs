@@ -8,8 +8,10 @@
 pub mod batch;
 pub mod canonical;
 pub mod combine;
+mod detail;
 mod document;
 pub mod import;
+mod kind;
 pub mod origin;
 mod parts;
 pub mod run_meta;

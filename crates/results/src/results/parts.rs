@@ -15,8 +15,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
+use super::detail::Detail;
 use super::scan::ObjectScanner;
-use super::sources::Detail;
 use super::text::Span;
 use crate::store::{self, InputError, TornTail};
 use ttft_model::record::Record;

@@ -22,39 +22,16 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use super::import::{self, Tool};
+pub use super::detail::Detail;
+use super::import;
+pub use super::kind::SourceKind;
 use super::parts::Parsed;
 use super::run_meta::SourceMeta;
 use super::text::{TextFile, Texts};
 use super::{document, parts};
-use crate::store::{self, InputError, LineError, TornTail, json_message};
+use crate::store::{self, InputError, TornTail, json_message};
 use ttft_model::input_file::{self, Limit, ReadError};
-use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum SourceKind {
-    RunDir,
-    Jsonl,
-    Canonical,
-    Origin,
-    /// Another tool's result file (`import`).
-    Imported(Tool),
-}
-
-impl SourceKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceKind::RunDir => "run_dir",
-            SourceKind::Jsonl => "jsonl",
-            SourceKind::Canonical => "canonical",
-            SourceKind::Origin => "origin",
-            SourceKind::Imported(Tool::Vllm) => "vllm",
-            SourceKind::Imported(Tool::AiperfRecords | Tool::AiperfAggregate) => "aiperf",
-            SourceKind::Imported(Tool::Guidellm) => "guidellm",
-            SourceKind::Imported(Tool::OriginStreaming) => "origin_streaming",
-        }
-    }
-}
+use ttft_model::record::Record;
 
 /// One input, loaded.
 #[derive(Clone, Debug)]
@@ -93,52 +70,6 @@ impl Source {
             Some(Texts { file, spans: parsed.spans })
         };
         Ok(Source { path: path.to_path_buf(), kind, run_meta, records: parsed.records, texts })
-    }
-}
-
-/// How much of each record a reader keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Detail {
-    /// Every field (merge writes records back).
-    Full,
-    /// `Record::lean`: what verify and report read, dropped as each record streams by, so the
-    /// raw samples of a large input are never all in memory at once.
-    Lean,
-    /// Lean, and where each record's text lies in its file (`text`): what merge reads, to copy
-    /// the texts into its output. Records that cannot be located (not read from a regular file
-    /// in parts, or not one line each) are read `Full`.
-    Located,
-}
-
-impl Detail {
-    /// One record's JSON text, read to this detail; fails exactly where `store::parse_record`
-    /// fails, with its error (a lean reading that fails is done again in full for the message).
-    pub(super) fn parse(self, bytes: &[u8]) -> Result<Record, LineError> {
-        match self {
-            Detail::Full => store::parse_record(bytes),
-            Detail::Lean | Detail::Located => match serde_json::from_slice::<LeanRecord>(bytes) {
-                Ok(LeanRecord(r)) if r.schema_version() == SCHEMA_VERSION => Ok(r),
-                _ => store::parse_record(bytes).map(Record::lean),
-            },
-        }
-    }
-
-    /// A record read otherwise (converted from another format), to this detail.
-    pub(super) fn keep(self, record: Record) -> Record {
-        match self {
-            Detail::Full | Detail::Located => record,
-            Detail::Lean => record.lean(),
-        }
-    }
-
-    /// Whether records read this way are located.
-    pub(super) fn locates(self) -> bool {
-        self == Detail::Located
-    }
-
-    /// What a reading that cannot locate its records keeps: `Located` ones are read whole.
-    pub(super) fn unlocated(self) -> Detail {
-        if self.locates() { Detail::Full } else { self }
     }
 }
 

@@ -1,5 +1,10 @@
 //! Documents replaced atomically: written to a temp file beside the target, fsync'd, renamed.
 //!
+//! Why our own and not `tempfile::NamedTempFile::persist` alone: a large document starts its
+//! writeback while it is written (`sync_file_range`, so the closing fsync does not wait for all of
+//! it), a signal stops a write between buffers, and temp files a killed writer left behind are
+//! found by their name and swept; tempfile's `persist` leaves all three to its caller.
+//!
 //! Readers see the old file or the new one, never half of one. The temp file is removed on every
 //! error path (a failed write, fsync or rename), and temp files that killed writers left behind
 //! for the same target are swept before the next write, so failures leave no debris.

@@ -1,0 +1,51 @@
+//! How much of each record a reader keeps: below every reader (a records file read in parts, a
+//! JSON document, the loader that chooses between them), which all read to the detail asked.
+
+use crate::store::{self, LineError};
+use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION};
+
+/// How much of each record a reader keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// Every field (merge writes records back).
+    Full,
+    /// `Record::lean`: what verify and report read, dropped as each record streams by, so the
+    /// raw samples of a large input are never all in memory at once.
+    Lean,
+    /// Lean, and where each record's text lies in its file (`text`): what merge reads, to copy
+    /// the texts into its output. Records that cannot be located (not read from a regular file
+    /// in parts, or not one line each) are read `Full`.
+    Located,
+}
+
+impl Detail {
+    /// One record's JSON text, read to this detail; fails exactly where `store::parse_record`
+    /// fails, with its error (a lean reading that fails is done again in full for the message).
+    pub(super) fn parse(self, bytes: &[u8]) -> Result<Record, LineError> {
+        match self {
+            Detail::Full => store::parse_record(bytes),
+            Detail::Lean | Detail::Located => match serde_json::from_slice::<LeanRecord>(bytes) {
+                Ok(LeanRecord(r)) if r.schema_version() == SCHEMA_VERSION => Ok(r),
+                _ => store::parse_record(bytes).map(Record::lean),
+            },
+        }
+    }
+
+    /// A record read otherwise (converted from another format), to this detail.
+    pub(super) fn keep(self, record: Record) -> Record {
+        match self {
+            Detail::Full | Detail::Located => record,
+            Detail::Lean => record.lean(),
+        }
+    }
+
+    /// Whether records read this way are located.
+    pub(super) fn locates(self) -> bool {
+        self == Detail::Located
+    }
+
+    /// What a reading that cannot locate its records keeps: `Located` ones are read whole.
+    pub(super) fn unlocated(self) -> Detail {
+        if self.locates() { Detail::Full } else { self }
+    }
+}
