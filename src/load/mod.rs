@@ -5,6 +5,7 @@
 //! fsync'd as it finishes; the summary (`summary`), a plot (`plot`) and the table come from the
 //! records. docs/load.md explains the method.
 
+pub mod board;
 pub mod closed;
 pub mod engine;
 pub mod plot;
@@ -183,10 +184,16 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
     // Progress in seconds of the plan: each rate or level runs for --duration (a search runs its two
     // passes and at most --search-steps rates), so the bar moves as each one runs.
     let planned = if args.rates.is_auto() { 2 + args.search_steps as usize } else { live.get().rates.len() };
-    let progress = Arc::new(Progress::weighted(vec![args.duration.secs(); planned], args.output.quiet));
+    let title = format!("bench load {}", journal.dir().display());
+    let board = board::LoadBoard::new(args.slo, args.mix.states());
+    let (mut view, publisher) = crate::live::start(title, crate::live::STOP_KEYS, board, args.output.quiet);
+    let progress = Arc::new(
+        Progress::weighted(vec![args.duration.secs(); planned], args.output.quiet)
+            .showing(view.as_ref().map(|v| v.sink())),
+    );
     let reads = crate::client::read_counts();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let mut work = tokio::spawn(run::run(config, live.clone(), progress.clone(), stop_rx));
+    let mut work = tokio::spawn(run::run(config, live.clone(), progress.clone(), stop_rx, publisher));
     let outcome: Result<End, Failure> = tokio::select! {
         joined = &mut work => joined.unwrap_or_else(|e| Err(Failure::internal(format!("the load stopped unexpectedly: {e}")))),
         _ = crate::runner::shutdown_signal() => {
@@ -200,6 +207,10 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
         }
     };
     progress.finish();
+    // The terminal is back before anything below speaks.
+    if let Some(v) = view.as_mut() {
+        v.finish();
+    }
     if let Some(line) = crate::runner::slot_files::remove_leftovers().line() {
         progress.note(&line);
     }

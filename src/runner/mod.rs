@@ -42,6 +42,9 @@ pub use cells::Stop;
 pub use forecast::plan;
 pub use soak::soak;
 
+/// What `q` does in the sweep's view.
+const SWEEP_KEYS: &str = "q: stop as Ctrl-C does (every finished record kept, run.json interrupted; --resume finishes)";
+
 /// How long an interrupted work task gets to reach its next await point before bench exits anyway.
 pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(3);
 
@@ -172,8 +175,17 @@ pub struct Swept {
 pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
     let opened = open::open(args)?;
     let journal = opened.journal.clone();
-    let progress = Arc::new(Progress::new(0, args.output.quiet));
-    let mut work = tokio::spawn(work(opened.config, opened.resumed, journal.clone(), progress.clone()));
+    let title = format!("bench sweep {}", journal.dir().display());
+    let (mut view, live) = crate::live::start(title, SWEEP_KEYS, crate::live::sweep::SweepBoard::new(), args.output.quiet);
+    if opened.resumed {
+        // A resumed run's table starts from what it already holds.
+        for r in cells::written(journal.dir()) {
+            live.record(&r);
+        }
+    }
+    let progress = Arc::new(Progress::new(0, args.output.quiet).showing(view.as_ref().map(|v| v.sink())));
+    let mut work =
+        tokio::spawn(work(opened.config, opened.resumed, journal.clone(), progress.clone(), live.clone()));
     let outcome = tokio::select! {
         joined = &mut work => match joined {
             Ok(Ok(done)) => done,
@@ -187,6 +199,10 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
         }
     };
     progress.finish();
+    // The terminal is back before anything below speaks.
+    if let Some(v) = view.as_mut() {
+        v.finish();
+    }
     if let Some(line) = slot_files::remove_leftovers().line() {
         progress.note(&line);
     }
@@ -241,6 +257,7 @@ async fn work(
     resumed: bool,
     journal: Journal,
     progress: Arc<Progress>,
+    live: crate::live::Publisher,
 ) -> Result<Outcome, Failure> {
     let mut config = config;
     let supervisor = start_server(&mut config, &progress).await?;
@@ -253,6 +270,7 @@ async fn work(
     let rates = setup::calibrate_rates(&ctx, gate.probe_s()).await;
     let mut cells = cells::CellLoop::new(&ctx, gate, &journal, &progress, done, rates)?;
     cells.supervisor = supervisor;
+    cells.live = live;
     let (started, reads) = (std::time::Instant::now(), crate::client::read_counts());
     let stop = cells.run().await?;
     let took = started.elapsed();
