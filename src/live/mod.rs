@@ -322,7 +322,11 @@ fn frame_lines(status: &Status, sheet: &Sheet) -> Vec<String> {
         lines.extend(status.notes[from..].iter().cloned());
     }
     lines.push(String::new());
-    lines.push(if status.stopping { "stopping, as Ctrl-C does ...".to_string() } else { status.keys.clone() });
+    lines.push(if status.stopping {
+        "stopping, as Ctrl-C does ...".to_string()
+    } else {
+        status.keys.clone()
+    });
     lines
 }
 

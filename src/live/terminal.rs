@@ -83,7 +83,8 @@ impl Screen {
                     .areas(f.area());
             f.render_widget(Paragraph::new(lines.first().cloned().unwrap_or_default()), title);
             if let Some((share, label)) = gauge {
-                let g = Gauge::default().gauge_style(Style::default().fg(Color::Cyan)).ratio(share).label(label);
+                let g =
+                    Gauge::default().gauge_style(Style::default().fg(Color::Cyan)).ratio(share).label(label);
                 f.render_widget(g, bar);
             }
             let body = fit(lines.get(1..).unwrap_or_default(), rest.height as usize);

@@ -43,7 +43,8 @@ pub use forecast::plan;
 pub use soak::soak;
 
 /// What `q` does in the sweep's view.
-const SWEEP_KEYS: &str = "q: stop as Ctrl-C does (every finished record kept, run.json interrupted; --resume finishes)";
+const SWEEP_KEYS: &str =
+    "q: stop as Ctrl-C does (every finished record kept, run.json interrupted; --resume finishes)";
 
 /// How long an interrupted work task gets to reach its next await point before bench exits anyway.
 pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(3);
@@ -176,7 +177,8 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
     let opened = open::open(args)?;
     let journal = opened.journal.clone();
     let title = format!("bench sweep {}", journal.dir().display());
-    let (mut view, live) = crate::live::start(title, SWEEP_KEYS, crate::live::sweep::SweepBoard::new(), args.output.quiet);
+    let (mut view, live) =
+        crate::live::start(title, SWEEP_KEYS, crate::live::sweep::SweepBoard::new(), args.output.quiet);
     if opened.resumed {
         // A resumed run's table starts from what it already holds.
         for r in cells::written(journal.dir()) {

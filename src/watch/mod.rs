@@ -145,11 +145,13 @@ impl Followed {
         let meta = read_meta(&self.dir)?;
         let status: Option<RunStatus> = serde_json::from_value(meta["status"].clone()).ok();
         let ended = match status {
-            Some(RunStatus::Running) | None if store::holder_gone(&self.dir) => {
-                Some("interrupted (run.json says running, but no bench process holds it: it was killed)".into())
-            }
+            Some(RunStatus::Running) | None if store::holder_gone(&self.dir) => Some(
+                "interrupted (run.json says running, but no bench process holds it: it was killed)".into(),
+            ),
             Some(RunStatus::Running) | None => None,
-            Some(s) => Some(serde_json::to_value(s).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()),
+            Some(s) => Some(
+                serde_json::to_value(s).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            ),
         };
         self.meta = meta;
         let before = self.records;
@@ -247,7 +249,11 @@ impl Followed {
 fn read_meta(dir: &Path) -> Result<serde_json::Value, Failure> {
     let path = dir.join(store::RUN_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| {
-        Failure::usage(format!("{}: not a run directory being written ({}: {e})", dir.display(), path.display()))
+        Failure::usage(format!(
+            "{}: not a run directory being written ({}: {e})",
+            dir.display(),
+            path.display()
+        ))
     })?;
     serde_json::from_str(&text).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))
 }

@@ -145,7 +145,8 @@ impl Progress {
                 let cost = self.costs.get(index).copied().unwrap_or(0.0);
                 let planned: f64 = self.costs.iter().sum();
                 let done = before + fraction.clamp(0.0, 1.0) * cost;
-                let elapsed_s = self.state.lock().unwrap_or_else(|p| p.into_inner()).started.elapsed().as_secs_f64();
+                let elapsed_s =
+                    self.state.lock().unwrap_or_else(|p| p.into_inner()).started.elapsed().as_secs_f64();
                 let scale = if done > 0.0 { elapsed_s / done } else { 1.0 };
                 let eta = ((planned - done) * scale).max(0.0);
                 let share = if planned > 0.0 { done / planned } else { 0.0 };
