@@ -3,7 +3,9 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::cli::{CompareArgs, LoadArgs, MergeArgs, PlanArgs, ReportArgs, SoakArgs, SweepArgs, VerifyArgs};
+use crate::cli::{
+    CompareArgs, LoadArgs, MergeArgs, PlanArgs, ReportArgs, SoakArgs, SweepArgs, VerifyArgs, WatchArgs,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -18,7 +20,8 @@ use crate::cli::{CompareArgs, LoadArgs, MergeArgs, PlanArgs, ReportArgs, SoakArg
         bench plan    the cells of a sweep and a forecast of its time, before it starts\n\
         bench soak    concurrent greedy load: does the server stay up and give the serial answers?\n\
         bench load    open-loop Poisson arrivals per rate and cache state: latency, goodput, the knee\n\
-        bench compare candidates against a base, cell by cell, with bootstrap intervals\n\n\
+        bench compare candidates against a base, cell by cell, with bootstrap intervals\n\
+        bench watch   follow run directories being written: the live view of their records\n\n\
         Exit codes: 0 success; 1 findings (verify errors, failed measurements, incomplete merge);\n\
         2 bad input (flags, files); 3 server unreachable or stopped answering (records kept);\n\
         4 results could not be written; 5 internal error (a bug); 130 interrupted (records kept)."
@@ -47,4 +50,7 @@ pub enum Command {
     /// Open-loop load: Poisson arrivals at each rate, a mix of cold, warm and hot sessions; TTFT,
     /// inter-token latency and goodput per rate and cache state, and where the SLO breaks.
     Load(Box<LoadArgs>),
+    /// Follow run directories another bench is writing: the live view of their records as they
+    /// land, until every run has ended.
+    Watch(WatchArgs),
 }

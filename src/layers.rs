@@ -14,6 +14,9 @@
 pub const LAYERS: &[(&str, u32)] = &[
     // the command line: every verb and its arguments
     ("command", 99),
+    // `bench watch`: follows run directories and shows the driving verbs' live view of their
+    // records (it reads files only, and uses neither group's verbs but their boards)
+    ("watch", 97),
     // the scripted reference server (crate ttft-scripted): a server of its own, used by tests,
     // benchmarks and its binary
     ("scripted", 96),
@@ -25,6 +28,8 @@ pub const LAYERS: &[(&str, u32)] = &[
     // verbs that drive a server
     ("load", 92),
     ("runner", 91),
+    // the live view of a run (terminal, redraw thread, the sweep's and soak's boards)
+    ("live", 85),
     // the run document (run.json) and every section it holds
     ("meta", 80),
     // sweep services: which server is this (it picks the preset), then the rest

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => block_on(ttft_bench::runner::plan(args)),
         Command::Soak(args) => block_on(ttft_bench::runner::soak(args)),
         Command::Load(args) => block_on(ttft_bench::load::load(args)),
+        Command::Watch(args) => block_on(ttft_bench::watch::run(args)),
         Command::Verify(args) => ttft_bench::verify::run(args),
         Command::Merge(args) => ttft_bench::merge::run(args),
         Command::Report(args) => ttft_bench::report::run(args),

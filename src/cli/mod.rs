@@ -2,8 +2,8 @@
 //!
 //! Files by concept: `groups` (the flag groups the verbs share: connection, target, sizes, workload,
 //! output, thermal gate, physics), `sweep` (sweep and plan, and `MeasureArgs`: what a run
-//! measures), `load` (load and soak), `reading` (verify, merge, report, compare), `load_values`
-//! (load's flag values). Only value types (`spec`, `record`) are named here, never a verb: the
+//! measures), `load` (load and soak), `reading` (verify, merge, report, compare), `watch` (the run
+//! directories it follows), `load_values` (load's flag values). Only value types (`spec`, `record`) are named here, never a verb: the
 //! verbs import their arguments from here, and `config` validates them.
 //!
 //! A sweep setting is a field of `ConnectionArgs` or `MeasureArgs` (or a group they flatten). The
@@ -21,6 +21,7 @@ mod reading;
 mod sweep;
 #[cfg(test)]
 mod tests;
+mod watch;
 
 pub use groups::{ConnectionArgs, OutputArgs, PhysicsArgs, SizeArgs, TargetArgs, ThermalArgs, WorkloadArgs};
 pub use load::{LoadArgs, SoakArgs};
@@ -29,6 +30,7 @@ pub use reading::{
     CompareArgs, CompareFormat, MergeArgs, ReportArgs, ReportFormat, VerifyArgs, VerifyFormat,
 };
 pub use sweep::{MeasureArgs, PlanArgs, PlanFormat, SweepArgs};
+pub use watch::WatchArgs;
 
 /// Bounds of the matrix flags: large enough for any real sweep, small enough that a typo
 /// (`--runs 4000000000`) is an error instead of a plan that never ends.

@@ -5,6 +5,7 @@
 //! fsync'd as it finishes; the summary (`summary`), a plot (`plot`) and the table come from the
 //! records. docs/load.md explains the method.
 
+pub mod board;
 pub mod closed;
 pub mod engine;
 pub mod plot;
@@ -146,17 +147,23 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
     // Progress in seconds of the plan: each rate or level runs for --duration (a search runs its two
     // passes and at most --search-steps rates), so the bar moves as each one runs.
     let planned = if args.rates.is_auto() { 2 + args.search_steps as usize } else { live.get().rates.len() };
-    let progress = Arc::new(Progress::weighted(vec![args.duration.secs(); planned], args.output.quiet));
+    let title = format!("bench load {}", journal.dir().display());
+    let board = board::LoadBoard::new(args.slo, args.mix.states());
+    let (mut view, publisher) = crate::live::start(title, crate::live::STOP_KEYS, board, args.output.quiet);
+    let progress = Arc::new(
+        Progress::weighted(vec![args.duration.secs(); planned], args.output.quiet)
+            .showing(view.as_ref().map(|v| v.sink())),
+    );
     let reads = crate::client::read_counts();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let work = run::run(config, live.clone(), progress.clone(), stop_rx);
+    let work = run::run(config, live.clone(), progress.clone(), stop_rx, publisher);
     let ended = match drive::drive("load", work, drive::OnSignal::Ask(stop)).await {
         // The rate under way saw the stop itself.
         Ended::Done(End::Signal) => Ended::Signal,
         ended => ended,
     };
     let dir = journal.dir().to_path_buf();
-    let outcome = match drive::settle(ended, &journal, resumed, lock, &progress) {
+    let outcome = match drive::settle(ended, &journal, resumed, lock, &progress, view.as_mut()) {
         drive::Settled::Kept(Ended::Done(end)) => Ok(end),
         drive::Settled::Kept(Ended::Signal) => Ok(End::Signal),
         drive::Settled::Kept(Ended::Failed(failure)) => Err(failure),

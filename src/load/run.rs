@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::{closed, engine, prepare, summary};
 use crate::exit::Failure;
+use crate::live::{Event, Publisher, Step};
 use crate::meta::{LoadPlan, RateSchedule};
 use crate::progress::Progress;
 use crate::record::{ErrorKind, Measurement, Record};
@@ -102,7 +103,7 @@ enum RateEnd {
 }
 
 /// "rate 4/s (run 2)", "16 users (run 3)"
-fn label(rate: &RateSchedule) -> String {
+pub fn label(rate: &RateSchedule) -> String {
     match rate.concurrency {
         Some(users) => format!("{} (run {})", summary::users_label(users), rate.run),
         None => format!("rate {}/s (run {})", rate.rate_per_s, rate.run),
@@ -134,6 +135,7 @@ pub async fn run(
     live: LivePlan,
     progress: Arc<Progress>,
     mut stop: watch::Receiver<bool>,
+    view: Publisher,
 ) -> Result<End, Failure> {
     let journal = live.journal.clone();
     let mut supervisor = crate::runner::start_server(&mut config, &progress).await?;
@@ -216,7 +218,18 @@ pub async fn run(
         let (gone_tx, gone_rx) = tokio::sync::oneshot::channel();
         let finished = Arc::new(AtomicUsize::new(0));
         let counted = finished.clone();
-        let writing = tokio::task::spawn_blocking(move || append_all(writer, rx, gone_tx, &counted));
+        let shown = view.clone();
+        let writing = tokio::task::spawn_blocking(move || append_all(writer, rx, gone_tx, &counted, &shown));
+        view.send(Event::Step(Step {
+            run: rate.run,
+            label: label(&rate),
+            duration_s: live.get().duration_s,
+            rate_per_s: rate.rate_per_s,
+            arrivals: rate.arrivals.clone(),
+            concurrency: rate.concurrency,
+            warmup_s: rate.concurrency.and(live.get().warmup_s).unwrap_or(0.0),
+            began: Some(Instant::now()),
+        }));
         let began = Instant::now();
         let ticking = tokio::spawn(tick(progress.clone(), i, rate.clone(), live.get().duration_s, finished));
         let since = || format!("{:.1} s after it began", began.elapsed().as_secs_f64());
@@ -340,6 +353,7 @@ fn append_all(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Measurement>,
     gone: tokio::sync::oneshot::Sender<()>,
     finished: &AtomicUsize,
+    view: &Publisher,
 ) -> Result<(RecordWriter, Vec<Measurement>), Failure> {
     let mut written = Vec::new();
     let (mut refused, mut gone) = (0, Some(gone));
@@ -356,6 +370,8 @@ fn append_all(
         }
         let record = Record::Measurement(Box::new(m));
         writer.append(&record).map_err(|e| Failure::io(e.to_string()))?;
+        // On this writer's thread, after the append: never on a measuring task.
+        view.record(&record);
         if let Record::Measurement(m) = record {
             written.push(*m);
         }
@@ -384,7 +400,7 @@ async fn tick(
         let elapsed_s = began.elapsed().as_secs_f64();
         let share = (elapsed_s / duration_s.max(1e-9)).min(1.0);
         let tenth = (share * 10.0).floor() as u32;
-        if !progress.is_bar() && (tenth <= told_tenth || tenth >= 10) {
+        if !progress.is_live() && (tenth <= told_tenth || tenth >= 10) {
             continue;
         }
         told_tenth = tenth;

@@ -41,8 +41,8 @@ pub const HONEST_LAG_P99_MS: f64 = 1.0;
 /// The share of the rate's median TTFT that its p99 send lag may reach and still be honest.
 pub const HONEST_LAG_TTFT_SHARE: f64 = 0.02;
 
-/// Below this many values a p99 is printed with its n.
-pub const P99_MIN_N: usize = 20;
+/// Below this many values a p99 is printed with its n (the live view shows it alike).
+pub use crate::live::P99_MIN_N;
 
 /// The p99 send lag a rate may have and still count as honestly offered.
 pub fn honest_lag_limit_ms(median_ttft_ms: Option<f64>) -> f64 {

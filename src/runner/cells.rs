@@ -48,6 +48,8 @@ pub struct CellLoop<'a> {
     lifecycle: Option<lifecycle::Lifecycle>,
     /// `--runs auto`: what each matrix point has measured, and which need no more runs.
     auto: Option<AutoRuns>,
+    /// The live view's feed: each cell's records once they are on disk.
+    pub live: crate::live::Publisher,
 }
 
 /// `--runs auto` as the loop goes: per matrix point (a cell with run 0) its runs and values.
@@ -194,9 +196,9 @@ impl<'a> CellLoop<'a> {
                 note.note(&cost::thermal_line(&ctx.config.thermal, cells.len(), &rates, eta_s));
                 let forecast = Forecast { rates, eta_s, cells: cells.len() };
                 journal.update(|m| m.forecast = Some(forecast))?;
-                (Progress::weighted(costs, note.is_quiet()), Some(eta_s))
+                (note.reweighted(costs, true), Some(eta_s))
             }
-            None => (Progress::new(cells.len(), note.is_quiet()), None),
+            None => (note.reweighted(vec![1.0; cells.len()], false), None),
         };
         Ok(CellLoop {
             ctx,
@@ -210,6 +212,7 @@ impl<'a> CellLoop<'a> {
             eta_s,
             supervisor: None,
             lifecycle: None,
+            live: crate::live::Publisher::off(),
             auto: match &ctx.config.runs_auto {
                 Some(target) => Some(AutoRuns::new(target.clone(), journal.dir())?),
                 None => None,
@@ -311,6 +314,9 @@ impl<'a> CellLoop<'a> {
             self.writer.append(r).map_err(|e| Failure::io(e.to_string()))?;
         }
         clock.add(Part::Write, writing.elapsed());
+        for r in &records {
+            self.live.record(r);
+        }
         // The cell's records are safe; a body that could not be written stops the sweep (exit 4).
         if let Some(why) = self.ctx.bodies.as_ref().and_then(|b| b.error()) {
             return Err(Failure::io(why));
@@ -411,6 +417,12 @@ fn error_kind(r: &Record) -> Option<ErrorKind> {
 /// A record whose request got no answer at all: refused, or nothing within the timeout.
 fn unanswered_record(r: &Record) -> bool {
     matches!(error_kind(r), Some(ErrorKind::Connect | ErrorKind::Timeout))
+}
+
+/// The records a run directory already holds (none when it holds none, or they cannot be read:
+/// the view then starts empty, and `completed` says what is wrong).
+pub fn written(run_dir: &Path) -> Vec<Record> {
+    store::read_records(&run_dir.join(store::MEASUREMENTS_FILE), TornTail::Skip).unwrap_or_default()
 }
 
 /// Cells with a good record (a batch: a complete, good batch): `--resume` skips them. An empty

@@ -73,17 +73,22 @@ pub(crate) enum Settled<T> {
     Removed(Result<exit::Outcome, Failure>),
 }
 
-/// Closes the progress, removes slot files left on the server's disk (said on the progress),
-/// releases the run's lock, and removes a new run that measured nothing. A run that was
-/// resumed, holds a record, or whose work ran to its end is kept.
+/// Closes the progress and gives the terminal back from the live view (before anything below
+/// speaks), removes slot files left on the server's disk (said on the progress), releases the
+/// run's lock, and removes a new run that measured nothing. A run that was resumed, holds a
+/// record, or whose work ran to its end is kept.
 pub(crate) fn settle<T>(
     ended: Ended<T>,
     journal: &Journal,
     resumed: bool,
     lock: RunLock,
     progress: &Progress,
+    view: Option<&mut crate::live::View>,
 ) -> Settled<T> {
     progress.finish();
+    if let Some(view) = view {
+        view.finish();
+    }
     if let Some(line) = super::slot_files::remove_leftovers().line() {
         progress.note(&line);
     }

@@ -39,6 +39,10 @@ pub use cells::Stop;
 pub use forecast::plan;
 pub use soak::soak;
 
+/// What `q` does in the sweep's view.
+const SWEEP_KEYS: &str =
+    "q: stop as Ctrl-C does (every finished record kept, run.json interrupted; --resume finishes)";
+
 /// How long an interrupted work task gets to reach its next await point before bench exits anyway.
 pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(3);
 
@@ -164,10 +168,19 @@ pub struct Swept {
 /// Entry point of `bench sweep`.
 pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
     let open::Opened { config, journal, resumed, lock } = open::open(args)?;
-    let progress = Arc::new(Progress::new(0, args.output.quiet));
-    let work = work(config, resumed, journal.clone(), progress.clone());
+    let title = format!("bench sweep {}", journal.dir().display());
+    let (mut view, live) =
+        crate::live::start(title, SWEEP_KEYS, crate::live::sweep::SweepBoard::new(), args.output.quiet);
+    if resumed {
+        // A resumed run's table starts from what it already holds.
+        for r in cells::written(journal.dir()) {
+            live.record(&r);
+        }
+    }
+    let progress = Arc::new(Progress::new(0, args.output.quiet).showing(view.as_ref().map(|v| v.sink())));
+    let work = work(config, resumed, journal.clone(), progress.clone(), live.clone());
     let ended = drive::drive("sweep", work, drive::OnSignal::Abort).await;
-    match drive::settle(ended, &journal, resumed, lock, &progress) {
+    match drive::settle(ended, &journal, resumed, lock, &progress, view.as_mut()) {
         drive::Settled::Kept(ended) => close(ended, &journal, args.output.quiet),
         drive::Settled::Removed(outcome) => Ok(Swept { outcome: outcome?, finished: None }),
     }
@@ -204,6 +217,7 @@ async fn work(
     resumed: bool,
     journal: Journal,
     progress: Arc<Progress>,
+    live: crate::live::Publisher,
 ) -> Result<CellLoopEnd, Failure> {
     let mut config = config;
     let supervisor = start_server(&mut config, &progress).await?;
@@ -216,6 +230,7 @@ async fn work(
     let rates = setup::calibrate_rates(&ctx, gate.probe_s()).await;
     let mut cells = cells::CellLoop::new(&ctx, gate, &journal, &progress, done, rates)?;
     cells.supervisor = supervisor;
+    cells.live = live;
     let (started, reads) = (std::time::Instant::now(), crate::client::read_counts());
     let stop = cells.run().await?;
     let took = started.elapsed();

@@ -41,12 +41,15 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
         ..Default::default()
     };
     journal.update(|m| m.soak = Some(summary.clone()))?;
-    let progress = Arc::new(Progress::new(0, args.output.quiet));
+    let title = format!("bench soak {}", journal.dir().display());
+    let board = crate::live::soak::SoakBoard::new(args.iterations.0);
+    let (mut view, live) = crate::live::start(title, crate::live::STOP_KEYS, board, args.output.quiet);
+    let progress = Arc::new(Progress::new(0, args.output.quiet).showing(view.as_ref().map(|v| v.sink())));
     let limit = args.duration.map(|d| d.0);
     let reads = crate::client::read_counts();
-    let work = run(config, summary, limit, journal.clone(), progress.clone());
+    let work = run(config, summary, limit, journal.clone(), progress.clone(), live);
     let ended = drive::drive("soak", work, drive::OnSignal::Abort).await;
-    let ended = match drive::settle(ended, &journal, resumed, lock, &progress) {
+    let ended = match drive::settle(ended, &journal, resumed, lock, &progress, view.as_mut()) {
         drive::Settled::Kept(ended) => ended,
         drive::Settled::Removed(outcome) => return Ok(outcome?),
     };
@@ -123,6 +126,7 @@ async fn run(
     limit: Option<Duration>,
     journal: Journal,
     progress: Arc<Progress>,
+    live: crate::live::Publisher,
 ) -> Result<SoakEnd, Failure> {
     let mut supervisor = super::start_server(&mut config, &progress).await?;
     let ctx = setup::prepare(config, Some(&journal), &progress).await?;
@@ -142,6 +146,9 @@ async fn run(
         let (records, in_flight_s) = iteration_records(&ctx, &prompts, &references, iteration, n).await;
         for r in &records {
             writer.append(r).map_err(|e| Failure::io(e.to_string()))?;
+        }
+        for r in &records {
+            live.record(r);
         }
         let measured: Vec<&Measurement> = records
             .iter()
@@ -169,12 +176,20 @@ async fn run(
             summary.iterations_planned,
             measured.len()
         ));
+        let share = f64::from(iteration) / f64::from(summary.iterations_planned.max(1));
+        let left = started.elapsed().mul_f64((1.0 - share) / share.max(1e-9));
+        live.send(crate::live::Event::Position {
+            share,
+            forecast: None,
+            eta: Some(limit.map_or(left, |l| left.min(l.saturating_sub(started.elapsed())))),
+        });
         if let Some(sup) = &mut supervisor
             && let Some(crash) = sup.check(&format!("iteration {iteration}"))
         {
             progress.note(&format!("{}; restarting it", crate::supervise::describe(&crash)));
             let restarted = sup.restart(crash).await;
             summary.crashes = sup.crashes.len() as u32;
+            live.send(crate::live::Event::Crashes(summary.crashes));
             let crashes = sup.crashes.clone();
             journal.update(|m| m.server_crashes = crashes)?;
             if let Err(gone) = restarted {

@@ -16,6 +16,7 @@ mod fuzz_corpus;
 mod h1_differential;
 mod import_tools;
 mod kill9_status;
+mod live_view;
 mod load_cli;
 mod load_closed;
 mod load_engine;
