@@ -4,6 +4,7 @@
 //! now and requests answered, TTFT p50/p99, the p99 send lag and whether the rate is still
 //! honestly offered, and goodput so far.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use super::summary::{self, RunKey};
@@ -15,12 +16,38 @@ pub struct LoadBoard {
     slo: Slo,
     states: Vec<CacheState>,
     steps: Vec<Step>,
+    /// Each step's records, without what no statistic of the board reads (the output sample,
+    /// the server's payloads): an hour of load is held on the view's thread.
     records: BTreeMap<u32, Vec<Measurement>>,
+    /// Each step's summary and the records and step it was computed from: a redraw computes
+    /// again only the steps that gained records (a finished step never does), so the view's
+    /// work does not grow with the hour of load already shown.
+    summaries: RefCell<BTreeMap<u32, (usize, RunKey, summary::RateSummary)>>,
 }
 
 impl LoadBoard {
     pub fn new(slo: Slo, states: Vec<CacheState>) -> LoadBoard {
-        LoadBoard { slo, states, steps: Vec::new(), records: BTreeMap::new() }
+        LoadBoard { slo, states, steps: Vec::new(), records: BTreeMap::new(), summaries: RefCell::default() }
+    }
+
+    /// The summary of `step` over its records so far, computed again only when it gained some
+    /// (or the step was announced again otherwise).
+    fn summary(&self, step: &Step, records: &[Measurement]) -> summary::RateSummary {
+        let key = RunKey {
+            run: step.run,
+            rate_per_s: step.rate_per_s,
+            concurrency: step.concurrency,
+            warmup_ms: step.warmup_s * 1000.0,
+        };
+        let mut cache = self.summaries.borrow_mut();
+        if let Some((n, k, s)) = cache.get(&step.run)
+            && (*n, *k) == (records.len(), key)
+        {
+            return s.clone();
+        }
+        let s = summary::run_summary(records, &key, &self.states, &self.slo);
+        cache.insert(step.run, (records.len(), key, s.clone()));
+        s
     }
 
     /// The step of run `run`: as announced, or (a watched run) a bare one from its records.
@@ -47,7 +74,10 @@ impl Board for LoadBoard {
                 if let Record::Measurement(m) = r.as_ref()
                     && m.cell.scenario == Scenario::Load
                 {
-                    self.records.entry(m.cell.run).or_default().push((**m).clone());
+                    let mut kept = (**m).clone();
+                    kept.output_sample = String::new();
+                    (kept.server_timings, kept.server_stats, kept.server_metrics) = (None, None, None);
+                    self.records.entry(m.cell.run).or_default().push(kept);
                 }
             }
             _ => {}
@@ -69,13 +99,7 @@ impl Board for LoadBoard {
         let empty = Vec::new();
         for step in self.steps() {
             let records = self.records.get(&step.run).unwrap_or(&empty);
-            let key = RunKey {
-                run: step.run,
-                rate_per_s: step.rate_per_s,
-                concurrency: step.concurrency,
-                warmup_ms: step.warmup_s * 1000.0,
-            };
-            let s = summary::run_summary(records, &key, &self.states, &self.slo);
+            let s = self.summary(&step, records);
             let elapsed_s = step.began.map(|b| b.elapsed().as_secs_f64());
             let elapsed = match elapsed_s {
                 Some(e) if e < step.duration_s => format!("{e:.0}/{:.0} s", step.duration_s),
