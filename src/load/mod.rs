@@ -72,9 +72,7 @@ fn check_preset(args: &LoadArgs) -> Result<(), Failure> {
         && args.mix.states().contains(&CacheState::Warm)
     {
         let api = args.target.api.unwrap_or(crate::spec::Api::Openai).to_string();
-        let preset = crate::preset::Preset::load(name)
-            .and_then(|p| p.for_api(&api))
-            .map_err(|e| Failure::usage(e.to_string()))?;
+        let preset = crate::preset::Preset::load(name).and_then(|p| p.for_api(&api))?;
         warm_mix_fits(&preset)?;
     }
     Ok(())
@@ -246,7 +244,7 @@ fn summarize(args: &LoadArgs, plan: &LoadPlan, dir: &std::path::Path) -> Result<
         })
         .collect();
     let summary = summary::of_plan(&records, plan, &args.mix.states());
-    store::write_json_atomic(&dir.join(SUMMARY_FILE), &summary).map_err(|e| Failure::io(e.to_string()))?;
+    store::write_json_atomic(&dir.join(SUMMARY_FILE), &summary)?;
     if let Err(e) = plot::write(&dir.join(PLOT_FILE), &summary) {
         eprintln!("warning: no plot: {e}");
     }

@@ -153,7 +153,7 @@ pub async fn run(
         let p = live.get();
         (p.prepare_ahead, p.concurrency_limit, p.context_tokens)
     };
-    let mut writer = RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
+    let mut writer = RecordWriter::open(journal.dir())?;
     let mut i = 0;
     while let Some(rate) = live.rate(i) {
         if *stop.borrow() {
@@ -369,7 +369,7 @@ fn append_all(
             let _ = tell.send(());
         }
         let record = Record::Measurement(Box::new(m));
-        writer.append(&record).map_err(|e| Failure::io(e.to_string()))?;
+        writer.append(&record)?;
         // On this writer's thread, after the append: never on a measuring task.
         view.record(&record);
         if let Record::Measurement(m) = record {

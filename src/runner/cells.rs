@@ -65,8 +65,7 @@ impl AutoRuns {
         let mut auto = AutoRuns { target, points: Default::default(), settled: BTreeSet::new() };
         let path = dir.join(store::MEASUREMENTS_FILE);
         if path.exists() {
-            let records =
-                store::read_records(&path, TornTail::Skip).map_err(|e| Failure::usage(e.to_string()))?;
+            let records = store::read_records(&path, TornTail::Skip)?;
             let mut runs: std::collections::BTreeMap<CellKey, BTreeSet<u32>> = Default::default();
             for r in &records {
                 runs.entry(r.cell().point()).or_default().insert(r.cell().run);
@@ -183,7 +182,7 @@ impl<'a> CellLoop<'a> {
         if !done.is_empty() {
             note.note(&format!("resuming: {} cells done, {} to go", all.len() - cells.len(), cells.len()));
         }
-        let writer = RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
+        let writer = RecordWriter::open(journal.dir())?;
         let (progress, eta_s) = match rates {
             Some(rates) => {
                 let (costs, eta_s) = cost::estimate(&cells, &ctx.config, &rates);
@@ -311,7 +310,7 @@ impl<'a> CellLoop<'a> {
         }
         let writing = std::time::Instant::now();
         for r in &records {
-            self.writer.append(r).map_err(|e| Failure::io(e.to_string()))?;
+            self.writer.append(r)?;
         }
         clock.add(Part::Write, writing.elapsed());
         for r in &records {
@@ -432,7 +431,7 @@ pub fn completed(run_dir: &Path) -> Result<BTreeSet<CellKey>, Failure> {
     if !path.exists() {
         return Ok(BTreeSet::new());
     }
-    let records = store::read_records(&path, TornTail::Skip).map_err(|e| Failure::usage(e.to_string()))?;
+    let records = store::read_records(&path, TornTail::Skip)?;
     let mut good = BTreeSet::new();
     for r in &records {
         match r {

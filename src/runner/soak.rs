@@ -136,7 +136,7 @@ async fn run(
     progress.note(&format!("serial reference pass: {n} prompts, one at a time, temperature 0 ..."));
     let (references, single_tps) = reference_pass(&ctx, &prompts).await?;
     summary.single_stream_tps = single_tps;
-    let mut writer = RecordWriter::open(journal.dir()).map_err(|e| Failure::io(e.to_string()))?;
+    let mut writer = RecordWriter::open(journal.dir())?;
     let started = Instant::now();
     let mut concurrent = Served::default();
     for iteration in 1..=summary.iterations_planned {
@@ -145,7 +145,7 @@ async fn run(
         }
         let (records, in_flight_s) = iteration_records(&ctx, &prompts, &references, iteration, n).await;
         for r in &records {
-            writer.append(r).map_err(|e| Failure::io(e.to_string()))?;
+            writer.append(r)?;
         }
         for r in &records {
             live.record(r);
