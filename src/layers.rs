@@ -62,11 +62,12 @@ pub const LAYERS: &[(&str, u32)] = &[
     ("stats", 10),
     // below the leaves that print (output, progress): they mask secrets in what they print
     ("secrets", 9),
-    ("output", 10),
-    ("progress", 10),
     ("clock", 10),
     ("input_file", 10),
     ("page_cache", 10),
+    // the terminal's leaves (ttft-bench): printing, progress lines and plot ticks
+    ("output", 10),
+    ("progress", 10),
     ("ticks", 10),
     // this table (ttft-bench)
     ("layers", 10),

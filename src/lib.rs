@@ -8,7 +8,7 @@
 //! the rest of the code uses; src/layers.rs orders this crate's own modules.
 
 pub use ttft_client as client;
-pub use ttft_model::{clock, input_file, output, page_cache, progress, record, secrets, spec, stats, ticks};
+pub use ttft_model::{clock, input_file, page_cache, record, secrets, spec, stats};
 pub use ttft_results::{physics, plan, quality, results, store};
 
 pub mod cli;
@@ -25,7 +25,9 @@ pub mod load;
 pub mod merge;
 pub mod meta;
 pub mod metrics;
+pub mod output;
 pub mod preset;
+pub mod progress;
 pub mod prompt;
 pub mod report;
 pub mod runner;
@@ -33,5 +35,6 @@ pub mod server;
 pub mod shard;
 pub mod supervise;
 pub mod thermal;
+pub mod ticks;
 pub mod verify;
 pub mod watch;

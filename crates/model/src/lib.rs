@@ -5,11 +5,8 @@
 
 pub mod clock;
 pub mod input_file;
-pub mod output;
 pub mod page_cache;
-pub mod progress;
 pub mod record;
 pub mod secrets;
 pub mod spec;
 pub mod stats;
-pub mod ticks;
