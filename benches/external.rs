@@ -33,6 +33,9 @@
 //! `BENCH_SERVER_CPUS=2-15 taskset -c 0,1 target/release/deps/external-*`.
 //! `-- --quick` for a short run. Reports numbers; never asserts them.
 
+// A benchmark's table on stdout is its output.
+#![allow(clippy::print_stdout)]
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -185,7 +188,7 @@ type Stalls = Vec<(Instant, Duration)>;
 /// The cores this process may run on (its affinity mask: `taskset`).
 fn client_cores() -> Vec<usize> {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
+    let size = size_of::<libc::cpu_set_t>();
     if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
         return Vec::new();
     }
@@ -197,7 +200,7 @@ fn pin_to(core: usize) {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     unsafe {
         libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
     }
 }
 

@@ -19,6 +19,9 @@
 //! CPU column (user + system) shows what the step cost when other work shares the cores: there
 //! wall time is wall time plus waiting. Reports numbers; never asserts them.
 
+// A benchmark's table on stdout is its output.
+#![allow(clippy::print_stdout)]
+
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

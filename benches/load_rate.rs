@@ -15,6 +15,9 @@
 //! Reports numbers, never asserts speed. LOAD_RATE_LADDER (e.g. "1,10,100") and LOAD_RATE_SAMPLES
 //! override the ladder and the sample count.
 
+// A benchmark's table on stdout is its output.
+#![allow(clippy::print_stdout)]
+
 #[path = "../tests/common/scripted.rs"]
 mod scripted;
 

@@ -8,6 +8,9 @@
 //! `ClientOptions::ca_cert`): the TLS rows show what encryption adds to the stamp.
 //! Run with `just bench` (release build). Reports ratios, never asserts speed.
 
+// A benchmark's table on stdout is its output.
+#![allow(clippy::print_stdout)]
+
 use std::time::Duration;
 
 use futures_util::future::join_all;

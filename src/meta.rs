@@ -215,7 +215,7 @@ impl From<ResumptionOnDisk> for Resumption {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThermalBaseline {
-    pub policy: crate::config::ThermalPolicy,
+    pub policy: ThermalPolicy,
     /// The discarded first request (a server's first large request is slower).
     pub warmup_e2e_ms: Option<f64>,
     pub warmup_error: Option<String>,

@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn the_eta_is_the_plans_remainder_scaled_by_the_cells_so_far() {
-        let before = std::time::Instant::now();
+        let before = Instant::now();
         let p = Progress::weighted(vec![1.0, 30.0, 1.0], true);
         assert_eq!(p.eta(0), Some(Duration::from_secs(32)), "before any cell: the plan itself");
         assert_eq!(p.eta(3), Some(Duration::ZERO));

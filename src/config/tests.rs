@@ -120,7 +120,7 @@ fn credentials_in_the_server_url_are_never_in_the_config_written_out() {
 
 #[test]
 fn every_scenario_key_is_a_flag_and_every_plan_flag_a_key() {
-    let keys = super::scenario_file::known_keys();
+    let keys = scenario_file::known_keys();
     for key in ["contexts", "cache_states", "stagger_delay", "tolerance", "hardware", "server", "model_file"]
     {
         assert!(keys.contains(key), "{key}");
@@ -136,8 +136,7 @@ fn shipped_scenarios_parse_and_give_their_expectation() {
         resolve(&args(&["--scenario", &shown]).unwrap()).unwrap_or_else(|e| panic!("{shown}: {e}"));
         expectation(&path).unwrap_or_else(|e| panic!("{shown}: {e}"));
     }
-    let paper =
-        expectation(std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/paper.toml")));
+    let paper = expectation(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/paper.toml")));
     assert_eq!(paper.unwrap().matrix.cell_count(), 198 + 6);
 }
 

@@ -64,11 +64,7 @@ impl Driver for Real {
         })
     }
 
-    async fn fire(
-        &self,
-        ready: &Ready,
-        at: impl std::future::Future<Output = ()> + Send,
-    ) -> (Instant, Fired) {
+    async fn fire(&self, ready: &Ready, at: impl Future<Output = ()> + Send) -> (Instant, Fired) {
         let fired = measure::fire_at(&self.ctx, ready, at).await;
         (fired.sent_at(), fired)
     }

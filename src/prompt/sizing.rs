@@ -223,7 +223,7 @@ fn too_small(nominal: u32, fixed: i64) -> String {
 async fn search<F, Fut, E>(start: usize, target: i64, count: F) -> Result<(usize, i64), E>
 where
     F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<i64, E>>,
+    Fut: Future<Output = Result<i64, E>>,
 {
     let mut words = start.max(1);
     let mut tokens = count(words).await?;

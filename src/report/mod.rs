@@ -489,7 +489,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
         eprintln!("note: {note}");
     }
     // What other tools' files cannot tell (docs/import.md), once per kind of import.
-    let mut imported = std::collections::BTreeMap::<&str, usize>::new();
+    let mut imported = BTreeMap::<&str, usize>::new();
     for reason in combined.records.iter().filter_map(crate::results::import::imported_reason) {
         *imported.entry(reason).or_default() += 1;
     }
@@ -499,8 +499,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     let cells = cells(&combined.records);
     sources::release(combined);
     let out = match settings.format {
-        Format::Table => table::render(&cells, crate::output::TableStyle::Terminal),
-        Format::Markdown => table::render(&cells, crate::output::TableStyle::Markdown),
+        Format::Table => table::render(&cells, output::TableStyle::Terminal),
+        Format::Markdown => table::render(&cells, output::TableStyle::Markdown),
         Format::Csv => to_csv(&cells).map_err(|e| Failure::io(format!("csv: {e}")))?,
         Format::Json => {
             let report = JsonReport {

@@ -466,8 +466,7 @@ fn summary(records: &[Record]) -> String {
                 "B waited {:.1} ms from wall start{}",
                 s.user_b_ttft_from_wall_start_ms.unwrap_or(f64::NAN),
                 // Only the batched pair is meant to overlap; its sequential twin never does.
-                if s.overlapped == Some(false) && s.cell.scenario == crate::record::Scenario::StaggeredBatched
-                {
+                if s.overlapped == Some(false) && s.cell.scenario == Scenario::StaggeredBatched {
                     " (did not overlap A)"
                 } else {
                     ""

@@ -23,7 +23,7 @@ struct PlanOutput<'a> {
     forecast_s: Option<f64>,
     rates: Option<&'a ServerRates>,
     /// The thermal gate the sweep would run with (its cost is part of `forecast_s`).
-    thermal: &'a crate::config::ThermalPolicy,
+    thermal: &'a config::ThermalPolicy,
     /// What the warm cells save on the server's disk (needs the model's KV size: a local
     /// llama.cpp server's GGUF, or `--model-file`); null when unknown or no cell is warm.
     warm_disk: Option<super::slot_files::WarmDisk>,

@@ -426,7 +426,7 @@ pub async fn read_sessions_before(ctx: &RunContext, ready: &mut [&mut Ready]) {
 }
 
 /// The server's record of `session`'s cache now; None where it cannot be read.
-async fn read_session(ctx: &RunContext, session: &crate::preset::Session) -> Option<SessionCache> {
+async fn read_session(ctx: &RunContext, session: &Session) -> Option<SessionCache> {
     let listing = ctx.preset.fetch_session_listing(&ctx.client, session).await?.ok()?;
     ctx.preset.session_state.as_ref()?.session_cache(&listing, session).ok()
 }
@@ -438,7 +438,7 @@ pub async fn fire(ctx: &RunContext, ready: &Ready) -> Fired {
 
 /// `fire`, with the window opening when `at` completes (after serialization): `bench load` sends
 /// at scheduled instants.
-pub async fn fire_at(ctx: &RunContext, ready: &Ready, at: impl std::future::Future<Output = ()>) -> Fired {
+pub async fn fire_at(ctx: &RunContext, ready: &Ready, at: impl Future<Output = ()>) -> Fired {
     fire_announcing(ctx, ready, at, None).await
 }
 
@@ -447,7 +447,7 @@ pub async fn fire_at(ctx: &RunContext, ready: &Ready, at: impl std::future::Futu
 pub async fn fire_announcing(
     ctx: &RunContext,
     ready: &Ready,
-    at: impl std::future::Future<Output = ()>,
+    at: impl Future<Output = ()>,
     opened: Option<tokio::sync::oneshot::Sender<Instant>>,
 ) -> Fired {
     let prepared = match ctx.client.prepare(&ready.request) {
@@ -551,7 +551,7 @@ pub async fn finish_then(
     ctx.annotate(&mut m, &fired.exchange.full_output());
     // The measurement was over before its cleanup began: a failed cleanup is noted, never its failure.
     if let Err(e) = cleanup {
-        let flag = crate::record::QualityCode::CleanupFailed;
+        let flag = record::QualityCode::CleanupFailed;
         m.quality_flags.push(record::QualityFlag { flag, reason: e.message, fails_gate: false });
     }
     m
@@ -597,7 +597,7 @@ pub(super) fn record_exchange(
     // request is judged by its error, so only the evidence it did bring back is weighed.
     let (state, evidence, prompt) = (m.cell.cache_state, m.cache_evidence.as_ref(), PromptTokens::of(m));
     m.cache_state_confirmed = match (m.cell.scenario, &ex.error) {
-        (crate::record::Scenario::Soak, _) => None,
+        (record::Scenario::Soak, _) => None,
         (_, Some(_)) => evidence.and_then(|e| crate::quality::confirm_cache_state(state, e, prompt)),
         (_, None) => crate::quality::cache_state_verdict(state, evidence, prompt),
     };

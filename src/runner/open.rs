@@ -29,7 +29,7 @@ pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
     // The preset is read before anything is created: a file that cannot be used is bad input,
     // refused with its name rather than found by every cell.
     // `auto` is resolved against the server at setup, and its choice written to run.json.
-    if config.preset != crate::config::AUTO_PRESET {
+    if config.preset != config::AUTO_PRESET {
         crate::preset::Preset::load(&config.preset).and_then(|p| p.for_api(&config.api.to_string()))?;
     }
     // A new run's directory is bench's until its first write lands: if the lock, run.json or

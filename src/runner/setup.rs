@@ -225,7 +225,7 @@ const MANY_ROWS: usize = 1000;
 /// its run.json, so its cells are the ones it began with): the row's context.
 async fn count_rows(
     config: &mut SweepConfig,
-    client: &crate::client::Client,
+    client: &Client,
     sizer: &Sizer,
     progress: &Progress,
 ) -> Result<(), Failure> {
@@ -276,7 +276,7 @@ fn count_failure(
 /// as the server counts in its reply to turn 1; rows without a reply keep `--output-tokens`, said.
 async fn reply_lengths(
     dataset: &mut crate::dataset::Dataset,
-    client: &crate::client::Client,
+    client: &Client,
     sizer: &Sizer,
     progress: &Progress,
 ) -> Result<(), Failure> {

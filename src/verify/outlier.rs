@@ -391,7 +391,7 @@ mod tests {
 
     #[test]
     fn robust_z_each_is_robust_z_against_the_others_to_the_bit() {
-        let mut rng = crate::stats::Rng::new(5);
+        let mut rng = stats::Rng::new(5);
         for case in 0..400 {
             let k = 1 + rng.below(30);
             let floor = [0.0, ABSOLUTE_FLOOR_MS][case % 2];

@@ -98,11 +98,7 @@ impl Driver for Sim {
         Ok((index, arrival))
     }
 
-    async fn fire(
-        &self,
-        _ready: &(u32, Arrival),
-        at: impl std::future::Future<Output = ()> + Send,
-    ) -> (Instant, Answer) {
+    async fn fire(&self, _ready: &(u32, Arrival), at: impl Future<Output = ()> + Send) -> (Instant, Answer) {
         at.await;
         let sent = Instant::now();
         {

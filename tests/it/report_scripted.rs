@@ -206,7 +206,7 @@ fn the_ttft_plot_draws_the_median_not_the_mean() {
         .unwrap()
         .lines()
         .map(|line| {
-            let mut m: serde_json::Value = serde_json::from_str(line).unwrap();
+            let mut m: Value = serde_json::from_str(line).unwrap();
             if m["record_type"] == "measurement" && seen.insert(m["context_tokens"].as_u64()) {
                 m["ttft_ms"] = (m["ttft_ms"].as_f64().unwrap() * 10.0).into();
             }

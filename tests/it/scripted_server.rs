@@ -165,7 +165,7 @@ fn the_binary_prints_its_url_and_logs_timings_as_jsonl() {
 /// The server's trace joins a request to its record by the nonce the harness's prompt carries.
 #[test]
 fn nonce_is_read_from_the_prompt_the_harness_builds() {
-    let doc = ttft_bench::prompt::document(1, "000000000042", 20);
+    let doc = document(1, "000000000042", 20);
     assert_eq!(ttft_scripted::trace::nonce_of(&doc).as_deref(), Some("000000000042"));
     assert_eq!(ttft_scripted::trace::nonce_of("no nonce here"), None);
     assert_eq!(ttft_scripted::trace::nonce_of("[ref 12x]"), None);

@@ -126,8 +126,7 @@ fn the_indexed_job_shards_by_completion_index_into_the_results_volume() {
     assert!(run(&vars).starts_with("sweep --shard auto"), "{}", run(&vars));
     let spec = ttft_bench::shard::ShardSpec { index: 2, count: completions as u32, origin: String::new() };
     // The shard's run directory as its sweep left it (common::runs), before any record.
-    let bench_dir =
-        crate::common::runs::write(dir.path(), &ttft_bench::shard::run_id("ttft-bench", &spec), &[]);
+    let bench_dir = common::runs::write(dir.path(), &ttft_bench::shard::run_id("ttft-bench", &spec), &[]);
     assert!(run(&vars).starts_with(&format!("sweep --resume {}", bench_dir.display())), "{}", run(&vars));
 }
 
@@ -187,7 +186,7 @@ fn the_slurm_array_shards_by_task_id_and_resumes_its_own_directory() {
     // The last task's directory, as bench names it, exists: that task resumes it.
     let n = hi - lo + 1;
     let spec = ttft_bench::shard::ShardSpec { index: n, count: n, origin: String::new() };
-    let run = crate::common::runs::write(&results, &ttft_bench::shard::run_id("ttft-bench-77", &spec), &[]);
+    let run = common::runs::write(&results, &ttft_bench::shard::run_id("ttft-bench-77", &spec), &[]);
     assert!(task(hi).starts_with(&format!("sweep --resume {}", run.display())), "{}", task(hi));
     assert!(task(lo).starts_with("sweep --shard auto"));
     // Re-submitted on its own (--array=5: a one-task array), the task is told its shard.

@@ -13,7 +13,8 @@ const CHILD_DIR: &str = "TTFT_BENCH_LOCK_TEST_DIR";
 fn lock_holder_child() {
     let Some(dir) = std::env::var_os(CHILD_DIR) else { return };
     let _lock = RunLock::acquire(std::path::Path::new(&dir)).unwrap();
-    println!("locked");
+    // The parent reads this line from the child's stdout.
+    std::io::stdout().write_all(b"locked\n").unwrap();
     std::io::stdout().flush().unwrap();
     let mut rest = String::new();
     let _ = std::io::stdin().read_line(&mut rest);

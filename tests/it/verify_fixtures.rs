@@ -95,7 +95,7 @@ impl Row {
             cache_state_confirmed: Some(true),
             quality_ok: true,
             thermal: Some(ThermalRecord {
-                policy: ttft_bench::record::PolicyKind::Probe,
+                policy: PolicyKind::Probe,
                 baseline_tps: Some(27.0),
                 probe_tps: vec![26.0],
                 cooldown_s: 10.0,

@@ -51,7 +51,7 @@ impl StampsOn {
 #[cfg(target_os = "linux")]
 pub fn enable_arrival_stamps(fd: std::os::fd::RawFd) -> bool {
     let on: libc::c_int = 1;
-    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let size = size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: a valid socket, and a pointer to an int of the size given.
     unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, (&raw const on).cast(), size) == 0 }
 }
@@ -72,7 +72,7 @@ pub fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<(usize, O
     msg.msg_iov = &raw mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    msg.msg_controllen = size_of_val(&control) as _;
     // SAFETY: msg points at live buffers of the sizes it states.
     let n = unsafe { libc::recvmsg(fd, &raw mut msg, libc::MSG_DONTWAIT) };
     if n < 0 {

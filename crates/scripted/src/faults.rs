@@ -288,7 +288,7 @@ pub fn respond(
         }
         Fault::HangAfterHeaders => sse(forever()),
         Fault::EchoHeaders => {
-            let echoed: serde_json::Map<String, serde_json::Value> =
+            let echoed: serde_json::Map<String, Value> =
                 headers.iter().map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or("")))).collect();
             let body = json!({"error": {"message": "unauthorized", "your_headers": echoed}});
             (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response()

@@ -150,7 +150,7 @@ pub struct Logged {
     pub body: Value,
     pub at: std::time::Instant,
     /// The client's end of the connection (chat requests): tells connections apart.
-    pub peer: Option<std::net::SocketAddr>,
+    pub peer: Option<SocketAddr>,
 }
 
 /// The scripted server could not start.

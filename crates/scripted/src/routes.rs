@@ -115,7 +115,7 @@ pub(super) async fn tokenize(State(s): State<AppState>, headers: HeaderMap, body
 
 pub(super) async fn slot_action(
     State(s): State<AppState>,
-    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<super::net::Peer>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<net::Peer>,
     Path(id): Path<u64>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
@@ -185,7 +185,7 @@ pub(super) async fn slot_action(
     };
     // A server (or proxy) that answers twice: a copy of this answer on the kept-alive connection
     // later, where the client's next call would take it for its own answer.
-    if let super::Fault::StrayAfterReply(ms) = lock(&s.behaviour).fault {
+    if let Fault::StrayAfterReply(ms) = lock(&s.behaviour).fault {
         let copy = faults::stray_copy_of_body(reply.to_string().as_bytes());
         let at = tokio::time::Instant::now() + std::time::Duration::from_millis(ms);
         lock(&s.kills).insert(peer.0, net::Kill::Stray(at, std::sync::Arc::new(copy)));

@@ -106,7 +106,7 @@ fn a_rate_with_a_p99_send_lag_above_its_limit_is_not_honestly_offered() {
     // The limit: 2% of the 100 ms median TTFT = 2 ms.
     assert!(!s.rates[0].honestly_offered);
     let text = table(&s);
-    let rows = crate::output::table_rows(&text);
+    let rows = output::table_rows(&text);
     assert!(
         rows.contains(
             &["100", "100", "0.100", "0.100", "2.599", "250.000", "0", "NOT honestly (p99 lag > 2 ms)"]
@@ -158,7 +158,7 @@ fn a_p99_of_fewer_than_20_values_says_its_n() {
     let s = summarize(&records, &[(1, 2.0)], &[CacheState::Cold], SLO, 0.9);
     let text = table(&s);
     // 12 TTFTs 100..111: p99 (type 7) = 110 + 0.89 x 1 = 110.89.
-    let rows = crate::output::table_rows(&text);
+    let rows = output::table_rows(&text);
     assert_eq!(rows[1][..6], ["2", "cold", "12", "105.5", "109.9", "110.9 (n=12)"], "{text}");
     assert!(text.contains("0.100 (n=12)"), "{text}");
 }
@@ -209,7 +209,7 @@ fn a_rate_stopped_early_is_shown_but_left_out_of_the_knee_and_a_rate_never_begun
     assert_eq!(s.rates[1].states[1].goodput, Some(1.0), "of what finished");
     assert_eq!(s.knees[0].rate_per_s, Some(1.0), "2/s met its target only with its slow requests cut off");
     let table = table(&s);
-    let rows = crate::output::table_rows(&table);
+    let rows = output::table_rows(&table);
     assert!(rows.iter().any(|r| r[..3] == ["2 (stopped)", "cold", "1"]), "{table}");
     assert!(
         table.contains("Rate 2/s (run 2) stopped early, 1 of its 4 arrivals finished, left out of the knee: interrupted by a signal 0.5 s after it began"),

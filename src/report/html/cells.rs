@@ -86,7 +86,7 @@ pub fn finding_html(f: &Finding) -> String {
 }
 
 /// Sort keys (numbers) of the cell row's columns, where a column is numeric.
-fn sort_keys(c: &CellStats) -> [Option<f64>; table::CELL_HEADER.len()] {
+fn sort_keys(c: &CellStats) -> [Option<f64>; CELL_HEADER.len()] {
     let decode = c.decode_tps.median.or(c.system_tps.median);
     [
         Some(f64::from(c.id.context_tokens)),

@@ -252,7 +252,7 @@ record_types! {
         pub server_stats: Option<serde_json::Value> => K::Json,
         /// The server's Prometheus counters, before vs after the measured request (batch 1 only).
         #[serde(default)]
-        pub server_metrics: Option<crate::record::MetricsDelta>,
+        pub server_metrics: Option<MetricsDelta>,
         pub quality_ok: bool,
         pub quality_flags: Vec<QualityFlag>,
         pub thermal: Option<ThermalRecord>,
@@ -301,7 +301,7 @@ record_types! {
         pub requests_failed: u32,
         /// The server's Prometheus counters, before vs after the whole batch.
         #[serde(default)]
-        pub server_metrics: Option<crate::record::MetricsDelta>,
+        pub server_metrics: Option<MetricsDelta>,
         pub error: Option<ErrorInfo>,
     }
 
@@ -337,10 +337,10 @@ record_types! {
         /// each user of the pair is measured in the cell's cache state. Absent in files written
         /// before they were recorded.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub user_a_cache: Option<crate::record::UserCache>,
+        pub user_a_cache: Option<UserCache>,
         /// User B's, likewise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub user_b_cache: Option<crate::record::UserCache>,
+        pub user_b_cache: Option<UserCache>,
         pub quality_ok: bool,
         pub quality_flags: Vec<QualityFlag>,
         pub thermal: Option<ThermalRecord>,
@@ -500,7 +500,7 @@ impl SessionTier {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct QualityFlag {
     /// Stable snake_case code, e.g. "usage_missing".
-    pub flag: crate::record::QualityCode,
+    pub flag: QualityCode,
     /// A short human explanation with the numbers.
     pub reason: String,
     /// Whether this flag makes quality_ok false.
@@ -510,7 +510,7 @@ pub struct QualityFlag {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ThermalRecord {
     /// "probe", "fixed" or "off".
-    pub policy: crate::record::PolicyKind,
+    pub policy: PolicyKind,
     pub baseline_tps: Option<f64>,
     pub probe_tps: Vec<f64>,
     pub cooldown_s: f64,

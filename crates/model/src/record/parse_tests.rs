@@ -131,10 +131,9 @@ fn full_records() -> Vec<Record> {
         batch_size: 2,
         run: 3,
     };
-    let flag =
-        QualityFlag { flag: crate::record::QualityCode::UsageMissing, reason: "r".into(), fails_gate: true };
+    let flag = QualityFlag { flag: QualityCode::UsageMissing, reason: "r".into(), fails_gate: true };
     let thermal = ThermalRecord {
-        policy: crate::record::PolicyKind::Probe,
+        policy: PolicyKind::Probe,
         baseline_tps: Some(45.5),
         probe_tps: vec![44.25, 1e-300],
         cooldown_s: 10.0,
@@ -202,7 +201,7 @@ fn full_records() -> Vec<Record> {
         cache_state_confirmed: Some(false),
         server_timings: Some(json!({"prompt_n": 5, "nested": {"a": [1, 2.5, "x"]}})),
         server_stats: Some(json!([1, 2])),
-        server_metrics: Some(crate::record::MetricsDelta {
+        server_metrics: Some(MetricsDelta {
             computed_tokens: Some(5.0),
             cached_tokens: None,
             counters: [("a".to_string(), 1.0)].into(),
@@ -214,9 +213,9 @@ fn full_records() -> Vec<Record> {
         error: Some(error.clone()),
         attempts: 2,
         unexpected_bytes_dropped: true,
-        connection: Some(crate::record::ConnectionUse::NewBeforeWindow),
+        connection: Some(ConnectionUse::NewBeforeWindow),
         distinct_arrivals: Some(3),
-        page_cache: Some(crate::record::PageCache::Memory),
+        page_cache: Some(PageCache::Memory),
         page_cache_resident_pct: Some(97.5),
         saved_bytes: Some(4_300_000_000),
     };
@@ -306,7 +305,7 @@ fn written_records_read_back_whole_and_the_same_as_through_the_derive() {
 /// A JSON object's members in the order written.
 struct Ordered(Vec<(String, Value)>);
 
-impl<'de> serde::Deserialize<'de> for Ordered {
+impl<'de> Deserialize<'de> for Ordered {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ordered, D::Error> {
         struct V;
         impl<'de> serde::de::Visitor<'de> for V {

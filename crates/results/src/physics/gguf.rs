@@ -131,7 +131,7 @@ impl GgufHeader {
 pub fn read_file(path: &Path, mut file: std::fs::File) -> Result<GgufHeader, GgufError> {
     let max = Limit::GGUF_HEADER.max_bytes;
     let in_file = |e| GgufError::InFile { path: path.to_path_buf(), source: Box::new(e) };
-    std::io::Seek::rewind(&mut file).map_err(|source| in_file(GgufError::Truncated { at: 0, source }))?;
+    io::Seek::rewind(&mut file).map_err(|source| in_file(GgufError::Truncated { at: 0, source }))?;
     read(BufReader::new(file.take(max))).map_err(|e| match e {
         GgufError::Truncated { at, .. } if at + 8 >= max => in_file(GgufError::HeaderTooLarge { max }),
         e => in_file(e),

@@ -395,7 +395,7 @@ fn thermal(
 ) -> Option<ThermalRecord> {
     let cooldown_s = cooldown?;
     Some(ThermalRecord {
-        policy: ttft_model::record::PolicyKind::Probe,
+        policy: record::PolicyKind::Probe,
         baseline_tps: None,
         probe_tps: Vec::new(),
         cooldown_s,
