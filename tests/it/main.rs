@@ -15,6 +15,7 @@ mod faults;
 mod fuzz_corpus;
 mod h1_differential;
 mod import_tools;
+mod ingest_memory;
 mod kill9_status;
 mod load_cli;
 mod load_closed;
