@@ -16,6 +16,8 @@ mod csv;
 mod html;
 mod plot;
 mod table;
+#[cfg(test)]
+mod timed_tests;
 
 pub use self::csv::{COLUMNS, to_csv};
 pub use self::table::point as point_label;
