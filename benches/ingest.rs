@@ -1,6 +1,7 @@
-//! Ingest at scale: verify, merge and report of 100,000 records, from a run directory
-//! (`measurements.jsonl`) and from a canonical file, timed end to end with the release `bench`
-//! binary, each with its peak memory (the child's maxrss from `wait4`).
+//! Ingest at scale: every reading verb (merge, verify, `verify --sources`, report in every format,
+//! compare) of 100,000 records, from a run directory (`measurements.jsonl`) and from a canonical
+//! file, timed end to end with the release `bench` binary, each with its CPU time and peak memory
+//! (the child's rusage from `wait4`), printed as a markdown table.
 //!
 //! Records are realistic in size: 64 token offsets at full f64 precision, a ~250-character output
 //! sample, llama.cpp's `timings` object, thermal probes and cache evidence, as a llama.cpp sweep
@@ -14,10 +15,11 @@
 //! `bench merge` of every shard directory with `--expect` the scenario, which must say Complete.
 //!
 //! Run with `cargo bench --bench ingest` (`-- --records N` for another size, `-- --timeout S` per
-//! step, `-- --keep DIR` to keep the generated files, `-- --repeat N` to keep the fastest of N runs
-//! of each step). The goal on the 2-core CI machine class: every step under 1 s and 200 MB. The
-//! CPU column (user + system) shows what the step cost when other work shares the cores: there
-//! wall time is wall time plus waiting. Reports numbers; never asserts them.
+//! step, `-- --keep DIR` to keep the generated files, `-- --repeat N` to keep the cheapest of N runs
+//! of each step). The goal on the 2-core CI machine class (`goal`): at 1,000,000 records every step
+//! under 5 CPU-seconds and 500 MB, at 100,000 under 1 s and 200 MB. The CPU column (user + system)
+//! is what is judged: where other work shares the cores, wall time is CPU time plus waiting.
+//! Reports numbers; never asserts them.
 
 // A benchmark's table on stdout is its output.
 #![allow(clippy::print_stdout)]
@@ -34,8 +36,16 @@ use ttft_bench::record::{
 };
 use ttft_bench::stats::Rng;
 
-const GOAL_S: f64 = 1.0;
-const GOAL_MB: f64 = 200.0;
+const DECODE_CEILING_TPS: f64 = 90.0;
+const PREFILL_CEILING_TPS: f64 = 9000.0;
+
+/// The goal: every reading verb at 1,000,000 records under 5 CPU-seconds and 500 MB on the 2-core
+/// machine class; at 100,000, under 1 s and 200 MB. Between and beyond, linear in the records
+/// from those two points' larger (a fixed cost counts at small sizes).
+fn goal(records: usize) -> (f64, f64) {
+    let millions = records as f64 / 1e6;
+    ((5.0 * millions).max(1.0), (500.0 * millions).max(200.0))
+}
 
 const WORDS: [&str; 12] =
     ["cache", "keeps", "keys", "and", "values", "of", "earlier", "tokens", "so", "the", "model", "reads"];
@@ -114,11 +124,15 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
             before: None,
             after: None,
         }),
+        // Fractions of the stored ceilings as the sweep computes them (`verify` recomputes them:
+        // made-up fractions would turn every record into a finding, and the run into a
+        // benchmark of printing them).
         physics: Some(PhysicsRecord {
-            decode_ceiling_tps: Some(90.0),
-            decode_fraction: Some(0.5),
-            prefill_ceiling_tps: Some(9000.0),
-            prefill_fraction: Some(0.2),
+            decode_ceiling_tps: Some(DECODE_CEILING_TPS),
+            decode_fraction: ttft_bench::record::decode_tps(Some(64), Some(ttft), Some(e2e))
+                .map(|d| d / DECODE_CEILING_TPS),
+            prefill_ceiling_tps: Some(PREFILL_CEILING_TPS),
+            prefill_fraction: Some((input - cached) as f64 / (ttft / 1000.0) / PREFILL_CEILING_TPS),
         }),
         cell,
         ..Default::default()
@@ -428,38 +442,50 @@ fn main() {
     let again = dir.join("again.json").to_string_lossy().to_string();
     println!("ingest: {n} records; measurements.jsonl {:.0} MB", mb(&jsonl));
 
+    let html = dir.join("report.html").to_string_lossy().to_string();
+    // Every reading verb, from the run directory and from the canonical file merge writes of it;
+    // compare takes the run as its base and the canonical file as its candidate (the same
+    // records: two whole inputs read, de-duplicated, sampled and bootstrapped).
     let steps: Vec<(&str, &str, Vec<&str>)> = vec![
         ("jsonl", "merge", vec!["merge", &run_s, "-o", &can_s]),
         ("jsonl", "verify", vec!["verify", &run_s]),
         ("jsonl", "report", vec!["report", &run_s, "--format", "csv"]),
         ("canonical", "verify", vec!["verify", &can_s]),
+        ("canonical", "sources", vec!["verify", &can_s, "--sources", &run_s]),
         ("canonical", "report", vec!["report", &can_s, "--format", "csv"]),
+        ("canonical", "table", vec!["report", &can_s]),
+        ("canonical", "json", vec!["report", &can_s, "--format", "json"]),
+        ("canonical", "html", vec!["report", &can_s, "--format", "html", "-o", &html]),
         ("canonical", "merge", vec!["merge", &can_s, "-o", &again]),
+        ("both", "compare", vec!["compare", &run_s, &can_s]),
     ];
+    let (goal_s, goal_mb) = goal(n);
     println!(
-        "{:<10} {:<7} {:>9} {:>9} {:>9} {:>5}  goal < {GOAL_S} s, < {GOAL_MB} MB",
+        "| {:<9} | {:<7} | {:>7} | {:>7} | {:>7} | {:>4} |  goal < {goal_s:.1} CPU s, < {goal_mb:.0} MB",
         "input", "verb", "wall s", "cpu s", "peak MB", "exit"
     );
+    println!("|---|---|---|---|---|---|");
     for (input, verb, args) in steps {
-        if input == "canonical" && !canonical.exists() {
-            println!("{input:<10} {verb:<7} skipped: no canonical file (the merge step failed)");
+        if input != "jsonl" && !canonical.exists() {
+            println!("| {input:<9} | {verb:<7} | skipped: no canonical file (the merge step failed) |");
             continue;
         }
         let runs: Vec<Step> = (0..repeat).map(|_| step(&args, timeout)).collect();
-        let Some(s) = runs.into_iter().min_by(|a, b| a.wall_s.total_cmp(&b.wall_s)) else { continue };
+        let Some(s) = runs.into_iter().min_by(|a, b| a.cpu_s.total_cmp(&b.cpu_s)) else { continue };
         let code = s.code.map_or("sig".to_string(), |c| c.to_string());
-        let over = if s.wall_s > GOAL_S || s.peak_mb > GOAL_MB { "  over goal" } else { "" };
+        // CPU time, not wall time: on a shared machine wall time is CPU time plus waiting.
+        let over = if s.cpu_s > goal_s || s.peak_mb > goal_mb { "  over goal" } else { "" };
         let limit = if s.timed_out {
             format!("  (killed at the {} s timeout)", timeout.as_secs())
         } else {
             String::new()
         };
         println!(
-            "{input:<10} {verb:<7} {:>9.2} {:>9.2} {:>9.0} {code:>5}{over}{limit}",
+            "| {input:<9} | {verb:<7} | {:>7.2} | {:>7.2} | {:>7.0} | {code:>4} |{over}{limit}",
             s.wall_s, s.cpu_s, s.peak_mb
         );
         if verb == "merge" && input == "jsonl" {
-            println!("{:<18} canonical file {:.0} MB", "", mb(&canonical));
+            println!("{:<22} canonical file {:.0} MB", "", mb(&canonical));
         }
     }
     if shards > 0 {

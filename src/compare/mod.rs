@@ -60,7 +60,7 @@ use failures::InputFailures;
 
 // The result-file layer (loading, de-duplication): one line to follow if it moves.
 use crate::results::combine::combine;
-use crate::results::sources::{Source, load_all};
+use crate::results::sources::{Detail, Source, load_all_with};
 
 pub const SCHEMA: u32 = 1;
 
@@ -130,9 +130,9 @@ fn loaded(source: Source) -> std::io::Result<Loaded> {
     let kind = source.kind.as_str();
     let run_meta = source.run_meta.iter().map(|m| m.raw.clone()).collect();
     let records = combine(vec![source])?.records;
-    let mut models: Vec<String> = records.iter().map(|r| r.cell().model.clone()).collect();
-    models.sort();
-    models.dedup();
+    // Each model once, not a name per record.
+    let models: std::collections::BTreeSet<&str> = records.iter().map(|r| r.cell().model.as_str()).collect();
+    let models: Vec<String> = models.into_iter().map(str::to_string).collect();
     Ok(Loaded { info: InputInfo { path, kind, records: records.len(), models }, run_meta, records })
 }
 
@@ -216,7 +216,9 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     };
     let mut paths = vec![args.base.clone()];
     paths.extend(args.candidates.iter().cloned());
-    let sources = load_all(&paths).map_err(Failure::from)?;
+    // Lean: compare reads no token offset, sample or server payload; located, so a slot's
+    // candidates tie-break on their texts as whole records would (`combine`).
+    let sources = load_all_with(&paths, Detail::Located).map_err(Failure::from)?;
     crate::results::sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     let inputs: Vec<Loaded> = sources
         .into_iter()

@@ -16,6 +16,8 @@ mod csv;
 mod html;
 mod plot;
 mod table;
+#[cfg(test)]
+mod timed_tests;
 
 pub use self::csv::{COLUMNS, to_csv};
 pub use self::table::point as point_label;
@@ -137,8 +139,11 @@ pub struct CellSamples {
     pub ttft: Vec<f64>,
     pub e2e: Vec<f64>,
     pub decode: Vec<f64>,
-    pub itl: Vec<f64>,
     pub tpot: Vec<f64>,
+    /// Where the cell's inter-token gaps are: the records (indices into the slice `samples` was
+    /// given) whose token offsets enter ITL. The gaps themselves are pooled one cell at a time
+    /// (`itl`), never every cell's at once: a million streamed records hold 63 million of them.
+    pub itl_records: Vec<usize>,
     pub ceiling: Vec<f64>,
     pub ttft_floor: Vec<f64>,
     pub system_tps: Vec<f64>,
@@ -152,8 +157,9 @@ fn sample(v: Option<f64>) -> Option<f64> {
 }
 
 impl CellSamples {
-    /// Adds one record; `used`: it passed and is not part of a partial batch.
-    fn add(&mut self, r: &Record, used: bool) {
+    /// Adds one record, at `index` of the records; `used`: it passed and is not part of a partial
+    /// batch.
+    fn add(&mut self, r: &Record, index: usize, used: bool) {
         if r.cell().scenario == Scenario::Load {
             self.load_runs.insert(r.cell().run);
         }
@@ -184,7 +190,9 @@ impl CellSamples {
                 self.decode.extend(sample(decode));
                 if !bad_time {
                     self.tpot.extend(sample(tpot_ms(m.output_tokens, ttft, e2e)));
-                    self.itl.extend(m.token_offsets_ms.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
+                    if m.token_offsets_ms.len() >= 2 {
+                        self.itl_records.push(index);
+                    }
                 }
                 let physics = m.physics.as_ref();
                 self.ceiling.extend(sample(physics.and_then(|p| p.decode_ceiling_tps)));
@@ -205,6 +213,18 @@ impl CellSamples {
             }
         }
     }
+}
+
+/// The inter-token gaps of `records[i]` for each i of `itl_records`, pooled in that order: every
+/// gap between consecutive streamed tokens that may enter statistics.
+fn itl(records: &[Record], itl_records: &[usize]) -> Vec<f64> {
+    let mut gaps = Vec::new();
+    for &i in itl_records {
+        if let Some(Record::Measurement(m)) = records.get(i) {
+            gaps.extend(m.token_offsets_ms.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
+        }
+    }
+    gaps
 }
 
 /// Time per output token after the first: (e2e - ttft) / (output_tokens - 1), ms; None with
@@ -342,15 +362,15 @@ pub fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
     // Records come sorted by cell, runs next to each other: the previous record's cell is
     // nearly always this one's, so a cell's id is built once, not once per record.
     let mut last: Option<CellId> = None;
-    for r in records {
+    for (index, r) in records.iter().enumerate() {
         let used = r.is_good() && !partial.contains(&address(r));
         let id = match last.take() {
             Some(id) if id.holds(r) => id,
             _ => CellId::of_record(r),
         };
         match by_cell.get_mut(&id) {
-            Some(samples) => samples.add(r, used),
-            None => by_cell.entry(id.clone()).or_default().add(r, used),
+            Some(samples) => samples.add(r, index, used),
+            None => by_cell.entry(id.clone()).or_default().add(r, index, used),
         }
         last = Some(id);
     }
@@ -386,7 +406,7 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
                 ttft_ms: stats::summarize(&s.ttft),
                 e2e_ms: stats::summarize(&s.e2e),
                 decode_tps: stats::summarize(&s.decode),
-                itl_ms: stats::summarize(&s.itl),
+                itl_ms: stats::summarize(&itl(records, &s.itl_records)),
                 tpot_ms: stats::summarize(&s.tpot),
                 decode_ceiling_tps: stats::median(&s.ceiling),
                 ttft_floor_ms: stats::median(&s.ttft_floor),
@@ -459,8 +479,9 @@ fn pooled_note(sources: &[Source]) {
 pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     // Refused before anything is read, so nothing half-done (a page for a browser is a file).
     let settings = ReportSettings::from_args(args)?;
-    // Full records: ITL is read from the token offsets, which lean records drop.
-    let sources = sources::load_all_with(&args.inputs, Detail::Full).map_err(Failure::from)?;
+    // Lean records with their token offsets (ITL is read from them), located so that a slot's
+    // candidates tie-break on their texts as whole records would.
+    let sources = sources::load_all_with(&args.inputs, Detail::Timed).map_err(Failure::from)?;
     sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     pooled_note(&sources);
     let context = match settings.format {
@@ -468,7 +489,9 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
         _ => html::Context::default(),
     };
     let mut notes = unfinished_runs(&sources);
-    let combined = combine::combine(sources)?;
+    let mut combined = combine::combine(sources)?;
+    // The texts decided ties; nothing reads them again.
+    drop(std::mem::take(&mut combined.texts));
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
     if set_aside > 0 {
         notes.push(format!("{set_aside} duplicate records set aside by merge rules (re-runs, copies)"));

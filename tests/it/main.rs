@@ -15,6 +15,7 @@ mod faults;
 mod fuzz_corpus;
 mod h1_differential;
 mod import_tools;
+mod ingest_memory;
 mod kill9_status;
 mod live_view;
 mod load_cli;

@@ -26,11 +26,30 @@ impl<'de> Deserialize<'de> for LeanRecord {
     }
 }
 
+/// `Record::timed` of the record read (`TimedRecord(record)`): lean, its token offsets kept.
+pub struct TimedRecord(pub Record);
+
+impl<'de> Deserialize<'de> for TimedRecord {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<TimedRecord, D::Error> {
+        let record = d.deserialize_map(RecordVisitor::<Timed>(std::marker::PhantomData))?;
+        Ok(TimedRecord(record.timed()))
+    }
+}
+
 /// Checks the raw samples and payloads, keeps none of them.
 pub(super) struct Lean;
 
 impl Depth for Lean {
     type Offsets = Numbers;
+    type Text = Text;
+    type Json = Option<AnyJson>;
+}
+
+/// Keeps the token offsets (inter-token latency is read from them), checks the rest as `Lean`.
+pub(super) struct Timed;
+
+impl Depth for Timed {
+    type Offsets = Vec<f64>;
     type Text = Text;
     type Json = Option<AnyJson>;
 }

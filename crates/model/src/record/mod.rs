@@ -26,7 +26,7 @@ mod policy_kind;
 mod quality_code;
 mod tagged;
 pub use cell::{CacheState, CellKey, CellRest, MergeLabel, Mode, Scenario};
-pub use lean::LeanRecord;
+pub use lean::{LeanRecord, TimedRecord};
 pub use metrics_delta::MetricsDelta;
 pub use policy_kind::PolicyKind;
 pub use quality_code::QualityCode;
@@ -118,6 +118,21 @@ impl Record {
                 Record::Staggered(s)
             }
         }
+    }
+
+    /// `lean`, a measurement's token offsets kept: what `bench report` reads (its inter-token
+    /// latency is the gaps between them); a tenth of a whole record's memory. `TimedRecord` reads a
+    /// record straight into this.
+    pub fn timed(mut self) -> Record {
+        let offsets = match &mut self {
+            Record::Measurement(m) => std::mem::take(&mut m.token_offsets_ms),
+            _ => Vec::new(),
+        };
+        let mut lean = self.lean();
+        if let Record::Measurement(m) = &mut lean {
+            m.token_offsets_ms = offsets;
+        }
+        lean
     }
 
     pub fn record_type(&self) -> &'static str {

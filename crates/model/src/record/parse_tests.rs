@@ -40,6 +40,12 @@ fn agree(line: &str, messages: bool) -> Result<Value, String> {
         (Err(_), Err(_)) => {}
         (full, lean) => panic!("{line}: full {:?} vs lean {:?}", full.map(|_| ()), lean.map(|_| ())),
     }
+    let timed = serde_json::from_str::<TimedRecord>(line).map(|r| r.0);
+    match (serde_json::from_str::<Record>(line), timed) {
+        (Ok(full), Ok(timed)) => assert_eq!(full.timed(), timed, "timed reading of {line}"),
+        (Err(_), Err(_)) => {}
+        (full, timed) => panic!("{line}: full {:?} vs timed {:?}", full.map(|_| ()), timed.map(|_| ())),
+    }
     let new = serde_json::from_str::<Record>(line);
     let old = serde_json::from_str::<Derived>(line);
     match (new, old) {

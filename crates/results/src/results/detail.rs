@@ -2,7 +2,7 @@
 //! JSON document, the loader that chooses between them), which all read to the detail asked.
 
 use crate::store::{self, LineError};
-use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION};
+use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION, TimedRecord};
 
 /// How much of each record a reader keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,6 +16,11 @@ pub enum Detail {
     /// the texts into its output. Records that cannot be located (not read from a regular file
     /// in parts, or not one line each) are read `Full`.
     Located,
+    /// `Record::timed` (lean, a measurement's token offsets kept), located as `Located` is: what
+    /// report reads. Its statistics need the offsets (inter-token latency) and nothing else lean
+    /// drops; located, a slot whose candidates tie is decided on their texts, as whole records
+    /// decide it, so the statistics are the ones whole records give.
+    Timed,
 }
 
 impl Detail {
@@ -28,20 +33,25 @@ impl Detail {
                 Ok(LeanRecord(r)) if r.schema_version() == SCHEMA_VERSION => Ok(r),
                 _ => store::parse_record(bytes).map(Record::lean),
             },
+            Detail::Timed => match serde_json::from_slice::<TimedRecord>(bytes) {
+                Ok(TimedRecord(r)) if r.schema_version() == SCHEMA_VERSION => Ok(r),
+                _ => store::parse_record(bytes).map(Record::timed),
+            },
         }
     }
 
     /// A record read otherwise (converted from another format), to this detail.
     pub(super) fn keep(self, record: Record) -> Record {
         match self {
-            Detail::Full | Detail::Located => record,
+            // Not located: whole, so a tie among them is decided on whole records (`combine`).
+            Detail::Full | Detail::Located | Detail::Timed => record,
             Detail::Lean => record.lean(),
         }
     }
 
     /// Whether records read this way are located.
     pub(super) fn locates(self) -> bool {
-        self == Detail::Located
+        matches!(self, Detail::Located | Detail::Timed)
     }
 
     /// What a reading that cannot locate its records keeps: `Located` ones are read whole.

@@ -1,0 +1,118 @@
+//! The reading verbs hold what they read, not whole records: report keeps each record lean with
+//! its token offsets (ITL is read from them), compare keeps it lean, so a run's output samples
+//! and server payloads never sit in memory however many records there are (a million records of
+//! a long soak are gigabytes of them). Peak memory is the child's own, measured through a small
+//! parent (`peak_mb`); the statistics are checked against the records bench itself wrote.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+use ttft_bench::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
+
+use crate::common::{assert_close, runs};
+
+/// Records in the run, and the output sample each carries: 1,500 x 40 KB = 60 MB of text the
+/// statistics never read.
+const RECORDS: usize = 1500;
+const SAMPLE_BYTES: usize = 40_000;
+/// Above what a debug `bench` needs for 1,500 lean records (about 20 MB), below what holding the
+/// samples takes (60 MB and more).
+const PEAK_LIMIT_MB: f64 = 45.0;
+
+fn record(run: u32) -> Record {
+    let ttft = 800.0 + f64::from(run % 97);
+    // Gaps that differ by record and by token, so the pooled ITL has a real distribution.
+    let mut at = ttft;
+    let offsets: Vec<f64> = (0..32)
+        .map(|k| {
+            at += 20.0 + f64::from((run + k) % 7) + f64::from(k) / 64.0;
+            at
+        })
+        .collect();
+    let e2e = at;
+    Record::Measurement(Box::new(Measurement {
+        schema_version: SCHEMA_VERSION,
+        run_id: "soak".into(),
+        cell: CellKey { model: "m".into(), context_tokens: 1024, batch_size: 1, run, ..Default::default() },
+        started_at: runs::STARTED_AT.into(),
+        ttft_ms: Some(ttft),
+        e2e_ms: Some(e2e),
+        token_offsets_ms: offsets,
+        input_tokens: Some(1024),
+        output_tokens: Some(32),
+        max_tokens: 32,
+        output_sample: "w".repeat(SAMPLE_BYTES),
+        quality_ok: true,
+        ..Default::default()
+    }))
+}
+
+/// Runs `bench ARGS`, stdout into `out`; its exit code and its peak resident memory (MB). The
+/// child is started by a small Python parent that reads its children's rusage: Linux carries a
+/// process's high-water mark across exec, so a child started straight from this test process
+/// would count the test's own memory.
+fn peak_mb(args: &[&str], out: &Path) -> (i32, f64) {
+    let script = "import resource, subprocess, sys\n\
+                  with open(sys.argv[1], 'wb') as out:\n\
+                  \x20   code = subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.DEVNULL).returncode\n\
+                  print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n";
+    let done = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(out)
+        .arg(env!("CARGO_BIN_EXE_bench"))
+        .args(args)
+        .output()
+        .expect("python3 runs bench");
+    let said = String::from_utf8_lossy(&done.stdout).to_string();
+    let mut words = said.split_whitespace();
+    let code = words.next().and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("python3 said {said:?}"));
+    let kb: f64 =
+        words.next().and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("python3 said {said:?}"));
+    (code, kb / 1024.0)
+}
+
+#[test]
+fn report_and_compare_hold_lean_records_not_their_samples_and_itl_stays_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<Record> = (1..=RECORDS as u32).map(record).collect();
+    let run = runs::write(dir.path(), "soak", &records);
+    let run_s = run.to_string_lossy().to_string();
+    let written = std::fs::metadata(run.join("measurements.jsonl")).unwrap().len() as f64 / 1e6;
+    assert!(written > 60.0, "the run holds {written:.0} MB of records");
+
+    let report = dir.path().join("report.json");
+    let (code, peak) = peak_mb(&["report", &run_s, "--format", "json"], &report);
+    assert_eq!(code, 0, "report exits 0");
+    assert!(peak < PEAK_LIMIT_MB, "report of {written:.0} MB of records peaked at {peak:.0} MB");
+    let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let cell = &report["cells"][0];
+    assert_eq!(cell["records"], RECORDS, "{cell}");
+
+    // ITL as the records bench wrote give it: every gap between consecutive offsets, pooled.
+    let mut gaps = Vec::new();
+    for r in runs::records_of(&run.join("measurements.jsonl")) {
+        if let Record::Measurement(m) = r {
+            gaps.extend(m.token_offsets_ms.windows(2).map(|w| w[1] - w[0]));
+        }
+    }
+    let itl = ttft_bench::stats::summarize(&gaps);
+    assert_eq!(cell["itl_ms"]["n"], itl.n, "{}", cell["itl_ms"]);
+    for (field, want) in [("median", itl.median), ("p99", itl.p99), ("mean", itl.mean)] {
+        let got =
+            cell["itl_ms"][field].as_f64().unwrap_or_else(|| panic!("itl_ms.{field}: {}", cell["itl_ms"]));
+        assert_close(got, want.unwrap(), &format!("itl_ms.{field}"));
+    }
+
+    let compared = dir.path().join("compare.json");
+    let (code, peak) = peak_mb(&["compare", &run_s, &run_s, "--format", "json"], &compared);
+    assert_eq!(code, 0, "compare exits 0");
+    // Two inputs of 60 MB each: whole, they alone would be 120 MB.
+    assert!(peak < PEAK_LIMIT_MB, "compare of two {written:.0} MB inputs peaked at {peak:.0} MB");
+    let compared: Value = serde_json::from_slice(&std::fs::read(&compared).unwrap()).unwrap();
+    let cells = compared["candidates"][0]["cells"].as_array().cloned().unwrap_or_default();
+    assert_eq!(cells.len(), 1, "{compared}");
+    let ttft = cells[0]["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "ttft_ms").cloned();
+    assert_eq!(ttft.as_ref().map(|m| m["base"]["n"].clone()), Some(RECORDS.into()), "{ttft:?}");
+}
