@@ -28,6 +28,8 @@ pub const LAYERS: &[(&str, u32)] = &[
     // verbs that drive a server
     ("load", 92),
     ("runner", 91),
+    // the measuring core every driving verb drives: a run's life, one request measured, setup
+    ("measuring", 88),
     // the live view of a run (terminal, redraw thread, the sweep's and soak's boards)
     ("live", 85),
     // the run document (run.json) and every section it holds

@@ -22,6 +22,7 @@ pub mod exit;
 pub mod layers;
 pub mod live;
 pub mod load;
+pub mod measuring;
 pub mod merge;
 pub mod meta;
 pub mod metrics;

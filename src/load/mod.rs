@@ -24,11 +24,11 @@ use run::{End, LivePlan};
 use crate::cli::{LoadArgs, MeasureArgs, OutputArgs, SizeArgs, SweepArgs};
 use crate::config::load::{LoadSettings, LoadShape};
 use crate::exit::{Failure, Outcome};
+use crate::measuring::drive::{self, Ended};
+use crate::measuring::open;
 use crate::meta::{LoadPlan, RunStatus};
 use crate::progress::Progress;
 use crate::record::{CacheState, Measurement, Mode, Record, Scenario};
-use crate::runner::drive::{self, Ended};
-use crate::runner::open;
 use crate::spec::{Contexts, List};
 use crate::store;
 

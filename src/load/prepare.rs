@@ -8,11 +8,11 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::engine::Driver;
+use crate::measuring::RunContext;
+use crate::measuring::measure::{self, Fired, Ready};
 use crate::meta::Arrival;
 use crate::preset::Binding;
 use crate::record::{CacheState, CellKey, Measurement, Mode, Scenario};
-use crate::runner::RunContext;
-use crate::runner::measure::{self, Fired, Ready};
 
 pub struct Real {
     pub ctx: Arc<RunContext>,

@@ -21,10 +21,10 @@ use tokio::sync::watch;
 use super::{closed, engine, prepare, summary};
 use crate::exit::Failure;
 use crate::live::{Event, Publisher, Step};
+use crate::measuring::{Journal, measure, setup};
 use crate::meta::{LoadPlan, RateSchedule};
 use crate::progress::Progress;
 use crate::record::{ErrorKind, Measurement, Record};
-use crate::runner::{Journal, measure, setup};
 use crate::store::RecordWriter;
 use crate::supervise::{ServerCrash, Supervisor};
 
@@ -138,13 +138,13 @@ pub async fn run(
     view: Publisher,
 ) -> Result<End, Failure> {
     let journal = live.journal.clone();
-    let mut supervisor = crate::runner::start_server(&mut config, &progress).await?;
+    let mut supervisor = crate::measuring::start_server(&mut config, &progress).await?;
     let warm_arrivals = live.get().mix.iter().any(|(state, _)| *state == crate::record::CacheState::Warm);
     let ctx = Arc::new(setup::prepare(config, Some(&journal), &progress).await?);
     if warm_arrivals {
         super::warm_mix_fits(&ctx.preset)?;
     }
-    crate::runner::record_server(supervisor.as_ref(), &journal)?;
+    crate::measuring::record_server(supervisor.as_ref(), &journal)?;
     let gate = setup::ThermalGate::start(&ctx, &progress).await;
     journal.update(|m| m.thermal_baseline = Some(gate.describe()))?;
     let slots = prepare::slot_bound(&ctx.preset).then_some(ctx.slots);

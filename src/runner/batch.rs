@@ -19,9 +19,9 @@ use crate::record::{
     StaggeredRecord,
 };
 
-use super::RunContext;
-use super::harness_time::Part;
-use super::measure::{self, Fired};
+use crate::measuring::RunContext;
+use crate::measuring::harness_time::Part;
+use crate::measuring::measure::{self, Fired};
 
 /// B sessions prepared one by one (priming included), then their measured requests released
 /// together. Returns B measurement records and the group record.

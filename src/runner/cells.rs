@@ -9,10 +9,11 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::harness_time::Part;
-use super::{Journal, RunContext, batch, lifecycle, measure, setup};
+use super::batch;
 use crate::cost::{self, ServerRates};
 use crate::exit::Failure;
+use crate::measuring::harness_time::Part;
+use crate::measuring::{Journal, RunContext, lifecycle, measure, setup};
 use crate::meta::Forecast;
 use crate::plan::lifecycle_key;
 use crate::progress::Progress;

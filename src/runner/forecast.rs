@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::setup;
 use crate::cli::{OutputArgs, PlanArgs, PlanFormat, SweepArgs};
 use crate::config::{self, SweepConfig};
 use crate::cost::{self, ServerRates};
 use crate::exit::{Failure, Outcome};
+use crate::measuring::setup;
 use crate::progress::Progress;
 use crate::record::CellKey;
 
@@ -26,7 +26,7 @@ struct PlanOutput<'a> {
     thermal: &'a config::ThermalPolicy,
     /// What the warm cells save on the server's disk (needs the model's KV size: a local
     /// llama.cpp server's GGUF, or `--model-file`); null when unknown or no cell is warm.
-    warm_disk: Option<super::slot_files::WarmDisk>,
+    warm_disk: Option<crate::measuring::slot_files::WarmDisk>,
 }
 
 #[derive(Serialize)]
@@ -84,7 +84,7 @@ fn print(
     config: &SweepConfig,
     rates: Option<&ServerRates>,
     model: &str,
-    warm_disk: Option<super::slot_files::WarmDisk>,
+    warm_disk: Option<crate::measuring::slot_files::WarmDisk>,
     format: PlanFormat,
 ) -> anyhow::Result<()> {
     let cells = config.matrix().cells(model);

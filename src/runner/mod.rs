@@ -1,38 +1,24 @@
 //! `bench sweep`: runs the matrix cell by cell and writes every record the moment it exists.
 //!
-//! A sweep lives as every run does (`drive`): opened (new or resumed; run.json is written before
+//! A sweep lives as every run does (`measuring::drive`): opened (new or resumed; run.json is written before
 //! anything else, so a run directory is never without one), its work driven until it ends or a
 //! signal stops it (preflight, prompt sizing, warm-up and thermal baseline, then the cell loop),
 //! settled, then closed here (status, messages, exit code).
 
 mod batch;
 mod cells;
-pub(crate) mod drive;
-mod fired;
 mod forecast;
-pub mod harness_time;
-mod lifecycle;
-pub(crate) mod measure;
-pub(crate) mod open;
-pub(crate) mod setup;
-pub(crate) mod slot_files;
 mod soak;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cli::SweepArgs;
-use crate::client::{ChatRequest, Client, Exchange};
 use crate::config::SweepConfig;
 use crate::exit::{self, Failure, Reported};
-use crate::meta::{RunMeta, RunStatus};
-use crate::preset::{Preset, Session};
+use crate::measuring::{Journal, drive, harness_time, open, record_server, setup, start_server};
+use crate::meta::RunStatus;
 use crate::progress::Progress;
-use crate::prompt::{Nonces, Sizer};
-use crate::record::{ErrorInfo, ErrorKind, Measurement, QualityFlag};
-use crate::store;
-use crate::supervise::Supervisor;
 
 pub use batch::{fill_staggered, group_record, release_together, stagger};
 pub use cells::Stop;
@@ -42,110 +28,6 @@ pub use soak::soak;
 /// What `q` does in the sweep's view.
 const SWEEP_KEYS: &str =
     "q: stop as Ctrl-C does (every finished record kept, run.json interrupted; --resume finishes)";
-
-/// How long an interrupted work task gets to reach its next await point before bench exits anyway.
-pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(3);
-
-/// Everything a cell needs, shared read-only across the requests of a batch.
-pub struct RunContext {
-    pub client: Client,
-    pub config: SweepConfig,
-    pub preset: Preset,
-    pub model: String,
-    pub run_id: String,
-    pub sizer: Sizer,
-    pub nonces: Nonces,
-    /// Server slots (llama.cpp `total_slots`); sessions are spread over them.
-    pub slots: u32,
-    /// Hardware and model the physical ceilings come from, when known.
-    pub physics: Option<(crate::physics::Hardware, crate::physics::ModelProfile)>,
-    /// What the warm cells save on the server's disk, where the model's KV size is known.
-    pub warm_disk: Option<slot_files::WarmDisk>,
-    /// B's delay in the batched staggered pair, set by calibration before the first pair.
-    pub stagger_delay: tokio::sync::OnceCell<Result<f64, ErrorInfo>>,
-    sessions: AtomicU64,
-    /// Where the cell loop's time goes (`harness_time`).
-    pub harness: harness_time::HarnessClock,
-    /// `--request-bodies`: every measured request's body, in the run directory.
-    pub bodies: Option<store::BodyLog>,
-}
-
-impl RunContext {
-    pub fn new_session(&self, request_index: u32) -> Session {
-        let n = self.sessions.fetch_add(1, Ordering::Relaxed);
-        Session::new(format!("tb-{}-{n}", self.nonces.next()), request_index % self.slots.max(1))
-    }
-
-    /// An unmeasured request (priming, earlier turns, probes).
-    pub async fn send(&self, request: &ChatRequest) -> Exchange {
-        match self.client.prepare(request) {
-            Ok(p) => self.client.send(p).await,
-            Err(e) => Exchange {
-                error: Some(ErrorInfo::new(ErrorKind::Protocol, e.to_string())),
-                ..Default::default()
-            },
-        }
-    }
-
-    /// The server's counters now, when the preset names some (outside every timed window).
-    pub async fn metrics(&self) -> Option<crate::metrics::Snapshot> {
-        let spec = self.preset.metrics.as_ref()?;
-        crate::metrics::snapshot(&self.client, spec, Duration::from_secs_f64(self.config.request_timeout_s))
-            .await
-    }
-
-    /// The counters' change since `before`.
-    pub async fn metrics_since(
-        &self,
-        before: Option<crate::metrics::Snapshot>,
-    ) -> Option<crate::record::MetricsDelta> {
-        let (spec, before) = (self.preset.metrics.as_ref()?, before?);
-        Some(crate::metrics::delta(spec, &before, &self.metrics().await?))
-    }
-
-    /// Quality gate, cache-state gate and (where configured) physical ceilings of a finished
-    /// measurement. A row whose cache evidence contradicts its claimed state is a failed
-    /// measurement, exactly like a failed quality gate: it must not count as a warm or hot number.
-    pub fn annotate(&self, m: &mut Measurement, full_output: &str) {
-        m.quality_flags = crate::quality::assess(m, full_output);
-        if m.cache_state_confirmed == Some(false) {
-            m.quality_flags.push(QualityFlag {
-                flag: crate::record::QualityCode::CacheStateUnconfirmed,
-                reason: crate::quality::cache_verdict_reason(
-                    m.cell.cache_state,
-                    m.cache_evidence.as_ref(),
-                    crate::quality::PromptTokens::of(m),
-                ),
-                fails_gate: true,
-            });
-        }
-        m.quality_ok = crate::quality::gate(&m.quality_flags) && m.error.is_none();
-        if let Some((hw, model)) = &self.physics {
-            m.physics = Some(crate::physics::ceilings(hw, model, m));
-        }
-    }
-}
-
-/// run.json, shared by the work (which fills in what it learns) and `close` (which ends it).
-#[derive(Clone)]
-pub struct Journal {
-    dir: std::path::PathBuf,
-    meta: Arc<Mutex<RunMeta>>,
-}
-
-impl Journal {
-    pub fn update(&self, change: impl FnOnce(&mut RunMeta)) -> Result<(), Failure> {
-        let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
-        change(&mut meta);
-        let path = self.dir.join(store::RUN_FILE);
-        store::write_json_atomic(&path, &*meta)
-            .map_err(|e| Failure::io(format!("cannot write {}: {e}", path.display())))
-    }
-
-    pub fn dir(&self) -> &std::path::Path {
-        &self.dir
-    }
-}
 
 /// How the cell loop ended, as `close` reports it.
 struct CellLoopEnd {
@@ -184,31 +66,6 @@ pub async fn run(args: &SweepArgs) -> anyhow::Result<Swept> {
         drive::Settled::Kept(ended) => close(ended, &journal, args.output.quiet),
         drive::Settled::Removed(outcome) => Ok(Swept { outcome: outcome?, finished: None }),
     }
-}
-
-/// Starts the `--server-cmd` server, when there is one, and points the config at it.
-pub(crate) async fn start_server(
-    config: &mut SweepConfig,
-    progress: &Progress,
-) -> Result<Option<Supervisor>, Failure> {
-    let Some(cmd) = &config.server_cmd else { return Ok(None) };
-    progress.note(&format!("starting the server: {}", crate::secrets::redact_command(cmd)));
-    let timeout = Duration::from_secs_f64(config.server_start_timeout_s);
-    let sup = Supervisor::start(cmd, config.max_restarts, timeout, &|line| progress.note(line)).await?;
-    config.server = sup.url();
-    config.server_url = sup.url();
-    Ok(Some(sup))
-}
-
-/// run.json learns the started server's command (redacted) and address.
-pub(crate) fn record_server(supervisor: Option<&Supervisor>, journal: &Journal) -> Result<(), Failure> {
-    let Some(sup) = supervisor else { return Ok(()) };
-    let (command, url) = (crate::secrets::redact_command(&sup.command()), sup.url());
-    journal.update(|m| {
-        m.server.command = Some(command);
-        m.config.server = url.clone();
-        m.server.base_url = url;
-    })
 }
 
 /// Everything that talks to the server, from preflight to the last cell.
@@ -305,7 +162,10 @@ fn close(ended: drive::Ended<CellLoopEnd>, journal: &Journal, quiet: bool) -> an
 /// `--runs auto`: the cells whose median was not known to the target within `--max-runs`, said
 /// (a finding: the sweep exits 1), or None when every cell met it.
 fn auto_runs_missed(journal: &Journal) -> Option<String> {
-    let meta = journal.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    journal.read(runs_missed)
+}
+
+fn runs_missed(meta: &crate::meta::RunMeta) -> Option<String> {
     let target = meta.config.runs_auto.as_ref()?;
     let missed: Vec<String> = meta
         .runs_auto
@@ -342,23 +202,5 @@ fn forecast_line(took_s: f64, eta_s: Option<f64>) -> String {
             )
         }
         _ => format!("took {} (no forecast: the cost model could not be calibrated)", show(took_s)),
-    }
-}
-
-pub(crate) async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -11,12 +11,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::drive::{self, Ended};
-use super::measure::{self, Ready};
-use super::{Journal, RunContext, batch, open, setup};
+use super::batch;
 use crate::cli::{MeasureArgs, OutputArgs, SizeArgs, SoakArgs, SweepArgs, ThermalArgs, WorkloadArgs};
 use crate::client::{ChatRequest, Message};
 use crate::exit::{Failure, Outcome};
+use crate::measuring::drive::{self, Ended};
+use crate::measuring::measure::{self, Ready};
+use crate::measuring::{Journal, RunContext, open, setup};
 use crate::meta::SoakSummary;
 use crate::progress::Progress;
 use crate::record::QualityCode;
@@ -128,9 +129,9 @@ async fn run(
     progress: Arc<Progress>,
     live: crate::live::Publisher,
 ) -> Result<SoakEnd, Failure> {
-    let mut supervisor = super::start_server(&mut config, &progress).await?;
+    let mut supervisor = crate::measuring::start_server(&mut config, &progress).await?;
     let ctx = setup::prepare(config, Some(&journal), &progress).await?;
-    super::record_server(supervisor.as_ref(), &journal)?;
+    crate::measuring::record_server(supervisor.as_ref(), &journal)?;
     let n = summary.concurrency;
     let prompts = prompts(&ctx, n).await?;
     progress.note(&format!("serial reference pass: {n} prompts, one at a time, temperature 0 ..."));

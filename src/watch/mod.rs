@@ -54,7 +54,7 @@ pub async fn run(args: &WatchArgs) -> anyhow::Result<Outcome> {
     };
     let stopped = tokio::select! {
         done = watching => { done?; false }
-        _ = crate::runner::shutdown_signal() => true,
+        _ = crate::measuring::shutdown_signal() => true,
     };
     if let Some(v) = view.as_mut() {
         v.finish();

@@ -31,7 +31,7 @@ pub fn config(flags: &[&str]) -> SweepConfig {
     let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
     let Verb::Sweep(args) = cli.command else { panic!("{argv:?} parsed as sweep") };
     let mut config = ttft_bench::config::resolve(&args).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
-    // `--shard K/N` is planned where the sweep opens its run (`runner::open`), from the same two
+    // `--shard K/N` is planned where the sweep opens its run (`measuring::open`), from the same two
     // calls; the environment is not read (a scheduler's variables would change the test).
     let env = |_: &str| None;
     let spec = shard::resolve(args.shard.as_deref(), args.shard_count, &env).unwrap();

@@ -36,7 +36,7 @@ fn a_sweep_reports_its_harness_time_and_the_parts_add_up_within_its_wall_time() 
         s("measured_s") > 0.0 && s("priming_s") > 0.0 && s("preset_s") > 0.0 && s("write_s") > 0.0,
         "{t}"
     );
-    // What the harness share means, not the code's sum (runner::harness_time's unit tests hold that
+    // What the harness share means, not the code's sum (measuring::harness_time's unit tests hold that
     // to literals): the wall is the server's work (measured, priming) and the harness's time, with
     // nothing left over; and the line on stderr prints the share run.json keeps.
     let servers = s("measured_s") + s("priming_s");

@@ -252,7 +252,7 @@ async fn count_rows(
         if i > 0 && i % step == 0 {
             progress.note(&format!("counted {i} of {todo} dataset rows ({}%)", i * 100 / todo));
         }
-        let messages = crate::runner::measure::turn_1_messages(row, &nonce);
+        let messages = super::measure::turn_1_messages(row, &nonce);
         let tokens = sizer.count(client, messages).await.map_err(|e| count_failure(&dataset.path, row, e))?;
         row.tokens = Some(u32::try_from(tokens).unwrap_or(u32::MAX));
     }
