@@ -40,6 +40,7 @@ mod record;
 mod redirects;
 mod reference;
 mod report_cells;
+mod report_escaping;
 mod report_output;
 mod report_scripted;
 mod request_bodies;

@@ -375,9 +375,10 @@ fn html_unescaped(text: &str) -> Decoded {
     out
 }
 
-/// `text` as an HTML escaper writes it (`&`, `<`, `>`, `"`, `'`): the HTML report's own escaping
-/// (`report::html::page::esc`), so a secret is looked for exactly as the report would write it.
-pub fn html_escape(text: &str) -> String {
+/// `text` with the five characters an HTML escaper may replace (`&`, `<`, `>`, `"`, `'`) as
+/// entities: one whole form of a secret in a page. An escaper that leaves some of them as they are
+/// (the HTML report's template keeps `'`) writes a mix, which `html_unescaped` finds.
+fn html_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -766,6 +767,8 @@ mod tests {
         register("sk-html<01>&'\"x");
         assert_eq!(redact("<dd>sk-html&lt;01&gt;&amp;&#39;&quot;x</dd>"), "<dd>[redacted]</dd>");
         assert_eq!(redact("sk-html&#x3C;01&#62;&amp;&apos;&quot;x"), "[redacted]");
+        // As the HTML report's template writes it: `'` kept as it is.
+        assert_eq!(redact("<dd>sk-html&lt;01&gt;&amp;'&quot;x</dd>"), "<dd>[redacted]</dd>");
     }
 
     #[test]

@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use super::page::{el, esc, thead};
+use maud::{Markup, PreEscaped, html};
+
+use super::page::thead;
 use crate::report::plot::Plot;
 use crate::report::table::{self, CELL_HEADER, STAGGERED_HEADER, STAGGERED_TITLE};
 use crate::report::{CellId, CellStats};
@@ -69,20 +71,18 @@ pub fn severity_class(s: Severity) -> &'static str {
 }
 
 /// One finding's content: severity, rule (its reason on hover), message, and where it was found.
-pub fn finding_html(f: &Finding) -> String {
+pub fn finding_html(f: &Finding) -> Markup {
     let place = match (&f.cell, &f.run_id) {
         (Some(c), _) => format!("{c} in {}", f.file),
         (None, Some(run)) => format!("run {run} in {}", f.file),
         (None, None) => f.file.clone(),
     };
-    format!(
-        "<span class=\"sev\">{}</span> <code title=\"{}\">{}</code> {} <span class=\"muted\">({})</span>",
-        f.severity.label(),
-        esc(f.rule.reason()),
-        esc(f.rule.as_str()),
-        esc(&f.message),
-        esc(&place)
-    )
+    html! {
+        span.sev { (f.severity.label()) } " "
+        code title=(f.rule.reason()) { (f.rule.as_str()) } " "
+        (f.message) " "
+        span.muted { "(" (place) ")" }
+    }
 }
 
 /// Sort keys (numbers) of the cell row's columns, where a column is numeric.
@@ -104,114 +104,89 @@ fn sort_keys(c: &CellStats) -> [Option<f64>; CELL_HEADER.len()] {
     ]
 }
 
-/// The key's optional parts as attributes: a dataset row, a load level.
-fn key_extras(id: &CellId) -> String {
-    let mut out = String::new();
-    if let Some(row) = id.dataset_row {
-        out.push_str(&format!(" data-dataset-row=\"{row}\""));
-    }
-    if let Some(users) = id.concurrency {
-        out.push_str(&format!(" data-concurrency=\"{users}\""));
-    }
-    if let Some(rate) = id.offered_rate_per_s {
-        out.push_str(&format!(" data-offered-rate-per-s=\"{}\"", rate.0));
-    }
-    out
-}
-
-fn cell_body(i: usize, c: &CellStats, findings: &[&Finding]) -> String {
+fn cell_body(i: usize, c: &CellStats, findings: &[&Finding]) -> Markup {
     let (summary, worst) = tally(findings);
-    let class = worst.map_or("", severity_class);
     let id = &c.id;
-    let mut out = format!(
-        "<tbody class=\"cell {class}\"><tr class=\"cell-row\" id=\"cell-{i}\" data-model=\"{}\" \
-         data-scenario=\"{}\" data-cache-state=\"{}\" data-mode=\"{}\" data-context-tokens=\"{}\" \
-         data-batch-size=\"{}\"{} title=\"{}\">",
-        esc(&id.model),
-        esc(id.scenario.as_str()),
-        esc(id.cache_state.as_str()),
-        esc(id.mode.as_str()),
-        id.context_tokens,
-        id.batch_size,
-        key_extras(id),
-        esc(&format!("scenario {}", id.scenario.as_str())),
-    );
-    for (text, key) in table::cell_row(c).iter().zip(sort_keys(c)) {
-        match key {
-            Some(k) if k.is_finite() => {
-                out.push_str(&format!("<td class=\"num\" data-sort=\"{k}\">{}</td>", esc(text)));
+    let rank = worst.map_or(0, |s| s as u8 + 1);
+    html! {
+        tbody class={ "cell " (worst.map_or("", severity_class)) } {
+            tr.cell-row id={ "cell-" (i) } data-model=(id.model) data-scenario=(id.scenario.as_str())
+                data-cache-state=(id.cache_state.as_str()) data-mode=(id.mode.as_str())
+                data-context-tokens=(id.context_tokens) data-batch-size=(id.batch_size)
+                // The key's optional parts: a dataset row, a load level.
+                data-dataset-row=[id.dataset_row] data-concurrency=[id.concurrency]
+                data-offered-rate-per-s=[id.offered_rate_per_s.map(|rate| rate.0)]
+                title={ "scenario " (id.scenario.as_str()) } {
+                @for (text, key) in table::cell_row(c).iter().zip(sort_keys(c)) {
+                    @match key {
+                        // A number that is not finite sorts last (the script reads "" as infinity).
+                        Some(k) => td.num data-sort=(if k.is_finite() { k.to_string() } else { String::new() }) { (text) },
+                        None => td { (text) },
+                    }
+                }
+                td.verify data-sort=(3 - rank) { (summary) }
             }
-            Some(_) => out.push_str(&format!("<td class=\"num\" data-sort=\"\">{}</td>", esc(text))),
-            None => out.push_str(&el("td", text)),
+            @for f in findings {
+                tr class={ "finding " (severity_class(f.severity)) } data-cell={ "cell-" (i) } {
+                    td colspan=(CELL_HEADER.len() + 1) { (finding_html(f)) }
+                }
+            }
         }
     }
-    let rank = worst.map_or(0, |s| s as u8 + 1);
-    out.push_str(&format!("<td class=\"verify\" data-sort=\"{}\">{}</td></tr>\n", 3 - rank, esc(&summary)));
-    for f in findings {
-        out.push_str(&format!(
-            "<tr class=\"finding {}\" data-cell=\"cell-{i}\"><td colspan=\"{}\">{}</td></tr>\n",
-            severity_class(f.severity),
-            CELL_HEADER.len() + 1,
-            finding_html(f)
-        ));
-    }
-    out.push_str("</tbody>\n");
-    out
 }
 
 /// One model's section: its cell table, its staggered table, its plots.
-pub fn model_section(model: &str, cells: &[CellStats], attached: &Attached, plots: &[&Plot]) -> String {
-    let mut out = format!("<section class=\"model\">\n{}\n", el("h2", model));
+pub fn model_section(model: &str, cells: &[CellStats], attached: &Attached, plots: &[&Plot]) -> Markup {
     let mine = || cells.iter().enumerate().filter(|(_, c)| c.id.model == model);
     let mut head: Vec<&str> = CELL_HEADER.to_vec();
     head.push("verify");
-    out.push_str("<table class=\"cells sortable\">\n");
-    out.push_str(&thead(&head));
-    for (i, c) in mine().filter(|(_, c)| !c.id.scenario.is_staggered()) {
-        let findings = attached.by_cell.get(&i).map_or(&[][..], Vec::as_slice);
-        out.push_str(&cell_body(i, c, findings));
-    }
-    out.push_str("</table>\n");
+    let findings_of = |i: usize| attached.by_cell.get(&i).map_or(&[][..], Vec::as_slice);
     let staggered: Vec<(usize, &CellStats)> = mine().filter(|(_, c)| c.id.scenario.is_staggered()).collect();
-    if !staggered.is_empty() {
-        out.push_str(&el("h3", STAGGERED_TITLE));
-        out.push_str("\n<table class=\"staggered\">\n");
-        out.push_str(&thead(&STAGGERED_HEADER));
-        for (i, c) in staggered {
-            // The pair's name, then numbers (right-aligned, as in the terminal table).
-            let cols: String = table::staggered_row(c)
-                .iter()
-                .enumerate()
-                .map(|(k, t)| if k == 0 { el("td", t) } else { format!("<td class=\"num\">{}</td>", esc(t)) })
-                .collect();
-            out.push_str(&format!(
-                "<tbody class=\"cell\"><tr class=\"cell-row\" id=\"cell-{i}\">{cols}</tr>"
-            ));
-            for f in attached.by_cell.get(&i).map_or(&[][..], Vec::as_slice) {
-                out.push_str(&format!(
-                    "<tr class=\"finding {}\" data-cell=\"cell-{i}\"><td colspan=\"{}\">{}</td></tr>",
-                    severity_class(f.severity),
-                    STAGGERED_HEADER.len(),
-                    finding_html(f)
-                ));
+    html! {
+        section.model {
+            h2 { (model) }
+            table.cells.sortable {
+                (thead(&head))
+                @for (i, c) in mine().filter(|(_, c)| !c.id.scenario.is_staggered()) {
+                    (cell_body(i, c, findings_of(i)))
+                }
             }
-            out.push_str("</tbody>\n");
+            @if !staggered.is_empty() {
+                h3 { (STAGGERED_TITLE) }
+                table.staggered {
+                    (thead(&STAGGERED_HEADER))
+                    @for (i, c) in &staggered {
+                        tbody.cell {
+                            tr.cell-row id={ "cell-" (i) } {
+                                // The pair's name, then numbers (right-aligned, as in the terminal table).
+                                @for (k, text) in table::staggered_row(c).iter().enumerate() {
+                                    @if k == 0 { td { (text) } } @else { td.num { (text) } }
+                                }
+                            }
+                            @for f in findings_of(*i) {
+                                tr class={ "finding " (severity_class(f.severity)) } data-cell={ "cell-" (i) } {
+                                    td colspan=(STAGGERED_HEADER.len()) { (finding_html(f)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if !plots.is_empty() {
+                div.plots {
+                    @for p in plots {
+                        figure.plot {
+                            // PreEscaped: an SVG document bench drew itself (`report::plot`, the
+                            // file `--plot` writes); plotters escapes the text it places in it (model
+                            // names in titles and legends), so it is markup to embed, not text.
+                            (PreEscaped(strip_prolog(&p.svg)))
+                            figcaption { (p.file_name) }
+                        }
+                    }
+                }
+            }
         }
-        out.push_str("</table>\n");
     }
-    if !plots.is_empty() {
-        out.push_str("<div class=\"plots\">\n");
-        for p in plots {
-            out.push_str(&format!(
-                "<figure class=\"plot\">{}<figcaption>{}</figcaption></figure>\n",
-                strip_prolog(&p.svg),
-                esc(&p.file_name)
-            ));
-        }
-        out.push_str("</div>\n");
-    }
-    out.push_str("</section>\n");
-    out
 }
 
 /// An SVG document as an element to embed: anything before `<svg` (an XML declaration, which

@@ -11,11 +11,12 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
+use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::Error;
-use super::page::{el, esc, thead};
+use super::page::thead;
 use crate::results::canonical::Conflict;
 use crate::results::run_meta::{RunMetaView, SourceMeta};
 use crate::results::sources::{Source, SourceKind};
@@ -94,49 +95,41 @@ fn pick(raw: &Value, p: &Pick) -> Option<String> {
 }
 
 /// The highlights of one metadata document, and the document itself (folded).
-fn run_meta_html(meta: &SourceMeta) -> String {
+fn run_meta_html(meta: &SourceMeta) -> Markup {
     let (fields, what) = match meta.view {
         RunMetaView::Ours(_) => (OURS, "run.json"),
         RunMetaView::Origin(_) => (ORIGIN, "origin metadata"),
     };
-    let mut out = String::from("<dl class=\"meta\">\n");
-    for (label, p) in fields {
-        if let Some(v) = pick(&meta.raw, p) {
-            out.push_str(&format!("{}{}\n", el("dt", label), el("dd", &v)));
-        }
-    }
-    out.push_str("</dl>\n");
     let whole = serde_json::to_string_pretty(&meta.raw).unwrap_or_else(|_| meta.raw.to_string());
-    out.push_str(&format!(
-        "<details><summary>the whole {what}</summary><pre>{}</pre></details>\n",
-        esc(&whole)
-    ));
-    out
+    html! {
+        dl.meta {
+            @for (label, p) in fields {
+                @if let Some(v) = pick(&meta.raw, p) { dt { (label) } dd { (v) } }
+            }
+        }
+        details { summary { "the whole " (what) } pre { (whole) } }
+    }
 }
 
 /// One input: its path, kind and record count, then each of its runs' metadata.
-pub fn input_html(src: &Source) -> String {
-    let mut out = format!(
-        "<section class=\"input\">\n<h3><code>{}</code> <span class=\"muted\">{}, {} records</span></h3>\n",
-        esc(&src.path.display().to_string()),
-        src.kind.as_str(),
-        src.records.len()
-    );
-    if src.run_meta.is_empty() {
-        out.push_str("<p class=\"muted\">no metadata (records only)</p>\n");
-    }
+pub fn input_html(src: &Source) -> Markup {
     let n = src.run_meta.len();
-    for (i, meta) in src.run_meta.iter().enumerate() {
-        // A canonical file holds every merged run's metadata: each is headed by its run.
-        if n > 1 {
-            let run =
-                meta.view.run_id().map_or_else(|| format!("{} of {n}", i + 1), |id| format!("run {id}"));
-            out.push_str(&el("h4", &run));
+    html! {
+        section.input {
+            h3 {
+                code { (src.path.display()) } " "
+                span.muted { (src.kind.as_str()) ", " (src.records.len()) " records" }
+            }
+            @if src.run_meta.is_empty() { p.muted { "no metadata (records only)" } }
+            @for (i, meta) in src.run_meta.iter().enumerate() {
+                // A canonical file holds every merged run's metadata: each is headed by its run.
+                @if n > 1 {
+                    h4 { (meta.view.run_id().map_or_else(|| format!("{} of {n}", i + 1), |id| format!("run {id}"))) }
+                }
+                (run_meta_html(meta))
+            }
         }
-        out.push_str(&run_meta_html(meta));
     }
-    out.push_str("</section>\n");
-    out
 }
 
 /// Conflicts with where they come from ("recorded in paper.json by bench merge").
@@ -183,26 +176,21 @@ pub fn conflict_sets(sources: &[Source]) -> Result<Vec<ConflictSet>, Error> {
     Ok(sets)
 }
 
-pub fn conflicts_html(sets: &[ConflictSet]) -> String {
-    if sets.is_empty() {
-        return "<p class=\"muted\">none: every setting the sources state agrees</p>\n".into();
-    }
-    let mut out = String::new();
-    for set in sets {
-        out.push_str(&format!("<p>{}</p>\n<table class=\"conflicts\">\n", esc(&set.origin)));
-        out.push_str(&thead(&["setting", "value", "sources"]));
-        out.push_str("<tbody>\n");
-        for c in &set.conflicts {
-            for v in &c.values {
-                out.push_str(&format!(
-                    "<tr>{}{}{}</tr>\n",
-                    el("td", &c.setting),
-                    el("td", &v.value),
-                    el("td", &v.sources.join(", "))
-                ));
+pub fn conflicts_html(sets: &[ConflictSet]) -> Markup {
+    html! {
+        @if sets.is_empty() { p.muted { "none: every setting the sources state agrees" } }
+        @for set in sets {
+            p { (set.origin) }
+            table.conflicts {
+                (thead(&["setting", "value", "sources"]))
+                tbody {
+                    @for c in &set.conflicts {
+                        @for v in &c.values {
+                            tr { td { (c.setting) } td { (v.value) } td { (v.sources.join(", ")) } }
+                        }
+                    }
+                }
             }
         }
-        out.push_str("</tbody></table>\n");
     }
-    out
 }

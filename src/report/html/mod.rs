@@ -1,5 +1,11 @@
-//! `bench report --format html -o report.html`: one self-contained page (inline style, a little
-//! inline script for sorting, inline SVG plots; no network, no external files) with
+//! `bench report --format html -o report.html`, built with the `maud` template: a value placed in
+//! the page (a model name, a message, a path, a run.json value, a server's answer, a command line)
+//! is HTML-escaped by the template itself, so no writer of a section can forget to escape one, and
+//! markup reaches the page only where the code says `PreEscaped` (the page's fixed style and
+//! script, and the SVG plots bench draws; each place says why).
+//!
+//! One self-contained page (inline style, a little inline script for sorting, inline SVG plots;
+//! no network, no external files) with
 //! - a summary (inputs, records, cells, verify's counts, the report's own notes);
 //! - per model, the cell table (the terminal/markdown table's rows, `table::cell_row`) with
 //!   verify's findings under the cells they concern, the staggered table, and the plots (the same
@@ -9,14 +15,14 @@
 //!
 //! Findings come from `verify::verify_sources` on the report's inputs with verify's default
 //! settings (`VerifySettings::default`; physics from each run's run.json): `bench verify INPUTS` prints the same findings.
-//! Every string from an input is escaped (`page::esc`).
 
 mod cells;
 mod meta;
 mod page;
 
+use maud::{Markup, html};
+
 use self::meta::ConflictSet;
-use self::page::{el, esc};
 use super::CellStats;
 use crate::exit::Failure;
 use crate::results::sources::Source;
@@ -45,7 +51,7 @@ impl From<Error> for Failure {
 #[derive(Default)]
 pub struct Context {
     verify: Option<verify::Report>,
-    inputs: Vec<String>,
+    inputs: Vec<Markup>,
     conflicts: Vec<ConflictSet>,
     records: usize,
 }
@@ -74,75 +80,72 @@ pub fn render(cells: &[CellStats], ctx: &Context, notes: &[String]) -> Result<St
     let findings = ctx.verify.as_ref().map_or(&[][..], |r| r.findings.as_slice());
     let attached = cells::attach(findings, cells);
     let models = models(cells);
-    let mut body = String::new();
-    body.push_str(&el("h1", "ttft-bench report"));
-    body.push_str(&format!("\n<p class=\"sub\">{}</p>\n", esc(&models.join(", "))));
-    body.push_str(&summary(cells, ctx, notes));
-    body.push_str(
-        "<nav><a href=\"#cells\">cells</a><a href=\"#findings\">other findings</a>\
-         <a href=\"#inputs\">inputs</a><a href=\"#conflicts\">conflicts</a></nav>\n",
-    );
-    body.push_str("<div id=\"cells\">\n");
-    for model in &models {
-        let mine: Vec<_> = plots.iter().filter(|p| p.model == *model).collect();
-        body.push_str(&cells::model_section(model, cells, &attached, &mine));
-    }
-    body.push_str("</div>\n");
-    body.push_str(&other_findings(&attached.elsewhere, ctx));
-    body.push_str("<section id=\"inputs\">\n<h2>Inputs and their runs</h2>\n");
-    body.extend(ctx.inputs.iter().map(String::as_str));
-    body.push_str("</section>\n<section id=\"conflicts\">\n<h2>Conflicts between sources</h2>\n");
-    body.push_str(&meta::conflicts_html(&ctx.conflicts));
-    body.push_str("</section>\n");
-    body.push_str(&format!(
-        "<footer>{}made by {} {} ({})</footer>",
-        esc(&super::table::footnote()),
-        crate::meta::HARNESS_NAME,
-        crate::meta::HARNESS_VERSION,
-        esc(crate::meta::HARNESS_GIT_SHA)
-    ));
-    let title = format!("ttft-bench report: {}", models.join(", "));
-    Ok(page::document(&title, &body))
-}
-
-fn summary(cells: &[CellStats], ctx: &Context, notes: &[String]) -> String {
-    let mut out = format!(
-        "<p class=\"summary\">{} cells from {} records in {} input(s).",
-        cells.len(),
-        ctx.records,
-        ctx.inputs.len()
-    );
-    if let Some(s) = ctx.verify.as_ref().map(|r| &r.summary) {
-        out.push_str(&format!(
-            " verify: <span class=\"count error\">{} error(s)</span>, <span class=\"count warning\">{} warning(s)</span>, \
-             <span class=\"count info\">{} info</span>.",
-            s.errors, s.warnings, s.infos
-        ));
-    }
-    out.push_str("</p>\n");
-    for note in notes {
-        out.push_str(&format!("<p class=\"note\">note: {}</p>\n", esc(note)));
-    }
-    out
-}
-
-fn other_findings(elsewhere: &[&verify::Finding], ctx: &Context) -> String {
-    let mut out = String::from("<section id=\"findings\">\n<h2>Findings about runs and files</h2>\n");
-    let verify_notes = ctx.verify.as_ref().map_or(&[][..], |r| r.notes.as_slice());
-    if elsewhere.is_empty() && verify_notes.is_empty() {
-        out.push_str("<p class=\"muted\">none: every finding concerns a cell above</p>\n");
-    }
-    if !elsewhere.is_empty() {
-        out.push_str("<ul class=\"findings\">\n");
-        for f in elsewhere {
-            let class = cells::severity_class(f.severity);
-            out.push_str(&format!("<li class=\"finding {class}\">{}</li>\n", cells::finding_html(f)));
+    let body = html! {
+        h1 { "ttft-bench report" }
+        p.sub { (models.join(", ")) }
+        (summary(cells, ctx, notes))
+        nav {
+            a href="#cells" { "cells" }
+            a href="#findings" { "other findings" }
+            a href="#inputs" { "inputs" }
+            a href="#conflicts" { "conflicts" }
         }
-        out.push_str("</ul>\n");
+        div #cells {
+            @for model in &models {
+                @let mine: Vec<_> = plots.iter().filter(|p| p.model == *model).collect();
+                (cells::model_section(model, cells, &attached, &mine))
+            }
+        }
+        (other_findings(&attached.elsewhere, ctx))
+        section #inputs {
+            h2 { "Inputs and their runs" }
+            @for input in &ctx.inputs { (input) }
+        }
+        section #conflicts {
+            h2 { "Conflicts between sources" }
+            (meta::conflicts_html(&ctx.conflicts))
+        }
+        footer {
+            (super::table::footnote())
+            "made by " (crate::meta::HARNESS_NAME) " " (crate::meta::HARNESS_VERSION)
+            " (" (crate::meta::HARNESS_GIT_SHA) ")"
+        }
+    };
+    let title = format!("ttft-bench report: {}", models.join(", "));
+    Ok(page::document(&title, body))
+}
+
+fn summary(cells: &[CellStats], ctx: &Context, notes: &[String]) -> Markup {
+    html! {
+        p.summary {
+            (cells.len()) " cells from " (ctx.records) " records in " (ctx.inputs.len()) " input(s)."
+            @if let Some(s) = ctx.verify.as_ref().map(|r| &r.summary) {
+                " verify: "
+                span class="count error" { (s.errors) " error(s)" } ", "
+                span class="count warning" { (s.warnings) " warning(s)" } ", "
+                span class="count info" { (s.infos) " info" } "."
+            }
+        }
+        @for note in notes { p.note { "note: " (note) } }
     }
-    for note in verify_notes {
-        out.push_str(&format!("<p class=\"note\">note: {}</p>\n", esc(note)));
+}
+
+fn other_findings(elsewhere: &[&verify::Finding], ctx: &Context) -> Markup {
+    let verify_notes = ctx.verify.as_ref().map_or(&[][..], |r| r.notes.as_slice());
+    html! {
+        section #findings {
+            h2 { "Findings about runs and files" }
+            @if elsewhere.is_empty() && verify_notes.is_empty() {
+                p.muted { "none: every finding concerns a cell above" }
+            }
+            @if !elsewhere.is_empty() {
+                ul.findings {
+                    @for f in elsewhere {
+                        li class={ "finding " (cells::severity_class(f.severity)) } { (cells::finding_html(f)) }
+                    }
+                }
+            }
+            @for note in verify_notes { p.note { "note: " (note) } }
+        }
     }
-    out.push_str("</section>\n");
-    out
 }

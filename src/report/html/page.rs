@@ -1,25 +1,13 @@
-//! The page around the sections: escaping, the inline style and script, the document skeleton.
+//! The page around the sections: the inline style and script, the document skeleton.
 //!
 //! Self-contained by construction: the style and the script are inline, fonts are the system's,
-//! plots are inline SVG, and the only links are to anchors in the page. Every string that comes
-//! from an input file (model names, messages, paths, run.json values) goes through `esc`.
+//! plots are inline SVG, and the only links are to anchors in the page.
 
-/// Text or attribute value, HTML-escaped (the five characters that can end a text run or an
-/// attribute, so the result is safe in both places).
-/// One escaping for the page and for the redaction that looks for secrets in it.
-pub fn esc(s: &str) -> String {
-    crate::secrets::html_escape(s)
-}
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-/// `<tag>escaped text</tag>`.
-pub fn el(tag: &str, text: &str) -> String {
-    format!("<{tag}>{}</{tag}>", esc(text))
-}
-
-/// A table head: one `<th>` per (escaped) label.
-pub fn thead(labels: &[&str]) -> String {
-    let cells: String = labels.iter().map(|l| el("th", l)).collect();
-    format!("<thead><tr>{cells}</tr></thead>\n")
+/// A table head: one `<th>` per label.
+pub fn thead(labels: &[&str]) -> Markup {
+    html! { thead { tr { @for label in labels { th { (label) } } } } }
 }
 
 const STYLE: &str = r#"
@@ -95,14 +83,28 @@ document.querySelectorAll("table.sortable").forEach(function (t) {
 });
 "#;
 
-/// The whole document: `title` (escaped here), `body` (already HTML).
-pub fn document(title: &str, body: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
-        esc(title)
-    )
+/// The whole document: `title` (text, escaped by the template), `body` (markup built by the template).
+pub fn document(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                // PreEscaped: the page's own fixed style, a constant of this file; escaping would
+                // turn its quotes and `>` selectors into entities the browser does not read as CSS.
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                (body)
+                // PreEscaped: the page's own fixed script, a constant of this file (escaping would
+                // break its string literals and comparisons).
+                script { (PreEscaped(SCRIPT)) }
+            }
+        }
+    }
+    .into_string()
 }
 
 #[cfg(test)]
@@ -110,9 +112,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escaping_covers_text_and_both_attribute_quotes() {
-        assert_eq!(esc(r#"<a href="x">'&'</a>"#), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
-        assert_eq!(el("td", "<b>"), "<td>&lt;b&gt;</td>");
+    fn the_title_and_table_heads_are_text() {
+        let page = document("<b>&\"", html! { (thead(&["<i>"])) });
+        assert!(page.contains("<title>&lt;b&gt;&amp;&quot;</title>"), "{page}");
+        assert!(page.contains("<th>&lt;i&gt;</th>"), "{page}");
+        assert!(!page.contains("<b>") && !page.contains("<i>"), "{page}");
     }
 
     #[test]
