@@ -43,7 +43,8 @@ fn four_shards_on_the_real_server_merge_to_complete() {
             .unwrap();
         let run = out_dir.join(format!("job-shard{}of4", index + 1));
         let ms = measurements(&run);
-        let flags: Vec<String> = ms.iter().map(|m| format!("{} {}", m["cache_state"], m["quality_flags"])).collect();
+        let flags: Vec<String> =
+            ms.iter().map(|m| format!("{} {}", m["cache_state"], m["quality_flags"])).collect();
         assert!(out.status.success(), "shard {}: {:?} {}{flags:#?}", index + 1, out.status, stderr(&out));
         assert!(!ms.is_empty(), "shard {} measured nothing", index + 1);
         for m in &ms {
