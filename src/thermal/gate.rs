@@ -92,10 +92,6 @@ pub fn policy_kind(policy: &ThermalPolicy) -> PolicyKind {
     }
 }
 
-pub fn policy_name(policy: &ThermalPolicy) -> &'static str {
-    policy_kind(policy).as_str()
-}
-
 /// Waits per `policy` after a measurement. `probe` runs one TPS probe (Err: why it failed);
 /// `on_status` receives one line per step for a progress display. `before`/`after` telemetry is
 /// the caller's to fill (see `host_snapshot`).

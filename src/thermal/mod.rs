@@ -20,7 +20,5 @@
 pub mod gate;
 pub mod host;
 
-pub use gate::{
-    Decision, PROBE_INTERVAL_S, baseline, cooldown, decide, policy_kind, policy_name, recovery_threshold,
-};
-pub use host::{host_snapshot, parse_nvidia_smi};
+pub use gate::{baseline, cooldown, policy_kind};
+pub use host::host_snapshot;
