@@ -453,14 +453,14 @@ fn the_staggered_delay_defaults_to_half_of_user_a_so_b_overlaps() {
     let run = run_dir(dir.path());
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
     let cal = &meta["stagger_calibration"];
-    assert_eq!(cal["share_of_a"], 0.5);
+    common::assert_close(cal["share_of_a"].as_f64().unwrap(), 0.5, "share of A");
     let delay = cal["delay_ms"].as_f64().unwrap();
     // Half of A's measured duration: the same number up to the last bits of a float (two values
     // written to run.json and read back), where a wrong share would be off by a factor.
     common::assert_close(delay, cal["a_e2e_ms"].as_f64().unwrap() * 0.5, "delay = 50% of A's E2E");
     let recs = records(&run);
     let batched = recs.iter().find(|r| r["scenario"] == "staggered_batched").unwrap();
-    assert_eq!(batched["stagger_delay_ms"].as_f64(), Some(delay));
+    common::assert_close(batched["stagger_delay_ms"].as_f64().unwrap(), delay, "the batched pair's delay");
     assert_eq!(batched["overlapped"], true, "{batched}");
     let sequential = recs.iter().find(|r| r["scenario"] == "staggered_sequential").unwrap();
     assert_eq!(sequential["overlapped"], false, "{sequential}");
