@@ -111,7 +111,7 @@ fn records() -> Vec<Record> {
 
 /// A run directory of `records()` as a sweep leaves it.
 fn run_dir(dir: &Path) -> PathBuf {
-    crate::common::runs::write(dir, "run", &records())
+    common::runs::write(dir, "run", &records())
 }
 
 fn close(a: Option<f64>, b: f64) -> bool {
@@ -281,7 +281,7 @@ fn bench_bounded(args: &[&std::ffi::OsStr]) -> std::process::Output {
 
 /// A run directory of `records` as a sweep leaves it.
 fn write_records(dir: &Path, records: &[Record]) -> PathBuf {
-    crate::common::runs::write(dir, "run", records)
+    common::runs::write(dir, "run", records)
 }
 
 fn staggered(run: u32, wait: f64) -> Record {
@@ -371,7 +371,7 @@ fn negative_and_non_finite_times_never_enter_statistics() {
 fn report_of_an_input_without_records_exits_2_unless_allowed() {
     let parent = tempfile::tempdir().unwrap();
     // A run that measured nothing, as its sweep left it.
-    let dir = crate::common::runs::write(parent.path(), "empty", &[]);
+    let dir = common::runs::write(parent.path(), "empty", &[]);
     Command::cargo_bin("bench")
         .unwrap()
         .arg("report")

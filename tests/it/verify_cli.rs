@@ -145,11 +145,11 @@ fn the_paper_run_stands_out_among_five_normal_runs() {
 fn runs_are_compared_across_files_given_together() {
     let dir = tempfile::tempdir().unwrap();
     // Each run of the fixture in a run directory of its own, as its sweep would leave it.
-    let records = crate::common::runs::records_of(&fixture("paper_run_outlier.jsonl"));
+    let records = common::runs::records_of(&fixture("paper_run_outlier.jsonl"));
     let files: Vec<PathBuf> = records
         .chunks(3)
         .enumerate()
-        .map(|(i, chunk)| crate::common::runs::write(dir.path(), &format!("run{i}"), chunk))
+        .map(|(i, chunk)| common::runs::write(dir.path(), &format!("run{i}"), chunk))
         .collect();
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     let (_, report) = verify_json(&paths, &[]);
@@ -191,7 +191,7 @@ fn warm_slower_than_cold_on_an_h200_is_explained_by_storage_physics() {
 /// A run directory as a sweep on a host with `cpu_brand` given `flags` leaves it, holding the
 /// records of the fixture `jsonl` (`common::runs`). Returns (its temp parent, the run).
 fn run_dir(jsonl: &str, cpu_brand: &str, flags: &[&str]) -> (tempfile::TempDir, PathBuf) {
-    use crate::common::runs;
+    use common::runs;
     let dir = tempfile::tempdir().unwrap();
     let records = runs::records_of(&fixture(jsonl));
     let mut flags = flags.to_vec();
@@ -570,7 +570,7 @@ fn absurd_flag_values_exit_2_naming_the_flag() {
 fn an_input_without_records_exits_2_unless_allowed() {
     let parent = tempfile::tempdir().unwrap();
     // A run that measured nothing, as its sweep left it.
-    let dir = crate::common::runs::write(parent.path(), "empty", &[]);
+    let dir = common::runs::write(parent.path(), "empty", &[]);
     Command::cargo_bin("bench")
         .unwrap()
         .arg("verify")
