@@ -65,6 +65,12 @@ pub fn assert_close(a: f64, b: f64, what: &str) {
     assert!((a - b).abs() <= 1e-9 * scale, "{what}: {a} vs {b}");
 }
 
+/// The arguments of a quiet `bench sweep` against `url` into `out` without a thermal gate: each
+/// test's own sweep adds its matrix and preset.
+pub fn quiet_sweep_args<'a>(url: &'a str, out: &'a Path) -> Vec<&'a str> {
+    vec!["sweep", "--server", url, "--out", out.to_str().unwrap(), "--quiet", "--thermal", "off"]
+}
+
 /// `bench sweep` against `url` into `out`: one run per cell at 256 tokens, 24 output tokens, no
 /// thermal gate, then `extra`.
 pub fn short_sweep(url: &str, out: &Path, extra: &[&str]) -> std::process::Output {

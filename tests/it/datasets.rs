@@ -21,22 +21,8 @@ fn server() -> Scripted {
 
 /// A quiet sweep of `extra` on the llama.cpp preset (slots give the cache evidence).
 fn sweep(url: &str, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "sweep",
-        "--server",
-        url,
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--thermal",
-        "off",
-        "--preset",
-        "llama.cpp",
-        "--runs",
-        "1",
-        "--output-tokens",
-        "8",
-    ];
+    let mut args = common::quiet_sweep_args(url, out);
+    args.extend(["--preset", "llama.cpp", "--runs", "1", "--output-tokens", "8"]);
     args.extend_from_slice(extra);
     bench(&args)
 }

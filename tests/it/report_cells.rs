@@ -22,20 +22,8 @@ fn json_out(out: &std::process::Output) -> Value {
 }
 
 fn sweep(url: &str, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "sweep",
-        "--server",
-        url,
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--thermal",
-        "off",
-        "--preset",
-        "llama.cpp",
-        "--output-tokens",
-        "8",
-    ];
+    let mut args = common::quiet_sweep_args(url, out);
+    args.extend(["--preset", "llama.cpp", "--output-tokens", "8"]);
     args.extend_from_slice(extra);
     bench(&args)
 }

@@ -11,15 +11,8 @@ use common::{measurements, run_dir, stderr};
 use serde_json::Value;
 
 fn sweep(url: &str, out: &Path, preset: &str, states: &str, env: (&str, &str)) -> std::process::Output {
-    let args = [
-        "sweep",
-        "--server",
-        url,
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--thermal",
-        "off",
+    let mut args = common::quiet_sweep_args(url, out);
+    args.extend([
         "--contexts",
         "256",
         "--runs",
@@ -31,8 +24,8 @@ fn sweep(url: &str, out: &Path, preset: &str, states: &str, env: (&str, &str)) -
         "--cache-states",
         states,
         "--request-bodies",
-    ];
-    assert_cmd::Command::cargo_bin("bench").unwrap().env(env.0, env.1).args(args).output().unwrap()
+    ]);
+    assert_cmd::Command::cargo_bin("bench").unwrap().env(env.0, env.1).args(&args).output().unwrap()
 }
 
 fn bodies(run: &Path) -> Vec<Value> {

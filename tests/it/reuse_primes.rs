@@ -12,15 +12,8 @@ use common::{measurements, run_dir, stderr};
 use serde_json::Value;
 
 fn sweep(url: &str, out: &Path, preset: &str, states: &str, reuse: bool) -> std::process::Output {
-    let mut args = vec![
-        "sweep",
-        "--server",
-        url,
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--thermal",
-        "off",
+    let mut args = common::quiet_sweep_args(url, out);
+    args.extend([
         "--contexts",
         "256,512",
         "--runs",
@@ -31,7 +24,7 @@ fn sweep(url: &str, out: &Path, preset: &str, states: &str, reuse: bool) -> std:
         preset,
         "--cache-states",
         states,
-    ];
+    ]);
     // On by default: the reused run says nothing, the fresh one turns it off.
     if !reuse {
         args.push("--reuse-primes=false");

@@ -11,22 +11,8 @@ use common::{bench, measurements, records, run_dir, stderr};
 use serde_json::Value;
 
 fn sweep(url: &str, out: &Path, extra: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        "sweep",
-        "--server",
-        url,
-        "--out",
-        out.to_str().unwrap(),
-        "--quiet",
-        "--thermal",
-        "off",
-        "--contexts",
-        "256",
-        "--output-tokens",
-        "24",
-        "--preset",
-        "llama.cpp",
-    ];
+    let mut args = common::quiet_sweep_args(url, out);
+    args.extend(["--contexts", "256", "--output-tokens", "24", "--preset", "llama.cpp"]);
     // One run of cold, warm and hot unless `extra` names its own.
     for (flag, default) in [("--runs", "1"), ("--cache-states", "cold,warm,hot")] {
         if !extra.contains(&flag) {
