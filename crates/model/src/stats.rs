@@ -23,9 +23,8 @@ use statrs::distribution::{Binomial, DiscreteCDF};
 mod bootstrap;
 
 #[cfg(test)]
-use bootstrap::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, ratio_of_medians_on};
-pub use bootstrap::{Ratio, bootstrap, ratio_of_medians};
-pub use strength_reduce::StrengthReducedU64 as Divisor;
+use bootstrap::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
+pub use bootstrap::{Ratio, ratio_of_medians};
 
 pub const CI_METHOD: &str = "distribution-free interval of the median (order statistics, exact binomial \
      coverage >= 95%; min..max with its coverage below n = 6; none below n = 3)";
@@ -216,10 +215,8 @@ pub fn mad(values: &[f64]) -> Option<f64> {
 /// versions, so the same seed gives the same prompt text and the same bootstrap interval.
 ///
 /// Hand-written on purpose: `rand_xoshiro::SplitMix64` draws the same stream (checked over a
-/// million draws, seed 20260208), but keeps its state to itself, and bench needs the state: `skip`
-/// lets each thread of the parallel bootstrap start at its own resample in constant time (drawing
-/// up to it would cost what the threads save), and `absorb` derives a rate's or a user's stream
-/// from the run's seed. The ten lines below are the whole algorithm (Vigna's splitmix64.c), pinned
+/// million draws, seed 20260208), but keeps its state to itself, and bench needs the state: `absorb`
+/// derives a rate's or a user's stream from the run's seed. The ten lines below are the whole algorithm (Vigna's splitmix64.c), pinned
 /// to its reference values by `rng_is_splitmix64`.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
@@ -245,27 +242,34 @@ impl Rng {
         (self.next_u64() % n as u64) as usize
     }
 
-    /// `below(n)` for a divisor prepared once (`Divisor::new(n)`, n > 0): the same number, by a
-    /// multiplication instead of a 64-bit division (tens of cycles, most of a 100,000-record
-    /// report's bootstrap time).
-    #[inline]
-    pub fn below_by(&mut self, n: &Divisor) -> usize {
-        (self.next_u64() % *n) as usize
-    }
-
     /// A number in [0, 1), with the 53 bits an f64 holds.
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// Moves on as `n` calls of `next_u64` would (SplitMix64's state only counts up).
-    pub fn skip(&mut self, n: u64) {
-        self.0 = self.0.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    }
-
     /// Stirs `value` into the state (to derive a stream from several seeds).
     pub fn absorb(&mut self, value: u64) {
         self.0 ^= value;
+    }
+}
+
+/// bench's generator as rand's, for the samplers of rand_distr (the bootstrap's binomial draws).
+impl rand_core::RngCore for Rng {
+    fn next_u32(&mut self) -> u32 {
+        (Rng::next_u64(self) >> 32) as u32
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        Rng::next_u64(self)
+    }
+
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        rand_core::impls::fill_bytes_via_next(self, dest)
+    }
+
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+        self.fill_bytes(dest);
+        Ok(())
     }
 }
 
@@ -288,80 +292,133 @@ mod tests {
         quantile_sorted(&[lo_value, hi_value], h - lo as f64)
     }
 
-    /// `ratio_of_medians` as it was computed before the counting bootstrap: every resample
-    /// materialised and its median selected.
-    fn ratio_by_resampling(numerator: &[f64], denominator: &[f64]) -> Ratio {
-        let num = Samples::new(numerator.iter().copied());
-        let den = Samples::new(denominator.iter().copied());
-        let ratio = bootstrap::ratio;
-        let point = ratio(num.median(), den.median());
-        if point.is_none() || num.len() < RATIO_CI_MIN_N || den.len() < RATIO_CI_MIN_N {
-            return Ratio { ratio: point, ..Default::default() };
-        }
-        let resampled = |a: &mut [f64], b: &mut [f64]| ratio(median_in_place(a), median_in_place(b));
-        let draws = bootstrap(num.values(), den.values(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, resampled);
-        Ratio { ratio: point, ci95_lo: draws.quantile(0.025), ci95_hi: draws.quantile(0.975) }
+    /// The percentile bootstrap by its definition: every resample drawn value by value and its
+    /// median selected; the reference the binomial draws are held to.
+    fn resampled_medians(v: &[f64], resamples: usize, rng: &mut Rng) -> Vec<f64> {
+        let mut x = vec![0.0; v.len()];
+        (0..resamples)
+            .filter_map(|_| {
+                x.iter_mut().for_each(|x| *x = v[rng.below(v.len())]);
+                median_in_place(&mut x)
+            })
+            .collect()
     }
 
-    #[test]
-    fn below_by_a_prepared_divisor_is_below() {
-        let mut rng = Rng::new(11);
-        let mut sizes: Vec<u64> = (1..5000).collect();
-        sizes.extend([u64::from(u32::MAX), u64::from(u32::MAX) + 1, 1 << 40]);
-        sizes.extend((0..500).map(|_| (rng.next_u64() >> (rng.next_u64() % 64)).max(1)));
-        for n in sizes {
-            let d = Divisor::new(n);
-            let (mut a, mut b) = (Rng::new(n), Rng::new(n));
-            for _ in 0..64 {
-                assert_eq!(a.below_by(&d) as u64, b.below(n as usize) as u64, "n {n}");
+    /// The exact distribution of the two middle indices of a resample of n draws from 0..n,
+    /// counted over all n^n resamples (equally likely).
+    fn exact_middle_ranks(n: usize) -> std::collections::BTreeMap<(usize, usize), f64> {
+        let lo = (n - 1) / 2;
+        let both = n % 2 == 0;
+        let total = n.pow(n as u32);
+        let mut counts = std::collections::BTreeMap::new();
+        let mut draws = vec![0usize; n];
+        for code in 0..total {
+            let mut c = code;
+            for d in draws.iter_mut() {
+                *d = c % n;
+                c /= n;
             }
+            draws.sort_unstable();
+            let pair = (draws[lo], if both { draws[lo + 1] } else { draws[lo] });
+            *counts.entry(pair).or_insert(0.0) += 1.0 / total as f64;
+        }
+        counts
+    }
+
+    #[test]
+    fn middle_ranks_follow_the_exact_distribution() {
+        use statrs::distribution::{ChiSquared, ContinuousCDF};
+        let mut rng = Rng::new(41);
+        for n in 1..=6 {
+            let exact = exact_middle_ranks(n);
+            let trials = 60_000;
+            let mut seen = std::collections::BTreeMap::new();
+            let lo = (n - 1) / 2;
+            for _ in 0..trials {
+                *seen.entry(bootstrap::middle_ranks(n, lo, n % 2 == 0, &mut rng)).or_insert(0.0) += 1.0;
+            }
+            assert!(seen.keys().all(|k| exact.contains_key(k)), "n {n}: an impossible pair in {seen:?}");
+            // Pearson's chi-square over the pairs the exact distribution allows.
+            let chi2: f64 = exact
+                .iter()
+                .map(|(pair, p)| {
+                    let expected = p * trials as f64;
+                    (seen.get(pair).copied().unwrap_or(0.0) - expected).powi(2) / expected
+                })
+                .sum();
+            let dof = (exact.len() - 1).max(1) as f64;
+            // One chance in a million of failing if the draws had exactly the distribution (they
+            // are seeded, so the test is deterministic; the bound is what a wrong split breaks).
+            let limit = ChiSquared::new(dof).map(|c| c.inverse_cdf(1.0 - 1e-6)).unwrap_or(f64::NAN);
+            assert!(
+                chi2 < limit,
+                "n {n}: chi-square {chi2:.1} over {dof} degrees of freedom, limit {limit:.1}"
+            );
+        }
+    }
+
+    /// Two-sample Kolmogorov-Smirnov distance between the empirical distributions of a and b.
+    fn ks_distance(a: &[f64], b: &[f64]) -> f64 {
+        let (a, b) = (Samples::new(a.iter().copied()), Samples::new(b.iter().copied()));
+        let (a, b) = (a.values(), b.values());
+        let (mut i, mut j, mut d) = (0, 0, 0.0f64);
+        while i < a.len() && j < b.len() {
+            let x = a[i].min(b[j]);
+            while i < a.len() && a[i] <= x {
+                i += 1;
+            }
+            while j < b.len() && b[j] <= x {
+                j += 1;
+            }
+            d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
+        }
+        d
+    }
+
+    #[test]
+    fn resampled_medians_of_large_samples_are_distributed_as_resampling_gives_them() {
+        // Large n takes rand_distr's BTPE branch (n·p >= 10) that small n never reaches.
+        let mut rng = Rng::new(43);
+        for n in [2000usize, 2001, 10_000] {
+            // Skewed and tied, as latencies are: the ranks, not the values, are what is drawn.
+            let v = Samples::new((0..n).map(|_| (100.0 + 50.0 * (-rng.unit().max(1e-12).ln())).round()));
+            let resamples = 2000;
+            let reference = resampled_medians(v.values(), resamples, &mut rng);
+            let drawn: Vec<f64> =
+                (0..resamples).filter_map(|_| bootstrap::resampled_median(v.values(), &mut rng)).collect();
+            // Kolmogorov-Smirnov at alpha 1e-4 (seeded: deterministic).
+            let limit = (-(1e-4f64 / 2.0).ln() / 2.0).sqrt() * (2.0 / resamples as f64).sqrt();
+            let d = ks_distance(&reference, &drawn);
+            assert!(d < limit, "n {n}: KS distance {d:.4} against a limit of {limit:.4}");
         }
     }
 
     #[test]
-    fn skip_is_that_many_draws() {
-        for n in [0u64, 1, 2, 1000, 123_457] {
-            let (mut walked, mut skipped) = (Rng::new(11), Rng::new(11));
-            (0..n).for_each(|_| {
-                walked.next_u64();
-            });
-            skipped.skip(n);
-            assert_eq!(walked.next_u64(), skipped.next_u64(), "{n}");
-        }
-    }
-
-    #[test]
-    fn the_counting_bootstrap_gives_the_resampling_bootstrap_s_numbers_exactly() {
-        let mut rng = Rng::new(31);
-        for case in 0..120 {
-            let (n, m) = (1 + rng.below(40), 1 + rng.below(40));
-            // Few distinct values (ties), zeros, negatives, and wide continuous ones.
-            let value = |rng: &mut Rng| match case % 4 {
-                0 => rng.below(5) as f64,
-                1 => rng.below(7) as f64 - 2.0,
-                2 => rng.unit() * 1e4,
-                _ => {
-                    if rng.below(3) == 0 {
-                        0.0
-                    } else {
-                        100.0 + rng.unit()
-                    }
-                }
-            };
-            let a: Vec<f64> = (0..n).map(|_| value(&mut rng)).collect();
-            let b: Vec<f64> = (0..m).map(|_| value(&mut rng)).collect();
-            let (new, old) = (ratio_of_medians(&a, &b), ratio_by_resampling(&a, &b));
-            let bits = |r: &Ratio| [r.ratio, r.ci95_lo, r.ci95_hi].map(|v| v.map(f64::to_bits));
-            assert_eq!(bits(&new), bits(&old), "{a:?} / {b:?}");
-        }
-        let big: Vec<f64> = (0..1500).map(|i| f64::from(i % 97) + 1000.0).collect();
-        let small: Vec<f64> = (0..900).map(|i| f64::from(i % 13) + 10.0).collect();
-        let one = ratio_by_resampling(&big, &small);
-        // Shared among any number of threads, the draws are the same.
-        assert_eq!(ratio_of_medians(&big, &small), one);
-        for threads in [0, 1, 3, 7] {
-            assert_eq!(ratio_of_medians_on(&big, &small, threads), one, "{threads} threads");
-        }
+    fn the_interval_is_the_resampling_bootstrap_s_within_its_monte_carlo_error() {
+        let mut rng = Rng::new(47);
+        let cold: Vec<f64> = (0..3000).map(|_| 1000.0 + 200.0 * rng.unit()).collect();
+        let warm: Vec<f64> = (0..2500).map(|_| 100.0 + 40.0 * rng.unit() * rng.unit()).collect();
+        let r = ratio_of_medians(&cold, &warm);
+        let mut reference_rng = Rng::new(BOOTSTRAP_SEED);
+        let (c, w) = (Samples::new(cold), Samples::new(warm));
+        let draws: Vec<f64> = resampled_medians(c.values(), BOOTSTRAP_RESAMPLES, &mut reference_rng)
+            .into_iter()
+            .zip(resampled_medians(w.values(), BOOTSTRAP_RESAMPLES, &mut reference_rng))
+            .filter_map(|(x, y)| bootstrap::ratio(Some(x), Some(y)))
+            .collect();
+        let reference = Samples::new(draws);
+        let lo = reference.quantile(0.025).unwrap_or(f64::NAN);
+        let hi = reference.quantile(0.975).unwrap_or(f64::NAN);
+        let width = hi - lo;
+        let (got_lo, got_hi) = (r.ci95_lo.unwrap_or(f64::NAN), r.ci95_hi.unwrap_or(f64::NAN));
+        // 2000 resamples put each end of a percentile interval within about a tenth of its width
+        // of where infinitely many would; two such estimates within a fifth of each other.
+        assert!(
+            (got_lo - lo).abs() < 0.2 * width && (got_hi - hi).abs() < 0.2 * width,
+            "{r:?} vs {lo}..{hi}"
+        );
+        let point = r.ratio.unwrap_or(f64::NAN);
+        assert!(got_lo <= point && point <= got_hi, "{r:?}");
     }
 
     fn close(a: Option<f64>, b: f64) -> bool {
