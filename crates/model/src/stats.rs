@@ -309,7 +309,7 @@ mod tests {
     /// counted over all n^n resamples (equally likely).
     fn exact_middle_ranks(n: usize) -> std::collections::BTreeMap<(usize, usize), f64> {
         let lo = (n - 1) / 2;
-        let both = n % 2 == 0;
+        let both = n.is_multiple_of(2);
         let total = n.pow(n as u32);
         let mut counts = std::collections::BTreeMap::new();
         let mut draws = vec![0usize; n];
@@ -336,7 +336,7 @@ mod tests {
             let mut seen = std::collections::BTreeMap::new();
             let lo = (n - 1) / 2;
             for _ in 0..trials {
-                *seen.entry(bootstrap::middle_ranks(n, lo, n % 2 == 0, &mut rng)).or_insert(0.0) += 1.0;
+                *seen.entry(bootstrap::middle_ranks(n, lo, n.is_multiple_of(2), &mut rng)).or_insert(0.0) += 1.0;
             }
             assert!(seen.keys().all(|k| exact.contains_key(k)), "n {n}: an impossible pair in {seen:?}");
             // Pearson's chi-square over the pairs the exact distribution allows.

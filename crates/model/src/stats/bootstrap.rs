@@ -68,7 +68,7 @@ pub(super) fn resampled_median(v: &[f64], rng: &mut Rng) -> Option<f64> {
     }
     let h = (n - 1) as f64 * 0.5;
     let lo = h.floor() as usize;
-    let (lo_at, hi_at) = middle_ranks(n, lo, n % 2 == 0, rng);
+    let (lo_at, hi_at) = middle_ranks(n, lo, n.is_multiple_of(2), rng);
     quantile_sorted(&[v[lo_at], v[hi_at]], h - lo as f64)
 }
 
