@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::{SweepConfig, ThermalPolicy};
-use crate::record::{CacheState, CellKey, Record, Scenario};
+use ttft_model::record::{CacheState, CellKey, Record, Scenario};
 
 /// Tokens a hot conversation's later turn adds besides the model's output: "Understood." (the
 /// assistant's turn from turn 3 on) and the follow-up question ("Continue explaining in more
@@ -92,13 +92,13 @@ impl ServerRates {
             }
         }
         let points: Vec<(f64, f64)> =
-            by_context.iter().filter_map(|(c, t)| Some((*c as f64, crate::stats::median(t)?))).collect();
+            by_context.iter().filter_map(|(c, t)| Some((*c as f64, ttft_model::stats::median(t)?))).collect();
         let (first, last) = (points.first()?, points.last()?);
         let (a, b) = ServerRates::fit_prefill(*first, *last);
         Some(ServerRates {
             prefill_s_per_token: a,
             prefill_s_per_token2: b,
-            decode_tps: crate::stats::median(&decode)?,
+            decode_tps: ttft_model::stats::median(&decode)?,
             overhead_s: 0.01,
             probe_s: 0.5,
             source: source.to_string(),
@@ -228,7 +228,7 @@ pub fn estimate(cells: &[CellKey], config: &SweepConfig, rates: &ServerRates) ->
         .map(|(i, c)| {
             let reused = config.reuse_primes
                 && i > 0
-                && cells.get(i - 1).is_some_and(|p| crate::plan::continues_lifecycle(p, c));
+                && cells.get(i - 1).is_some_and(|p| ttft_results::plan::continues_lifecycle(p, c));
             cell_s(c, config, rates) - if reused { reused_s(c, config, rates) } else { 0.0 }
         })
         .collect();

@@ -172,7 +172,7 @@ impl Dataset {
         let cannot = |why: String| DatasetError(format!("{}: {why}", path.display()));
         // A regular file of at most `Limit::DATASET`: a FIFO or a device would be waited on, never
         // read to its end.
-        let bytes = crate::input_file::read_bytes(path, crate::input_file::Limit::DATASET)
+        let bytes = ttft_model::input_file::read_bytes(path, ttft_model::input_file::Limit::DATASET)
             .map_err(|e| cannot(e.to_string()))?;
         let text = std::str::from_utf8(&bytes).map_err(|e| {
             let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
@@ -274,7 +274,7 @@ impl Dataset {
 /// `n` of `rows` drawn without replacement by a seeded shuffle (the project's one seeded
 /// generator, `stats::Rng`), kept in file order.
 fn sample(rows: Vec<Row>, n: usize, seed: u64) -> Vec<Row> {
-    let mut rng = crate::stats::Rng::new(seed ^ 0x0DA7_A5E7);
+    let mut rng = ttft_model::stats::Rng::new(seed ^ 0x0DA7_A5E7);
     let mut order: Vec<usize> = (0..rows.len()).collect();
     for i in (1..order.len()).rev() {
         order.swap(i, rng.below(i + 1));

@@ -14,8 +14,8 @@
 
 use serde_json::Value;
 
-use crate::client::Client;
 use crate::server;
+use ttft_client::Client;
 
 /// The preset detection chose, and the evidence it chose it on (one line, for stderr and
 /// run.json's `server.preset_detected`).

@@ -115,9 +115,9 @@ pub fn needs_printing(err: &anyhow::Error) -> bool {
 
 /// A client that cannot be set up: a bad `--ca-cert` file or transport setting is the user's
 /// input; a lane that cannot start is bench's own failure.
-impl From<crate::client::SetupError> for Failure {
-    fn from(e: crate::client::SetupError) -> Failure {
-        use crate::client::SetupError;
+impl From<ttft_client::SetupError> for Failure {
+    fn from(e: ttft_client::SetupError) -> Failure {
+        use ttft_client::SetupError;
         match e {
             SetupError::CaCert { .. } => Failure::Usage(format!("--ca-cert {e}")),
             SetupError::Transport(why) => Failure::Usage(why),
@@ -127,40 +127,40 @@ impl From<crate::client::SetupError> for Failure {
 }
 
 /// A hardware or model description that cannot be used came from a flag or a file the user gave.
-impl From<crate::physics::PhysicsError> for Failure {
-    fn from(e: crate::physics::PhysicsError) -> Failure {
+impl From<ttft_results::physics::PhysicsError> for Failure {
+    fn from(e: ttft_results::physics::PhysicsError) -> Failure {
         Failure::Usage(e.to_string())
     }
 }
 
 /// A result file that cannot be read is the user's input, named by file and line.
-impl From<crate::store::InputError> for Failure {
-    fn from(e: crate::store::InputError) -> Failure {
+impl From<ttft_results::store::InputError> for Failure {
+    fn from(e: ttft_results::store::InputError) -> Failure {
         Failure::Usage(e.to_string())
     }
 }
 
 /// An input without records, refused unless `--allow-empty` accepts it.
-impl From<crate::results::sources::EmptyInput> for Failure {
-    fn from(e: crate::results::sources::EmptyInput) -> Failure {
+impl From<ttft_results::results::sources::EmptyInput> for Failure {
+    fn from(e: ttft_results::results::sources::EmptyInput) -> Failure {
         Failure::Usage(format!("{e} (use --allow-empty to accept inputs without records)"))
     }
 }
 
 /// A result file that cannot be written (a full disk, permissions).
-impl From<crate::store::WriteError> for Failure {
-    fn from(e: crate::store::WriteError) -> Failure {
+impl From<ttft_results::store::WriteError> for Failure {
+    fn from(e: ttft_results::store::WriteError) -> Failure {
         Failure::Io(e.to_string())
     }
 }
 
 /// A run another bench process holds is the user's to wait for; a lock that cannot be written
 /// is a write failure like any other.
-impl From<crate::store::LockError> for Failure {
-    fn from(e: crate::store::LockError) -> Failure {
+impl From<ttft_results::store::LockError> for Failure {
+    fn from(e: ttft_results::store::LockError) -> Failure {
         match e {
-            crate::store::LockError::Held { .. } => Failure::Usage(e.to_string()),
-            crate::store::LockError::Io { .. } => Failure::Io(e.to_string()),
+            ttft_results::store::LockError::Held { .. } => Failure::Usage(e.to_string()),
+            ttft_results::store::LockError::Io { .. } => Failure::Io(e.to_string()),
         }
     }
 }
@@ -175,7 +175,7 @@ impl From<crate::dataset::DatasetError> for Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::SetupError;
+    use ttft_client::SetupError;
 
     /// Each lower crate's error reaches the user with the exit code of its kind, and a bad
     /// certificate file names the flag it came from.
@@ -191,21 +191,21 @@ mod tests {
         );
         assert_eq!(Failure::from(SetupError::Transport("x".into())).exit_code(), USAGE);
         assert_eq!(Failure::from(SetupError::Start("lane".into())).exit_code(), INTERNAL);
-        let input = Failure::from(crate::store::InputError::new("r.jsonl", 3, "not JSON"));
+        let input = Failure::from(ttft_results::store::InputError::new("r.jsonl", 3, "not JSON"));
         assert_eq!((input.exit_code(), input.to_string().as_str()), (USAGE, "r.jsonl:3: not JSON"));
-        let empty = Failure::from(crate::results::sources::EmptyInput { path: "run".into() });
+        let empty = Failure::from(ttft_results::results::sources::EmptyInput { path: "run".into() });
         assert_eq!(empty.exit_code(), USAGE);
         assert!(empty.to_string().starts_with("no records in run (use --allow-empty"), "{empty}");
-        assert_eq!(Failure::from(crate::physics::PhysicsError::NoTensors).exit_code(), USAGE);
+        assert_eq!(Failure::from(ttft_results::physics::PhysicsError::NoTensors).exit_code(), USAGE);
         let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
         assert_eq!(
-            Failure::from(crate::store::WriteError::new("r.json".as_ref(), "write", full)).exit_code(),
+            Failure::from(ttft_results::store::WriteError::new("r.json".as_ref(), "write", full)).exit_code(),
             IO
         );
-        let held = crate::store::LockError::Held { path: "run/bench.lock".into(), pid: Some(7) };
+        let held = ttft_results::store::LockError::Held { path: "run/bench.lock".into(), pid: Some(7) };
         assert_eq!(Failure::from(held).exit_code(), USAGE);
         let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
-        let unwritable = crate::store::LockError::Io { path: "run/bench.lock".into(), source: denied };
+        let unwritable = ttft_results::store::LockError::Io { path: "run/bench.lock".into(), source: denied };
         assert_eq!(Failure::from(unwritable).exit_code(), IO);
     }
 }

@@ -4,12 +4,8 @@
 //! preset, prompt, metrics) -> record -> store; results -> merge / verify / report only read
 //! records. The crates below this one hold the lower layers, so the compiler refuses an import
 //! that points up: ttft-model (the record model and leaves), ttft-results (result files, physics,
-//! quality) and ttft-client (the transport). Their modules are re-exported here under the names
-//! the rest of the code uses; src/layers.rs orders this crate's own modules.
-
-pub use ttft_client as client;
-pub use ttft_model::{clock, input_file, page_cache, record, secrets, spec, stats};
-pub use ttft_results::{physics, plan, quality, results, store};
+//! quality) and ttft-client (the transport). Code names them directly (`ttft_model::record`), so
+//! a path says which crate it reaches into; src/layers.rs orders the modules of all of them.
 
 pub mod cli;
 pub mod command;

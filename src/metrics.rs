@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use crate::client::Client;
 use crate::preset::MetricsSpec;
-use crate::record::MetricsDelta;
+use ttft_client::Client;
+use ttft_model::record::MetricsDelta;
 
 /// A metrics page larger than this is not read further (a real one is a few KiB).
 const MAX_METRICS_BYTES: usize = 4 << 20;

@@ -22,7 +22,7 @@ pub fn print(text: &str) -> io::Result<()> {
     if CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }
-    let text = crate::secrets::redact(text);
+    let text = ttft_model::secrets::redact(text);
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::client::{ChatRequest, Client};
-use crate::record::{ErrorKind, SessionCache, SessionTier};
 use crate::server::{self, CallError};
+use ttft_client::{ChatRequest, Client};
+use ttft_model::record::{ErrorKind, SessionCache, SessionTier};
 
 const BUILTIN: &[(&str, &str)] = &[
     ("openai", include_str!("../presets/openai.toml")),
@@ -303,7 +303,7 @@ pub enum PresetError {
     #[error("built-in preset {name}: {source}")]
     BuiltIn { name: String, source: toml::de::Error },
     #[error("--preset {path}: {source}")]
-    Unreadable { path: String, source: crate::input_file::ReadError },
+    Unreadable { path: String, source: ttft_model::input_file::ReadError },
     #[error("--preset {path}: {source}")]
     Malformed { path: String, source: toml::de::Error },
     #[error("--preset: unknown preset {name:?} (built in: {known}; or a .toml file)")]
@@ -370,7 +370,7 @@ impl Preset {
         }
         let path = std::path::Path::new(name_or_path);
         if path.extension().is_some_and(|e| e == "toml") || path.exists() {
-            let text = crate::input_file::read_text(path, crate::input_file::Limit::PRESET)
+            let text = ttft_model::input_file::read_text(path, ttft_model::input_file::Limit::PRESET)
                 .map_err(|source| PresetError::Unreadable { path: name_or_path.into(), source })?;
             let preset: Preset = toml::from_str(&text)
                 .map_err(|source| PresetError::Malformed { path: name_or_path.into(), source })?;
@@ -708,7 +708,7 @@ fn fill(template: &str, session: &Session) -> Result<String, PresetError> {
             _ => match name.strip_prefix("env:") {
                 Some(var) => {
                     let value = std::env::var(var).map_err(|_| PresetError::MissingEnv(var.into()))?;
-                    crate::secrets::register(&value); // an admin key a server may echo back
+                    ttft_model::secrets::register(&value); // an admin key a server may echo back
                     out.push_str(&value);
                 }
                 None => {

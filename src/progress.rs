@@ -88,7 +88,7 @@ impl Progress {
     /// A note that is not about one cell (setup, calibration, warnings), every registered secret
     /// masked (it often quotes a server or a command).
     pub fn note(&self, text: &str) {
-        let text = crate::secrets::redact(text);
+        let text = ttft_model::secrets::redact(text);
         match &self.out {
             Out::Live(sink) => sink.note(text),
             Out::Lines => eprintln!("{text}"),

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use crate::config::Shard;
 use crate::cost::{self, ServerRates};
 use crate::exit::Failure;
-use crate::plan::Matrix;
-use crate::record::{CacheState, CellKey, Mode};
+use ttft_model::record::{CacheState, CellKey, Mode};
+use ttft_results::plan::Matrix;
 
 /// The partition rule's name, recorded in run.json: a different rule is a different partition.
 pub const RULE: &str = "points-by-nominal-cost-v1";
@@ -101,7 +101,7 @@ pub fn units(matrix: &Matrix) -> Vec<Unit> {
     for (i, cell) in cells.iter().enumerate() {
         let key = if cell.scenario.is_staggered() {
             (true, CacheState::Cold, Mode::Streaming, 0, 0)
-        } else if matrix.reuse_primes && crate::plan::lifecycle_key(cell).is_some() {
+        } else if matrix.reuse_primes && ttft_results::plan::lifecycle_key(cell).is_some() {
             // A session lifecycle measures every cache state of its point: one shard has them all.
             (false, CacheState::Cold, cell.mode, cell.context_tokens, cell.batch_size)
         } else {

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::record::Scenario;
 use crate::report::{CellId, CellSamples};
-use crate::stats::{self, Ratio};
+use ttft_model::record::Scenario;
+use ttft_model::stats::{self, Ratio};
 
 /// What is compared. Times: lower is better; rates: higher is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -294,7 +294,7 @@ fn compare_cell(id: &CellId, cand_id: &CellId, b: &CellSamples, c: &CellSamples)
 fn default_primary(id: &CellId) -> Metric {
     match id.scenario {
         Scenario::StaggeredBatched | Scenario::StaggeredSequential => Metric::UserBWaitMs,
-        _ if id.mode == crate::record::Mode::NonStreaming => Metric::E2eMs,
+        _ if id.mode == ttft_model::record::Mode::NonStreaming => Metric::E2eMs,
         _ => Metric::TtftMs,
     }
 }

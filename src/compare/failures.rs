@@ -20,10 +20,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Expectation;
-use crate::record::QualityCode;
-use crate::record::{CellKey, ErrorInfo, ErrorKind, Record};
 use crate::report::{CellId, CellSamples};
-use crate::results::batch;
+use ttft_model::record::QualityCode;
+use ttft_model::record::{CellKey, ErrorInfo, ErrorKind, Record};
+use ttft_results::results::batch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -144,7 +144,7 @@ fn error_reason(e: &ErrorInfo, server_was_up: bool) -> Reason {
 
 /// The error and quality flags of a record that can fail on its own (group records are judged
 /// through their members).
-fn parts(r: &Record) -> Option<(Option<&ErrorInfo>, &[crate::record::QualityFlag])> {
+fn parts(r: &Record) -> Option<(Option<&ErrorInfo>, &[ttft_model::record::QualityFlag])> {
     match r {
         Record::Measurement(m) => Some((m.error.as_ref(), &m.quality_flags)),
         Record::Staggered(s) => Some((s.error.as_ref(), &s.quality_flags)),
@@ -155,8 +155,8 @@ fn parts(r: &Record) -> Option<(Option<&ErrorInfo>, &[crate::record::QualityFlag
 /// The server crashes a run's metadata records (run.json `server_crashes`, read through the
 /// typed view so a renamed field is an error, not a silent 0); 0 for metadata that cannot say.
 fn crashes(meta: &Value) -> usize {
-    match crate::results::run_meta::RunMetaView::from_value(meta) {
-        Ok(crate::results::run_meta::RunMetaView::Ours(m)) => m.server_crashes.len(),
+    match ttft_results::results::run_meta::RunMetaView::from_value(meta) {
+        Ok(ttft_results::results::run_meta::RunMetaView::Ours(m)) => m.server_crashes.len(),
         _ => 0,
     }
 }

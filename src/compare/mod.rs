@@ -54,13 +54,13 @@ use crate::cli::{CompareArgs, CompareFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::report::CellId;
-use crate::stats;
 use cells::{Comparison, Metric};
 use failures::InputFailures;
+use ttft_model::stats;
 
 // The result-file layer (loading, de-duplication): one line to follow if it moves.
-use crate::results::combine::combine;
-use crate::results::sources::{Detail, Source, load_all_with};
+use ttft_results::results::combine::combine;
+use ttft_results::results::sources::{Detail, Source, load_all_with};
 
 pub const SCHEMA: u32 = 1;
 
@@ -122,7 +122,7 @@ fn check_flags(args: &CompareArgs) -> Result<(), Failure> {
 pub struct Loaded {
     pub info: InputInfo,
     pub run_meta: Vec<serde_json::Value>,
-    pub records: Vec<crate::record::Record>,
+    pub records: Vec<ttft_model::record::Record>,
 }
 
 fn loaded(source: Source) -> std::io::Result<Loaded> {
@@ -219,7 +219,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     // Lean: compare reads no token offset, sample or server payload; located, so a slot's
     // candidates tie-break on their texts as whole records would (`combine`).
     let sources = load_all_with(&paths, Detail::Located).map_err(Failure::from)?;
-    crate::results::sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
+    ttft_results::results::sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     let inputs: Vec<Loaded> = sources
         .into_iter()
         .map(loaded)

@@ -16,14 +16,14 @@ use serde_json::Value;
 
 use crate::cli::{ConnectionArgs, MeasureArgs, PhysicsArgs, SweepArgs};
 use crate::exit::Failure;
-use crate::plan::Matrix;
-use crate::record::{CacheState, Mode};
+use ttft_model::record::{CacheState, Mode};
+use ttft_results::plan::Matrix;
 pub mod load;
 pub mod report;
 pub mod scenario_file;
 pub mod verify;
-use crate::spec::{Api, StaggerDelay, ThermalChoice};
 use scenario_file::ScenarioFile;
+use ttft_model::spec::{Api, StaggerDelay, ThermalChoice};
 
 pub const DEFAULT_CONTEXTS: [u32; 3] = [1024, 2048, 4096];
 pub const DEFAULT_RUNS: u32 = 3;
@@ -146,7 +146,7 @@ pub struct SweepConfig {
     /// before its restore (the restore reads the disk), `unknown` when bench cannot reach the
     /// saved file (the restore may read memory). Each warm record says the same for itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_cache: Option<crate::record::PageCache>,
+    pub page_cache: Option<ttft_model::record::PageCache>,
     /// `--extra-body`: merged into every request body (never one of bench's own keys).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra_body: serde_json::Map<String, Value>,
@@ -200,7 +200,7 @@ pub struct AutoRuns {
 #[derive(Debug, thiserror::Error)]
 pub enum ShareError {
     #[error(transparent)]
-    NotANumber(#[from] crate::spec::SpecError),
+    NotANumber(#[from] ttft_model::spec::SpecError),
     /// The text as given (trimmed).
     #[error("{0:?} must be above 0% and below 100% (e.g. 5%)")]
     OutOfRange(String),
@@ -210,8 +210,8 @@ pub enum ShareError {
 fn parse_share(text: &str) -> Result<f64, ShareError> {
     let t = text.trim();
     let value = match t.strip_suffix('%') {
-        Some(p) => crate::spec::finite(p).map(|v| v / 100.0),
-        None => crate::spec::finite(t),
+        Some(p) => ttft_model::spec::finite(p).map(|v| v / 100.0),
+        None => ttft_model::spec::finite(t),
     }?;
     if value > 0.0 && value < 1.0 { Ok(value) } else { Err(ShareError::OutOfRange(t.to_string())) }
 }
@@ -219,7 +219,7 @@ fn parse_share(text: &str) -> Result<f64, ShareError> {
 /// The `--runs auto` settings, or None for a fixed number of runs (the auto-only flags are then
 /// refused: they would do nothing).
 pub fn validate_auto_runs(plan: &MeasureArgs, origins: &Origins) -> Result<Option<AutoRuns>, ConfigError> {
-    if plan.runs != Some(crate::spec::Runs::Auto) {
+    if plan.runs != Some(ttft_model::spec::Runs::Auto) {
         for key in ["target_ci", "min_runs", "max_runs"] {
             if origins.flags.contains(key) || origins.keys.contains(key) {
                 return Err(origins.invalid(key, "applies only with --runs auto"));
@@ -264,7 +264,7 @@ const OWNED_HEADERS: [&str; 6] =
 
 /// `headers` as written out: credential values masked.
 fn redacted_headers<S: serde::Serializer>(headers: &[String], s: S) -> Result<S::Ok, S::Error> {
-    headers.iter().map(|h| crate::secrets::redact_header(h)).collect::<Vec<_>>().serialize(s)
+    headers.iter().map(|h| ttft_model::secrets::redact_header(h)).collect::<Vec<_>>().serialize(s)
 }
 
 /// Why a `--header` line is refused. It never holds the header's value: a credential's would be
@@ -286,7 +286,7 @@ pub enum HeaderError {
 /// The name and value of a `--header` line, checked as HTTP allows them.
 pub fn parse_header(line: &str) -> Result<(String, String), HeaderError> {
     let Some((name, value)) = line.split_once(':') else {
-        return Err(HeaderError::NotNameValue(crate::secrets::redact_header(line)));
+        return Err(HeaderError::NotNameValue(ttft_model::secrets::redact_header(line)));
     };
     let (name, value) = (name.trim(), value.trim());
     reqwest::header::HeaderName::from_bytes(name.as_bytes())
@@ -315,7 +315,7 @@ pub fn validate_extra_body(body: &serde_json::Map<String, Value>) -> Result<(), 
 }
 
 /// One constant for the sweep and for reading run.json back (merge compares it).
-pub use crate::results::run_meta::DEFAULT_TURNS;
+pub use ttft_results::results::run_meta::DEFAULT_TURNS;
 
 fn default_turns() -> u32 {
     DEFAULT_TURNS
@@ -331,7 +331,7 @@ fn is_zero(ms: &f64) -> bool {
 
 /// `server_cmd` as written out: never with its keys, whatever file or output it goes to.
 fn redacted_command<S: serde::Serializer>(command: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
-    command.as_deref().map(crate::secrets::redact_command).serialize(s)
+    command.as_deref().map(ttft_model::secrets::redact_command).serialize(s)
 }
 
 impl SweepConfig {
@@ -479,13 +479,13 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     // The files named by flags are looked at before anything is created or contacted: a FIFO, a
     // device or an oversized CA bundle is bad input, named with its flag, not a hang mid-run.
     let named_files = [
-        ("ca_cert", connection.ca_cert.as_deref(), Some(crate::input_file::Limit::CA_BUNDLE)),
+        ("ca_cert", connection.ca_cert.as_deref(), Some(ttft_model::input_file::Limit::CA_BUNDLE)),
         // Only the header of a GGUF is read (however large the model), so no size is checked here.
         ("model_file", plan.physics.model_file.as_deref(), None),
     ];
     for (key, path, limit) in named_files {
         if let Some(path) = path {
-            crate::input_file::check(path, limit)
+            ttft_model::input_file::check(path, limit)
                 .map_err(|e| origins.invalid(key, format!("{}: {e}", path.display())))?;
         }
     }
@@ -502,27 +502,27 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     if let Some(var) = &connection.api_key_env
         && let Ok(key) = std::env::var(var)
     {
-        crate::secrets::register(&key);
+        ttft_model::secrets::register(&key);
     }
     if let Some(cmd) = &connection.server_cmd {
-        crate::secrets::redact_command(cmd);
+        ttft_model::secrets::redact_command(cmd);
     }
     let headers = connection.header.clone().unwrap_or_default();
     for line in &headers {
-        crate::secrets::redact_header(line);
+        ttft_model::secrets::redact_header(line);
         parse_header(line).map_err(|e| origins.invalid("header", e.to_string()))?;
     }
     let extra_body = plan.extra_body.clone().map(|b| b.0).unwrap_or_default();
     validate_extra_body(&extra_body).map_err(|e| origins.invalid("extra_body", e.to_string()))?;
     // A field named for a credential (`api_key`) travels in every body: its value is a secret.
-    crate::secrets::register_secret_fields(&Value::Object(extra_body.clone()));
+    ttft_model::secrets::register_secret_fields(&Value::Object(extra_body.clone()));
     let runs_auto = validate_auto_runs(&plan, &origins)?;
     let temperature = plan.temperature.unwrap_or(0.0);
     if temperature < 0.0 {
         return Err(origins.invalid("temperature", format!("{temperature} must be at least 0")));
     }
     Ok(SweepConfig {
-        server: crate::secrets::redact_url(&server),
+        server: ttft_model::secrets::redact_url(&server),
         server_url: server,
         model: plan.target.model.clone(),
         api: plan.target.api.unwrap_or(Api::Openai),
@@ -638,7 +638,7 @@ pub struct ServerUrl {
 /// ask for `/v1/v1/models`.
 pub fn validate_server(server: &str) -> Result<ServerUrl, BadServerUrl> {
     let server = server.trim().trim_end_matches('/');
-    let shown = || crate::secrets::redact_url(server);
+    let shown = || ttft_model::secrets::redact_url(server);
     if !(server.starts_with("http://") || server.starts_with("https://")) {
         return Err(BadServerUrl(format!("{:?} must start with http:// or https://", shown())));
     }
@@ -658,7 +658,7 @@ pub fn validate_server(server: &str) -> Result<ServerUrl, BadServerUrl> {
                 "note: --server {:?}: the trailing /v1 is dropped (bench adds the API's /v1/... paths \
                  itself); using {:?}",
                 shown(),
-                crate::secrets::redact_url(base)
+                ttft_model::secrets::redact_url(base)
             )),
         }),
         _ => Ok(ServerUrl { url: server.to_string(), note: None }),
@@ -698,7 +698,7 @@ fn stagger_config(plan: &MeasureArgs) -> Option<StaggerConfig> {
     })
 }
 
-fn list_or<T: Clone>(value: &Option<crate::spec::List<T>>, default: Vec<T>) -> Vec<T> {
+fn list_or<T: Clone>(value: &Option<ttft_model::spec::List<T>>, default: Vec<T>) -> Vec<T> {
     value.as_ref().map_or(default, |l| l.0.clone())
 }
 
@@ -711,8 +711,8 @@ pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, 
         batch_sizes: plan.batch_sizes.as_ref().map_or(vec![1], |l| l.0.iter().map(|c| c.0).collect()),
         runs: match plan.runs {
             None => DEFAULT_RUNS,
-            Some(crate::spec::Runs::Fixed(n)) => n,
-            Some(crate::spec::Runs::Auto) => plan.max_runs.map_or(DEFAULT_MAX_RUNS, |c| c.0),
+            Some(ttft_model::spec::Runs::Fixed(n)) => n,
+            Some(ttft_model::spec::Runs::Auto) => plan.max_runs.map_or(DEFAULT_MAX_RUNS, |c| c.0),
         },
         concurrent_max_context: plan.concurrent_max_context.map(|t| t.0),
         staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),

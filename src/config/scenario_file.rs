@@ -32,7 +32,7 @@ pub fn known_keys() -> BTreeSet<String> {
 
 pub fn load(path: &Path) -> Result<ScenarioFile, ConfigError> {
     let err = |message: String| ConfigError::Scenario { path: path.display().to_string(), message };
-    let text = crate::input_file::read_text(path, crate::input_file::Limit::SCENARIO)
+    let text = ttft_model::input_file::read_text(path, ttft_model::input_file::Limit::SCENARIO)
         .map_err(|e| err(e.to_string()))?;
     let table: toml::Table = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
     let known = known_keys();

@@ -5,7 +5,7 @@
 
 use crate::cli::VerifyArgs;
 use crate::exit::Failure;
-use crate::physics::{self, Hardware, ModelProfile};
+use ttft_results::physics::{self, Hardware, ModelProfile};
 
 /// `--min-warm-speedup`: warm at least this much faster than cold where physics cannot say more.
 pub const DEFAULT_MIN_WARM_SPEEDUP: f64 = 1.5;

@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::progress::LiveSink;
-use crate::record::Record;
+use ttft_model::record::Record;
 
 pub use sheet::{Sheet, Table};
 

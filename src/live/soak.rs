@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{Board, Event, Sheet, Table, ms};
-use crate::record::{QualityCode, Record, Scenario};
-use crate::stats::Samples;
+use ttft_model::record::{QualityCode, Record, Scenario};
+use ttft_model::stats::Samples;
 
 /// Iterations shown as rows (the latest).
 const ROWS: usize = 12;

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use super::{Board, Event, Sheet, Table, ms, p99};
-use crate::record::{CacheState, Mode, Record, Scenario, ThermalRecord};
-use crate::stats::Samples;
+use ttft_model::record::{CacheState, Mode, Record, Scenario, ThermalRecord};
+use ttft_model::stats::Samples;
 
 /// A row of the matrix.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

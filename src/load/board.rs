@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use super::summary::{self, RunKey};
 use crate::cli::Slo;
 use crate::live::{self, Board, Event, Sheet, Step, Table};
-use crate::record::{CacheState, Measurement, Record, Scenario};
+use ttft_model::record::{CacheState, Measurement, Record, Scenario};
 
 pub struct LoadBoard {
     slo: Slo,

@@ -27,8 +27,8 @@ use super::engine::{Driver, RateClock, SlotPool, ms};
 use super::schedule::unit_open;
 use crate::cli::Mix;
 use crate::meta::Arrival;
-use crate::record::Measurement;
-use crate::stats::Rng;
+use ttft_model::record::Measurement;
+use ttft_model::stats::Rng;
 
 /// Requests in a row that failed after which a user stops: a server answering every request
 /// with an error at once would otherwise be asked thousands of times a second for the rest of the
@@ -62,7 +62,7 @@ pub async fn run<D: Driver>(
     plan: LevelPlan,
     sink: mpsc::UnboundedSender<Measurement>,
 ) -> RateClock {
-    let clock = RateClock { origin: Instant::now(), started_at: crate::clock::now_rfc3339() };
+    let clock = RateClock { origin: Instant::now(), started_at: ttft_model::clock::now_rfc3339() };
     let origin = clock.origin;
     let (end, warm_until) = (origin + plan.duration, origin + plan.warmup);
     let pool = SlotPool::new(plan.slots, None);

@@ -33,7 +33,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::meta::Arrival;
-use crate::record::{CacheState, ErrorInfo, ErrorKind, Measurement};
+use ttft_model::record::{CacheState, ErrorInfo, ErrorKind, Measurement};
 
 /// The server side of the loop.
 pub trait Driver: Send + Sync + 'static {
@@ -335,7 +335,7 @@ pub async fn run<D: Driver>(
             early.push_back(rx.await.ok());
         }
     }
-    let clock = RateClock { origin: Instant::now(), started_at: crate::clock::now_rfc3339() };
+    let clock = RateClock { origin: Instant::now(), started_at: ttft_model::clock::now_rfc3339() };
     let origin = clock.origin;
     let cap = plan.concurrency_limit.map(|c| Arc::new(Semaphore::new(c.max(1))));
     for (i, arrival) in plan.arrivals.iter().copied().enumerate() {

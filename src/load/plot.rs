@@ -19,8 +19,8 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::summary::{LoadSummary, RateSummary, StateSummary};
-use crate::record::CacheState;
 use crate::ticks;
+use ttft_model::record::CacheState;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw {path}: {message}")]

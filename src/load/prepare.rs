@@ -12,7 +12,7 @@ use crate::measuring::RunContext;
 use crate::measuring::measure::{self, Fired, Ready};
 use crate::meta::Arrival;
 use crate::preset::Binding;
-use crate::record::{CacheState, CellKey, Measurement, Mode, Scenario};
+use ttft_model::record::{CacheState, CellKey, Measurement, Mode, Scenario};
 
 pub struct Real {
     pub ctx: Arc<RunContext>,
@@ -20,7 +20,7 @@ pub struct Real {
     /// The rate's position in `--rates` (the records' `run`).
     pub run: u32,
     /// The thermal record of the rate (the gate ran before it).
-    pub thermal: Option<crate::record::ThermalRecord>,
+    pub thermal: Option<ttft_model::record::ThermalRecord>,
 }
 
 impl Real {

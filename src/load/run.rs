@@ -24,9 +24,9 @@ use crate::live::{Event, Publisher, Step};
 use crate::measuring::{Journal, measure, setup};
 use crate::meta::{LoadPlan, RateSchedule};
 use crate::progress::Progress;
-use crate::record::{ErrorKind, Measurement, Record};
-use crate::store::RecordWriter;
 use crate::supervise::{ServerCrash, Supervisor};
+use ttft_model::record::{ErrorKind, Measurement, Record};
+use ttft_results::store::RecordWriter;
 
 /// How often a supervised server is checked while a rate runs.
 const CRASH_POLL: Duration = Duration::from_millis(100);
@@ -139,7 +139,8 @@ pub async fn run(
 ) -> Result<End, Failure> {
     let journal = live.journal.clone();
     let mut supervisor = crate::measuring::start_server(&mut config, &progress).await?;
-    let warm_arrivals = live.get().mix.iter().any(|(state, _)| *state == crate::record::CacheState::Warm);
+    let warm_arrivals =
+        live.get().mix.iter().any(|(state, _)| *state == ttft_model::record::CacheState::Warm);
     let ctx = Arc::new(setup::prepare(config, Some(&journal), &progress).await?);
     if warm_arrivals {
         super::warm_mix_fits(&ctx.preset)?;

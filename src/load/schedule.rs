@@ -8,8 +8,8 @@
 use crate::cli::Mix;
 use crate::meta::{Arrival, RateSchedule};
 #[cfg(test)]
-use crate::record::CacheState;
-use crate::stats::Rng;
+use ttft_model::record::CacheState;
+use ttft_model::stats::Rng;
 
 pub use crate::config::load::MAX_ARRIVALS;
 

@@ -15,7 +15,7 @@
 //! (`load.search.steps`), so a search cut short still shows every step it took.
 
 use crate::meta::{LoadPlan, RateSchedule, SearchStep};
-use crate::record::{CacheState, Measurement};
+use ttft_model::record::{CacheState, Measurement};
 
 use super::schedule;
 use super::summary::{RunKey, run_summary};

@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 use crate::cli::Slo;
 use crate::meta::LoadPlan;
 use crate::output::{self, TableStyle, table_text};
-use crate::record::{CacheState, Measurement};
-use crate::stats::Samples;
+use ttft_model::record::{CacheState, Measurement};
+use ttft_model::stats::Samples;
 
 /// A rate whose p99 send lag is above this (and above `HONEST_LAG_TTFT_SHARE` of its median
 /// TTFT) was not offered as scheduled: the client, not the server, set the pace.
@@ -234,7 +234,7 @@ pub fn summarize(
 pub fn run_summary(records: &[Measurement], key: &RunKey, states: &[CacheState], slo: &Slo) -> RateSummary {
     let all_of_run: Vec<&Measurement> = records
         .iter()
-        .filter(|m| m.cell.scenario == crate::record::Scenario::Load && m.cell.run == key.run)
+        .filter(|m| m.cell.scenario == ttft_model::record::Scenario::Load && m.cell.run == key.run)
         .collect();
     // A closed level's statistics are of its steady state: its warm-up is left out.
     let ms: Vec<&Measurement> = all_of_run.iter().copied().filter(|m| !m.warmup).collect();

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::Exchange;
-use crate::record::ErrorInfo;
+use ttft_client::Exchange;
+use ttft_model::record::ErrorInfo;
 
 /// Result of `fire`: the exchange, with its offsets counted from its own start on a lane.
 pub struct Fired {
@@ -107,7 +107,7 @@ mod tests {
         // Nothing lost: due to first token is send lag + TTFT, 19 ms.
         assert_eq!(fired.send_lag_ms(release) + fired.offset_ms() + 10.0, 19.0);
         // And so the record reads (before, the queue was in TTFT: 18 ms, send lag 1 ms).
-        let mut m = crate::record::Measurement::default();
+        let mut m = ttft_model::record::Measurement::default();
         super::super::measure::record_exchange(&mut m, &fired, Some(release), None, None);
         assert_eq!((m.ttft_ms, m.send_lag_ms), (Some(15.0), Some(4.0)));
     }
@@ -115,7 +115,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_never_sent_has_no_queue() {
         let t = Instant::now();
-        let fired = Fired::unsent(t, ErrorInfo::new(crate::record::ErrorKind::Protocol, "x"));
+        let fired = Fired::unsent(t, ErrorInfo::new(ttft_model::record::ErrorKind::Protocol, "x"));
         assert_eq!(fired.queued(), Duration::ZERO);
         assert_eq!(fired.sent_at(), t);
         assert_eq!(fired.offset_ms(), 0.0);

@@ -10,15 +10,15 @@
 
 use tokio::time::Instant;
 
-use crate::client::{ChatRequest, Exchange, Message};
 use crate::dataset::Row;
 use crate::preset::{Scope, Session};
-use crate::quality::PromptTokens;
-use crate::record::MetricsDelta;
-use crate::record::{
+use ttft_client::{ChatRequest, Exchange, Message};
+use ttft_model::record::MetricsDelta;
+use ttft_model::record::{
     self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, PageCache,
     SCHEMA_VERSION, SessionCache, SessionTier, TurnSummary,
 };
+use ttft_results::quality::PromptTokens;
 
 use super::RunContext;
 pub use super::fired::Fired;
@@ -325,8 +325,8 @@ pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<Saved, Er
     };
     let shown = path.display().to_string();
     let dropping = tokio::task::spawn_blocking(move || {
-        let bytes = crate::page_cache::drop_file(&path)?;
-        let share = crate::page_cache::resident_share(&path)?;
+        let bytes = ttft_model::page_cache::drop_file(&path)?;
+        let share = ttft_model::page_cache::resident_share(&path)?;
         Ok::<_, std::io::Error>((bytes, share.map(|s| s * 100.0)))
     });
     let dropped = ctx.harness.time(Part::Preset, dropping).await;
@@ -541,7 +541,13 @@ pub async fn finish_then(
         m.think_ms = ready.after_turn.map(|t| fired.window_start.duration_since(t).as_secs_f64() * 1000.0);
     }
     if let (Some(log), Some((path, body))) = (&ctx.bodies, &fired.body) {
-        log.append(&crate::store::BodyLine::new(m.cell.clone(), m.request_index, &m.nonce, path, body));
+        log.append(&ttft_results::store::BodyLine::new(
+            m.cell.clone(),
+            m.request_index,
+            &m.nonce,
+            path,
+            body,
+        ));
     }
     if let Some(error) = fired.error {
         m.error = Some(error);
@@ -581,8 +587,8 @@ pub(super) fn record_exchange(
     m.output_tokens = ex.usage.output_tokens;
     m.cached_tokens = ex.usage.cached_tokens;
     m.delta_count = ex.delta_count;
-    m.distinct_arrivals =
-        (m.cell.mode == Mode::Streaming).then(|| crate::quality::distinct_arrivals(&m.token_offsets_ms));
+    m.distinct_arrivals = (m.cell.mode == Mode::Streaming)
+        .then(|| ttft_results::quality::distinct_arrivals(&m.token_offsets_ms));
     m.decode_tps = record::decode_tps(m.output_tokens, m.ttft_ms, m.e2e_ms);
     m.prefill_tps = record::prefill_tps(m.input_tokens, m.ttft_ms);
     m.finish_reason = ex.finish_reason.clone();
@@ -598,8 +604,8 @@ pub(super) fn record_exchange(
     let (state, evidence, prompt) = (m.cell.cache_state, m.cache_evidence.as_ref(), PromptTokens::of(m));
     m.cache_state_confirmed = match (m.cell.scenario, &ex.error) {
         (record::Scenario::Soak, _) => None,
-        (_, Some(_)) => evidence.and_then(|e| crate::quality::confirm_cache_state(state, e, prompt)),
-        (_, None) => crate::quality::cache_state_verdict(state, evidence, prompt),
+        (_, Some(_)) => evidence.and_then(|e| ttft_results::quality::confirm_cache_state(state, e, prompt)),
+        (_, None) => ttft_results::quality::cache_state_verdict(state, evidence, prompt),
     };
     m.server_timings = ex.server_timings.clone();
     m.attempts = ex.attempts;
@@ -615,7 +621,7 @@ pub fn blank(ctx: &RunContext, cell: &CellKey, request_index: u32, nonce: &str) 
         run_id: ctx.run_id.clone(),
         cell: cell.clone(),
         request_index,
-        started_at: crate::clock::now_rfc3339(),
+        started_at: ttft_model::clock::now_rfc3339(),
         nonce: nonce.to_string(),
         max_tokens: ctx.config.output_tokens,
         ..Default::default()

@@ -19,16 +19,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::client::{ChatRequest, Client, Exchange};
 use crate::config::SweepConfig;
 use crate::exit::Failure;
 use crate::meta::RunMeta;
 use crate::preset::{Preset, Session};
 use crate::progress::Progress;
 use crate::prompt::{Nonces, Sizer};
-use crate::record::{ErrorInfo, ErrorKind, Measurement, QualityFlag};
-use crate::store;
 use crate::supervise::Supervisor;
+use ttft_client::{ChatRequest, Client, Exchange};
+use ttft_model::record::{ErrorInfo, ErrorKind, Measurement, QualityFlag};
+use ttft_results::store;
 
 /// How long an interrupted work task gets to reach its next await point before bench exits anyway.
 pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(3);
@@ -45,7 +45,7 @@ pub struct RunContext {
     /// Server slots (llama.cpp `total_slots`); sessions are spread over them.
     pub slots: u32,
     /// Hardware and model the physical ceilings come from, when known.
-    pub physics: Option<(crate::physics::Hardware, crate::physics::ModelProfile)>,
+    pub physics: Option<(ttft_results::physics::Hardware, ttft_results::physics::ModelProfile)>,
     /// What the warm cells save on the server's disk, where the model's KV size is known.
     pub warm_disk: Option<slot_files::WarmDisk>,
     /// B's delay in the batched staggered pair, set by calibration before the first pair.
@@ -85,7 +85,7 @@ impl RunContext {
     pub async fn metrics_since(
         &self,
         before: Option<crate::metrics::Snapshot>,
-    ) -> Option<crate::record::MetricsDelta> {
+    ) -> Option<ttft_model::record::MetricsDelta> {
         let (spec, before) = (self.preset.metrics.as_ref()?, before?);
         Some(crate::metrics::delta(spec, &before, &self.metrics().await?))
     }
@@ -94,21 +94,21 @@ impl RunContext {
     /// measurement. A row whose cache evidence contradicts its claimed state is a failed
     /// measurement, exactly like a failed quality gate: it must not count as a warm or hot number.
     pub fn annotate(&self, m: &mut Measurement, full_output: &str) {
-        m.quality_flags = crate::quality::assess(m, full_output);
+        m.quality_flags = ttft_results::quality::assess(m, full_output);
         if m.cache_state_confirmed == Some(false) {
             m.quality_flags.push(QualityFlag {
-                flag: crate::record::QualityCode::CacheStateUnconfirmed,
-                reason: crate::quality::cache_verdict_reason(
+                flag: ttft_model::record::QualityCode::CacheStateUnconfirmed,
+                reason: ttft_results::quality::cache_verdict_reason(
                     m.cell.cache_state,
                     m.cache_evidence.as_ref(),
-                    crate::quality::PromptTokens::of(m),
+                    ttft_results::quality::PromptTokens::of(m),
                 ),
                 fails_gate: true,
             });
         }
-        m.quality_ok = crate::quality::gate(&m.quality_flags) && m.error.is_none();
+        m.quality_ok = ttft_results::quality::gate(&m.quality_flags) && m.error.is_none();
         if let Some((hw, model)) = &self.physics {
-            m.physics = Some(crate::physics::ceilings(hw, model, m));
+            m.physics = Some(ttft_results::physics::ceilings(hw, model, m));
         }
     }
 }
@@ -145,7 +145,7 @@ pub(crate) async fn start_server(
     progress: &Progress,
 ) -> Result<Option<Supervisor>, Failure> {
     let Some(cmd) = &config.server_cmd else { return Ok(None) };
-    progress.note(&format!("starting the server: {}", crate::secrets::redact_command(cmd)));
+    progress.note(&format!("starting the server: {}", ttft_model::secrets::redact_command(cmd)));
     let timeout = Duration::from_secs_f64(config.server_start_timeout_s);
     let sup = Supervisor::start(cmd, config.max_restarts, timeout, &|line| progress.note(line)).await?;
     config.server = sup.url();
@@ -156,7 +156,7 @@ pub(crate) async fn start_server(
 /// run.json learns the started server's command (redacted) and address.
 pub(crate) fn record_server(supervisor: Option<&Supervisor>, journal: &Journal) -> Result<(), Failure> {
     let Some(sup) = supervisor else { return Ok(()) };
-    let (command, url) = (crate::secrets::redact_command(&sup.command()), sup.url());
+    let (command, url) = (ttft_model::secrets::redact_command(&sup.command()), sup.url());
     journal.update(|m| {
         m.server.command = Some(command);
         m.config.server = url.clone();

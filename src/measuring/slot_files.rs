@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::record::{CacheState, CellKey};
+use ttft_model::record::{CacheState, CellKey};
 
 static SAVED: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub use crate::config::Expectation;
-use crate::record::{CellKey, Record};
-use crate::results::batch;
+use ttft_model::record::{CellKey, Record};
+use ttft_results::results::batch;
 
 /// Reads a scenario file's matrix the way `bench sweep` would, without a server.
 pub fn from_scenario(path: &Path) -> Result<Expectation, crate::config::ConfigError> {

@@ -17,12 +17,12 @@ use std::path::{Path, PathBuf};
 use crate::cli::MergeArgs;
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::record::{Record, SCHEMA_VERSION};
-use crate::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
-use crate::results::combine;
-use crate::results::sources::{Detail, Source, SourceKind, load_all_with, require_records};
-use crate::results::text::{InputFault, Text};
-use crate::store::WriteError;
+use ttft_model::record::{Record, SCHEMA_VERSION};
+use ttft_results::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
+use ttft_results::results::combine;
+use ttft_results::results::sources::{Detail, Source, SourceKind, load_all_with, require_records};
+use ttft_results::results::text::{InputFault, Text};
+use ttft_results::store::WriteError;
 
 /// A merge's document, and where its located records' texts are (`texts[i]` for
 /// `doc.records[i]`; see `results::text`).
@@ -69,7 +69,7 @@ pub fn build(sources: Vec<Source>) -> std::io::Result<Merged> {
 
 pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
     // Ctrl-C or SIGTERM: exit 130, no temp file left beside the output, the output untouched.
-    crate::store::stop_writes_on_signal(crate::exit::INTERRUPTED);
+    ttft_results::store::stop_writes_on_signal(crate::exit::INTERRUPTED);
     let expectation = match &args.expect {
         Some(path) => Some(expect::from_scenario(path).map_err(Failure::from)?),
         None => None,
@@ -89,12 +89,13 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
             doc.conflicts.len(),
             args.output.display()
         );
-        crate::results::sources::release(doc);
+        ttft_results::results::sources::release(doc);
         return Ok(Outcome::Findings);
     }
-    let written =
-        crate::store::write_atomic_with(&args.output, |w| canonical::write_with_texts(&doc, &texts, w));
-    if written.is_err() && crate::store::interrupted() {
+    let written = ttft_results::store::write_atomic_with(&args.output, |w| {
+        canonical::write_with_texts(&doc, &texts, w)
+    });
+    if written.is_err() && ttft_results::store::interrupted() {
         eprintln!("interrupted by a signal: nothing was written to {}", args.output.display());
         return Ok(Outcome::Interrupted);
     }
@@ -110,7 +111,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
     // The output path alone on stdout, for scripts (the completeness table of --expect follows).
     output::println(&args.output.display().to_string()).map_err(|e| Failure::io(format!("stdout: {e}")))?;
     let code = check_expectation(args, &doc, expectation);
-    crate::results::sources::release(doc);
+    ttft_results::results::sources::release(doc);
     code
 }
 

@@ -27,9 +27,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Number, Value, json};
 
-use crate::results::canonical::{Conflict, ConflictValue};
-use crate::results::run_meta::{RunMetaView, ThermalView};
-use crate::results::sources::{Source, SourceKind};
+use ttft_results::results::canonical::{Conflict, ConflictValue};
+use ttft_results::results::run_meta::{RunMetaView, ThermalView};
+use ttft_results::results::sources::{Source, SourceKind};
 
 /// (setting, value) pairs one metadata document states.
 pub fn settings(meta: &RunMetaView) -> Vec<(&'static str, String)> {
@@ -63,7 +63,7 @@ pub fn settings(meta: &RunMetaView) -> Vec<(&'static str, String)> {
             });
             put("thermal_tolerance", tolerance);
             match config.and_then(|c| c.server_cmd.as_deref()) {
-                Some(cmd) => put("server_command", Some(crate::secrets::redact_command(cmd))),
+                Some(cmd) => put("server_command", Some(ttft_model::secrets::redact_command(cmd))),
                 None => {
                     put("server_url", config.and_then(|c| c.server.as_deref()).map(redact_url));
                     // Stated so that a run of a server bench started never pools with one of a
@@ -118,7 +118,7 @@ pub const NO_SERVER_COMMAND: &str = "none (measured a running server: --server U
 
 /// A URL as it may be printed: without user or password.
 fn redact_url(url: &str) -> String {
-    crate::secrets::redact(&crate::secrets::redact_url(url))
+    ttft_model::secrets::redact(&ttft_model::secrets::redact_url(url))
 }
 
 /// A JSON value as a setting's text: strings as they are, anything else as JSON; null states nothing.
@@ -235,7 +235,7 @@ pub fn pooled(sources: &[&Source]) -> Vec<String> {
     for source in sources {
         let path = source.path.display().to_string();
         if source.run_meta.is_empty() {
-            let ids: BTreeSet<&str> = source.records.iter().map(crate::record::Record::run_id).collect();
+            let ids: BTreeSet<&str> = source.records.iter().map(ttft_model::record::Record::run_id).collect();
             out.extend(ids.into_iter().map(|id| format!("{id} ({path}: server not stated)")));
             continue;
         }

@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Nonces, Prompt, document};
-use crate::client::{ChatRequest, Client, Message};
-use crate::record::ErrorKind;
 use crate::server;
+use ttft_client::{ChatRequest, Client, Message};
+use ttft_model::record::ErrorKind;
 
 /// Why a prompt could not be sized. `kind` says what a record of the failure is: the server
 /// gone or too slow (connect, timeout), or the prompt itself (prompt_size).
@@ -55,7 +55,7 @@ pub enum SizingMethod {
 
 /// Allowed distance from nominal: the one tolerance quality and verify judge by.
 pub fn tolerance_tokens(nominal: u32) -> u64 {
-    crate::quality::input_tokens_tolerance(u64::from(nominal)).floor() as u64
+    ttft_results::quality::input_tokens_tolerance(u64::from(nominal)).floor() as u64
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -4,7 +4,7 @@
 //! same words, so a prompt can be rebuilt exactly, and the text has the statistics of prose (so a
 //! tokenizer spends ~1.3 tokens a word, like real documents, not 1 token a letter).
 
-use crate::stats::Rng;
+use ttft_model::stats::Rng;
 
 fn pick<'a>(rng: &mut Rng, items: &[&'a str]) -> &'a str {
     items[rng.below(items.len())]

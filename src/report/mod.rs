@@ -30,12 +30,12 @@ use crate::cli::{ReportArgs, ReportFormat as Format};
 use crate::config::report::{Destination, ReportSettings};
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::record::{
+use ttft_model::record::{
     self, CacheState, CellKey, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord,
 };
-use crate::results::sources::{self, Detail, Source};
-use crate::results::{batch, combine};
-use crate::stats::{self, Ratio, Summary};
+use ttft_model::stats::{self, Ratio, Summary};
+use ttft_results::results::sources::{self, Detail, Source};
+use ttft_results::results::{batch, combine};
 
 /// A report's cell: a matrix point with its runs pooled. Its identity is the record's `CellKey`
 /// without the run (`CellId::of`, which takes the key apart field by field, so a field added to the
@@ -197,7 +197,7 @@ impl CellSamples {
                 let physics = m.physics.as_ref();
                 self.ceiling.extend(sample(physics.and_then(|p| p.decode_ceiling_tps)));
                 let prefill_ceiling = physics.and_then(|p| p.prefill_ceiling_tps).filter(|c| *c > 0.0);
-                let floor = crate::physics::computed_prompt_tokens(m)
+                let floor = ttft_results::physics::computed_prompt_tokens(m)
                     .zip(prefill_ceiling)
                     .map(|(tokens, tps)| tokens as f64 * 1000.0 / tps);
                 self.ttft_floor.extend(sample(floor));
@@ -513,7 +513,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     }
     // What other tools' files cannot tell (docs/import.md), once per kind of import.
     let mut imported = BTreeMap::<&str, usize>::new();
-    for reason in combined.records.iter().filter_map(crate::results::import::imported_reason) {
+    for reason in combined.records.iter().filter_map(ttft_results::results::import::imported_reason) {
         *imported.entry(reason).or_default() += 1;
     }
     for (reason, n) in imported {
@@ -538,7 +538,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     };
     match &settings.destination {
         Destination::File(path) => {
-            crate::store::write_atomic(path, out.as_bytes()).map_err(|e| Failure::io(e.to_string()))?;
+            ttft_results::store::write_atomic(path, out.as_bytes())
+                .map_err(|e| Failure::io(e.to_string()))?;
             eprintln!("wrote {}", path.display());
             // The output path alone on stdout, for scripts.
             output::println(&path.display().to_string())?;

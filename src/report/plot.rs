@@ -19,9 +19,9 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::CellStats;
-use crate::record::{CacheState, Mode, Scenario};
-use crate::stats::Summary;
 use crate::ticks;
+use ttft_model::record::{CacheState, Mode, Scenario};
+use ttft_model::stats::Summary;
 
 type Res<T> = Result<T, PlotError>;
 
@@ -35,7 +35,7 @@ pub enum PlotError {
     #[error("cannot create the directory: {0}")]
     Dir(#[from] std::io::Error),
     #[error(transparent)]
-    Write(#[from] crate::store::WriteError),
+    Write(#[from] ttft_results::store::WriteError),
 }
 
 fn err<E: std::fmt::Display>(e: E) -> PlotError {
@@ -105,7 +105,7 @@ pub fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
     let mut written = Vec::new();
     for plot in render_all(cells)? {
         let path = dir.join(&plot.file_name);
-        crate::store::write_atomic(&path, plot.svg.as_bytes())?;
+        ttft_results::store::write_atomic(&path, plot.svg.as_bytes())?;
         written.push(path);
     }
     Ok(written)
@@ -401,7 +401,7 @@ fn staggered_plot(model: &str, cells: &[&CellStats]) -> Res<Option<String>> {
 mod tests {
     use super::*;
     use crate::report::CellId;
-    use crate::stats::summarize;
+    use ttft_model::stats::summarize;
 
     fn cell(context_tokens: u32, ttft: &[f64]) -> CellStats {
         CellStats {

@@ -2,7 +2,7 @@
 
 use super::{CellId, CellStats, QUANTILE_METHOD};
 use crate::output::{TableStyle, table, table_text};
-use crate::stats::{self, Summary};
+use ttft_model::stats::{self, Summary};
 
 pub use crate::output::short;
 

@@ -13,8 +13,8 @@ use futures_util::future::join_all;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::record::QualityCode;
-use crate::record::{
+use ttft_model::record::QualityCode;
+use ttft_model::record::{
     CellKey, ErrorInfo, ErrorKind, GroupRecord, Measurement, Record, SCHEMA_VERSION, Scenario,
     StaggeredRecord,
 };
@@ -90,7 +90,10 @@ pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Mea
         run_id: run_id.to_string(),
         cell: cell.clone(),
         group_id: group_id.to_string(),
-        started_at: records.first().map(|m| m.started_at.clone()).unwrap_or_else(crate::clock::now_rfc3339),
+        started_at: records
+            .first()
+            .map(|m| m.started_at.clone())
+            .unwrap_or_else(ttft_model::clock::now_rfc3339),
         wall_ms,
         system_tps: (wall_ms > 0.0 && total_output_tokens > 0)
             .then(|| total_output_tokens as f64 / (wall_ms / 1000.0)),
@@ -115,7 +118,7 @@ pub async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),
         cell: cell.clone(),
-        started_at: crate::clock::now_rfc3339(),
+        started_at: ttft_model::clock::now_rfc3339(),
         ..Default::default()
     };
     let batched = cell.scenario == Scenario::StaggeredBatched;
@@ -194,7 +197,7 @@ pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measuremen
         (Some(ae), Some(be)) => Some(ae.max(arrival_ms + be)),
         _ => None,
     };
-    let overlap = crate::quality::staggered_overlap(Some(arrival_ms), a.e2e_ms, b.e2e_ms);
+    let overlap = ttft_results::quality::staggered_overlap(Some(arrival_ms), a.e2e_ms, b.e2e_ms);
     rec.overlapped = overlap.map(|(o, _)| o);
     rec.overlap_ms = overlap.map(|(_, ms)| ms);
     rec.user_a_output_tokens = a.output_tokens;
@@ -205,8 +208,8 @@ pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measuremen
         (Some(x), Some(y), Some(w)) if w > 0.0 => Some((x + y) as f64 / (w / 1000.0)),
         _ => None,
     };
-    rec.user_a_cache = Some(crate::record::UserCache::of(a));
-    rec.user_b_cache = Some(crate::record::UserCache::of(b));
+    rec.user_a_cache = Some(ttft_model::record::UserCache::of(a));
+    rec.user_b_cache = Some(ttft_model::record::UserCache::of(b));
     rec.quality_flags = a
         .quality_flags
         .iter()
@@ -217,7 +220,7 @@ pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measuremen
     rec.error = a.error.clone().or_else(|| b.error.clone());
 }
 
-fn tag(flag: &crate::record::QualityFlag, user: &str) -> crate::record::QualityFlag {
+fn tag(flag: &ttft_model::record::QualityFlag, user: &str) -> ttft_model::record::QualityFlag {
     let mut f = flag.clone();
     f.reason = format!("{user}: {}", f.reason);
     f

@@ -15,11 +15,11 @@ use crate::exit::Failure;
 use crate::measuring::harness_time::Part;
 use crate::measuring::{Journal, RunContext, lifecycle, measure, setup};
 use crate::meta::Forecast;
-use crate::plan::lifecycle_key;
 use crate::progress::Progress;
-use crate::record::{CellKey, ErrorKind, Mode, Record, Scenario};
-use crate::store::{self, RecordWriter, TornTail};
 use crate::supervise::Supervisor;
+use ttft_model::record::{CellKey, ErrorKind, Mode, Record, Scenario};
+use ttft_results::plan::lifecycle_key;
+use ttft_results::store::{self, RecordWriter, TornTail};
 
 /// Cells in a row without any answer from the server after which it is taken for gone.
 pub const UNANSWERED_CELLS: usize = 3;
@@ -107,7 +107,7 @@ impl AutoRuns {
     /// Where point `p` stands; settled when its interval meets the target.
     fn judge(&mut self, p: &CellKey) -> crate::meta::AutoRunsCell {
         let (runs, values) = self.points.get(p).cloned().unwrap_or_default();
-        let s = crate::stats::summarize(&values);
+        let s = ttft_model::stats::summarize(&values);
         let share = match (s.median, s.median_ci_lo, s.median_ci_hi) {
             (Some(m), Some(lo), Some(hi)) if m > 0.0 => Some((m - lo).max(hi - m) / m),
             _ => None,
@@ -142,9 +142,9 @@ impl AutoRuns {
         if config.reuse_primes && lifecycle_key(cell).is_some() {
             return config.cache_states.iter().all(|&state| {
                 let scenario = match state {
-                    crate::record::CacheState::Cold => Scenario::Cold,
-                    crate::record::CacheState::Warm => Scenario::Warm,
-                    crate::record::CacheState::Hot => Scenario::Hot,
+                    ttft_model::record::CacheState::Cold => Scenario::Cold,
+                    ttft_model::record::CacheState::Warm => Scenario::Warm,
+                    ttft_model::record::CacheState::Hot => Scenario::Hot,
                 };
                 self.settled.contains(&CellKey { scenario, cache_state: state, ..cell.point() })
             });
@@ -400,7 +400,7 @@ async fn execute(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
 }
 
 /// The record of a cell whose global reset failed: nothing was measured.
-fn failed_cell(ctx: &RunContext, cell: &CellKey, error: crate::record::ErrorInfo) -> Record {
+fn failed_cell(ctx: &RunContext, cell: &CellKey, error: ttft_model::record::ErrorInfo) -> Record {
     let mut m = measure::blank(ctx, cell, 0, "");
     m.error = Some(error);
     Record::Measurement(Box::new(m))
@@ -445,7 +445,7 @@ pub fn completed(run_dir: &Path) -> Result<BTreeSet<CellKey>, Failure> {
             _ => {}
         }
     }
-    for b in crate::results::batch::batches(&records) {
+    for b in ttft_results::results::batch::batches(&records) {
         if b.is_good() {
             good.insert(b.cell.clone());
         }
@@ -479,7 +479,7 @@ fn summary(records: &[Record]) -> String {
         }
     }
     let mut text = parts.join("; ");
-    let failed_gate = |m: &crate::record::Measurement| !m.quality_ok && m.error.is_none();
+    let failed_gate = |m: &ttft_model::record::Measurement| !m.quality_ok && m.error.is_none();
     if records.iter().any(|r| matches!(r, Record::Measurement(m) if failed_gate(m))) {
         let flags: BTreeSet<&str> = records
             .iter()

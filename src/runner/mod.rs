@@ -88,7 +88,7 @@ async fn work(
     let mut cells = cells::CellLoop::new(&ctx, gate, &journal, &progress, done, rates)?;
     cells.supervisor = supervisor;
     cells.live = live;
-    let (started, reads) = (std::time::Instant::now(), crate::client::read_counts());
+    let (started, reads) = (std::time::Instant::now(), ttft_client::read_counts());
     let stop = cells.run().await?;
     let took = started.elapsed();
     let harness = ctx.harness.summary(took);
@@ -114,7 +114,7 @@ fn close(ended: drive::Ended<CellLoopEnd>, journal: &Journal, quiet: bool) -> an
     let finished = matches!(ended, Ended::Done(CellLoopEnd { stop: Stop::Finished, .. }));
     let status = if finished { RunStatus::Complete } else { RunStatus::Interrupted };
     let written = journal.update(|m| {
-        m.ended_at = Some(crate::clock::now_rfc3339());
+        m.ended_at = Some(ttft_model::clock::now_rfc3339());
         m.status = status;
     });
     let dir = journal.dir().display();

@@ -104,7 +104,7 @@ impl Supervisor {
         note: &(dyn Fn(&str) + Sync),
     ) -> Result<Supervisor, Failure> {
         // Its secrets are known before its stderr is read or any message quotes it.
-        let shown = crate::secrets::redact_command(template);
+        let shown = ttft_model::secrets::redact_command(template);
         if !template.contains("{port}") {
             return Err(Failure::usage(format!(
                 "--server-cmd {shown:?}: must contain {{port}}, where bench puts the port it picked"
@@ -156,7 +156,7 @@ impl Supervisor {
         let signal = None;
         let stderr_tail = self.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
         Some(ServerCrash {
-            at: crate::clock::now_rfc3339(),
+            at: ttft_model::clock::now_rfc3339(),
             exit_code: status.code(),
             signal,
             in_flight: in_flight.to_string(),
@@ -204,11 +204,11 @@ impl Supervisor {
 
     /// The command as shown: its secrets masked.
     fn shown(&self) -> String {
-        crate::secrets::redact_command(&self.command())
+        ttft_model::secrets::redact_command(&self.command())
     }
 
     async fn wait_healthy(&mut self, note: &(dyn Fn(&str) + Sync)) -> Result<(), Failure> {
-        let http = crate::client::default_http()?;
+        let http = ttft_client::default_http()?;
         let started = tokio::time::Instant::now();
         let deadline = started + self.start_timeout;
         let mut next_note = started;
@@ -451,7 +451,7 @@ fn spawn_with(
     let mut child = cmd.spawn().map_err(|e| {
         Failure::usage(format!(
             "--server-cmd {:?}: cannot start: {e}",
-            crate::secrets::redact_command(command)
+            ttft_model::secrets::redact_command(command)
         ))
     })?;
     let reader = child.stderr.take().map(|stderr| {
@@ -463,7 +463,7 @@ fn spawn_with(
                     if t.len() == STDERR_TAIL_LINES {
                         t.pop_front();
                     }
-                    t.push_back(crate::secrets::redact(&line));
+                    t.push_back(ttft_model::secrets::redact(&line));
                 }
             }
         })

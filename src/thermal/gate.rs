@@ -5,8 +5,8 @@ use std::future::Future;
 use tokio::time::{Duration, Instant};
 
 use crate::config::ThermalPolicy;
-use crate::record::PolicyKind;
-use crate::record::ThermalRecord;
+use ttft_model::record::PolicyKind;
+use ttft_model::record::ThermalRecord;
 
 /// Seconds between probes once the minimum cooldown has passed (the origin used 5 s).
 pub const PROBE_INTERVAL_S: f64 = 5.0;
@@ -14,7 +14,7 @@ pub const PROBE_INTERVAL_S: f64 = 5.0;
 /// Median of the baseline probes (the gate takes 3); None when no probe succeeded. Failed
 /// (non-finite or non-positive) probes are left out rather than dragging the median down.
 pub fn baseline(probes: &[f64]) -> Option<f64> {
-    crate::stats::median(&probes.iter().copied().filter(|p| *p > 0.0).collect::<Vec<f64>>())
+    ttft_model::stats::median(&probes.iter().copied().filter(|p| *p > 0.0).collect::<Vec<f64>>())
 }
 
 /// The probe rate that counts as recovered.

@@ -19,7 +19,7 @@ pub fn host_snapshot() -> Value {
             temps.insert(c.label().to_string(), json!(t));
         }
     }
-    let mut out = json!({ "taken_at": crate::clock::now_rfc3339(), "components_c": temps });
+    let mut out = json!({ "taken_at": ttft_model::clock::now_rfc3339(), "components_c": temps });
     if let Some(gpus) = nvidia_smi() {
         out["gpus"] = Value::Array(gpus);
     }

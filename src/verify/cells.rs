@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use super::finding::Finding;
 use super::rule::{RuleContext, RuleId};
-use crate::physics;
-use crate::quality;
-use crate::record::{CacheState, CellKey, Mode, Record, Scenario};
-use crate::results::batch;
-use crate::stats;
+use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
+use ttft_model::stats;
+use ttft_results::physics;
+use ttft_results::quality;
+use ttft_results::results::batch;
 
 /// TTFTs per cache state of one cell (same model, mode, context, batch size; all runs).
 #[derive(Default)]
@@ -238,7 +238,7 @@ pub fn hardware_mismatch(ctx: &RuleContext, _records: &[Record], out: &mut Vec<F
 /// run pasted in as new runs. Each copy after the first is named with the record it repeats.
 /// A soak repeats its prompts on purpose; imported records carry no nonce.
 pub fn nonce_reused(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
-    let mut first: BTreeMap<(&str, CacheState), &crate::record::Measurement> = BTreeMap::new();
+    let mut first: BTreeMap<(&str, CacheState), &ttft_model::record::Measurement> = BTreeMap::new();
     for r in records {
         let Record::Measurement(m) = r else { continue };
         if m.nonce.is_empty() || m.cell.scenario == Scenario::Soak {

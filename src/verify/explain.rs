@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use super::finding::Finding;
 use super::rule::{RuleContext, RuleId};
-use crate::physics;
-use crate::record::QualityCode;
-use crate::record::{CacheState, Measurement, PageCache, Record};
+use ttft_model::record::QualityCode;
+use ttft_model::record::{CacheState, Measurement, PageCache, Record};
+use ttft_results::physics;
 
 /// Whether the record was flagged `stream_burst` when it was measured.
 pub fn is_burst(m: &Measurement) -> bool {

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::rule::{RuleId, Severity};
-use crate::record::CellKey;
+use ttft_model::record::CellKey;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Finding {

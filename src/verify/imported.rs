@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::finding::Finding;
 use super::rule::{RuleContext, RuleId};
-use crate::record::Record;
-use crate::results::import::imported_reason;
+use ttft_model::record::Record;
+use ttft_results::results::import::imported_reason;
 
 pub fn imported_unknowns(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();

@@ -4,9 +4,9 @@
 
 use serde::Deserialize;
 
-use crate::physics::{self, Hardware, ModelProfile, Profile, hardware};
-use crate::results::run_meta::PhysicsView;
-use crate::results::sources::Source;
+use ttft_results::physics::{self, Hardware, ModelProfile, Profile, hardware};
+use ttft_results::results::run_meta::PhysicsView;
+use ttft_results::results::sources::Source;
 
 /// The physics of one input.
 pub struct InputPhysics {
@@ -86,7 +86,7 @@ pub fn resolve(
         }
     });
     let run_json_hardware = meta_hw.filter(|_| flag_hw.is_some()).map(|m| m.name);
-    let stated = |m: &crate::results::run_meta::SourceMeta| {
+    let stated = |m: &ttft_results::results::run_meta::SourceMeta| {
         (m.view.physics_inputs().cloned(), m.view.recorded_model().cloned())
     };
     let physics_stated: Vec<_> = src.run_meta.iter().map(stated).collect();

@@ -39,13 +39,13 @@ use crate::cli::{VerifyArgs, VerifyFormat as Format};
 pub use crate::config::verify::VerifySettings;
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::physics::{Hardware, ModelProfile};
-use crate::results::sources::{self, Detail, Source};
 pub use finding::Finding;
 use rule::{Input, RuleContext};
 pub use rule::{RuleId, Severity};
 use table::Check;
 pub use table::RULES;
+use ttft_results::physics::{Hardware, ModelProfile};
+use ttft_results::results::sources::{self, Detail, Source};
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
     if args.list_rules {

@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 
 use super::finding::Finding;
 use super::rule::{Input, RuleId};
-use crate::record::{CellKey, Record};
-use crate::stats;
+use ttft_model::record::{CellKey, Record};
+use ttft_model::stats;
 
 /// Fewest runs a cell must have before a run of measurements can be judged against the others.
 pub const MIN_RUNS: usize = 4;
@@ -274,8 +274,11 @@ fn single_records(inputs: &[Input], out: &mut Vec<Finding>) {
         let Some(worst) = record_hits.iter().max_by(|a, b| a.z.total_cmp(&b.z)) else { continue };
         let also: Vec<&str> =
             record_hits.iter().filter(|h| h.metric != worst.metric).map(|h| h.metric).collect();
-        let what =
-            if cell.scenario == crate::record::Scenario::Concurrent { "batch" } else { "staggered pair" };
+        let what = if cell.scenario == ttft_model::record::Scenario::Concurrent {
+            "batch"
+        } else {
+            "staggered pair"
+        };
         let few = if worst.others < MIN_SPREAD_SIBLINGS {
             format!(
                 "; {} others give no estimate of a spread, so it counts only at {FEW_SIBLINGS_FACTOR}x off",
@@ -302,7 +305,7 @@ fn single_records(inputs: &[Input], out: &mut Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{CacheState, GroupRecord, Measurement, Scenario};
+    use ttft_model::record::{CacheState, GroupRecord, Measurement, Scenario};
 
     fn runs(ttfts: &[f64]) -> Vec<Record> {
         let mut out = Vec::new();

@@ -23,10 +23,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::finding::Finding;
 use super::rule::RuleId;
-use crate::record::{CellKey, GroupRecord, Measurement, Record, StaggeredRecord};
-use crate::results::batch::{batches, in_batch};
-use crate::results::run_meta::{RunMetaView, SourceMeta};
-use crate::results::sources::Source;
+use ttft_model::record::{CellKey, GroupRecord, Measurement, Record, StaggeredRecord};
+use ttft_results::results::batch::{batches, in_batch};
+use ttft_results::results::run_meta::{RunMetaView, SourceMeta};
+use ttft_results::results::sources::Source;
 
 /// What makes two records the same slot: a single record, or a whole batch.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -6,12 +6,12 @@
 use super::finding::Finding;
 use super::inputs::StoredCeilings;
 use super::rule::{RuleContext, RuleId};
-use crate::physics;
-use crate::quality::{self, PromptTokens};
-use crate::record::PolicyKind;
-use crate::record::{CacheState, Measurement, Mode, QualityCode, Record, Scenario, StaggeredRecord};
-use crate::results::sources::Source;
-use crate::results::text::Text;
+use ttft_model::record::PolicyKind;
+use ttft_model::record::{CacheState, Measurement, Mode, QualityCode, Record, Scenario, StaggeredRecord};
+use ttft_results::physics;
+use ttft_results::quality::{self, PromptTokens};
+use ttft_results::results::sources::Source;
+use ttft_results::results::text::Text;
 
 /// The measurement a rule may judge: no error (a failed request carries no numbers; merge re-runs
 /// it) and not an imported origin batch stand-in (the origin kept only batch totals, which live in
@@ -24,7 +24,7 @@ fn judged(rec: &Record) -> Option<&Measurement> {
 }
 
 fn is_stand_in(m: &Measurement) -> bool {
-    m.quality_flags.iter().any(|f| f.flag == crate::results::origin::BATCH_AGGREGATE_FLAG)
+    m.quality_flags.iter().any(|f| f.flag == ttft_results::results::origin::BATCH_AGGREGATE_FLAG)
 }
 
 fn finding(ctx: &RuleContext, m: &Measurement, rule: RuleId, message: String) -> Finding {
@@ -168,7 +168,7 @@ fn derived_cache_verdict(m: &Measurement) -> Option<bool> {
 }
 
 /// A staggered pair's users that measured something, with their cache evidence: (name, evidence).
-fn staggered_users(rec: &Record) -> Vec<(&'static str, &StaggeredRecord, &crate::record::UserCache)> {
+fn staggered_users(rec: &Record) -> Vec<(&'static str, &StaggeredRecord, &ttft_model::record::UserCache)> {
     let Record::Staggered(s) = rec else { return Vec::new() };
     if s.error.is_some() || s.cell.scenario == Scenario::Soak {
         return Vec::new();
@@ -181,7 +181,7 @@ fn staggered_users(rec: &Record) -> Vec<(&'static str, &StaggeredRecord, &crate:
 
 /// A staggered user's cache verdict from its own evidence, as `derived_cache_verdict` gives a
 /// measurement's.
-fn derived_user_verdict(s: &StaggeredRecord, c: &crate::record::UserCache) -> Option<bool> {
+fn derived_user_verdict(s: &StaggeredRecord, c: &ttft_model::record::UserCache) -> Option<bool> {
     match &c.cache_evidence {
         Some(e) => quality::cache_state_verdict(s.cell.cache_state, Some(e), c.input_tokens),
         None => c.cache_state_confirmed.filter(|c| !c),
@@ -473,7 +473,8 @@ pub fn burst_unflagged(ctx: &RuleContext, src: &Source, out: &mut Vec<Finding>) 
             None => None,
             Some(text) => {
                 buf.clear();
-                match text.append_to(&mut buf).ok().and_then(|_| crate::store::parse_record(&buf).ok()) {
+                match text.append_to(&mut buf).ok().and_then(|_| ttft_results::store::parse_record(&buf).ok())
+                {
                     Some(Record::Measurement(whole)) => Some(whole),
                     _ => continue,
                 }

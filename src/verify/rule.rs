@@ -9,8 +9,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::inputs::StoredCeilings;
-use crate::physics::{Hardware, ModelProfile, Profile};
-use crate::record::Record;
+use ttft_model::record::Record;
+use ttft_results::physics::{Hardware, ModelProfile, Profile};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]

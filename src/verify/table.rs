@@ -7,8 +7,8 @@
 use super::finding::Finding;
 use super::rule::{Input, RuleContext, RuleId, Severity};
 use super::{cells, explain, imported, outlier, provenance, records};
-use crate::record::Record;
-use crate::results::sources::Source;
+use ttft_model::record::Record;
+use ttft_results::results::sources::Source;
 
 /// Where a rule looks and the function that checks it.
 #[derive(Clone, Copy)]

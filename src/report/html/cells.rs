@@ -26,7 +26,7 @@ pub struct Attached<'a> {
 pub fn attach<'a>(findings: &'a [Finding], cells: &[CellStats]) -> Attached<'a> {
     let index: BTreeMap<&CellId, usize> = cells.iter().enumerate().map(|(i, c)| (&c.id, i)).collect();
     // A load level is known by its runs: a finding names a record's key and run, not its level.
-    let level_of = |key: &crate::record::CellKey| {
+    let level_of = |key: &ttft_model::record::CellKey| {
         let bare = CellId::of(key);
         cells.iter().position(|c| {
             c.id.is_load_level()

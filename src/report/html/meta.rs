@@ -17,9 +17,9 @@ use serde_json::Value;
 
 use super::Error;
 use super::page::thead;
-use crate::results::canonical::Conflict;
-use crate::results::run_meta::{RunMetaView, SourceMeta};
-use crate::results::sources::{Source, SourceKind};
+use ttft_results::results::canonical::Conflict;
+use ttft_results::results::run_meta::{RunMetaView, SourceMeta};
+use ttft_results::results::sources::{Source, SourceKind};
 
 /// A highlight: its label, and where it is (the first pointer present wins; `All` joins them).
 enum Pick {

@@ -25,8 +25,8 @@ use maud::{Markup, html};
 use self::meta::ConflictSet;
 use super::CellStats;
 use crate::exit::Failure;
-use crate::results::sources::Source;
 use crate::verify;
+use ttft_results::results::sources::Source;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
