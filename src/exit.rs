@@ -126,10 +126,24 @@ impl From<ttft_client::SetupError> for Failure {
     }
 }
 
-/// A hardware or model description that cannot be used came from a flag or a file the user gave.
+/// A hardware or model description that cannot be used came from a flag or a file the user gave:
+/// the message names each input by the flag that gives it (the physics crate knows no flags).
 impl From<ttft_results::physics::PhysicsError> for Failure {
     fn from(e: ttft_results::physics::PhysicsError) -> Failure {
-        Failure::Usage(e.to_string())
+        Failure::Usage(e.describe(&physics_flag))
+    }
+}
+
+/// The flag that gives each physics input (`bench sweep`, `load`, `soak` and `verify` alike).
+fn physics_flag(input: ttft_results::physics::PhysicsInput) -> &'static str {
+    use ttft_results::physics::PhysicsInput;
+    match input {
+        PhysicsInput::Hardware => "--hardware",
+        PhysicsInput::BandwidthGbps => "--bandwidth-gbps",
+        PhysicsInput::Tflops => "--tflops",
+        PhysicsInput::ModelFile => "--model-file",
+        PhysicsInput::ModelBytes => "--model-bytes",
+        PhysicsInput::Params => "--params",
     }
 }
 
