@@ -159,18 +159,9 @@ fn gb(bytes: f64) -> String {
 
 /// Bytes free for an unprivileged writer on the filesystem holding `dir`.
 pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is a NUL-terminated string alive for the call; `stat` is a valid, writable
-    // statvfs the call fills.
-    let rc = unsafe { libc::statvfs(path.as_ptr(), &mut stat) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let stat = nix::sys::statvfs::statvfs(dir)?;
     #[allow(clippy::useless_conversion)] // the fields' widths differ between platforms
-    Ok(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
+    Ok(u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size())))
 }
 
 /// Whether the save directory can hold the largest warm cell; the error names the directory, what
