@@ -9,18 +9,18 @@
 /// Everything asked for was done and nothing was found wrong.
 pub const SUCCESS: u8 = 0;
 /// Done, but with findings: verify errors, failed measurements in a sweep, an incomplete merge.
-pub const FINDINGS: u8 = 1;
+pub(crate) const FINDINGS: u8 = 1;
 /// Unusable input: bad flags, unreadable or malformed files. Nothing was measured or written.
-pub const USAGE: u8 = 2;
+pub(crate) const USAGE: u8 = 2;
 /// The server could not be reached or stopped answering: before the first cell (nothing measured),
 /// or mid-sweep (every record measured so far is kept; `--resume` finishes).
-pub const SERVER: u8 = 3;
+pub(crate) const SERVER: u8 = 3;
 /// Results could not be written (disk full, permissions).
-pub const IO: u8 = 4;
+pub(crate) const IO: u8 = 4;
 /// An unexpected failure inside bench itself (a bug: please report it with the message).
-pub const INTERNAL: u8 = 5;
+pub(crate) const INTERNAL: u8 = 5;
 /// Interrupted (Ctrl-C / SIGTERM); every record measured so far is on disk.
-pub const INTERRUPTED: u8 = 130;
+pub(crate) const INTERRUPTED: u8 = 130;
 
 /// How a verb ended that ran to an end of its own: what it returns instead of an exit code, so
 /// that `main` holds the only map from outcomes and failures to codes.
@@ -38,7 +38,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// `Findings` when `found`, else `Clean`.
-    pub fn findings_if(found: bool) -> Outcome {
+    pub(crate) fn findings_if(found: bool) -> Outcome {
         if found { Outcome::Findings } else { Outcome::Clean }
     }
 
@@ -97,7 +97,7 @@ impl Failure {
 /// on: `main` maps it to its exit code without printing it again.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Reported(pub Failure);
+pub(crate) struct Reported(pub Failure);
 
 /// The exit code of an error that reached `main`: a `Failure` says its own; anything else is a
 /// failure nobody planned for, which is not the user's bad input.

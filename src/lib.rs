@@ -6,6 +6,11 @@
 //! that points up: ttft-model (the record model and leaves), ttft-results (result files, physics,
 //! quality) and ttft-client (the transport). Code names them directly (`ttft_model::record`), so
 //! a path says which crate it reaches into; src/layers.rs orders the modules of all of them.
+//!
+//! Visibility says what is API: an item is `pub` only when the binaries, tests or benchmarks use
+//! it; everything else is `pub(crate)`, and `unreachable_pub` keeps it that way.
+
+#![warn(unreachable_pub)]
 
 pub mod cli;
 pub mod command;
@@ -15,7 +20,8 @@ pub(crate) mod cost;
 pub(crate) mod dataset;
 pub(crate) mod detect;
 pub mod exit;
-pub mod layers;
+#[cfg(test)]
+mod layers;
 pub(crate) mod live;
 pub mod load;
 pub(crate) mod measuring;

@@ -14,9 +14,9 @@ use crate::supervise::ServerCrash;
 use ttft_model::record::CacheState;
 use ttft_results::results::run_meta as view;
 
-pub const HARNESS_NAME: &str = "ttft-bench";
-pub const HARNESS_VERSION: &str = env!("CARGO_PKG_VERSION");
-pub const HARNESS_GIT_SHA: &str = env!("TTFT_BENCH_GIT_SHA");
+pub(crate) const HARNESS_NAME: &str = "ttft-bench";
+pub(crate) const HARNESS_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const HARNESS_GIT_SHA: &str = env!("TTFT_BENCH_GIT_SHA");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -142,7 +142,7 @@ pub struct ArrivalStamps {
 
 impl ArrivalStamps {
     /// What the direct path's read counters say happened since they read `before`.
-    pub fn since(before: ttft_client::ReadCounts) -> ArrivalStamps {
+    pub(crate) fn since(before: ttft_client::ReadCounts) -> ArrivalStamps {
         let reads = ttft_client::read_counts().since(before);
         let direct = reads.kernel_stamped + reads.stamped_on_return > 0;
         ArrivalStamps {

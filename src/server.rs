@@ -69,7 +69,7 @@ fn redact(text: impl AsRef<str>) -> String {
 /// the JSON answer (Null when the body is empty, e.g. 204). Non-2xx is `CallError::Status`.
 /// Sent again only when the connection could not be opened (the server never saw it), so a
 /// non-idempotent preset action is never repeated.
-pub async fn call(
+pub(crate) async fn call(
     client: &Client,
     method: reqwest::Method,
     path: &str,
@@ -80,7 +80,7 @@ pub async fn call(
 }
 
 /// `call` with its own timeout (preflight).
-pub async fn call_within(
+pub(crate) async fn call_within(
     client: &Client,
     timeout: Duration,
     method: reqwest::Method,
@@ -154,7 +154,7 @@ pub async fn get_json(client: &Client, path: &str) -> Result<Value, CallError> {
 }
 
 /// A GET of preflight: within `Client::preflight_timeout`.
-pub async fn preflight_get(client: &Client, path: &str) -> Result<Value, CallError> {
+pub(crate) async fn preflight_get(client: &Client, path: &str) -> Result<Value, CallError> {
     call_within(client, client.preflight_timeout(), reqwest::Method::GET, path, None, &[]).await
 }
 
@@ -163,6 +163,6 @@ pub async fn post_json(client: &Client, path: &str, body: &Value) -> Result<Valu
 }
 
 /// The first model id of an OpenAI-style `/v1/models` answer.
-pub fn first_model_id(models: &Value) -> Option<String> {
+pub(crate) fn first_model_id(models: &Value) -> Option<String> {
     models.get("data")?.as_array()?.first()?.get("id")?.as_str().map(str::to_string)
 }

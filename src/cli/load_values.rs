@@ -68,7 +68,7 @@ pub struct OfferedRates(pub Vec<Rate>);
 
 impl OfferedRates {
     /// `--rates auto`.
-    pub fn is_auto(&self) -> bool {
+    pub(crate) fn is_auto(&self) -> bool {
         self.0.is_empty()
     }
 }
@@ -134,13 +134,13 @@ impl Mix {
     }
 
     /// Each state's share of arrivals (weights normalized to 1).
-    pub fn shares(&self) -> Vec<(CacheState, f64)> {
+    pub(crate) fn shares(&self) -> Vec<(CacheState, f64)> {
         let total: f64 = self.0.iter().map(|(_, w)| w).sum();
         self.0.iter().filter(|(_, w)| *w > 0.0).map(|(s, w)| (*s, w / total)).collect()
     }
 
     /// The state whose share covers `u` in [0, 1).
-    pub fn draw(&self, u: f64) -> CacheState {
+    pub(crate) fn draw(&self, u: f64) -> CacheState {
         let shares = self.shares();
         let mut acc = 0.0;
         for (state, share) in &shares {
@@ -234,7 +234,7 @@ impl fmt::Display for Slo {
 /// `bench load --warmup-duration`: a duration with its unit (`10s`, `500ms`; `0` is none). A bare
 /// number is refused, naming the unit: a bare `2` would silently have meant 2 seconds to someone
 /// who meant 2 requests (`bench sweep --warmup N`).
-pub fn warmup_span(text: &str) -> Result<ttft_model::spec::Span, String> {
+pub(crate) fn warmup_span(text: &str) -> Result<ttft_model::spec::Span, String> {
     let t = text.trim();
     if t.parse::<f64>().is_ok_and(|x| x != 0.0) {
         return Err(format!("{t:?} has no unit: the warm-up is a duration, e.g. --warmup-duration {t}s"));
@@ -244,7 +244,7 @@ pub fn warmup_span(text: &str) -> Result<ttft_model::spec::Span, String> {
 
 /// `bench load --warmup`, the old spelling of `--warmup-duration`: refused, naming the new flag with
 /// the value as it would be written there (a bare number read as seconds, as it used to be).
-pub fn renamed_warmup(text: &str) -> Result<ttft_model::spec::Span, String> {
+pub(crate) fn renamed_warmup(text: &str) -> Result<ttft_model::spec::Span, String> {
     let t = text.trim();
     let span = if t.parse::<f64>().is_ok() { format!("{t}s") } else { t.to_string() };
     Err(format!(
@@ -255,7 +255,7 @@ pub fn renamed_warmup(text: &str) -> Result<ttft_model::spec::Span, String> {
 
 /// `bench sweep --warmup`: a count of discarded requests. A duration (`10s`) is refused, naming
 /// the difference: a warm-up of a duration is `bench load`'s closed loop's.
-pub fn warmup_count(text: &str) -> Result<u32, String> {
+pub(crate) fn warmup_count(text: &str) -> Result<u32, String> {
     let t = text.trim();
     if let Ok(n) = t.parse::<u32>() {
         return Ok(n);

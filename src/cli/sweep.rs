@@ -186,7 +186,7 @@ impl SweepArgs {
     /// load, soak): never resumed, never sharded, no request bodies. Every field is named (no
     /// `..Default::default()`), so a setting added to the sweep is a compile error here until it is
     /// decided for those verbs too.
-    pub fn new_run(
+    pub(crate) fn new_run(
         connection: ConnectionArgs,
         measure: MeasureArgs,
         scenario: Option<PathBuf>,
@@ -210,7 +210,7 @@ impl MeasureArgs {
     /// states they choose (None: the sweep's default). Every setting only the sweep has is named
     /// here and left unset, so a new setting cannot silently be missed by load or soak: adding it
     /// to `MeasureArgs` fails to compile until this decides it (or it joins a group they flatten).
-    pub fn driven(
+    pub(crate) fn driven(
         target: TargetArgs,
         sizes: SizeArgs,
         workload: WorkloadArgs,

@@ -27,7 +27,7 @@ use ttft_results::results::batch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Reason {
+pub(crate) enum Reason {
     ServerCrash,
     Timeout,
     #[serde(rename = "http_5xx")]
@@ -42,7 +42,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 10] = [
+    pub(crate) const ALL: [Reason; 10] = [
         Reason::ServerCrash,
         Reason::Timeout,
         Reason::Http5xx,
@@ -55,7 +55,7 @@ impl Reason {
         Reason::OtherError,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Reason::ServerCrash => "server crash",
             Reason::Timeout => "timeout",
@@ -73,7 +73,7 @@ impl Reason {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     /// Every cell passed (and, with --expect, none is missing).
     Complete,
     /// Some cells failed or are missing, some are usable.
@@ -83,7 +83,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Status::Complete => "complete",
             Status::Partial => "partial",
@@ -93,7 +93,7 @@ impl Status {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct InputFailures {
+pub(crate) struct InputFailures {
     pub path: String,
     /// "base" or "candidate".
     pub role: &'static str,
@@ -119,7 +119,7 @@ pub struct InputFailures {
 
 impl InputFailures {
     /// Categories with a count, in `Reason::ALL` order.
-    pub fn nonzero(&self) -> Vec<(Reason, usize)> {
+    pub(crate) fn nonzero(&self) -> Vec<(Reason, usize)> {
         Reason::ALL
             .iter()
             .map(|r| (*r, self.reasons.get(r).copied().unwrap_or(0)))
@@ -163,7 +163,7 @@ fn crashes(meta: &Value) -> usize {
 
 /// Categorises the failures of one input (`records`: after merge's de-duplication; `samples`:
 /// report's cells of those records).
-pub fn classify(
+pub(crate) fn classify(
     path: &str,
     role: &'static str,
     run_meta: &[Value],

@@ -50,7 +50,7 @@ fn describe(label: &str, i: &InputInfo) -> String {
     )
 }
 
-pub fn text(report: &Report, markdown: bool) -> String {
+pub(crate) fn text(report: &Report, markdown: bool) -> String {
     let names = names(report);
     let base = names.first().cloned().unwrap_or_default();
     let mut out = describe(&label(0), &report.base);

@@ -8,14 +8,14 @@ use crate::exit::Failure;
 use ttft_results::physics::{self, Hardware, ModelProfile};
 
 /// `--min-warm-speedup`: warm at least this much faster than cold where physics cannot say more.
-pub const DEFAULT_MIN_WARM_SPEEDUP: f64 = 1.5;
+pub(crate) const DEFAULT_MIN_WARM_SPEEDUP: f64 = 1.5;
 /// `--storage-gbps`: deliberately modest (an H200 host's disk read its slot file at 1.44 GB/s), so
 /// a slower guess only makes "cache broken" harder to raise.
-pub const DEFAULT_STORAGE_GBPS: f64 = 2.0;
+pub(crate) const DEFAULT_STORAGE_GBPS: f64 = 2.0;
 
 /// What verify's rules judge with besides the records.
 #[derive(Clone, Debug, PartialEq)]
-pub struct VerifySettings {
+pub(crate) struct VerifySettings {
     pub min_warm_speedup: f64,
     pub storage_gbps: f64,
     /// The hardware the ceilings use, from the physics flags (None: each input's run.json).
@@ -37,7 +37,7 @@ impl Default for VerifySettings {
 
 impl VerifySettings {
     /// The settings `args` give, each bound checked against the flag that set it (exit 2).
-    pub fn from_args(args: &VerifyArgs) -> Result<VerifySettings, Failure> {
+    pub(crate) fn from_args(args: &VerifyArgs) -> Result<VerifySettings, Failure> {
         let defaults = VerifySettings::default();
         let min_warm_speedup = args.min_warm_speedup.unwrap_or(defaults.min_warm_speedup);
         let storage_gbps = args.storage_gbps.unwrap_or(defaults.storage_gbps);

@@ -30,7 +30,7 @@ struct Row {
 }
 
 #[derive(Default)]
-pub struct SweepBoard {
+pub(crate) struct SweepBoard {
     rows: BTreeMap<RowKey, Row>,
     records: usize,
     failed: usize,
@@ -38,7 +38,7 @@ pub struct SweepBoard {
 }
 
 impl SweepBoard {
-    pub fn new() -> SweepBoard {
+    pub(crate) fn new() -> SweepBoard {
         SweepBoard::default()
     }
 

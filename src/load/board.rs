@@ -12,7 +12,7 @@ use crate::cli::Slo;
 use crate::live::{self, Board, Event, Sheet, Step, Table};
 use ttft_model::record::{CacheState, Measurement, Record, Scenario};
 
-pub struct LoadBoard {
+pub(crate) struct LoadBoard {
     slo: Slo,
     states: Vec<CacheState>,
     steps: Vec<Step>,
@@ -26,7 +26,7 @@ pub struct LoadBoard {
 }
 
 impl LoadBoard {
-    pub fn new(slo: Slo, states: Vec<CacheState>) -> LoadBoard {
+    pub(crate) fn new(slo: Slo, states: Vec<CacheState>) -> LoadBoard {
         LoadBoard { slo, states, steps: Vec::new(), records: BTreeMap::new(), summaries: RefCell::default() }
     }
 

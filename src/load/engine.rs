@@ -101,11 +101,11 @@ pub enum Timer {
 }
 
 /// How long before an instant the precise timer hands over to the send task.
-pub const SPIN: Duration = Duration::from_micros(2_000);
+pub(crate) const SPIN: Duration = Duration::from_micros(2_000);
 
 impl Timer {
     /// The dispatcher's wait: until shortly before `due`.
-    pub async fn coarse(self, due: Instant) {
+    pub(crate) async fn coarse(self, due: Instant) {
         let until = match self {
             Timer::Tokio => due,
             Timer::Precise => due.checked_sub(SPIN).unwrap_or(due),
@@ -116,7 +116,7 @@ impl Timer {
     }
 
     /// The send task's wait: until `due` exactly.
-    pub async fn fine(self, due: Instant) {
+    pub(crate) async fn fine(self, due: Instant) {
         match self {
             Timer::Tokio => tokio::time::sleep_until(due).await,
             Timer::Precise => {

@@ -5,19 +5,17 @@
 //! fsync'd as it finishes; the summary (`summary`), a plot (`plot`) and the table come from the
 //! records. docs/load.md explains the method.
 
-pub mod board;
-pub mod closed;
+pub(crate) mod board;
+pub(crate) mod closed;
 pub mod engine;
 pub mod plot;
-pub mod prepare;
-pub mod run;
+pub(crate) mod prepare;
+pub(crate) mod run;
 pub mod schedule;
-pub mod search;
+pub(crate) mod search;
 pub mod summary;
 
 use std::sync::Arc;
-
-pub use summary::LoadSummary;
 
 use run::{End, LivePlan};
 
@@ -33,11 +31,11 @@ use ttft_model::spec::{Contexts, List};
 use ttft_results::store;
 
 /// The summary file in the run directory.
-pub const SUMMARY_FILE: &str = "load-summary.json";
+pub(crate) const SUMMARY_FILE: &str = "load-summary.json";
 /// The plot in the run directory: TTFT p50 and p99 against the offered rate.
-pub const PLOT_FILE: &str = "load-ttft-p99.svg";
+pub(crate) const PLOT_FILE: &str = "load-ttft-p99.svg";
 /// The closed loop's plot: output tokens/s against TTFT p50 and p99, a point per level.
-pub const CURVE_FILE: &str = "load-throughput-latency.svg";
+pub(crate) const CURVE_FILE: &str = "load-throughput-latency.svg";
 
 /// The load as the sweep's settings (its preflight, prompt sizing, presets and thermal gate), from
 /// the groups load shares with the sweep: streamed requests, the mix's cache states, one context.

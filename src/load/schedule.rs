@@ -11,7 +11,7 @@ use crate::meta::{Arrival, RateSchedule};
 use ttft_model::record::CacheState;
 use ttft_model::stats::Rng;
 
-pub use crate::config::load::MAX_ARRIVALS;
+pub(crate) use crate::config::load::MAX_ARRIVALS;
 
 /// A number in (0, 1]: 53 random bits, never 0 (its logarithm is taken).
 pub(super) fn unit_open(rng: &mut Rng) -> f64 {

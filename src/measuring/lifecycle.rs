@@ -27,7 +27,7 @@ use super::harness_time::Part;
 use super::measure::{self, Ready, Then};
 
 /// The session a lifecycle runs on, and what it has been through.
-pub struct Lifecycle {
+pub(crate) struct Lifecycle {
     key: (String, Option<LifecycleKey>),
     id: String,
     session: Session,
@@ -43,7 +43,7 @@ pub struct Lifecycle {
 
 /// Measures `cell` as the next state of the lifecycle in `life` (starting one when needed), and
 /// ends the lifecycle when `next` does not continue it.
-pub async fn step(
+pub(crate) async fn step(
     ctx: &RunContext,
     cell: &CellKey,
     next: Option<&CellKey>,

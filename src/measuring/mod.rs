@@ -6,14 +6,14 @@
 //! disk (`slot_files`) and where the harness's own time goes (`harness_time`). The verbs above
 //! (runner: the sweep's cell loop and the soak; load) only say what to measure and when.
 
-pub mod drive;
+pub(crate) mod drive;
 mod fired;
-pub mod harness_time;
-pub mod lifecycle;
-pub mod measure;
-pub mod open;
-pub mod setup;
-pub mod slot_files;
+pub(crate) mod harness_time;
+pub(crate) mod lifecycle;
+pub(crate) mod measure;
+pub(crate) mod open;
+pub(crate) mod setup;
+pub(crate) mod slot_files;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,7 +34,7 @@ use ttft_results::store;
 pub(crate) const ABORT_GRACE: Duration = Duration::from_secs(3);
 
 /// Everything a cell needs, shared read-only across the requests of a batch.
-pub struct RunContext {
+pub(crate) struct RunContext {
     pub client: Client,
     pub config: SweepConfig,
     pub preset: Preset,
@@ -58,13 +58,13 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    pub fn new_session(&self, request_index: u32) -> Session {
+    pub(crate) fn new_session(&self, request_index: u32) -> Session {
         let n = self.sessions.fetch_add(1, Ordering::Relaxed);
         Session::new(format!("tb-{}-{n}", self.nonces.next()), request_index % self.slots.max(1))
     }
 
     /// An unmeasured request (priming, earlier turns, probes).
-    pub async fn send(&self, request: &ChatRequest) -> Exchange {
+    pub(crate) async fn send(&self, request: &ChatRequest) -> Exchange {
         match self.client.prepare(request) {
             Ok(p) => self.client.send(p).await,
             Err(e) => Exchange {
@@ -75,14 +75,14 @@ impl RunContext {
     }
 
     /// The server's counters now, when the preset names some (outside every timed window).
-    pub async fn metrics(&self) -> Option<crate::metrics::Snapshot> {
+    pub(crate) async fn metrics(&self) -> Option<crate::metrics::Snapshot> {
         let spec = self.preset.metrics.as_ref()?;
         crate::metrics::snapshot(&self.client, spec, Duration::from_secs_f64(self.config.request_timeout_s))
             .await
     }
 
     /// The counters' change since `before`.
-    pub async fn metrics_since(
+    pub(crate) async fn metrics_since(
         &self,
         before: Option<crate::metrics::Snapshot>,
     ) -> Option<ttft_model::record::MetricsDelta> {
@@ -93,7 +93,7 @@ impl RunContext {
     /// Quality gate, cache-state gate and (where configured) physical ceilings of a finished
     /// measurement. A row whose cache evidence contradicts its claimed state is a failed
     /// measurement, exactly like a failed quality gate: it must not count as a warm or hot number.
-    pub fn annotate(&self, m: &mut Measurement, full_output: &str) {
+    pub(crate) fn annotate(&self, m: &mut Measurement, full_output: &str) {
         m.quality_flags = ttft_results::quality::assess(m, full_output);
         if m.cache_state_confirmed == Some(false) {
             m.quality_flags.push(QualityFlag {
@@ -115,13 +115,13 @@ impl RunContext {
 
 /// run.json, shared by the work (which fills in what it learns) and `close` (which ends it).
 #[derive(Clone)]
-pub struct Journal {
+pub(crate) struct Journal {
     dir: std::path::PathBuf,
     meta: Arc<Mutex<RunMeta>>,
 }
 
 impl Journal {
-    pub fn update(&self, change: impl FnOnce(&mut RunMeta)) -> Result<(), Failure> {
+    pub(crate) fn update(&self, change: impl FnOnce(&mut RunMeta)) -> Result<(), Failure> {
         let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
         change(&mut meta);
         let path = self.dir.join(store::RUN_FILE);
@@ -129,12 +129,12 @@ impl Journal {
             .map_err(|e| Failure::io(format!("cannot write {}: {e}", path.display())))
     }
 
-    pub fn dir(&self) -> &std::path::Path {
+    pub(crate) fn dir(&self) -> &std::path::Path {
         &self.dir
     }
 
     /// What run.json holds now.
-    pub fn read<T>(&self, look: impl FnOnce(&RunMeta) -> T) -> T {
+    pub(crate) fn read<T>(&self, look: impl FnOnce(&RunMeta) -> T) -> T {
         look(&self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 }

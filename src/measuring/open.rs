@@ -14,14 +14,14 @@ use crate::meta::{HostFacts, Resumption, RunMeta, RunStatus};
 use crate::shard;
 use ttft_results::store::{self, RunLock};
 
-pub struct Opened {
+pub(crate) struct Opened {
     pub config: SweepConfig,
     pub journal: Journal,
     pub resumed: bool,
     pub lock: RunLock,
 }
 
-pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
+pub(crate) fn open(args: &SweepArgs) -> Result<Opened, Failure> {
     let (config, dir, meta, resumed) = match &args.resume {
         None => new_run(args)?,
         Some(dir) => resumed_run(args, dir)?,

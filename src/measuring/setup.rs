@@ -27,7 +27,7 @@ fn learn(journal: Option<&Journal>, change: impl FnOnce(&mut crate::meta::RunMet
 }
 
 /// Builds the sweep's context: client, preflight, physics, prompt sizing; run.json learns each.
-pub async fn prepare(
+pub(crate) async fn prepare(
     config: SweepConfig,
     journal: Option<&Journal>,
     progress: &Progress,
@@ -353,7 +353,7 @@ fn refused_locally(server: &str, e: &server::CallError) -> bool {
     local && e.is_unreachable() && e.to_string().to_ascii_lowercase().contains("connection refused")
 }
 
-pub struct ServerFacts {
+pub(crate) struct ServerFacts {
     pub model: String,
     pub slots: u32,
     pub info: ServerInfo,
@@ -361,7 +361,7 @@ pub struct ServerFacts {
 
 /// Is the server there, which model, how many slots. Fails with exit code 3 before anything is
 /// measured, so a typo in --server costs nothing.
-pub async fn preflight(
+pub(crate) async fn preflight(
     client: &Client,
     config: &SweepConfig,
     preset: &Preset,
@@ -503,7 +503,7 @@ fn physics(
 }
 
 /// The thermal gate: a baseline TPS before the first cell, a cooldown before every later one.
-pub struct ThermalGate {
+pub(crate) struct ThermalGate {
     policy: ThermalPolicy,
     warmup: (Option<f64>, Option<String>),
     probe_e2e_ms: Option<f64>,
@@ -514,7 +514,7 @@ pub struct ThermalGate {
 impl ThermalGate {
     /// Discards `--warmup` requests (the first requests after a server starts are slower), then
     /// takes the baseline probes. The last warm-up's E2E is kept, with the first error.
-    pub async fn start(ctx: &RunContext, progress: &Progress) -> ThermalGate {
+    pub(crate) async fn start(ctx: &RunContext, progress: &Progress) -> ThermalGate {
         let n = ctx.config.warmup;
         if n > 0 {
             progress.note(&format!(
@@ -551,11 +551,11 @@ impl ThermalGate {
     }
 
     /// One probe's duration, seconds (the cost model's cooldown term).
-    pub fn probe_s(&self) -> f64 {
+    pub(crate) fn probe_s(&self) -> f64 {
         self.probe_e2e_ms.unwrap_or(500.0) / 1000.0
     }
 
-    pub fn describe(&self) -> ThermalBaseline {
+    pub(crate) fn describe(&self) -> ThermalBaseline {
         ThermalBaseline {
             policy: self.policy.clone(),
             warmup_e2e_ms: self.warmup.0,
@@ -566,7 +566,7 @@ impl ThermalGate {
     }
 
     /// The record of the first cell: nothing ran before it but the baseline.
-    pub fn first(&self) -> ThermalRecord {
+    pub(crate) fn first(&self) -> ThermalRecord {
         ThermalRecord {
             policy: crate::thermal::policy_kind(&self.policy),
             baseline_tps: self.baseline_tps,
@@ -575,7 +575,7 @@ impl ThermalGate {
         }
     }
 
-    pub async fn wait(&self, ctx: &RunContext, progress: &Progress) -> ThermalRecord {
+    pub(crate) async fn wait(&self, ctx: &RunContext, progress: &Progress) -> ThermalRecord {
         crate::thermal::cooldown(
             &self.policy,
             self.baseline_tps,
@@ -592,7 +592,7 @@ impl ThermalGate {
 }
 
 /// One thermal probe's duration, seconds (for a forecast without a thermal baseline).
-pub async fn probe_seconds(ctx: &RunContext) -> f64 {
+pub(crate) async fn probe_seconds(ctx: &RunContext) -> f64 {
     probe_request(ctx, 256, 16).await.1.map_or(0.5, |ms| ms / 1000.0)
 }
 
@@ -638,7 +638,7 @@ async fn unmeasured(ctx: &RunContext, text: String, max_tokens: u32, stream: boo
 /// User A's duration alone at the staggered context, for a delay given as a share of it: the
 /// median of `STAGGER_CALIBRATIONS` unmeasured streaming requests, sent as A will be (one alone is
 /// at the mercy of a single slow request).
-pub async fn calibrate_stagger(ctx: &RunContext, share: f64) -> Result<StaggerCalibration, ErrorInfo> {
+pub(crate) async fn calibrate_stagger(ctx: &RunContext, share: f64) -> Result<StaggerCalibration, ErrorInfo> {
     let context = ctx.config.staggered.as_ref().map_or(4096, |s| s.context_tokens);
     let mut durations = Vec::new();
     for _ in 0..STAGGER_CALIBRATIONS {
@@ -669,7 +669,7 @@ pub async fn calibrate_stagger(ctx: &RunContext, share: f64) -> Result<StaggerCa
 /// of two sizes (a short and a longer prompt fit prefill's linear and quadratic terms), each size
 /// twice in alternation so one slow request cannot set the rate. None when a request fails: a sweep
 /// without a forecast still measures.
-pub async fn calibrate_rates(ctx: &RunContext, probe_s: f64) -> Option<crate::cost::ServerRates> {
+pub(crate) async fn calibrate_rates(ctx: &RunContext, probe_s: f64) -> Option<crate::cost::ServerRates> {
     let min = ctx.config.contexts.iter().copied().min().unwrap_or(512);
     let max = ctx.config.contexts.iter().copied().max().unwrap_or(4096);
     let small = min.min(1024);

@@ -9,7 +9,7 @@
 //! (missing or failed cells) with `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
 
 pub mod expect;
-pub mod settings;
+pub(crate) mod settings;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

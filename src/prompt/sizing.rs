@@ -54,7 +54,7 @@ pub enum SizingMethod {
 }
 
 /// Allowed distance from nominal: the one tolerance quality and verify judge by.
-pub fn tolerance_tokens(nominal: u32) -> u64 {
+pub(crate) fn tolerance_tokens(nominal: u32) -> u64 {
     ttft_results::quality::input_tokens_tolerance(u64::from(nominal)).floor() as u64
 }
 
@@ -106,7 +106,7 @@ impl Sizer {
     }
 
     /// What run.json records about sizing.
-    pub fn describe(&self) -> SizingMethod {
+    pub(crate) fn describe(&self) -> SizingMethod {
         match &self.counter {
             Counter::Tokenizer { overhead } => {
                 SizingMethod::Tokenizer { template_overhead_tokens: *overhead }
@@ -121,7 +121,7 @@ impl Sizer {
     /// one message by the tokenizer plus the measured template overhead, or by the calibrated
     /// line over its words; several (a system prompt first) by the server's own usage of a
     /// `max_tokens: 1` request, since each message adds template tokens of its own.
-    pub async fn count(&self, client: &Client, messages: Vec<Message>) -> Result<u64, SizingError> {
+    pub(crate) async fn count(&self, client: &Client, messages: Vec<Message>) -> Result<u64, SizingError> {
         if messages.len() > 1 {
             return prompt_tokens_of(client, &self.model, messages).await;
         }
@@ -140,7 +140,7 @@ impl Sizer {
 
     /// Tokens of `text` alone (no chat template): the tokenizer's count, or the calibrated line's
     /// per-word rate over its words. A dataset row's reply length (`--dataset-output-tokens`).
-    pub async fn count_text(&self, client: &Client, text: &str) -> Result<u64, SizingError> {
+    pub(crate) async fn count_text(&self, client: &Client, text: &str) -> Result<u64, SizingError> {
         match &self.counter {
             Counter::Tokenizer { .. } => Ok(count_tokens(client, &self.model, text).await?.max(1)),
             Counter::Line { per_word, .. } => {

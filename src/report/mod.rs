@@ -20,7 +20,6 @@ mod table;
 mod timed_tests;
 
 pub use self::csv::{COLUMNS, to_csv};
-pub use self::table::point as point_label;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -127,7 +126,7 @@ pub struct CellStats {
 /// The raw samples of one cell, before statistics (`bench compare` bootstraps on these, so both
 /// verbs use the same records: passing ones, complete batches only, no negative times).
 #[derive(Default)]
-pub struct CellSamples {
+pub(crate) struct CellSamples {
     pub records: usize,
     /// Closed-loop warm-up records: counted, never sampled.
     pub warmup: usize,
@@ -258,7 +257,7 @@ impl CellId {
     /// The report's cell (runs pooled) of a record's key, outside any load level. The key is taken
     /// apart field by field: a field added to `CellKey` must be placed here (or said to be pooled,
     /// as the run is) before this builds.
-    pub fn of(c: &CellKey) -> CellId {
+    pub(crate) fn of(c: &CellKey) -> CellId {
         let CellKey { model, scenario, cache_state, mode, context_tokens, dataset_row, batch_size, run: _ } =
             c;
         CellId {
@@ -275,7 +274,7 @@ impl CellId {
     }
 
     /// The cell's key at every run (run 0): what its label is made of (`CellKey`'s one format).
-    pub fn key(&self) -> CellKey {
+    pub(crate) fn key(&self) -> CellKey {
         let CellId {
             model,
             batch_size,
@@ -300,13 +299,13 @@ impl CellId {
     }
 
     /// The report's cell of a record: its key's, at the load level it was sent at.
-    pub fn of_record(r: &Record) -> CellId {
+    pub(crate) fn of_record(r: &Record) -> CellId {
         let (concurrency, offered_rate_per_s) = load_level(r);
         CellId { concurrency, offered_rate_per_s, ..CellId::of(r.cell()) }
     }
 
     /// The load level in words: "4 users", "1 user", "2.5/s"; None outside `bench load`.
-    pub fn level_label(&self) -> Option<String> {
+    pub(crate) fn level_label(&self) -> Option<String> {
         match (self.concurrency, self.offered_rate_per_s) {
             (Some(1), _) => Some("1 user".into()),
             (Some(n), _) => Some(format!("{n} users")),
@@ -316,7 +315,7 @@ impl CellId {
     }
 
     /// Whether the cell is one load level of `bench load` (its own plots are the load's).
-    pub fn is_load_level(&self) -> bool {
+    pub(crate) fn is_load_level(&self) -> bool {
         self.concurrency.is_some() || self.offered_rate_per_s.is_some()
     }
 }
@@ -356,7 +355,7 @@ pub fn partial_batches(records: &[Record]) -> usize {
 }
 
 /// The raw samples of every cell (runs pooled), sorted like `cells`.
-pub fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
+pub(crate) fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
     let partial = in_partial_batches(records);
     let mut by_cell: BTreeMap<CellId, CellSamples> = BTreeMap::new();
     // Records come sorted by cell, runs next to each other: the previous record's cell is
@@ -433,7 +432,7 @@ struct JsonReport<'a> {
     cells: &'a [CellStats],
 }
 
-pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
+pub(crate) const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 
 /// With records of more than one run, names every run pooled (its model, server and preset), and
 /// every setting the runs of one model disagree on: a report of runs against different servers

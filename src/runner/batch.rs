@@ -25,7 +25,7 @@ use crate::measuring::measure::{self, Fired};
 
 /// B sessions prepared one by one (priming included), then their measured requests released
 /// together. Returns B measurement records and the group record.
-pub async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
+pub(crate) async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
     let group_id = format!("{}-{}", ctx.run_id, ctx.nonces.next());
     let mut ready = Vec::new();
     let mut records = Vec::new();
@@ -62,7 +62,7 @@ pub async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
 
 /// Fires `n` requests at one instant (all were built before it); returns that instant and each
 /// request's result, in order. Each one's send lag (`Fired::send_lag_ms`) says how late it left.
-pub async fn release_together<F, Fut>(n: usize, fire: F) -> (Instant, Vec<Fired>)
+pub(crate) async fn release_together<F, Fut>(n: usize, fire: F) -> (Instant, Vec<Fired>)
 where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = Fired>,
@@ -72,7 +72,12 @@ where
 }
 
 /// The batch's numbers, from its requests' own measurements.
-pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Measurement]) -> GroupRecord {
+pub(crate) fn group_record(
+    run_id: &str,
+    cell: &CellKey,
+    group_id: &str,
+    records: &[Measurement],
+) -> GroupRecord {
     let ok: Vec<&Measurement> = records.iter().filter(|m| m.error.is_none()).collect();
     // Each request's end, measured from the release: its send lag plus its own E2E.
     let ends: Vec<f64> = ok.iter().filter_map(|m| Some(m.send_lag_ms.unwrap_or(0.0) + m.e2e_ms?)).collect();
@@ -113,7 +118,7 @@ pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Mea
 }
 
 /// User A at t0; user B at t0 + delay (batched) or when A has finished (sequential).
-pub async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
+pub(crate) async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
     let mut rec = StaggeredRecord {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),
@@ -151,14 +156,14 @@ pub async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
 }
 
 /// What a request waits for before its window opens (B: A's start plus the delay).
-pub type Gate = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(crate) type Gate = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Fires A (`fire(0, ..)`) and B (`fire(1, ..)`): B `delay_ms` after A opened its window (batched),
 /// or after A finished (sequential). `fire(i, gate, opened)` opens request i's window when `gate`
 /// completes and tells `opened` that instant. B counts its delay from A's real window, so a slow
 /// start of A (a busy client machine) cannot bring B in early. Returns both and B's arrival, ms
 /// after A's window opened.
-pub async fn stagger<F, Fut>(batched: bool, delay_ms: f64, fire: F) -> (Fired, Fired, f64)
+pub(crate) async fn stagger<F, Fut>(batched: bool, delay_ms: f64, fire: F) -> (Fired, Fired, f64)
 where
     F: Fn(usize, Gate, Option<oneshot::Sender<Instant>>) -> Fut,
     Fut: Future<Output = Fired>,
@@ -185,7 +190,7 @@ where
 
 /// The pair's numbers, all from the two requests' own measurements. B overlapped A when it was
 /// sent before A's last byte arrived; `overlap_ms` is how long both were in flight.
-pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measurement, arrival_ms: f64) {
+pub(crate) fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measurement, arrival_ms: f64) {
     rec.started_at = a.started_at.clone();
     rec.user_a_ttft_ms = a.ttft_ms;
     rec.user_a_e2e_ms = a.e2e_ms;

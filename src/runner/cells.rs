@@ -22,17 +22,17 @@ use ttft_results::plan::lifecycle_key;
 use ttft_results::store::{self, RecordWriter, TornTail};
 
 /// Cells in a row without any answer from the server after which it is taken for gone.
-pub const UNANSWERED_CELLS: usize = 3;
+pub(crate) const UNANSWERED_CELLS: usize = 3;
 
 /// How the cell loop ended.
 #[derive(Debug)]
-pub enum Stop {
+pub(crate) enum Stop {
     Finished,
     /// The server stopped answering; the text says how.
     ServerGone(String),
 }
 
-pub struct CellLoop<'a> {
+pub(crate) struct CellLoop<'a> {
     ctx: &'a RunContext,
     gate: setup::ThermalGate,
     journal: &'a Journal,
@@ -160,7 +160,7 @@ impl AutoRuns {
 }
 
 impl<'a> CellLoop<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ctx: &'a RunContext,
         gate: setup::ThermalGate,
         journal: &'a Journal,
@@ -220,7 +220,7 @@ impl<'a> CellLoop<'a> {
         })
     }
 
-    pub async fn run(&mut self) -> Result<Stop, Failure> {
+    pub(crate) async fn run(&mut self) -> Result<Stop, Failure> {
         let mut unanswered = 0;
         let cells = std::mem::take(&mut self.cells);
         for (i, cell) in cells.iter().enumerate() {
@@ -421,13 +421,13 @@ fn unanswered_record(r: &Record) -> bool {
 
 /// The records a run directory already holds (none when it holds none, or they cannot be read:
 /// the view then starts empty, and `completed` says what is wrong).
-pub fn written(run_dir: &Path) -> Vec<Record> {
+pub(crate) fn written(run_dir: &Path) -> Vec<Record> {
     store::read_records(&run_dir.join(store::MEASUREMENTS_FILE), TornTail::Skip).unwrap_or_default()
 }
 
 /// Cells with a good record (a batch: a complete, good batch): `--resume` skips them. An empty
 /// or missing measurements file means nothing is done yet.
-pub fn completed(run_dir: &Path) -> Result<BTreeSet<CellKey>, Failure> {
+pub(crate) fn completed(run_dir: &Path) -> Result<BTreeSet<CellKey>, Failure> {
     let path = run_dir.join(store::MEASUREMENTS_FILE);
     if !path.exists() {
         return Ok(BTreeSet::new());

@@ -20,8 +20,7 @@ use crate::measuring::{Journal, drive, harness_time, open, record_server, setup,
 use crate::meta::RunStatus;
 use crate::progress::Progress;
 
-pub use batch::{fill_staggered, group_record, release_together, stagger};
-pub use cells::Stop;
+pub(crate) use cells::Stop;
 pub use forecast::plan;
 pub use soak::soak;
 

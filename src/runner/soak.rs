@@ -383,7 +383,7 @@ fn failure_of(m: &Measurement) -> String {
 }
 
 /// The final table: the verdict and what was served, one row; under a FAIL, why.
-pub fn table(s: &SoakSummary) -> String {
+pub(crate) fn table(s: &SoakSummary) -> String {
     let opt = |v: Option<f64>, unit: &str| v.map_or("-".into(), |x| format!("{x:.1}{unit}"));
     let verdict = if s.passed == s.requests && s.crashes == 0 && s.mismatches == 0 { "PASS" } else { "FAIL" };
     let speedup = format!("x{} vs one stream", s.concurrency);

@@ -50,7 +50,7 @@ use nix::unistd::Pid;
 pub const KEEPER_ARG: &str = "__keep-server";
 
 /// How long the command's processes have after SIGTERM before SIGKILL.
-pub const END_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const END_GRACE: Duration = Duration::from_secs(3);
 
 /// The write end of the self-pipe that wakes the loop on a signal; -1 until it exists. It stays
 /// open for the keeper's life.
@@ -142,7 +142,7 @@ pub fn main() -> ! {
 }
 
 /// What the keeper writes when the command exited 0 and its server lives on.
-pub const KEPT: &str = "kept";
+pub(crate) const KEPT: &str = "kept";
 
 /// One line to bench (stdout is a pipe bench reads); bench gone is no reason to stop.
 fn tell_bench(line: &str) {

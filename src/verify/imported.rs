@@ -9,7 +9,7 @@ use super::rule::{RuleContext, RuleId};
 use ttft_model::record::Record;
 use ttft_results::results::import::imported_reason;
 
-pub fn imported_unknowns(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn imported_unknowns(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
     for reason in records.iter().filter_map(imported_reason) {
         *reasons.entry(reason).or_default() += 1;

@@ -9,7 +9,7 @@ use ttft_results::results::run_meta::PhysicsView;
 use ttft_results::results::sources::Source;
 
 /// The physics of one input.
-pub struct InputPhysics {
+pub(crate) struct InputPhysics {
     pub hardware: Option<Hardware>,
     /// The model given by flags or run.json (None: each record's model from the built-in table).
     pub model: Option<ModelProfile>,
@@ -36,7 +36,7 @@ pub enum StoredCeilings {
 }
 
 /// Resolves the physics of `src`; what cannot be used is said in `notes`.
-pub fn resolve(
+pub(crate) fn resolve(
     src: &Source,
     file: &str,
     flag_hw: Option<&Hardware>,
@@ -102,13 +102,18 @@ pub fn resolve(
 
 impl InputPhysics {
     /// The profile of a record's model: the input's, else the built-in table's.
-    pub fn model_for(&self, name: &str) -> Option<ModelProfile> {
+    pub(crate) fn model_for(&self, name: &str) -> Option<ModelProfile> {
         self.model.clone().or_else(|| physics::model::find_builtin(name).cloned())
     }
 
     /// Profiles of every model among `models` (sorted, unique); a note for each one missing
     /// where hardware is known (its ceiling rules are skipped).
-    pub fn profiles(&self, file: &str, models: &[String], notes: &mut Vec<String>) -> Vec<ModelProfile> {
+    pub(crate) fn profiles(
+        &self,
+        file: &str,
+        models: &[String],
+        notes: &mut Vec<String>,
+    ) -> Vec<ModelProfile> {
         let mut out = Vec::new();
         for name in models {
             match self.model_for(name) {
