@@ -161,10 +161,15 @@ impl From<ttft_results::results::sources::EmptyInput> for Failure {
     }
 }
 
-/// A result file that cannot be written (a full disk, permissions).
+/// A result file that cannot be written: the output's fault (a full disk, permissions: exit 4), or
+/// the input's when what it copies from an input changed since it was read (a located record's
+/// text: exit 2).
 impl From<ttft_results::store::WriteError> for Failure {
     fn from(e: ttft_results::store::WriteError) -> Failure {
-        Failure::Io(e.to_string())
+        match ttft_results::results::text::InputFault::of(&e.source) {
+            Some(fault) => Failure::Usage(fault.to_string()),
+            None => Failure::Io(e.to_string()),
+        }
     }
 }
 

@@ -211,7 +211,7 @@ pub(crate) fn build(
 pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     check_flags(args)?;
     let expect = match &args.expect {
-        Some(path) => Some(crate::config::expectation(path).map_err(|e| Failure::usage(e.to_string()))?),
+        Some(path) => Some(crate::config::expectation(path).map_err(Failure::from)?),
         None => None,
     };
     let mut paths = vec![args.base.clone()];

@@ -53,11 +53,9 @@ impl VerifySettings {
             }
         }
         let p = &args.physics;
-        let hardware = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
-            .map_err(Failure::from)?;
+        let hardware = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)?;
         let model =
-            physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
-                .map_err(Failure::from)?;
+            physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())?;
         Ok(VerifySettings { min_warm_speedup, storage_gbps, hardware, model })
     }
 }

@@ -84,12 +84,7 @@ pub(crate) async fn prepare(
     let (physics, kv_bytes_per_token) = physics(&mut config, &facts.info, journal, progress)?;
     let nonces = Nonces::new();
     progress.note(&format!("sizing prompts against {} ({}) ...", config.server, facts.model));
-    let sizer =
-        Sizer::calibrate(&client, &facts.model, &nonces, config.seed).await.map_err(|e| match e.kind {
-            _ if e.uncountable => Failure::usage(e.to_string()),
-            ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
-            _ => Failure::usage(e.to_string()),
-        })?;
+    let sizer = Sizer::calibrate(&client, &facts.model, &nonces, config.seed).await?;
     learn(journal, |m| m.prompt_sizing = Some(sizer.describe()))?;
     count_rows(&mut config, &client, &sizer, progress).await?;
     learn(journal, |m| m.config.dataset = config.dataset.clone())?;
@@ -472,14 +467,13 @@ fn physics(
             p.model_file = Some(path);
         }
     }
-    let hardware = ttft_results::physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
-        .map_err(Failure::from)?;
+    let hardware =
+        ttft_results::physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)?;
     let model = ttft_results::physics::resolve_model(
         p.model_bytes.as_deref(),
         p.params.as_deref(),
         p.model_file.as_deref(),
-    )
-    .map_err(Failure::from)?;
+    )?;
     if hardware.is_none() {
         let cpu = match journal {
             Some(j) => j.meta.lock().map(|m| m.host.cpu_brand.clone()).unwrap_or_default(),

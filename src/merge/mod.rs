@@ -21,8 +21,7 @@ use ttft_model::record::{Record, SCHEMA_VERSION};
 use ttft_results::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
 use ttft_results::results::combine;
 use ttft_results::results::sources::{Detail, Source, SourceKind, load_all_with, require_records};
-use ttft_results::results::text::{InputFault, Text};
-use ttft_results::store::WriteError;
+use ttft_results::results::text::Text;
 
 /// A merge's document, and where its located records' texts are (`texts[i]` for
 /// `doc.records[i]`; see `results::text`).
@@ -99,7 +98,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
         eprintln!("interrupted by a signal: nothing was written to {}", args.output.display());
         return Ok(Outcome::Interrupted);
     }
-    written.map_err(write_failure)?;
+    written.map_err(Failure::from)?;
     let replaced: usize = doc.provenance.replaced.iter().map(|r| r.beat).sum();
     eprintln!(
         "merged {} records from {} sources ({} duplicates set aside, see provenance) -> {}",
@@ -161,15 +160,6 @@ fn resolved(path: &Path) -> PathBuf {
         (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => resolved(parent).join(name),
         (_, Some(name)) => std::env::current_dir().map(|d| resolved(&d)).unwrap_or_default().join(name),
         _ => path.to_path_buf(),
-    }
-}
-
-/// A failed write: the input's fault (a located record's text changed since it was read: exit 2)
-/// or the output's (exit 4).
-fn write_failure(e: WriteError) -> Failure {
-    match InputFault::of(&e.source) {
-        Some(fault) => Failure::usage(fault.to_string()),
-        None => Failure::io(e.to_string()),
     }
 }
 

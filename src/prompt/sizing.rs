@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Nonces, Prompt, document};
+use crate::exit::Failure;
 use crate::server;
 use ttft_client::{ChatRequest, Client, Message};
 use ttft_model::record::ErrorKind;
@@ -40,6 +41,19 @@ impl SizingError {
     fn call(e: server::CallError) -> SizingError {
         let kind = crate::preset::kind_of(&e);
         SizingError { kind, message: e.to_string(), uncountable: false }
+    }
+}
+
+/// Sizing before anything is measured: a server that cannot count tokens, or answers what cannot
+/// be sized, is the setup's problem (exit 2); one that cannot be reached or does not answer in
+/// time is the server's (exit 3).
+impl From<SizingError> for Failure {
+    fn from(e: SizingError) -> Failure {
+        match e.kind {
+            _ if e.uncountable => Failure::usage(e.to_string()),
+            ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
+            _ => Failure::usage(e.to_string()),
+        }
     }
 }
 

@@ -537,8 +537,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     };
     match &settings.destination {
         Destination::File(path) => {
-            ttft_results::store::write_atomic(path, out.as_bytes())
-                .map_err(|e| Failure::io(e.to_string()))?;
+            ttft_results::store::write_atomic(path, out.as_bytes()).map_err(Failure::from)?;
             eprintln!("wrote {}", path.display());
             // The output path alone on stdout, for scripts.
             output::println(&path.display().to_string())?;
