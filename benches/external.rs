@@ -3,7 +3,7 @@
 //! The server logs, per request and by the prompt's nonce, when it finished reading the body and
 //! when it handed each content chunk to the connection, on CLOCK_MONOTONIC (the clock of every
 //! process on the host; `Instant` reads it too). The client here is bench's measuring client
-//! (`ttft_bench::client`), exactly as a sweep uses it. Per request:
+//! (`ttft_client`), exactly as a sweep uses it. Per request:
 //! - TTFT error = client TTFT - server TTFT (first chunk written - body read): what the client's
 //!   send path and receive path add together, the figure the Python anchors are quoted in. The
 //!   client's TTFT counts from the exchange's start on its lane, as a sweep's record does;
@@ -44,9 +44,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use serde_json::{Value, json};
-use ttft_bench::client::{ChatRequest, Client, ClientOptions, Exchange, Message};
 use ttft_bench::prompt::{Nonces, document};
-use ttft_bench::spec::Api;
+use ttft_client::{ChatRequest, Client, ClientOptions, Exchange, Message};
+use ttft_model::spec::Api;
 use ttft_scripted::dialect::{Counts, Endpoint, Wire};
 use ttft_scripted::{Clock, Dialect, RequestTiming, TraceLine};
 
@@ -427,11 +427,11 @@ fn ingest_step(rt: &tokio::runtime::Runtime, dir: &Path, token_us: u64, dialect:
     let client = client(&server.url);
     let nonces = Nonces::new();
     let (watch, switched) = (Watch::start(&client_cores()), involuntary_switches());
-    let (before, server_cpu) = (ttft_bench::client::read_counts(), server.cpu_ms());
+    let (before, server_cpu) = (ttft_client::read_counts(), server.cpu_ms());
     let (exchanges, cpu) = rounds(rt, &client, &nonces, streams, n_rounds, tokens);
     let server_cpu = server.cpu_ms() - server_cpu;
     let ((stalls, watch_cpu_ms), switched) = (watch.stop(), involuntary_switches() - switched);
-    let reads = ttft_bench::client::read_counts().since(before);
+    let reads = ttft_client::read_counts().since(before);
     let (origin, log) = server.timings(exchanges.len() + streams);
     let clock = Clock::now();
     let mut errors = Errors::default();

@@ -30,11 +30,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use ttft_bench::record::{
+use ttft_model::record::{
     CacheEvidence, CacheState, CellKey, GroupRecord, Measurement, Mode, PhysicsRecord, Record,
     SCHEMA_VERSION, Scenario, StaggeredRecord, ThermalRecord,
 };
-use ttft_bench::stats::Rng;
+use ttft_model::stats::Rng;
 
 const DECODE_CEILING_TPS: f64 = 90.0;
 const PREFILL_CEILING_TPS: f64 = 9000.0;
@@ -96,8 +96,8 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
         cached_tokens: Some(cached),
         expected_input_tokens: Some(input),
         delta_count: 64,
-        decode_tps: ttft_bench::record::decode_tps(Some(64), Some(ttft), Some(e2e)),
-        prefill_tps: ttft_bench::record::prefill_tps(Some(input), Some(ttft)),
+        decode_tps: ttft_model::record::decode_tps(Some(64), Some(ttft), Some(e2e)),
+        prefill_tps: ttft_model::record::prefill_tps(Some(input), Some(ttft)),
         max_tokens: 64,
         finish_reason: Some("length".into()),
         output_sample: sample(rng),
@@ -116,7 +116,7 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
         })),
         quality_ok: true,
         thermal: Some(ThermalRecord {
-            policy: ttft_bench::record::PolicyKind::Probe,
+            policy: ttft_model::record::PolicyKind::Probe,
             baseline_tps: Some(45.0 + rng.unit()),
             probe_tps: vec![44.0 + rng.unit(), 44.5 + rng.unit()],
             cooldown_s: 10.0 + rng.unit(),
@@ -129,7 +129,7 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
         // benchmark of printing them).
         physics: Some(PhysicsRecord {
             decode_ceiling_tps: Some(DECODE_CEILING_TPS),
-            decode_fraction: ttft_bench::record::decode_tps(Some(64), Some(ttft), Some(e2e))
+            decode_fraction: ttft_model::record::decode_tps(Some(64), Some(ttft), Some(e2e))
                 .map(|d| d / DECODE_CEILING_TPS),
             prefill_ceiling_tps: Some(PREFILL_CEILING_TPS),
             prefill_fraction: Some((input - cached) as f64 / (ttft / 1000.0) / PREFILL_CEILING_TPS),
@@ -381,7 +381,7 @@ fn write_shard(scenario: &Path, out: &Path, index: u32, count: u32) {
         ..RunMeta::started(run_id.clone(), config, "2026-02-05T21:30:00.000Z".into(), HostFacts::default())
     };
     let mut rng = Rng::new(u64::from(index));
-    let mut writer = ttft_bench::store::start_run(&out.join(&run_id), &meta).expect("start the shard");
+    let mut writer = ttft_results::store::start_run(&out.join(&run_id), &meta).expect("start the shard");
     for (i, cell) in cells.into_iter().enumerate() {
         let record = Record::Measurement(Box::new(measurement(&mut rng, &run_id, cell, i as u32, None)));
         writer.append(&record).expect("append a record");

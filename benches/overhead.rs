@@ -14,9 +14,9 @@
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use ttft_bench::client::{ChatRequest, Client, ClientOptions, Message};
 use ttft_bench::prompt::{Nonces, document};
-use ttft_bench::spec::Api;
+use ttft_client::{ChatRequest, Client, ClientOptions, Message};
+use ttft_model::spec::Api;
 use ttft_scripted::{Behaviour, Scripted};
 
 /// Median TTFT overhead that Python anchors add at 64 concurrent streams on this machine class.

@@ -15,14 +15,14 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::{SweepConfig, ThermalPolicy};
-use crate::record::{CacheState, CellKey, Record, Scenario};
+use ttft_model::record::{CacheState, CellKey, Record, Scenario};
 
 /// Tokens a hot conversation's later turn adds besides the model's output: "Understood." (the
 /// assistant's turn from turn 3 on) and the follow-up question ("Continue explaining in more
 /// detail."), about ten tokens, with the chat template of their two messages. Turn 2 adds the
 /// model's real output before them, which `cell_work_s` counts from the output tokens; the one
 /// declaration of the hot turn, for the ETA and the shards' weights alike.
-pub const HOT_TURN_TOKENS: f64 = 30.0;
+pub(crate) const HOT_TURN_TOKENS: f64 = 30.0;
 /// Reload cost as a share of the prefill it replaces, where nothing better is known.
 const RELOAD_SHARE: f64 = 0.1;
 
@@ -44,19 +44,19 @@ pub struct ServerRates {
 
 impl ServerRates {
     /// Prefill seconds for `tokens` tokens.
-    pub fn prefill_s(&self, tokens: f64) -> f64 {
+    pub(crate) fn prefill_s(&self, tokens: f64) -> f64 {
         (self.prefill_s_per_token * tokens + self.prefill_s_per_token2 * tokens * tokens).max(0.0)
     }
 
     /// Seconds of one request that prefills `prefill_tokens` and decodes `output_tokens`.
-    pub fn request_s(&self, prefill_tokens: f64, output_tokens: u32) -> f64 {
+    pub(crate) fn request_s(&self, prefill_tokens: f64, output_tokens: u32) -> f64 {
         let decode = f64::from(output_tokens.saturating_sub(1)) / self.decode_tps.max(1e-9);
         self.prefill_s(prefill_tokens) + decode + self.overhead_s
     }
 
     /// Fits TTFT(c) = a·c + b·c² through two (tokens, seconds) points, both coefficients kept
     /// non-negative (noise must not make a longer prompt cheaper).
-    pub fn fit_prefill(p1: (f64, f64), p2: (f64, f64)) -> (f64, f64) {
+    pub(crate) fn fit_prefill(p1: (f64, f64), p2: (f64, f64)) -> (f64, f64) {
         let ((c1, t1), (c2, t2)) = (p1, p2);
         let det = c1 * c2 * c2 - c2 * c1 * c1;
         if c1 <= 0.0 || c2 <= 0.0 || det.abs() < 1e-9 {
@@ -76,7 +76,7 @@ impl ServerRates {
 
     /// Rates fitted to an earlier run's records: cold TTFT per prompt size, decode rate, and the
     /// per-request overhead left over.
-    pub fn from_records(records: &[Record], source: &str) -> Option<ServerRates> {
+    pub(crate) fn from_records(records: &[Record], source: &str) -> Option<ServerRates> {
         let mut by_context: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
         let mut decode = Vec::new();
         for r in records {
@@ -92,13 +92,13 @@ impl ServerRates {
             }
         }
         let points: Vec<(f64, f64)> =
-            by_context.iter().filter_map(|(c, t)| Some((*c as f64, crate::stats::median(t)?))).collect();
+            by_context.iter().filter_map(|(c, t)| Some((*c as f64, ttft_model::stats::median(t)?))).collect();
         let (first, last) = (points.first()?, points.last()?);
         let (a, b) = ServerRates::fit_prefill(*first, *last);
         Some(ServerRates {
             prefill_s_per_token: a,
             prefill_s_per_token2: b,
-            decode_tps: crate::stats::median(&decode)?,
+            decode_tps: ttft_model::stats::median(&decode)?,
             overhead_s: 0.01,
             probe_s: 0.5,
             source: source.to_string(),
@@ -107,7 +107,7 @@ impl ServerRates {
 }
 
 /// Seconds one cell is expected to take, cooldown before it included.
-pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 {
+pub(crate) fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 {
     let session = Session {
         output_tokens: config.output_tokens,
         turns: config.turns,
@@ -119,7 +119,7 @@ pub fn cell_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 
 /// What a cell's sessions send besides its key: output tokens per request, the hot conversation's
 /// turns and the pause before each later turn.
 #[derive(Clone, Copy, Debug)]
-pub struct Session {
+pub(crate) struct Session {
     pub output_tokens: u32,
     pub turns: u32,
     pub think_s: f64,
@@ -127,7 +127,7 @@ pub struct Session {
 
 /// Seconds of a cell's requests, without the thermal gate's cooldown: the model `cell_s` and the
 /// shards' weights (`shard::cell_cost`) share.
-pub fn cell_work_s(cell: &CellKey, session: &Session, rates: &ServerRates) -> f64 {
+pub(crate) fn cell_work_s(cell: &CellKey, session: &Session, rates: &ServerRates) -> f64 {
     let c = f64::from(cell.context_tokens);
     let out = session.output_tokens;
     let single = match cell.cache_state {
@@ -179,7 +179,7 @@ fn cooldown_s(policy: &ThermalPolicy, rates: &ServerRates) -> f64 {
 /// Seconds the thermal gate is expected to add to `cells` cells: the policy's cooldown before
 /// each (for `probe`, its minimum and one probe; a machine that does not recover at once costs
 /// more probes, 5 s apart).
-pub fn thermal_s(cells: usize, policy: &ThermalPolicy, rates: &ServerRates) -> f64 {
+pub(crate) fn thermal_s(cells: usize, policy: &ThermalPolicy, rates: &ServerRates) -> f64 {
     cells as f64 * cooldown_s(policy, rates)
 }
 
@@ -189,7 +189,7 @@ const THERMAL_OFF_HINT: &str = "on a datacenter GPU with steady clocks, --therma
 /// What the thermal gate is expected to cost, said before the first cell, and how to turn it off
 /// where it buys nothing: a datacenter GPU holds its clocks under a benchmark's load, while the
 /// gate's waits and probes can be most of a short sweep's time.
-pub fn thermal_line(policy: &ThermalPolicy, cells: usize, rates: &ServerRates, eta_s: f64) -> String {
+pub(crate) fn thermal_line(policy: &ThermalPolicy, cells: usize, rates: &ServerRates, eta_s: f64) -> String {
     let show =
         |s: f64| humantime::format_duration(std::time::Duration::from_secs(s.round() as u64)).to_string();
     let gate = match policy {
@@ -221,14 +221,14 @@ fn reused_s(cell: &CellKey, config: &SweepConfig, rates: &ServerRates) -> f64 {
 }
 
 /// Every cell's expected seconds, in plan order, and the total.
-pub fn estimate(cells: &[CellKey], config: &SweepConfig, rates: &ServerRates) -> (Vec<f64>, f64) {
+pub(crate) fn estimate(cells: &[CellKey], config: &SweepConfig, rates: &ServerRates) -> (Vec<f64>, f64) {
     let costs: Vec<f64> = cells
         .iter()
         .enumerate()
         .map(|(i, c)| {
             let reused = config.reuse_primes
                 && i > 0
-                && cells.get(i - 1).is_some_and(|p| crate::plan::continues_lifecycle(p, c));
+                && cells.get(i - 1).is_some_and(|p| ttft_results::plan::continues_lifecycle(p, c));
             cell_s(c, config, rates) - if reused { reused_s(c, config, rates) } else { 0.0 }
         })
         .collect();

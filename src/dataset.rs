@@ -20,7 +20,7 @@ use serde_json::Value;
 
 /// How many rows a file may hold: far beyond any benchmark set, small enough that a wrong file
 /// (a log, a corpus) is refused instead of read into memory.
-pub const MAX_ROWS: usize = 1_000_000;
+pub(crate) const MAX_ROWS: usize = 1_000_000;
 
 /// One message of a row's conversation, in the chat API's roles.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,11 +58,11 @@ pub struct SkippedRow {
 }
 
 /// How many skipped rows run.json and stderr name one by one (all are counted).
-pub const SKIPPED_NAMED: usize = 10;
+pub(crate) const SKIPPED_NAMED: usize = 10;
 
 /// How a dataset is read (`--dataset-strict`, `--dataset-output-tokens`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Reading {
+pub(crate) struct Reading {
     /// Refuse the file at its first row that holds no conversation, instead of skipping it.
     pub strict: bool,
     /// Each row's max_tokens from the row itself (`Row::output_tokens`).
@@ -71,18 +71,18 @@ pub struct Reading {
 
 impl Row {
     /// Turn 1: every message up to and including the first user message.
-    pub fn first_turn(&self) -> &[Turn] {
+    pub(crate) fn first_turn(&self) -> &[Turn] {
         let end = self.messages.iter().position(|t| t.role == "user").map_or(0, |i| i + 1);
         &self.messages[..end]
     }
 
     /// The row's user messages after the first, in order (replayed as hot's later turns).
-    pub fn later_user_turns(&self) -> Vec<&str> {
+    pub(crate) fn later_user_turns(&self) -> Vec<&str> {
         self.messages.iter().filter(|t| t.role == "user").skip(1).map(|t| t.content.as_str()).collect()
     }
 
     /// The assistant message that answers the row's `n`-th user message (1-based), if the row has one.
-    pub fn answer_to(&self, n: usize) -> Option<&str> {
+    pub(crate) fn answer_to(&self, n: usize) -> Option<&str> {
         let user =
             self.messages.iter().enumerate().filter(|(_, t)| t.role == "user").nth(n.checked_sub(1)?)?.0;
         match self.messages.get(user + 1) {
@@ -155,7 +155,7 @@ impl Read {
 /// A dataset that cannot be used, naming the file (and the line, for a row).
 #[derive(Debug, thiserror::Error)]
 #[error("--dataset {0}")]
-pub struct DatasetError(String);
+pub(crate) struct DatasetError(String);
 
 fn at(path: &Path, line: usize, why: impl std::fmt::Display) -> DatasetError {
     DatasetError(format!("{}:{line}: {why}", path.display()))
@@ -163,7 +163,7 @@ fn at(path: &Path, line: usize, why: impl std::fmt::Display) -> DatasetError {
 
 impl Dataset {
     /// Reads `path`, every row checked (skipped or, strict, refused), then samples `limit` rows with `seed`.
-    pub fn load(
+    pub(crate) fn load(
         path: &Path,
         limit: Option<u32>,
         seed: u64,
@@ -172,7 +172,7 @@ impl Dataset {
         let cannot = |why: String| DatasetError(format!("{}: {why}", path.display()));
         // A regular file of at most `Limit::DATASET`: a FIFO or a device would be waited on, never
         // read to its end.
-        let bytes = crate::input_file::read_bytes(path, crate::input_file::Limit::DATASET)
+        let bytes = ttft_model::input_file::read_bytes(path, ttft_model::input_file::Limit::DATASET)
             .map_err(|e| cannot(e.to_string()))?;
         let text = std::str::from_utf8(&bytes).map_err(|e| {
             let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
@@ -222,7 +222,7 @@ impl Dataset {
     }
 
     /// What a sweep says of the rows it skipped: one line per named row, then the count of the rest.
-    pub fn skipped_lines(&self) -> Vec<String> {
+    pub(crate) fn skipped_lines(&self) -> Vec<String> {
         if self.skipped_rows == 0 {
             return Vec::new();
         }
@@ -240,7 +240,7 @@ impl Dataset {
     }
 
     /// The same dataset read again (a resumed run): refused when the file's bytes changed.
-    pub fn reload(&self) -> Result<Dataset, DatasetError> {
+    pub(crate) fn reload(&self) -> Result<Dataset, DatasetError> {
         let reading = Reading { strict: false, output_tokens_from_rows: self.output_tokens_from_rows };
         let seed_free = Dataset::load(&self.path, None, 0, reading)?;
         if seed_free.crc32 != self.crc32 || seed_free.size_bytes != self.size_bytes {
@@ -266,7 +266,7 @@ impl Dataset {
     }
 
     /// The row of a cell.
-    pub fn row(&self, row: u32) -> Option<&Row> {
+    pub(crate) fn row(&self, row: u32) -> Option<&Row> {
         self.rows.iter().find(|r| r.row == row)
     }
 }
@@ -274,7 +274,7 @@ impl Dataset {
 /// `n` of `rows` drawn without replacement by a seeded shuffle (the project's one seeded
 /// generator, `stats::Rng`), kept in file order.
 fn sample(rows: Vec<Row>, n: usize, seed: u64) -> Vec<Row> {
-    let mut rng = crate::stats::Rng::new(seed ^ 0x0DA7_A5E7);
+    let mut rng = ttft_model::stats::Rng::new(seed ^ 0x0DA7_A5E7);
     let mut order: Vec<usize> = (0..rows.len()).collect();
     for i in (1..order.len()).rev() {
         order.swap(i, rng.below(i + 1));

@@ -14,13 +14,13 @@
 
 use serde_json::Value;
 
-use crate::client::Client;
 use crate::server;
+use ttft_client::Client;
 
 /// The preset detection chose, and the evidence it chose it on (one line, for stderr and
 /// run.json's `server.preset_detected`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Detection {
+pub(crate) struct Detection {
     pub preset: &'static str,
     pub why: String,
 }
@@ -31,7 +31,7 @@ impl Detection {
     }
 
     /// The line printed when a run starts.
-    pub fn announce(&self) -> String {
+    pub(crate) fn announce(&self) -> String {
         format!(
             "server detected: preset {} ({}); --preset NAME overrides, --preset openai forces the plain one",
             self.preset, self.why
@@ -40,7 +40,7 @@ impl Detection {
 }
 
 /// Detects the server behind `client`; `props` is preflight's GET /props answer, if any.
-pub async fn detect(client: &Client, props: Option<&Value>) -> Detection {
+pub(crate) async fn detect(client: &Client, props: Option<&Value>) -> Detection {
     if let Some(found) = hosted(client.base()) {
         return found;
     }

@@ -9,18 +9,18 @@
 /// Everything asked for was done and nothing was found wrong.
 pub const SUCCESS: u8 = 0;
 /// Done, but with findings: verify errors, failed measurements in a sweep, an incomplete merge.
-pub const FINDINGS: u8 = 1;
+pub(crate) const FINDINGS: u8 = 1;
 /// Unusable input: bad flags, unreadable or malformed files. Nothing was measured or written.
-pub const USAGE: u8 = 2;
+pub(crate) const USAGE: u8 = 2;
 /// The server could not be reached or stopped answering: before the first cell (nothing measured),
 /// or mid-sweep (every record measured so far is kept; `--resume` finishes).
-pub const SERVER: u8 = 3;
+pub(crate) const SERVER: u8 = 3;
 /// Results could not be written (disk full, permissions).
-pub const IO: u8 = 4;
+pub(crate) const IO: u8 = 4;
 /// An unexpected failure inside bench itself (a bug: please report it with the message).
-pub const INTERNAL: u8 = 5;
+pub(crate) const INTERNAL: u8 = 5;
 /// Interrupted (Ctrl-C / SIGTERM); every record measured so far is on disk.
-pub const INTERRUPTED: u8 = 130;
+pub(crate) const INTERRUPTED: u8 = 130;
 
 /// How a verb ended that ran to an end of its own: what it returns instead of an exit code, so
 /// that `main` holds the only map from outcomes and failures to codes.
@@ -38,7 +38,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// `Findings` when `found`, else `Clean`.
-    pub fn findings_if(found: bool) -> Outcome {
+    pub(crate) fn findings_if(found: bool) -> Outcome {
         if found { Outcome::Findings } else { Outcome::Clean }
     }
 
@@ -97,7 +97,7 @@ impl Failure {
 /// on: `main` maps it to its exit code without printing it again.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Reported(pub Failure);
+pub(crate) struct Reported(pub Failure);
 
 /// The exit code of an error that reached `main`: a `Failure` says its own; anything else is a
 /// failure nobody planned for, which is not the user's bad input.
@@ -115,9 +115,9 @@ pub fn needs_printing(err: &anyhow::Error) -> bool {
 
 /// A client that cannot be set up: a bad `--ca-cert` file or transport setting is the user's
 /// input; a lane that cannot start is bench's own failure.
-impl From<crate::client::SetupError> for Failure {
-    fn from(e: crate::client::SetupError) -> Failure {
-        use crate::client::SetupError;
+impl From<ttft_client::SetupError> for Failure {
+    fn from(e: ttft_client::SetupError) -> Failure {
+        use ttft_client::SetupError;
         match e {
             SetupError::CaCert { .. } => Failure::Usage(format!("--ca-cert {e}")),
             SetupError::Transport(why) => Failure::Usage(why),
@@ -126,41 +126,60 @@ impl From<crate::client::SetupError> for Failure {
     }
 }
 
-/// A hardware or model description that cannot be used came from a flag or a file the user gave.
-impl From<crate::physics::PhysicsError> for Failure {
-    fn from(e: crate::physics::PhysicsError) -> Failure {
-        Failure::Usage(e.to_string())
+/// A hardware or model description that cannot be used came from a flag or a file the user gave:
+/// the message names each input by the flag that gives it (the physics crate knows no flags).
+impl From<ttft_results::physics::PhysicsError> for Failure {
+    fn from(e: ttft_results::physics::PhysicsError) -> Failure {
+        Failure::Usage(e.describe(&physics_flag))
+    }
+}
+
+/// The flag that gives each physics input (`bench sweep`, `load`, `soak` and `verify` alike).
+fn physics_flag(input: ttft_results::physics::PhysicsInput) -> &'static str {
+    use ttft_results::physics::PhysicsInput;
+    match input {
+        PhysicsInput::Hardware => "--hardware",
+        PhysicsInput::BandwidthGbps => "--bandwidth-gbps",
+        PhysicsInput::Tflops => "--tflops",
+        PhysicsInput::ModelFile => "--model-file",
+        PhysicsInput::ModelBytes => "--model-bytes",
+        PhysicsInput::Params => "--params",
     }
 }
 
 /// A result file that cannot be read is the user's input, named by file and line.
-impl From<crate::store::InputError> for Failure {
-    fn from(e: crate::store::InputError) -> Failure {
+impl From<ttft_results::store::InputError> for Failure {
+    fn from(e: ttft_results::store::InputError) -> Failure {
         Failure::Usage(e.to_string())
     }
 }
 
 /// An input without records, refused unless `--allow-empty` accepts it.
-impl From<crate::results::sources::EmptyInput> for Failure {
-    fn from(e: crate::results::sources::EmptyInput) -> Failure {
+impl From<ttft_results::results::sources::EmptyInput> for Failure {
+    fn from(e: ttft_results::results::sources::EmptyInput) -> Failure {
         Failure::Usage(format!("{e} (use --allow-empty to accept inputs without records)"))
     }
 }
 
-/// A result file that cannot be written (a full disk, permissions).
-impl From<crate::store::WriteError> for Failure {
-    fn from(e: crate::store::WriteError) -> Failure {
-        Failure::Io(e.to_string())
+/// A result file that cannot be written: the output's fault (a full disk, permissions: exit 4), or
+/// the input's when what it copies from an input changed since it was read (a located record's
+/// text: exit 2).
+impl From<ttft_results::store::WriteError> for Failure {
+    fn from(e: ttft_results::store::WriteError) -> Failure {
+        match ttft_results::results::text::InputFault::of(&e.source) {
+            Some(fault) => Failure::Usage(fault.to_string()),
+            None => Failure::Io(e.to_string()),
+        }
     }
 }
 
 /// A run another bench process holds is the user's to wait for; a lock that cannot be written
 /// is a write failure like any other.
-impl From<crate::store::LockError> for Failure {
-    fn from(e: crate::store::LockError) -> Failure {
+impl From<ttft_results::store::LockError> for Failure {
+    fn from(e: ttft_results::store::LockError) -> Failure {
         match e {
-            crate::store::LockError::Held { .. } => Failure::Usage(e.to_string()),
-            crate::store::LockError::Io { .. } => Failure::Io(e.to_string()),
+            ttft_results::store::LockError::Held { .. } => Failure::Usage(e.to_string()),
+            ttft_results::store::LockError::Io { .. } => Failure::Io(e.to_string()),
         }
     }
 }
@@ -175,7 +194,7 @@ impl From<crate::dataset::DatasetError> for Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::SetupError;
+    use ttft_client::SetupError;
 
     /// Each lower crate's error reaches the user with the exit code of its kind, and a bad
     /// certificate file names the flag it came from.
@@ -191,21 +210,21 @@ mod tests {
         );
         assert_eq!(Failure::from(SetupError::Transport("x".into())).exit_code(), USAGE);
         assert_eq!(Failure::from(SetupError::Start("lane".into())).exit_code(), INTERNAL);
-        let input = Failure::from(crate::store::InputError::new("r.jsonl", 3, "not JSON"));
+        let input = Failure::from(ttft_results::store::InputError::new("r.jsonl", 3, "not JSON"));
         assert_eq!((input.exit_code(), input.to_string().as_str()), (USAGE, "r.jsonl:3: not JSON"));
-        let empty = Failure::from(crate::results::sources::EmptyInput { path: "run".into() });
+        let empty = Failure::from(ttft_results::results::sources::EmptyInput { path: "run".into() });
         assert_eq!(empty.exit_code(), USAGE);
         assert!(empty.to_string().starts_with("no records in run (use --allow-empty"), "{empty}");
-        assert_eq!(Failure::from(crate::physics::PhysicsError::NoTensors).exit_code(), USAGE);
+        assert_eq!(Failure::from(ttft_results::physics::PhysicsError::NoTensors).exit_code(), USAGE);
         let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
         assert_eq!(
-            Failure::from(crate::store::WriteError::new("r.json".as_ref(), "write", full)).exit_code(),
+            Failure::from(ttft_results::store::WriteError::new("r.json".as_ref(), "write", full)).exit_code(),
             IO
         );
-        let held = crate::store::LockError::Held { path: "run/bench.lock".into(), pid: Some(7) };
+        let held = ttft_results::store::LockError::Held { path: "run/bench.lock".into(), pid: Some(7) };
         assert_eq!(Failure::from(held).exit_code(), USAGE);
         let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
-        let unwritable = crate::store::LockError::Io { path: "run/bench.lock".into(), source: denied };
+        let unwritable = ttft_results::store::LockError::Io { path: "run/bench.lock".into(), source: denied };
         assert_eq!(Failure::from(unwritable).exit_code(), IO);
     }
 }

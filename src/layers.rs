@@ -11,7 +11,7 @@
 //! the reading verbs write).
 
 /// Top-level modules by rank, highest first. A module may use only modules of a lower rank.
-pub const LAYERS: &[(&str, u32)] = &[
+pub(crate) const LAYERS: &[(&str, u32)] = &[
     // the command line: every verb and its arguments
     ("command", 99),
     // `bench watch`: follows run directories and shows the driving verbs' live view of their
@@ -76,15 +76,16 @@ pub const LAYERS: &[(&str, u32)] = &[
 ];
 
 /// Groups that never use each other, whatever their ranks.
-pub const APART: &[(&[&str], &[&str])] = &[(&["compare", "report", "verify", "merge"], &["load", "runner"])];
+pub(crate) const APART: &[(&[&str], &[&str])] =
+    &[(&["compare", "report", "verify", "merge"], &["load", "runner"])];
 
 /// The rank of a top-level module, None for one the table does not know.
-pub fn rank(module: &str) -> Option<u32> {
+pub(crate) fn rank(module: &str) -> Option<u32> {
     LAYERS.iter().find(|(m, _)| *m == module).map(|(_, r)| *r)
 }
 
 /// Why `from` may not use `to`, or None when it may.
-pub fn violation(from: &str, to: &str) -> Option<String> {
+pub(crate) fn violation(from: &str, to: &str) -> Option<String> {
     let (Some(a), Some(b)) = (rank(from), rank(to)) else {
         return Some(format!("{from} -> {to}: a module missing from the layer table (src/layers.rs)"));
     };

@@ -4,12 +4,13 @@
 //! preset, prompt, metrics) -> record -> store; results -> merge / verify / report only read
 //! records. The crates below this one hold the lower layers, so the compiler refuses an import
 //! that points up: ttft-model (the record model and leaves), ttft-results (result files, physics,
-//! quality) and ttft-client (the transport). Their modules are re-exported here under the names
-//! the rest of the code uses; src/layers.rs orders this crate's own modules.
+//! quality) and ttft-client (the transport). Code names them directly (`ttft_model::record`), so
+//! a path says which crate it reaches into; src/layers.rs orders the modules of all of them.
+//!
+//! Visibility says what is API: an item is `pub` only when the binaries, tests or benchmarks use
+//! it; everything else is `pub(crate)`, and `unreachable_pub` keeps it that way.
 
-pub use ttft_client as client;
-pub use ttft_model::{clock, input_file, page_cache, record, secrets, spec, stats};
-pub use ttft_results::{physics, plan, quality, results, store};
+#![warn(unreachable_pub)]
 
 pub mod cli;
 pub mod command;
@@ -19,7 +20,8 @@ pub(crate) mod cost;
 pub(crate) mod dataset;
 pub(crate) mod detect;
 pub mod exit;
-pub mod layers;
+#[cfg(test)]
+mod layers;
 pub(crate) mod live;
 pub mod load;
 pub(crate) mod measuring;

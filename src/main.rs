@@ -35,7 +35,7 @@ fn main() -> ExitCode {
         Ok(outcome) => outcome.exit_code(),
         Err(err) => {
             if exit::needs_printing(&err) {
-                eprintln!("error: {}", ttft_bench::secrets::redact(&format!("{err:#}")));
+                eprintln!("error: {}", ttft_model::secrets::redact(&format!("{err:#}")));
             }
             exit::code_of(&err)
         }
@@ -51,7 +51,7 @@ async fn sweep(args: &ttft_bench::cli::SweepArgs) -> anyhow::Result<Outcome> {
     let swept = ttft_bench::runner::run(args).await?;
     if let Some(dir) = &swept.finished {
         if !args.output.quiet {
-            match ttft_bench::results::sources::load(dir) {
+            match ttft_results::results::sources::load(dir) {
                 Ok(source) => eprint!(
                     "per cell (median p50 / p99; `bench report {}` has the full table):\n{}",
                     dir.display(),

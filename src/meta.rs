@@ -10,13 +10,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::{PhysicsArgs, Slo};
 use crate::config::{SweepConfig, ThermalPolicy};
-use crate::record::CacheState;
-use crate::results::run_meta as view;
 use crate::supervise::ServerCrash;
+use ttft_model::record::CacheState;
+use ttft_results::results::run_meta as view;
 
-pub const HARNESS_NAME: &str = "ttft-bench";
-pub const HARNESS_VERSION: &str = env!("CARGO_PKG_VERSION");
-pub const HARNESS_GIT_SHA: &str = env!("TTFT_BENCH_GIT_SHA");
+pub(crate) const HARNESS_NAME: &str = "ttft-bench";
+pub(crate) const HARNESS_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const HARNESS_GIT_SHA: &str = env!("TTFT_BENCH_GIT_SHA");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -101,7 +101,7 @@ impl RunMeta {
     /// measured or learned about the server yet (every later section empty).
     pub fn started(run_id: String, config: SweepConfig, started_at: String, host: HostFacts) -> RunMeta {
         RunMeta {
-            schema_version: crate::record::SCHEMA_VERSION,
+            schema_version: ttft_model::record::SCHEMA_VERSION,
             run_id,
             harness: Harness::current(),
             started_at,
@@ -142,8 +142,8 @@ pub struct ArrivalStamps {
 
 impl ArrivalStamps {
     /// What the direct path's read counters say happened since they read `before`.
-    pub fn since(before: crate::client::ReadCounts) -> ArrivalStamps {
-        let reads = crate::client::read_counts().since(before);
+    pub(crate) fn since(before: ttft_client::ReadCounts) -> ArrivalStamps {
+        let reads = ttft_client::read_counts().since(before);
         let direct = reads.kernel_stamped + reads.stamped_on_return > 0;
         ArrivalStamps {
             transport: if direct { "direct" } else { "reqwest" }.to_string(),
@@ -225,8 +225,8 @@ pub struct ThermalBaseline {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhysicsProfiles {
-    pub hardware: Option<crate::physics::Hardware>,
-    pub model: Option<crate::physics::ModelProfile>,
+    pub hardware: Option<ttft_results::physics::Hardware>,
+    pub model: Option<ttft_results::physics::ModelProfile>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -534,7 +534,7 @@ impl From<&SweepConfig> for view::ConfigView {
         view::ConfigView {
             server: Some(server.clone()),
             // Written out with its secrets masked, so read back masked.
-            server_cmd: server_cmd.as_deref().map(crate::secrets::redact_command),
+            server_cmd: server_cmd.as_deref().map(ttft_model::secrets::redact_command),
             // The view keeps the dialect as written; a unit enum always serializes.
             api: serde_json::to_value(api).ok(),
             preset: Some(preset.clone()),

@@ -12,19 +12,19 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use crate::client::Client;
 use crate::preset::MetricsSpec;
-use crate::record::MetricsDelta;
+use ttft_client::Client;
+use ttft_model::record::MetricsDelta;
 
 /// A metrics page larger than this is not read further (a real one is a few KiB).
 const MAX_METRICS_BYTES: usize = 4 << 20;
 
 /// Counter values by name (summed over label sets).
-pub type Snapshot = BTreeMap<String, f64>;
+pub(crate) type Snapshot = BTreeMap<String, f64>;
 
 /// Parses Prometheus text: `name{labels} value [timestamp]` lines; comments and blank lines skipped,
 /// unparsable lines ignored (a scrape is evidence, not input to validate).
-pub fn parse(text: &str) -> Snapshot {
+pub(crate) fn parse(text: &str) -> Snapshot {
     let mut out = Snapshot::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let (name, rest) = match line.find(['{', ' ', '\t']) {
@@ -46,7 +46,7 @@ pub fn parse(text: &str) -> Snapshot {
 }
 
 /// Fetches and parses the server's metrics page; None when there is none or it cannot be read.
-pub async fn snapshot(client: &Client, spec: &MetricsSpec, timeout: Duration) -> Option<Snapshot> {
+pub(crate) async fn snapshot(client: &Client, spec: &MetricsSpec, timeout: Duration) -> Option<Snapshot> {
     page(client, &spec.path, timeout).await.map(|text| parse(&text))
 }
 
@@ -54,7 +54,7 @@ pub async fn snapshot(client: &Client, spec: &MetricsSpec, timeout: Duration) ->
 /// headers like every call bench makes; None when the server has none or it cannot be read.
 /// A GET of counters is idempotent and outside every timed window, so a failed send (a pooled
 /// connection the server had just closed) is tried once more.
-pub async fn page(client: &Client, path: &str, timeout: Duration) -> Option<String> {
+pub(crate) async fn page(client: &Client, path: &str, timeout: Duration) -> Option<String> {
     let url = format!("{}{path}", client.base());
     let send = || client.identify(client.http().get(&url)).timeout(timeout).send();
     let response = match send().await {
@@ -76,7 +76,7 @@ pub async fn page(client: &Client, path: &str, timeout: Duration) -> Option<Stri
 }
 
 /// The change of the spec's counters between two snapshots.
-pub fn delta(spec: &MetricsSpec, before: &Snapshot, after: &Snapshot) -> MetricsDelta {
+pub(crate) fn delta(spec: &MetricsSpec, before: &Snapshot, after: &Snapshot) -> MetricsDelta {
     let change = |name: &Option<String>| {
         let name = name.as_ref()?;
         Some(after.get(name)? - before.get(name).copied().unwrap_or(0.0))

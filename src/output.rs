@@ -18,11 +18,11 @@ static CLOSED: AtomicBool = AtomicBool::new(false);
 /// Writes `text` to stdout, every registered secret masked (`secrets::redact`). A broken pipe
 /// (the reader went away) is not an error: the text is dropped, as is everything printed after it
 /// (`closed` says so); any other failure is returned.
-pub fn print(text: &str) -> io::Result<()> {
+pub(crate) fn print(text: &str) -> io::Result<()> {
     if CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }
-    let text = crate::secrets::redact(text);
+    let text = ttft_model::secrets::redact(text);
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
@@ -41,18 +41,13 @@ pub fn println(text: &str) -> io::Result<()> {
     print(&line)
 }
 
-/// Whether stdout was found closed: what was printed from then on never reached a reader.
-pub fn closed() -> bool {
-    CLOSED.load(Ordering::Relaxed)
-}
-
 /// The width terminal tables are laid out for: a terminal's, wide enough for every column.
-pub const TERMINAL_WIDTH: u16 = 100;
+pub(crate) const TERMINAL_WIDTH: u16 = 100;
 
 /// How a table is drawn: for people at a terminal (box lines, cells wrapped to fit
 /// `TERMINAL_WIDTH`), or as markdown for pasting (one line per row, never wrapped).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TableStyle {
+pub(crate) enum TableStyle {
     Terminal,
     Markdown,
 }
@@ -65,7 +60,7 @@ pub enum TableStyle {
 /// column: it holds the row's key ("PASS 12/12 ...", "4 (stopped)", a model), by which people and
 /// `grep` find the row, so it stays on one line and the other columns wrap instead. Where the key
 /// and the longest words cannot fit `TERMINAL_WIDTH`, the table runs wider rather than split them.
-pub fn table(style: TableStyle, header: &[&str], right_from: usize) -> Table {
+pub(crate) fn table(style: TableStyle, header: &[&str], right_from: usize) -> Table {
     let mut t = Table::new();
     match style {
         TableStyle::Terminal => {
@@ -94,7 +89,7 @@ pub fn table(style: TableStyle, header: &[&str], right_from: usize) -> Table {
 /// A table as text, ending in a newline (comfy-table's own text has none). No column is narrower
 /// than its longest word, so wrapping breaks cells between words ("Output / mismatches"), never
 /// inside one ("mismatc / hes").
-pub fn table_text(mut t: Table) -> String {
+pub(crate) fn table_text(mut t: Table) -> String {
     let mut longest: Vec<usize> = Vec::new();
     for row in t.header().into_iter().chain(t.row_iter()) {
         for (i, cell) in row.cell_iter().enumerate() {
@@ -119,7 +114,7 @@ pub fn table_text(mut t: Table) -> String {
 
 /// A number for a table cell, in few significant digits: tables are for reading; CSV and JSON carry
 /// full precision.
-pub fn short(v: Option<f64>) -> String {
+pub(crate) fn short(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
         // Beyond any real time or rate (a corrupt file): keep the column narrow.
@@ -131,9 +126,10 @@ pub fn short(v: Option<f64>) -> String {
 }
 
 /// The rows of the terminal tables in `text` (header rows too), each cell trimmed; a wrapped row's
-/// lines are joined back into one (its key, the first cell, is on its first line only). The tests
-/// of every crate that prints a table read it back through this (so it is not test-only).
-pub fn table_rows(text: &str) -> Vec<Vec<String>> {
+/// lines are joined back into one (its key, the first cell, is on its first line only). The unit
+/// tests of every module that prints a table read it back through this.
+#[cfg(test)]
+pub(crate) fn table_rows(text: &str) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = Vec::new();
     for line in text.lines().filter(|l| l.starts_with('│')) {
         let cells: Vec<String> = line.trim_matches('│').split('┆').map(|c| c.trim().to_string()).collect();

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::client::{ChatRequest, Client};
-use crate::record::{ErrorKind, SessionCache, SessionTier};
 use crate::server::{self, CallError};
+use ttft_client::{ChatRequest, Client};
+use ttft_model::record::{ErrorKind, SessionCache, SessionTier};
 
 const BUILTIN: &[(&str, &str)] = &[
     ("openai", include_str!("../presets/openai.toml")),
@@ -32,7 +32,7 @@ const BUILTIN: &[(&str, &str)] = &[
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Preset {
+pub(crate) struct Preset {
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -107,7 +107,7 @@ pub struct Preset {
 /// memory (a warm session would turn hot), so its preset reads the list of every agent instead.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct SessionStateSpec {
+pub(crate) struct SessionStateSpec {
     #[serde(with = "method")]
     pub method: reqwest::Method,
     pub path: String,
@@ -136,7 +136,7 @@ pub struct SessionStateSpec {
 
 impl SessionStateSpec {
     /// `session`'s cache in the server's listing: `absent` when it is not listed.
-    pub fn session_cache(&self, listing: &Value, session: &Session) -> Result<SessionCache, String> {
+    pub(crate) fn session_cache(&self, listing: &Value, session: &Session) -> Result<SessionCache, String> {
         let id = fill(&self.id, session).map_err(|e| e.to_string())?;
         let entries = listing.pointer(&self.entries).and_then(Value::as_array).ok_or_else(|| {
             format!("session_state: {} {}: no array at {:?}", self.method, self.path, self.entries)
@@ -179,7 +179,7 @@ impl SessionStateSpec {
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct RequestBinding {
+pub(crate) struct RequestBinding {
     #[serde(default)]
     pub body: BTreeMap<String, Value>,
     #[serde(default)]
@@ -189,7 +189,7 @@ pub struct RequestBinding {
 /// Which Prometheus counters say what the server computed (see `metrics`).
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct MetricsSpec {
+pub(crate) struct MetricsSpec {
     #[serde(default = "default_metrics_path")]
     pub path: String,
     /// Prompt tokens computed (prefilled), cached ones excluded: `llamacpp:prompt_tokens_total`.
@@ -209,14 +209,14 @@ fn default_metrics_path() -> String {
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum Scope {
+pub(crate) enum Scope {
     Session,
     Global,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct ActionStep {
+pub(crate) struct ActionStep {
     #[serde(with = "method")]
     pub method: reqwest::Method,
     pub path: String,
@@ -241,11 +241,11 @@ pub struct ActionStep {
 mod method {
     use serde::{Deserialize, Deserializer, Serializer, de};
 
-    pub fn serialize<S: Serializer>(m: &reqwest::Method, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(m: &reqwest::Method, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(m.as_str())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<reqwest::Method, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<reqwest::Method, D::Error> {
         let text = String::deserialize(d)?;
         match text.to_uppercase().as_str() {
             m @ ("GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD") => {
@@ -259,7 +259,7 @@ mod method {
 }
 
 impl ActionStep {
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         self.scope.unwrap_or_else(|| {
             let mut text = vec![self.path.clone()];
             text.extend(self.headers.values().cloned());
@@ -272,7 +272,7 @@ impl ActionStep {
 
 /// Identifies one session on the server.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Session {
+pub(crate) struct Session {
     pub id: String,
     pub slot: u32,
     /// How the session's requests and actions are bound.
@@ -281,7 +281,7 @@ pub struct Session {
 
 /// How a session's requests reach the server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Binding {
+pub(crate) enum Binding {
     /// The preset's `request` binding and every session action (reset, evict, reload, cleanup).
     #[default]
     Session,
@@ -292,18 +292,18 @@ pub enum Binding {
 }
 
 impl Session {
-    pub fn new(id: String, slot: u32) -> Session {
+    pub(crate) fn new(id: String, slot: u32) -> Session {
         Session { id, slot, binding: Binding::Session }
     }
 }
 
 /// A preset that cannot be used: it cannot be read, or a placeholder cannot be filled.
 #[derive(Debug, thiserror::Error)]
-pub enum PresetError {
+pub(crate) enum PresetError {
     #[error("built-in preset {name}: {source}")]
     BuiltIn { name: String, source: toml::de::Error },
     #[error("--preset {path}: {source}")]
-    Unreadable { path: String, source: crate::input_file::ReadError },
+    Unreadable { path: String, source: ttft_model::input_file::ReadError },
     #[error("--preset {path}: {source}")]
     Malformed { path: String, source: toml::de::Error },
     #[error("--preset: unknown preset {name:?} (built in: {known}; or a .toml file)")]
@@ -334,7 +334,7 @@ impl From<PresetError> for crate::exit::Failure {
 
 /// A preset action that ran: how long it took, and what its answers said the server saved.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ActionDone {
+pub(crate) struct ActionDone {
     pub took: Duration,
     pub saved_bytes: Option<u64>,
 }
@@ -343,7 +343,7 @@ pub struct ActionDone {
 /// slow, or the server refusing the action).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{action}: {message}")]
-pub struct ActionError {
+pub(crate) struct ActionError {
     pub action: String,
     pub kind: ErrorKind,
     pub message: String,
@@ -351,7 +351,7 @@ pub struct ActionError {
 
 /// What a failed call means for a record: unreachable -> connect, too slow -> timeout, anything
 /// else the server said -> preset_action.
-pub fn kind_of(e: &CallError) -> ErrorKind {
+pub(crate) fn kind_of(e: &CallError) -> ErrorKind {
     if e.is_unreachable() {
         ErrorKind::Connect
     } else if e.is_timeout() {
@@ -363,14 +363,14 @@ pub fn kind_of(e: &CallError) -> ErrorKind {
 
 impl Preset {
     /// A built-in name or a path to a TOML file.
-    pub fn load(name_or_path: &str) -> Result<Preset, PresetError> {
+    pub(crate) fn load(name_or_path: &str) -> Result<Preset, PresetError> {
         if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
             return toml::from_str(text)
                 .map_err(|source| PresetError::BuiltIn { name: name_or_path.into(), source });
         }
         let path = std::path::Path::new(name_or_path);
         if path.extension().is_some_and(|e| e == "toml") || path.exists() {
-            let text = crate::input_file::read_text(path, crate::input_file::Limit::PRESET)
+            let text = ttft_model::input_file::read_text(path, ttft_model::input_file::Limit::PRESET)
                 .map_err(|source| PresetError::Unreadable { path: name_or_path.into(), source })?;
             let preset: Preset = toml::from_str(&text)
                 .map_err(|source| PresetError::Malformed { path: name_or_path.into(), source })?;
@@ -421,7 +421,7 @@ impl Preset {
     /// The preset as `api` uses it: every `[per_api.<api>]` placeholder replaced by its value in
     /// every template. A placeholder that another API's table defines and this API's does not is
     /// an error naming it: the action would otherwise fail on every cell of the sweep.
-    pub fn for_api(mut self, api: &str) -> Result<Preset, PresetError> {
+    pub(crate) fn for_api(mut self, api: &str) -> Result<Preset, PresetError> {
         let names: std::collections::BTreeSet<String> =
             self.per_api.values().flat_map(|values| values.keys().cloned()).collect();
         if names.is_empty() {
@@ -518,7 +518,7 @@ impl Preset {
 
     /// The server's listing of every session's cache (`session_state`), or why it could not be
     /// read; None when the preset names no such listing.
-    pub async fn fetch_session_listing(
+    pub(crate) async fn fetch_session_listing(
         &self,
         client: &Client,
         session: &Session,
@@ -528,7 +528,7 @@ impl Preset {
     }
 
     /// The saved file of `session` in `dir`, when the preset names one.
-    pub fn saved_path(
+    pub(crate) fn saved_path(
         &self,
         dir: &std::path::Path,
         session: &Session,
@@ -536,14 +536,14 @@ impl Preset {
         self.saved_file.as_deref().map(|f| fill(f, session).map(|name| dir.join(name))).transpose()
     }
 
-    pub fn supports_warm(&self) -> bool {
+    pub(crate) fn supports_warm(&self) -> bool {
         !self.evict.is_empty()
     }
 
     /// Why this preset cannot produce a warm state for several sessions at once, if it cannot: an
     /// eviction or reload that acts on the whole server would evict or reload the other sessions
     /// of the batch too.
-    pub fn warm_batch_problem(&self) -> Option<String> {
+    pub(crate) fn warm_batch_problem(&self) -> Option<String> {
         let global: Vec<String> = [("evict", &self.evict), ("reload", &self.reload)]
             .iter()
             .flat_map(|(name, steps)| {
@@ -561,7 +561,10 @@ impl Preset {
     }
 
     /// Environment variables the given actions need (`{env:NAME}`), with the action naming each.
-    pub fn required_env<'a>(&'a self, actions: &[(&'a str, &'a [ActionStep])]) -> Vec<(String, &'a str)> {
+    pub(crate) fn required_env<'a>(
+        &'a self,
+        actions: &[(&'a str, &'a [ActionStep])],
+    ) -> Vec<(String, &'a str)> {
         let mut out = Vec::new();
         let mut texts: Vec<(&str, String)> = Vec::new();
         for (name, steps) in actions {
@@ -588,12 +591,12 @@ impl Preset {
     }
 
     /// Whether cold requests can be sent without a session's slot (`cold_request`).
-    pub fn cold_needs_no_slot(&self) -> bool {
+    pub(crate) fn cold_needs_no_slot(&self) -> bool {
         self.cold_request.is_some()
     }
 
     /// Adds the session binding to a chat request (replacing what an earlier binding added).
-    pub fn bind(&self, req: &mut ChatRequest, session: &Session) -> Result<(), PresetError> {
+    pub(crate) fn bind(&self, req: &mut ChatRequest, session: &Session) -> Result<(), PresetError> {
         let names_slot = |v: &str| v.contains("{slot}");
         let (cold, pinned) = match (session.binding, &self.cold_request) {
             (Binding::Cold { pinned }, Some(cold)) => (Some(cold), pinned),
@@ -622,7 +625,7 @@ impl Preset {
 
     /// Runs the steps of one action that have `scope` (all steps when None), in order; returns the
     /// time they took.
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         client: &Client,
         action: &str,
@@ -634,7 +637,7 @@ impl Preset {
     }
 
     /// `run`, and the bytes the server said it saved (the steps' `saved_bytes` fields, added up).
-    pub async fn run_saving(
+    pub(crate) async fn run_saving(
         &self,
         client: &Client,
         action: &str,
@@ -665,7 +668,7 @@ impl Preset {
         Ok(ActionDone { took: start.elapsed(), saved_bytes })
     }
 
-    pub async fn fetch_stats(&self, client: &Client, session: &Session) -> Option<Value> {
+    pub(crate) async fn fetch_stats(&self, client: &Client, session: &Session) -> Option<Value> {
         let step = self.stats.as_ref()?;
         run_step(client, step, session).await.ok()
     }
@@ -708,7 +711,7 @@ fn fill(template: &str, session: &Session) -> Result<String, PresetError> {
             _ => match name.strip_prefix("env:") {
                 Some(var) => {
                     let value = std::env::var(var).map_err(|_| PresetError::MissingEnv(var.into()))?;
-                    crate::secrets::register(&value); // an admin key a server may echo back
+                    ttft_model::secrets::register(&value); // an admin key a server may echo back
                     out.push_str(&value);
                 }
                 None => {

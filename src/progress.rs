@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 /// Where a live view takes what progress says. Every call returns at once: the view draws on its
 /// own thread.
-pub trait LiveSink: Send + Sync {
+pub(crate) trait LiveSink: Send + Sync {
     /// A note or warning, kept in order (the view shows the latest and prints them all when it ends).
     fn note(&self, text: String);
     /// Where the run is now: the cell running, the rate under way.
@@ -29,7 +29,7 @@ pub trait LiveSink: Send + Sync {
     fn finish(&self);
 }
 
-pub struct Progress {
+pub(crate) struct Progress {
     out: Out,
     /// Expected seconds of each cell, in order (all 1.0 when there is no cost model).
     costs: Vec<f64>,
@@ -50,19 +50,19 @@ struct State {
 }
 
 impl Progress {
-    pub fn new(total: usize, quiet: bool) -> Progress {
+    pub(crate) fn new(total: usize, quiet: bool) -> Progress {
         Progress { timed: false, ..Progress::weighted(vec![1.0; total], quiet) }
     }
 
     /// Progress over cells of these expected durations (seconds), as plain lines (or nothing).
-    pub fn weighted(costs: Vec<f64>, quiet: bool) -> Progress {
+    pub(crate) fn weighted(costs: Vec<f64>, quiet: bool) -> Progress {
         let state = Mutex::new(State { started: Instant::now(), planned_done_s: 0.0 });
         let out = if quiet { Out::Quiet } else { Out::Lines };
         Progress { out, costs, timed: true, state }
     }
 
     /// The same progress shown by a live view instead of lines (`--quiet` stays quiet).
-    pub fn showing(mut self, sink: Option<Arc<dyn LiveSink>>) -> Progress {
+    pub(crate) fn showing(mut self, sink: Option<Arc<dyn LiveSink>>) -> Progress {
         if let (Some(sink), Out::Lines) = (sink, &self.out) {
             self.out = Out::Live(sink);
         }
@@ -71,7 +71,7 @@ impl Progress {
 
     /// A progress over other cells that goes where this one goes (lines, quiet or its live view):
     /// cells of these expected seconds (`timed`), or only counted (every cost 1.0, not `timed`).
-    pub fn reweighted(&self, costs: Vec<f64>, timed: bool) -> Progress {
+    pub(crate) fn reweighted(&self, costs: Vec<f64>, timed: bool) -> Progress {
         let out = match &self.out {
             Out::Live(sink) => Out::Live(sink.clone()),
             Out::Lines => Out::Lines,
@@ -81,14 +81,10 @@ impl Progress {
         Progress { out, costs, timed, state }
     }
 
-    pub fn is_quiet(&self) -> bool {
-        matches!(self.out, Out::Quiet)
-    }
-
     /// A note that is not about one cell (setup, calibration, warnings), every registered secret
     /// masked (it often quotes a server or a command).
-    pub fn note(&self, text: &str) {
-        let text = crate::secrets::redact(text);
+    pub(crate) fn note(&self, text: &str) {
+        let text = ttft_model::secrets::redact(text);
         match &self.out {
             Out::Live(sink) => sink.note(text),
             Out::Lines => eprintln!("{text}"),
@@ -98,7 +94,7 @@ impl Progress {
 
     /// A warning about what is measured (rows skipped, a setting that cannot hold): said with
     /// `--quiet` too, which silences progress, not what changes the numbers.
-    pub fn warn(&self, text: &str) {
+    pub(crate) fn warn(&self, text: &str) {
         match &self.out {
             Out::Live(sink) => sink.note(text.to_string()),
             Out::Lines | Out::Quiet => eprintln!("{text}"),
@@ -106,7 +102,7 @@ impl Progress {
     }
 
     /// Cell `index` (0-based) starts.
-    pub fn cell(&self, index: usize, label: &str) {
+    pub(crate) fn cell(&self, index: usize, label: &str) {
         let total = self.costs.len();
         match &self.out {
             Out::Live(sink) => {
@@ -120,7 +116,7 @@ impl Progress {
     }
 
     /// Cell `index` finished; `summary` is e.g. "ttft 812.4 ms" or "error: timeout".
-    pub fn done(&self, index: usize, label: &str, summary: &str) {
+    pub(crate) fn done(&self, index: usize, label: &str, summary: &str) {
         let cost = self.costs.get(index).copied().unwrap_or(0.0);
         {
             let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -138,7 +134,7 @@ impl Progress {
 
     /// Cell `index` is `fraction` (0..=1) done: a cell that runs for a known time (a rate of
     /// `bench load`) moves the view while it runs; without a terminal each call is a line.
-    pub fn partly(&self, index: usize, fraction: f64, label: &str) {
+    pub(crate) fn partly(&self, index: usize, fraction: f64, label: &str) {
         match &self.out {
             Out::Live(sink) => {
                 let before: f64 = self.costs.iter().take(index).sum();
@@ -160,13 +156,13 @@ impl Progress {
     }
 
     /// Whether progress is redrawn in place by a live view (a terminal), rather than lines.
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         matches!(self.out, Out::Live(_))
     }
 
     /// The time left before cell `index`: the plan's remaining seconds, scaled by how the cells so
     /// far compared with their plan.
-    pub fn eta(&self, index: usize) -> Option<Duration> {
+    pub(crate) fn eta(&self, index: usize) -> Option<Duration> {
         let remaining: f64 = self.costs.get(index..)?.iter().sum();
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let scale =
@@ -195,7 +191,7 @@ impl Progress {
     }
 
     /// The thermal gate is waiting, and why.
-    pub fn cooling(&self, why: &str) {
+    pub(crate) fn cooling(&self, why: &str) {
         match &self.out {
             Out::Live(sink) => sink.thermal(Some(why.to_string())),
             Out::Lines => eprintln!("  cooling down: {why}"),
@@ -204,7 +200,7 @@ impl Progress {
     }
 
     /// The run's work ended: a live view gives the terminal back (before the verb's last words).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Out::Live(sink) = &self.out {
             sink.finish();
         }

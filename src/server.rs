@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::client::{self, Client, quote};
+use ttft_client::{Client, quote};
 
 /// Starts the message of a call that could not connect, so callers that only see text (prompt
 /// sizing, preset actions) can still tell "server down" from "server said no". Prefer
@@ -36,7 +36,7 @@ pub enum CallError {
     #[error("{call}: {detail}")]
     Transport { call: String, detail: String },
     /// The answer is larger than `cap` bytes.
-    #[error("{call}: the answer exceeds the {} cap", client::sse::size(*cap))]
+    #[error("{call}: the answer exceeds the {} cap", ttft_client::sse::size(*cap))]
     TooLarge { call: String, cap: usize },
     /// A 2xx answer that is not JSON.
     #[error("{call}: answer is not JSON: {detail}")]
@@ -62,14 +62,14 @@ impl CallError {
 }
 
 fn redact(text: impl AsRef<str>) -> String {
-    crate::secrets::redact(text.as_ref())
+    ttft_model::secrets::redact(text.as_ref())
 }
 
 /// Sends `method path` with an optional JSON body within the client's request timeout and returns
 /// the JSON answer (Null when the body is empty, e.g. 204). Non-2xx is `CallError::Status`.
 /// Sent again only when the connection could not be opened (the server never saw it), so a
 /// non-idempotent preset action is never repeated.
-pub async fn call(
+pub(crate) async fn call(
     client: &Client,
     method: reqwest::Method,
     path: &str,
@@ -80,7 +80,7 @@ pub async fn call(
 }
 
 /// `call` with its own timeout (preflight).
-pub async fn call_within(
+pub(crate) async fn call_within(
     client: &Client,
     timeout: Duration,
     method: reqwest::Method,
@@ -102,37 +102,40 @@ pub async fn call_within(
     if let Some(body) = body {
         builder = builder.json(body);
     }
-    let request = builder
-        .build()
-        .map_err(|e| CallError::Transport { call: call.clone(), detail: redact(client::error_chain(&e)) })?;
-    let sent = client::send_at_most_twice(client.http(), request, timeout).await;
+    let request = builder.build().map_err(|e| CallError::Transport {
+        call: call.clone(),
+        detail: redact(ttft_client::error_chain(&e)),
+    })?;
+    let sent = ttft_client::send_at_most_twice(client.http(), request, timeout).await;
     let deadline = sent.window.deadline;
     let response = match sent.result {
         Err(()) => return Err(CallError::Timeout { call, timeout }),
         Ok(Err(e)) if e.is_connect() => {
-            let detail = redact(client::connect_failure(&e));
-            return Err(match client::tls_problem(&e) {
+            let detail = redact(ttft_client::connect_failure(&e));
+            return Err(match ttft_client::tls_problem(&e) {
                 Some(_) => CallError::Tls { call, detail },
                 None => CallError::Unreachable { call, detail },
             });
         }
-        Ok(Err(e)) => return Err(CallError::Transport { call, detail: redact(client::send_failure(&e)) }),
+        Ok(Err(e)) => {
+            return Err(CallError::Transport { call, detail: redact(ttft_client::send_failure(&e)) });
+        }
         Ok(Ok(r)) => r,
     };
     let status = response.status();
     let limits = client.limits();
     if !status.is_success() {
-        let location = client::location_of(&response);
-        let prefix = client::body::read_prefix(response, limits.max_error_read_bytes, deadline).await;
+        let location = ttft_client::location_of(&response);
+        let prefix = ttft_client::body::read_prefix(response, limits.max_error_read_bytes, deadline).await;
         let body =
-            client::not_followed(status.as_u16(), location.as_deref()).unwrap_or_else(|| quote(&prefix));
+            ttft_client::not_followed(status.as_u16(), location.as_deref()).unwrap_or_else(|| quote(&prefix));
         return Err(CallError::Status { call, code: status.as_u16(), body: redact(body) });
     }
-    let bytes = match client::body::read_capped(response, limits.max_call_bytes, deadline).await {
+    let bytes = match ttft_client::body::read_capped(response, limits.max_call_bytes, deadline).await {
         Ok(b) => b,
-        Err(client::body::BodyError::Timeout) => return Err(CallError::Timeout { call, timeout }),
-        Err(client::body::BodyError::TooLarge { cap }) => return Err(CallError::TooLarge { call, cap }),
-        Err(client::body::BodyError::Broken(detail)) => {
+        Err(ttft_client::body::BodyError::Timeout) => return Err(CallError::Timeout { call, timeout }),
+        Err(ttft_client::body::BodyError::TooLarge { cap }) => return Err(CallError::TooLarge { call, cap }),
+        Err(ttft_client::body::BodyError::Broken(detail)) => {
             return Err(CallError::Transport { call, detail: redact(detail) });
         }
     };
@@ -151,7 +154,7 @@ pub async fn get_json(client: &Client, path: &str) -> Result<Value, CallError> {
 }
 
 /// A GET of preflight: within `Client::preflight_timeout`.
-pub async fn preflight_get(client: &Client, path: &str) -> Result<Value, CallError> {
+pub(crate) async fn preflight_get(client: &Client, path: &str) -> Result<Value, CallError> {
     call_within(client, client.preflight_timeout(), reqwest::Method::GET, path, None, &[]).await
 }
 
@@ -160,6 +163,6 @@ pub async fn post_json(client: &Client, path: &str, body: &Value) -> Result<Valu
 }
 
 /// The first model id of an OpenAI-style `/v1/models` answer.
-pub fn first_model_id(models: &Value) -> Option<String> {
+pub(crate) fn first_model_id(models: &Value) -> Option<String> {
     models.get("data")?.as_array()?.first()?.get("id")?.as_str().map(str::to_string)
 }

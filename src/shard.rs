@@ -17,17 +17,17 @@ use std::collections::BTreeMap;
 use crate::config::Shard;
 use crate::cost::{self, ServerRates};
 use crate::exit::Failure;
-use crate::plan::Matrix;
-use crate::record::{CacheState, CellKey, Mode};
+use ttft_model::record::{CacheState, CellKey, Mode};
+use ttft_results::plan::Matrix;
 
 /// The partition rule's name, recorded in run.json: a different rule is a different partition.
-pub const RULE: &str = "points-by-nominal-cost-v1";
+pub(crate) const RULE: &str = "points-by-nominal-cost-v1";
 /// `RULE` under `--reuse-primes`: the cache states of a point's session lifecycles are one unit.
 pub const RULE_LIFECYCLES: &str = "points-by-nominal-cost-v1+lifecycles";
 
 /// Where `--shard auto` reads N when the scheduler does not say it (a Kubernetes Indexed Job's
 /// pods are not told the Job's `completions`).
-pub const COUNT_ENV: &str = "TTFT_BENCH_SHARD_COUNT";
+pub(crate) const COUNT_ENV: &str = "TTFT_BENCH_SHARD_COUNT";
 
 /// Which slice a sweep measures (1-based index), and where that was read from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +101,7 @@ pub fn units(matrix: &Matrix) -> Vec<Unit> {
     for (i, cell) in cells.iter().enumerate() {
         let key = if cell.scenario.is_staggered() {
             (true, CacheState::Cold, Mode::Streaming, 0, 0)
-        } else if matrix.reuse_primes && crate::plan::lifecycle_key(cell).is_some() {
+        } else if matrix.reuse_primes && ttft_results::plan::lifecycle_key(cell).is_some() {
             // A session lifecycle measures every cache state of its point: one shard has them all.
             (false, CacheState::Cold, cell.mode, cell.context_tokens, cell.batch_size)
         } else {
@@ -119,7 +119,7 @@ pub fn units(matrix: &Matrix) -> Vec<Unit> {
 
 /// The shard (1-based) of every unit: longest first, each to the least loaded shard (ties to the
 /// earlier unit and the lower shard), so the result depends on nothing but the units and `count`.
-pub fn assign(units: &[Unit], count: u32) -> Vec<u32> {
+pub(crate) fn assign(units: &[Unit], count: u32) -> Vec<u32> {
     let mut order: Vec<usize> = (0..units.len()).collect();
     order.sort_by(|&a, &b| units[b].cost.total_cmp(&units[a].cost).then(a.cmp(&b)));
     let mut load = vec![0.0f64; count.max(1) as usize];
@@ -133,7 +133,7 @@ pub fn assign(units: &[Unit], count: u32) -> Vec<u32> {
 }
 
 /// The shard (1-based) of every cell of `matrix.cells(..)`, by position.
-pub fn shard_of_cells(matrix: &Matrix, count: u32) -> Vec<u32> {
+pub(crate) fn shard_of_cells(matrix: &Matrix, count: u32) -> Vec<u32> {
     let units = units(matrix);
     let assigned = assign(&units, count);
     let mut out = vec![1u32; matrix.cell_count()];
@@ -194,7 +194,7 @@ pub fn run_id(base: &str, spec: &ShardSpec) -> String {
 }
 
 /// The environment as `resolve` sees it (a closure, so tests need not touch the process's).
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// `--shard K/N` or `--shard auto` (with `--shard-count N`) to a shard, or None when unsharded.
 pub fn resolve(
@@ -345,14 +345,14 @@ fn slurm_array(id: u64, shard_count: Option<u32>, env: Env) -> Result<ShardSpec,
 /// Inputs of one merge that come from two shardings: they cannot be one partition.
 #[derive(Debug, PartialEq, thiserror::Error)]
 #[error("the inputs come from shardings of {first} and {second} shards: merge one sharding")]
-pub struct MixedShardings {
+pub(crate) struct MixedShardings {
     pub first: u32,
     pub second: u32,
 }
 
 /// The shards of the runs behind a merge, from their run.json (`config.shard`): the shard count,
 /// and the shard indices present. None when no input was sharded.
-pub fn shards_in(run_meta: &[&serde_json::Value]) -> Result<Option<(u32, Vec<u32>)>, MixedShardings> {
+pub(crate) fn shards_in(run_meta: &[&serde_json::Value]) -> Result<Option<(u32, Vec<u32>)>, MixedShardings> {
     let mut count: Option<u32> = None;
     let mut present = Vec::new();
     for meta in run_meta {

@@ -8,13 +8,13 @@
 
 /// The share of a log axis's span two labelled ticks are at least apart: 900-pixel plots have about
 /// 800 pixels of axis, and a label of up to 5 characters is under 40 of them.
-pub const MIN_TICK_SHARE: f64 = 0.06;
+pub(crate) const MIN_TICK_SHARE: f64 = 0.06;
 
 /// Ticks for a log axis over [lo, hi] (both positive): `at` (the values the data sit at) where
 /// there are any inside it, else 1-2-5 steps (finer steps, 1..9 then halves and tenths, where the
 /// coarser give fewer than 3, so a narrow range still reads); thinned
 /// so that neighbours are at least `min_share` of the axis's log span apart (the first is kept).
-pub fn log_ticks(lo: f64, hi: f64, at: &[f64], min_share: f64) -> Vec<f64> {
+pub(crate) fn log_ticks(lo: f64, hi: f64, at: &[f64], min_share: f64) -> Vec<f64> {
     if !(lo > 0.0 && hi > lo && hi.is_finite()) {
         return Vec::new();
     }
@@ -58,7 +58,7 @@ fn steps(lo: f64, hi: f64, mantissas: &[f64]) -> Vec<f64> {
 }
 
 /// A token count as people write it: 512, 1K, 1.5K, 32K, 128K (K = 1024).
-pub fn tokens_label(v: f64) -> String {
+pub(crate) fn tokens_label(v: f64) -> String {
     let n = v.round();
     if n >= 1024.0 {
         let k = n / 1024.0;
@@ -69,7 +69,7 @@ pub fn tokens_label(v: f64) -> String {
 }
 
 /// A tick value without noise digits: 2000, 10, 0.5, 0.25, 1e+12.
-pub fn number_label(v: f64) -> String {
+pub(crate) fn number_label(v: f64) -> String {
     if !v.is_finite() || v.abs() >= 1e7 || (v != 0.0 && v.abs() < 1e-3) {
         return format!("{v:.0e}");
     }

@@ -2,5 +2,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    ttft_bench_fuzz::stream::check(ttft_bench::spec::Api::Anthropic, data);
+    ttft_bench_fuzz::stream::check(ttft_model::spec::Api::Anthropic, data);
 });

@@ -1,12 +1,12 @@
-//! The direct path's HTTP/1.1 framing (`ttft_bench::client::replay_response`): interim 1xx heads,
+//! The direct path's HTTP/1.1 framing (`ttft_client::replay_response`): interim 1xx heads,
 //! a head, then a chunked, fixed-length or to-close body with trailers. No panic on any bytes,
 //! and the same outcome however the bytes are cut into reads.
 
-use ttft_bench::client::{Unframed, replay_response};
+use ttft_client::{Unframed, replay_response};
 
 /// Read lengths 1..=64 from the project's generator seeded by the input's first byte.
 fn cut(data: &[u8]) -> Vec<&[u8]> {
-    let mut rng = ttft_bench::stats::Rng::new(u64::from(data.first().copied().unwrap_or(0)));
+    let mut rng = ttft_model::stats::Rng::new(u64::from(data.first().copied().unwrap_or(0)));
     let mut rest = data;
     let mut pieces = Vec::new();
     while !rest.is_empty() {

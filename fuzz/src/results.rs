@@ -1,8 +1,8 @@
-//! The result-file readers (`ttft_bench::results::sources::from_bytes`, run.json): no panic on any
+//! The result-file readers (`ttft_results::results::sources::from_bytes`, run.json): no panic on any
 //! bytes, every error names the file and a line that exists, and what loads survives a write and
 //! a re-read unchanged (a canonical file is a fixed point).
 
-use ttft_bench::results::sources;
+use ttft_results::results::sources;
 
 /// Lines in `data` as a reader counts them (a last line without '\n' still counts).
 fn lines(data: &[u8]) -> usize {
@@ -21,7 +21,7 @@ pub fn check_file(name: &str, data: &[u8]) {
             for record in &source.records {
                 // A record that loads can be written back and read again as the same record.
                 let line = serde_json::to_vec(record).expect("a loaded record serializes");
-                let again = ttft_bench::store::parse_record(&line).expect("a written record parses");
+                let again = ttft_results::store::parse_record(&line).expect("a written record parses");
                 assert_eq!(
                     serde_json::to_value(&again).ok(),
                     serde_json::to_value(record).ok(),

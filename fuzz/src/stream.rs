@@ -1,8 +1,8 @@
-//! The stream path (`ttft_bench::client::replay_stream`): no panic on any bytes, sane timing
+//! The stream path (`ttft_client::replay_stream`): no panic on any bytes, sane timing
 //! fields, and the same outcome however the bytes are cut into chunks.
 
-use ttft_bench::client::{Exchange, Limits, replay_stream};
-use ttft_bench::spec::Api;
+use ttft_client::{Exchange, Limits, replay_stream};
+use ttft_model::spec::Api;
 
 /// Caps small enough that fuzz inputs reach them.
 pub fn limits() -> Limits {
@@ -11,7 +11,7 @@ pub fn limits() -> Limits {
 
 /// Chunk lengths 1..=64 from the project's generator seeded by the input's first byte.
 fn cut(data: &[u8]) -> Vec<&[u8]> {
-    let mut rng = ttft_bench::stats::Rng::new(u64::from(data.first().copied().unwrap_or(0)));
+    let mut rng = ttft_model::stats::Rng::new(u64::from(data.first().copied().unwrap_or(0)));
     let mut rest = data;
     let mut chunks = Vec::new();
     while !rest.is_empty() {

@@ -13,7 +13,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use super::{MAX_DATASET_ROWS, MAX_OUTPUT_TOKENS, MAX_TURNS};
-use crate::spec::{Api, Contexts, Count, Span, ThermalChoice};
+use ttft_model::spec::{Api, Contexts, Count, Span, ThermalChoice};
 
 /// How to reach the server. These may change on `--resume` (a restarted server on another port,
 /// a longer timeout); each change is recorded in run.json's `resumed_at`.
@@ -163,8 +163,8 @@ pub struct ThermalArgs {
     #[arg(long, help_heading = "Thermal gate")]
     pub thermal: Option<ThermalChoice>,
     /// The probe must reach (1 - tolerance) x baseline before the next measurement [default: 0.20].
-    #[arg(long, value_parser = crate::spec::finite, help_heading = "Thermal gate")]
-    #[serde(deserialize_with = "crate::spec::finite_option")]
+    #[arg(long, value_parser = ttft_model::spec::finite, help_heading = "Thermal gate")]
+    #[serde(deserialize_with = "ttft_model::spec::finite_option")]
     pub tolerance: Option<f64>,
     /// Wait at least this long after every measurement (probe policy) [default: 0s: the probe
     /// decides; scenarios/paper.toml keeps the origin's 10s].
@@ -183,12 +183,12 @@ pub struct PhysicsArgs {
     #[arg(long, help_heading = "Physics")]
     pub hardware: Option<String>,
     /// Memory bandwidth in GB/s (instead of, or overriding, --hardware).
-    #[arg(long, value_parser = crate::spec::finite, help_heading = "Physics")]
-    #[serde(deserialize_with = "crate::spec::finite_option")]
+    #[arg(long, value_parser = ttft_model::spec::finite, help_heading = "Physics")]
+    #[serde(deserialize_with = "ttft_model::spec::finite_option")]
     pub bandwidth_gbps: Option<f64>,
     /// Dense fp16 compute in TFLOP/s (instead of, or overriding, --hardware).
-    #[arg(long, value_parser = crate::spec::finite, help_heading = "Physics")]
-    #[serde(deserialize_with = "crate::spec::finite_option")]
+    #[arg(long, value_parser = ttft_model::spec::finite, help_heading = "Physics")]
+    #[serde(deserialize_with = "ttft_model::spec::finite_option")]
     pub tflops: Option<f64>,
     /// Weight bytes read per decoded token (active bytes for mixture-of-experts), e.g. 8.03GB.
     #[arg(long, help_heading = "Physics")]

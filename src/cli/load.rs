@@ -8,8 +8,8 @@ use super::{
     ConnectionArgs, Levels, MAX_BATCH, MAX_RUNS, Mix, OfferedRates, OutputArgs, SizeArgs, Slo, TargetArgs,
     ThermalArgs, WorkloadArgs,
 };
-use crate::record::Mode;
-use crate::spec::{Count, Span};
+use ttft_model::record::Mode;
+use ttft_model::spec::{Count, Span};
 
 #[derive(Debug, Args, Clone)]
 #[command(after_help = "Examples:\n  \
@@ -99,7 +99,7 @@ pub struct LoadArgs {
     #[arg(long, default_value = "ttft=500ms,itl=50ms", help_heading = "Load")]
     pub slo: Slo,
     /// Goodput a rate must reach to be below the knee (0..1).
-    #[arg(long, default_value = "0.9", value_parser = crate::spec::finite, help_heading = "Load")]
+    #[arg(long, default_value = "0.9", value_parser = ttft_model::spec::finite, help_heading = "Load")]
     pub slo_target: f64,
     /// Closed-loop cap: at most N measured requests in flight; an arrival waits for a place (and
     /// its send lag shows it) [default: no cap, open loop].

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::CacheState;
+use ttft_model::record::CacheState;
 
 /// The highest arrival rate accepted (requests/s): far above anything a client keeps honestly, low
 /// enough that a typo (`--rates 1e9`) is an error, not a schedule of billions of requests.
@@ -40,7 +40,7 @@ pub enum LoadSpecError {
     #[error("unknown SLO key {0:?} (allowed: ttft, itl)")]
     UnknownSloKey(String),
     #[error("{part:?}: {source}")]
-    Spec { part: String, source: crate::spec::SpecError },
+    Spec { part: String, source: ttft_model::spec::SpecError },
 }
 
 /// An offered arrival rate, requests per second (`0.5`, `8`).
@@ -68,7 +68,7 @@ pub struct OfferedRates(pub Vec<Rate>);
 
 impl OfferedRates {
     /// `--rates auto`.
-    pub fn is_auto(&self) -> bool {
+    pub(crate) fn is_auto(&self) -> bool {
         self.0.is_empty()
     }
 }
@@ -134,13 +134,13 @@ impl Mix {
     }
 
     /// Each state's share of arrivals (weights normalized to 1).
-    pub fn shares(&self) -> Vec<(CacheState, f64)> {
+    pub(crate) fn shares(&self) -> Vec<(CacheState, f64)> {
         let total: f64 = self.0.iter().map(|(_, w)| w).sum();
         self.0.iter().filter(|(_, w)| *w > 0.0).map(|(s, w)| (*s, w / total)).collect()
     }
 
     /// The state whose share covers `u` in [0, 1).
-    pub fn draw(&self, u: f64) -> CacheState {
+    pub(crate) fn draw(&self, u: f64) -> CacheState {
         let shares = self.shares();
         let mut acc = 0.0;
         for (state, share) in &shares {
@@ -212,7 +212,7 @@ impl FromStr for Slo {
         let mut slo = Slo::default();
         for part in spec.split(',').map(str::trim) {
             let (key, value) = part.split_once('=').ok_or_else(|| LoadSpecError::NotSlo(part.into()))?;
-            let span: crate::spec::Span =
+            let span: ttft_model::spec::Span =
                 value.parse().map_err(|source| LoadSpecError::Spec { part: part.into(), source })?;
             let ms = span.secs() * 1000.0;
             match key.trim() {
@@ -234,17 +234,17 @@ impl fmt::Display for Slo {
 /// `bench load --warmup-duration`: a duration with its unit (`10s`, `500ms`; `0` is none). A bare
 /// number is refused, naming the unit: a bare `2` would silently have meant 2 seconds to someone
 /// who meant 2 requests (`bench sweep --warmup N`).
-pub fn warmup_span(text: &str) -> Result<crate::spec::Span, String> {
+pub(crate) fn warmup_span(text: &str) -> Result<ttft_model::spec::Span, String> {
     let t = text.trim();
     if t.parse::<f64>().is_ok_and(|x| x != 0.0) {
         return Err(format!("{t:?} has no unit: the warm-up is a duration, e.g. --warmup-duration {t}s"));
     }
-    t.parse().map_err(|e: crate::spec::SpecError| e.to_string())
+    t.parse().map_err(|e: ttft_model::spec::SpecError| e.to_string())
 }
 
 /// `bench load --warmup`, the old spelling of `--warmup-duration`: refused, naming the new flag with
 /// the value as it would be written there (a bare number read as seconds, as it used to be).
-pub fn renamed_warmup(text: &str) -> Result<crate::spec::Span, String> {
+pub(crate) fn renamed_warmup(text: &str) -> Result<ttft_model::spec::Span, String> {
     let t = text.trim();
     let span = if t.parse::<f64>().is_ok() { format!("{t}s") } else { t.to_string() };
     Err(format!(
@@ -255,12 +255,12 @@ pub fn renamed_warmup(text: &str) -> Result<crate::spec::Span, String> {
 
 /// `bench sweep --warmup`: a count of discarded requests. A duration (`10s`) is refused, naming
 /// the difference: a warm-up of a duration is `bench load`'s closed loop's.
-pub fn warmup_count(text: &str) -> Result<u32, String> {
+pub(crate) fn warmup_count(text: &str) -> Result<u32, String> {
     let t = text.trim();
     if let Ok(n) = t.parse::<u32>() {
         return Ok(n);
     }
-    if t.parse::<crate::spec::Span>().is_ok() {
+    if t.parse::<ttft_model::spec::Span>().is_ok() {
         return Err(format!(
             "{t:?} is a duration: bench sweep's --warmup counts discarded requests (e.g. --warmup 2); \
              a warm-up of a duration is bench load's (--concurrency ... --warmup-duration {t})"

@@ -23,21 +23,23 @@ mod sweep;
 mod tests;
 mod watch;
 
-pub use groups::{ConnectionArgs, OutputArgs, PhysicsArgs, SizeArgs, TargetArgs, ThermalArgs, WorkloadArgs};
-pub use load::{LoadArgs, SoakArgs};
+pub(crate) use groups::{
+    ConnectionArgs, OutputArgs, PhysicsArgs, SizeArgs, TargetArgs, ThermalArgs, WorkloadArgs,
+};
+pub(crate) use load::{LoadArgs, SoakArgs};
 pub use load_values::{Levels, LoadSpecError, MAX_RATE_PER_S, MAX_USERS, Mix, OfferedRates, Rate, Slo};
-pub use reading::{
+pub(crate) use reading::{
     CompareArgs, CompareFormat, MergeArgs, ReportArgs, ReportFormat, VerifyArgs, VerifyFormat,
 };
 pub use sweep::{MeasureArgs, PlanArgs, PlanFormat, SweepArgs};
-pub use watch::WatchArgs;
+pub(crate) use watch::WatchArgs;
 
 /// Bounds of the matrix flags: large enough for any real sweep, small enough that a typo
 /// (`--runs 4000000000`) is an error instead of a plan that never ends.
-pub const MAX_RUNS: u32 = 10_000;
-pub const MAX_BATCH: u32 = 4_096;
-pub const MAX_OUTPUT_TOKENS: u32 = 1_048_576;
+pub(crate) const MAX_RUNS: u32 = 10_000;
+pub(crate) const MAX_BATCH: u32 = 4_096;
+pub(crate) const MAX_OUTPUT_TOKENS: u32 = 1_048_576;
 /// Turns of a hot conversation: an agent's session runs to dozens, a typo to millions.
-pub const MAX_TURNS: u32 = 256;
+pub(crate) const MAX_TURNS: u32 = 256;
 /// Rows sampled from a dataset (`--dataset-limit`).
-pub const MAX_DATASET_ROWS: u32 = 1_000_000;
+pub(crate) const MAX_DATASET_ROWS: u32 = 1_000_000;

@@ -48,12 +48,12 @@ pub struct VerifyArgs {
     pub physics: PhysicsArgs,
     /// Warm must be at least this much faster than cold (median TTFT) where physics cannot say more
     /// [default: 1.5].
-    #[arg(long, value_parser = crate::spec::finite)]
+    #[arg(long, value_parser = ttft_model::spec::finite)]
     pub min_warm_speedup: Option<f64>,
     /// Storage read bandwidth for the warm-reload estimate, GB/s. The default is deliberately modest
     /// (an H200 host's disk read its slot file at 1.44 GB/s): a slower guess only makes "cache
     /// broken" harder to raise [default: 2].
-    #[arg(long, value_parser = crate::spec::finite)]
+    #[arg(long, value_parser = ttft_model::spec::finite)]
     pub storage_gbps: Option<f64>,
     /// Accept inputs that hold no records (otherwise exit 2: nothing to verify is not a pass).
     #[arg(long)]
@@ -176,7 +176,7 @@ pub struct CompareArgs {
     /// Exit 1 when a candidate is significantly slower than the base by more than PCT percent on
     /// any metric of any cell (the whole 95% interval beyond it: ratio above 1 + PCT/100 for
     /// times, below 1 - PCT/100 for rates). 0 fails on any significant slowdown.
-    #[arg(long, value_name = "PCT", value_parser = crate::spec::finite)]
+    #[arg(long, value_name = "PCT", value_parser = ttft_model::spec::finite)]
     pub fail_on_regression: Option<f64>,
     /// Scenario file whose matrix every input should fill: cells it lacks are counted as
     /// missing_from_matrix in the failure table.

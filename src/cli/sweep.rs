@@ -10,8 +10,8 @@ use super::{
     ConnectionArgs, MAX_BATCH, MAX_RUNS, OutputArgs, PhysicsArgs, SizeArgs, TargetArgs, ThermalArgs,
     WorkloadArgs,
 };
-use crate::record::{CacheState, Mode};
-use crate::spec::{Count, List, Tokens};
+use ttft_model::record::{CacheState, Mode};
+use ttft_model::spec::{Count, List, Tokens};
 
 #[derive(Debug, Args, Clone)]
 #[command(after_help = "Examples:\n  \
@@ -119,7 +119,7 @@ pub struct MeasureArgs {
     /// TTFT (E2E where it has no TTFT) is within --target-ci of the median, at least --min-runs
     /// and at most --max-runs times [default: 3].
     #[arg(long, value_name = "N|auto", help_heading = "Matrix")]
-    pub runs: Option<crate::spec::Runs<MAX_RUNS>>,
+    pub runs: Option<ttft_model::spec::Runs<MAX_RUNS>>,
     /// With --runs auto: how close the interval's ends must be to the median, e.g. 5% or 0.05
     /// [default: 5%].
     #[arg(long, value_name = "PCT", help_heading = "Matrix")]
@@ -147,7 +147,7 @@ pub struct MeasureArgs {
     /// A's own duration measured by a calibration request (50%), so the pair overlaps on any
     /// hardware [default: 50%].
     #[arg(long, help_heading = "Staggered pair")]
-    pub stagger_delay: Option<crate::spec::StaggerDelay>,
+    pub stagger_delay: Option<ttft_model::spec::StaggerDelay>,
     /// Context of the staggered prompts (tokens, e.g. 4096 or 4k) [default: 4096].
     #[arg(long, help_heading = "Staggered pair")]
     pub stagger_context: Option<Tokens>,
@@ -159,10 +159,10 @@ pub struct MeasureArgs {
     /// (recorded in run.json). Keys bench sets itself are refused: model, messages, prompt,
     /// stream, stream_options, max_tokens, max_completion_tokens, temperature, n (use the flags).
     #[arg(long, value_name = "JSON", help_heading = "Request")]
-    pub extra_body: Option<crate::spec::JsonObject>,
+    pub extra_body: Option<ttft_model::spec::JsonObject>,
     /// Sampling temperature of every request [default: 0, greedy].
-    #[arg(long, value_parser = crate::spec::finite, help_heading = "Request")]
-    #[serde(deserialize_with = "crate::spec::finite_option")]
+    #[arg(long, value_parser = ttft_model::spec::finite, help_heading = "Request")]
+    #[serde(deserialize_with = "ttft_model::spec::finite_option")]
     pub temperature: Option<f64>,
     /// Discarded requests before the thermal baseline and the first cell (the first requests
     /// after a server starts are slower): a count; a duration is refused (bench load's
@@ -186,7 +186,7 @@ impl SweepArgs {
     /// load, soak): never resumed, never sharded, no request bodies. Every field is named (no
     /// `..Default::default()`), so a setting added to the sweep is a compile error here until it is
     /// decided for those verbs too.
-    pub fn new_run(
+    pub(crate) fn new_run(
         connection: ConnectionArgs,
         measure: MeasureArgs,
         scenario: Option<PathBuf>,
@@ -210,7 +210,7 @@ impl MeasureArgs {
     /// states they choose (None: the sweep's default). Every setting only the sweep has is named
     /// here and left unset, so a new setting cannot silently be missed by load or soak: adding it
     /// to `MeasureArgs` fails to compile until this decides it (or it joins a group they flatten).
-    pub fn driven(
+    pub(crate) fn driven(
         target: TargetArgs,
         sizes: SizeArgs,
         workload: WorkloadArgs,

@@ -20,5 +20,5 @@ pub struct WatchArgs {
     pub runs: Vec<PathBuf>,
     /// How often the runs' files are read again.
     #[arg(long, default_value = "500ms", value_name = "DURATION")]
-    pub every: crate::spec::Span,
+    pub every: ttft_model::spec::Span,
 }

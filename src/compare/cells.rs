@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::record::Scenario;
 use crate::report::{CellId, CellSamples};
-use crate::stats::{self, Ratio};
+use ttft_model::record::Scenario;
+use ttft_model::stats::{self, Ratio};
 
 /// What is compared. Times: lower is better; rates: higher is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Metric {
+pub(crate) enum Metric {
     TtftMs,
     /// Compared only where a cell has no TTFT (non-streaming).
     E2eMs,
@@ -26,21 +26,11 @@ pub enum Metric {
 
 impl Metric {
     /// In the order a cell's primary (deciding) metric is chosen.
-    pub const ALL: [Metric; 5] =
+    pub(crate) const ALL: [Metric; 5] =
         [Metric::TtftMs, Metric::E2eMs, Metric::UserBWaitMs, Metric::SystemTps, Metric::DecodeTps];
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Metric::TtftMs => "ttft_ms",
-            Metric::E2eMs => "e2e_ms",
-            Metric::UserBWaitMs => "user_b_wait_ms",
-            Metric::SystemTps => "system_tps",
-            Metric::DecodeTps => "decode_tps",
-        }
-    }
-
     /// A short label for tables.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Metric::TtftMs => "TTFT ms",
             Metric::E2eMs => "E2E ms",
@@ -50,7 +40,7 @@ impl Metric {
         }
     }
 
-    pub fn lower_is_better(self) -> bool {
+    pub(crate) fn lower_is_better(self) -> bool {
         matches!(self, Metric::TtftMs | Metric::E2eMs | Metric::UserBWaitMs)
     }
 
@@ -67,7 +57,7 @@ impl Metric {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// The interval excludes 1 on the better side.
     Faster,
     /// The interval excludes 1 on the worse side.
@@ -79,7 +69,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Verdict::Faster => "faster",
             Verdict::Slower => "slower",
@@ -91,13 +81,13 @@ impl Verdict {
 
 /// Usable samples of one side and their median.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Side {
+pub(crate) struct Side {
     pub n: usize,
     pub median: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct MetricComparison {
+pub(crate) struct MetricComparison {
     pub metric: Metric,
     /// "lower" or "higher": which direction is faster.
     pub better: &'static str,
@@ -113,7 +103,7 @@ pub struct MetricComparison {
 impl MetricComparison {
     /// Significantly slower by more than `pct` percent: the whole interval beyond
     /// 1 + pct/100 (times) or below 1 - pct/100 (rates).
-    pub fn regressed(&self, pct: f64) -> bool {
+    pub(crate) fn regressed(&self, pct: f64) -> bool {
         let f = pct / 100.0;
         match (self.ci95_lo, self.ci95_hi) {
             (Some(lo), Some(_)) if self.metric.lower_is_better() => lo > 1.0 + f,
@@ -123,7 +113,7 @@ impl MetricComparison {
     }
 }
 
-pub fn compare_metric(metric: Metric, base: &[f64], candidate: &[f64]) -> MetricComparison {
+pub(crate) fn compare_metric(metric: Metric, base: &[f64], candidate: &[f64]) -> MetricComparison {
     let Ratio { ratio, ci95_lo, ci95_hi } = stats::ratio_of_medians(candidate, base);
     let side = |v: &[f64]| Side { n: stats::Samples::new(v.iter().copied()).len(), median: stats::median(v) };
     let verdict = match (ci95_lo, ci95_hi) {
@@ -157,7 +147,7 @@ pub fn compare_metric(metric: Metric, base: &[f64], candidate: &[f64]) -> Metric
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct CellComparison {
+pub(crate) struct CellComparison {
     /// The base's cell (its model name).
     pub cell: CellId,
     /// The candidate's model name for this cell (differs from `cell.model` when cells were
@@ -172,7 +162,7 @@ pub struct CellComparison {
 
 /// Verdict counts over cells (or over one metric).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Wins {
+pub(crate) struct Wins {
     pub cells: usize,
     pub faster: usize,
     pub slower: usize,
@@ -195,7 +185,7 @@ impl Wins {
 /// How cells of the two inputs were paired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum MatchedBy {
+pub(crate) enum MatchedBy {
     /// Model, scenario, cache state, mode, context and batch size.
     Cell,
     /// Everything but the model: each input holds one model and the names differ (two builds).
@@ -203,7 +193,7 @@ pub enum MatchedBy {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     pub matched_by: MatchedBy,
     pub cells: Vec<CellComparison>,
     pub only_in_base: Vec<CellId>,
@@ -221,7 +211,7 @@ fn models(cells: &BTreeMap<CellId, CellSamples>) -> Vec<&str> {
 
 /// Pairs the cells of `base` and `candidate` (runs pooled) and compares every metric either side
 /// measured.
-pub fn compare(
+pub(crate) fn compare(
     base: &BTreeMap<CellId, CellSamples>,
     candidate: &BTreeMap<CellId, CellSamples>,
 ) -> Comparison {
@@ -294,7 +284,7 @@ fn compare_cell(id: &CellId, cand_id: &CellId, b: &CellSamples, c: &CellSamples)
 fn default_primary(id: &CellId) -> Metric {
     match id.scenario {
         Scenario::StaggeredBatched | Scenario::StaggeredSequential => Metric::UserBWaitMs,
-        _ if id.mode == crate::record::Mode::NonStreaming => Metric::E2eMs,
+        _ if id.mode == ttft_model::record::Mode::NonStreaming => Metric::E2eMs,
         _ => Metric::TtftMs,
     }
 }

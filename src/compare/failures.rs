@@ -20,14 +20,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Expectation;
-use crate::record::QualityCode;
-use crate::record::{CellKey, ErrorInfo, ErrorKind, Record};
 use crate::report::{CellId, CellSamples};
-use crate::results::batch;
+use ttft_model::record::QualityCode;
+use ttft_model::record::{CellKey, ErrorInfo, ErrorKind, Record};
+use ttft_results::results::batch;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Reason {
+pub(crate) enum Reason {
     ServerCrash,
     Timeout,
     #[serde(rename = "http_5xx")]
@@ -42,7 +42,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub const ALL: [Reason; 10] = [
+    pub(crate) const ALL: [Reason; 10] = [
         Reason::ServerCrash,
         Reason::Timeout,
         Reason::Http5xx,
@@ -55,7 +55,7 @@ impl Reason {
         Reason::OtherError,
     ];
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Reason::ServerCrash => "server crash",
             Reason::Timeout => "timeout",
@@ -73,7 +73,7 @@ impl Reason {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     /// Every cell passed (and, with --expect, none is missing).
     Complete,
     /// Some cells failed or are missing, some are usable.
@@ -83,7 +83,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Status::Complete => "complete",
             Status::Partial => "partial",
@@ -93,7 +93,7 @@ impl Status {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct InputFailures {
+pub(crate) struct InputFailures {
     pub path: String,
     /// "base" or "candidate".
     pub role: &'static str,
@@ -119,7 +119,7 @@ pub struct InputFailures {
 
 impl InputFailures {
     /// Categories with a count, in `Reason::ALL` order.
-    pub fn nonzero(&self) -> Vec<(Reason, usize)> {
+    pub(crate) fn nonzero(&self) -> Vec<(Reason, usize)> {
         Reason::ALL
             .iter()
             .map(|r| (*r, self.reasons.get(r).copied().unwrap_or(0)))
@@ -144,7 +144,7 @@ fn error_reason(e: &ErrorInfo, server_was_up: bool) -> Reason {
 
 /// The error and quality flags of a record that can fail on its own (group records are judged
 /// through their members).
-fn parts(r: &Record) -> Option<(Option<&ErrorInfo>, &[crate::record::QualityFlag])> {
+fn parts(r: &Record) -> Option<(Option<&ErrorInfo>, &[ttft_model::record::QualityFlag])> {
     match r {
         Record::Measurement(m) => Some((m.error.as_ref(), &m.quality_flags)),
         Record::Staggered(s) => Some((s.error.as_ref(), &s.quality_flags)),
@@ -155,15 +155,15 @@ fn parts(r: &Record) -> Option<(Option<&ErrorInfo>, &[crate::record::QualityFlag
 /// The server crashes a run's metadata records (run.json `server_crashes`, read through the
 /// typed view so a renamed field is an error, not a silent 0); 0 for metadata that cannot say.
 fn crashes(meta: &Value) -> usize {
-    match crate::results::run_meta::RunMetaView::from_value(meta) {
-        Ok(crate::results::run_meta::RunMetaView::Ours(m)) => m.server_crashes.len(),
+    match ttft_results::results::run_meta::RunMetaView::from_value(meta) {
+        Ok(ttft_results::results::run_meta::RunMetaView::Ours(m)) => m.server_crashes.len(),
         _ => 0,
     }
 }
 
 /// Categorises the failures of one input (`records`: after merge's de-duplication; `samples`:
 /// report's cells of those records).
-pub fn classify(
+pub(crate) fn classify(
     path: &str,
     role: &'static str,
     run_meta: &[Value],

@@ -44,8 +44,8 @@
 //!         | "missing_from_matrix" | "other_error"
 //! ```
 
-pub mod cells;
-pub mod failures;
+pub(crate) mod cells;
+pub(crate) mod failures;
 mod render;
 
 use serde::Serialize;
@@ -54,18 +54,18 @@ use crate::cli::{CompareArgs, CompareFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
 use crate::report::CellId;
-use crate::stats;
 use cells::{Comparison, Metric};
 use failures::InputFailures;
+use ttft_model::stats;
 
 // The result-file layer (loading, de-duplication): one line to follow if it moves.
-use crate::results::combine::combine;
-use crate::results::sources::{Detail, Source, load_all_with};
+use ttft_results::results::combine::combine;
+use ttft_results::results::sources::{Detail, Source, load_all_with};
 
-pub const SCHEMA: u32 = 1;
+pub(crate) const SCHEMA: u32 = 1;
 
 #[derive(Clone, Debug, Serialize)]
-pub struct InputInfo {
+pub(crate) struct InputInfo {
     pub path: String,
     pub kind: &'static str,
     pub records: usize,
@@ -73,7 +73,7 @@ pub struct InputInfo {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct Regression {
+pub(crate) struct Regression {
     pub cell: CellId,
     pub metric: Metric,
     pub ratio: Option<f64>,
@@ -82,7 +82,7 @@ pub struct Regression {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct CandidateReport {
+pub(crate) struct CandidateReport {
     #[serde(flatten)]
     pub input: InputInfo,
     #[serde(flatten)]
@@ -91,7 +91,7 @@ pub struct CandidateReport {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub fail_on_regression_pct: Option<f64>,
     pub regressions: usize,
     pub exit_code: u8,
@@ -99,7 +99,7 @@ pub struct Summary {
 
 /// The `--format json` document (`compare_schema` 1).
 #[derive(Clone, Debug, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub compare_schema: u32,
     pub method: &'static str,
     pub base: InputInfo,
@@ -119,10 +119,10 @@ fn check_flags(args: &CompareArgs) -> Result<(), Failure> {
 }
 
 /// One loaded and de-duplicated input.
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub info: InputInfo,
     pub run_meta: Vec<serde_json::Value>,
-    pub records: Vec<crate::record::Record>,
+    pub records: Vec<ttft_model::record::Record>,
 }
 
 fn loaded(source: Source) -> std::io::Result<Loaded> {
@@ -137,7 +137,7 @@ fn loaded(source: Source) -> std::io::Result<Loaded> {
 }
 
 /// Compares loaded inputs (the first is the base). Pure: no files, no clock.
-pub fn build(
+pub(crate) fn build(
     inputs: &[Loaded],
     expect: Option<&crate::config::Expectation>,
     fail_on_regression: Option<f64>,
@@ -211,7 +211,7 @@ pub fn build(
 pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     check_flags(args)?;
     let expect = match &args.expect {
-        Some(path) => Some(crate::config::expectation(path).map_err(|e| Failure::usage(e.to_string()))?),
+        Some(path) => Some(crate::config::expectation(path).map_err(Failure::from)?),
         None => None,
     };
     let mut paths = vec![args.base.clone()];
@@ -219,7 +219,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
     // Lean: compare reads no token offset, sample or server payload; located, so a slot's
     // candidates tie-break on their texts as whole records would (`combine`).
     let sources = load_all_with(&paths, Detail::Located).map_err(Failure::from)?;
-    crate::results::sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
+    ttft_results::results::sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     let inputs: Vec<Loaded> = sources
         .into_iter()
         .map(loaded)

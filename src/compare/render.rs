@@ -50,7 +50,7 @@ fn describe(label: &str, i: &InputInfo) -> String {
     )
 }
 
-pub fn text(report: &Report, markdown: bool) -> String {
+pub(crate) fn text(report: &Report, markdown: bool) -> String {
     let names = names(report);
     let base = names.first().cloned().unwrap_or_default();
     let mut out = describe(&label(0), &report.base);
@@ -216,7 +216,7 @@ fn failures_table(failures: &[InputFailures], markdown: bool) -> String {
          Reasons count failed records, except incomplete batch (batches) and missing (expected\n\
          cell-runs, with --expect). n: usable samples, base/cand. too few: fewer than {} on a side,\n\
          so no interval.\n",
-        crate::stats::RATIO_CI_MIN_N
+        ttft_model::stats::RATIO_CI_MIN_N
     ));
     s
 }

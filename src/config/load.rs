@@ -10,11 +10,11 @@ use crate::exit::Failure;
 
 /// Arrivals one rate may have at most (rate x duration): the schedule is held in memory and in
 /// run.json.
-pub const MAX_ARRIVALS: usize = 1_000_000;
+pub(crate) const MAX_ARRIVALS: usize = 1_000_000;
 
 /// How the load is driven.
 #[derive(Clone, Debug, PartialEq)]
-pub enum LoadShape {
+pub(crate) enum LoadShape {
     /// `--rates R,...`: Poisson arrivals at each offered rate (requests/s), one after another.
     Open { rates: Vec<f64> },
     /// `--concurrency N,...`: N users each sending as soon as its last request ended.
@@ -25,14 +25,14 @@ pub enum LoadShape {
 
 impl LoadShape {
     /// A closed loop drives it (levels, or a search's passes): it has a warm-up.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         !matches!(self, LoadShape::Open { .. })
     }
 }
 
 /// `bench load`'s settings besides the ones it shares with the sweep (`SweepConfig`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct LoadSettings {
+pub(crate) struct LoadSettings {
     pub shape: LoadShape,
     /// Each rate's or level's time (`--duration`), seconds.
     pub duration_s: f64,
@@ -44,7 +44,7 @@ pub struct LoadSettings {
 
 impl LoadSettings {
     /// The settings `args` give, or the first one refused, naming its flag.
-    pub fn from_args(args: &LoadArgs) -> Result<LoadSettings, Failure> {
+    pub(crate) fn from_args(args: &LoadArgs) -> Result<LoadSettings, Failure> {
         if let Some(c) = &args.sizes.contexts
             && c.0.len() != 1
         {

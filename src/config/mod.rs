@@ -16,26 +16,26 @@ use serde_json::Value;
 
 use crate::cli::{ConnectionArgs, MeasureArgs, PhysicsArgs, SweepArgs};
 use crate::exit::Failure;
-use crate::plan::Matrix;
-use crate::record::{CacheState, Mode};
-pub mod load;
-pub mod report;
-pub mod scenario_file;
-pub mod verify;
-use crate::spec::{Api, StaggerDelay, ThermalChoice};
+use ttft_model::record::{CacheState, Mode};
+use ttft_results::plan::Matrix;
+pub(crate) mod load;
+pub(crate) mod report;
+pub(crate) mod scenario_file;
+pub(crate) mod verify;
 use scenario_file::ScenarioFile;
+use ttft_model::spec::{Api, StaggerDelay, ThermalChoice};
 
-pub const DEFAULT_CONTEXTS: [u32; 3] = [1024, 2048, 4096];
-pub const DEFAULT_RUNS: u32 = 3;
+pub(crate) const DEFAULT_CONTEXTS: [u32; 3] = [1024, 2048, 4096];
+pub(crate) const DEFAULT_RUNS: u32 = 3;
 /// `--preset auto`, the default: the preset of the server detected at preflight (`detect`).
-pub const AUTO_PRESET: &str = "auto";
-pub const DEFAULT_OUTPUT_TOKENS: u32 = 64;
-pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
-pub const DEFAULT_SEED: u64 = 20_260_208;
-pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+pub(crate) const AUTO_PRESET: &str = "auto";
+pub(crate) const DEFAULT_OUTPUT_TOKENS: u32 = 64;
+pub(crate) const DEFAULT_TIMEOUT_S: f64 = 600.0;
+pub(crate) const DEFAULT_SEED: u64 = 20_260_208;
+pub(crate) const DEFAULT_MAX_RESTARTS: u32 = 3;
 /// How long a `--server-cmd` server may take to answer at start: a large model read from a cold
 /// disk onto a GPU takes minutes.
-pub const DEFAULT_SERVER_START_TIMEOUT_S: f64 = 300.0;
+pub(crate) const DEFAULT_SERVER_START_TIMEOUT_S: f64 = 300.0;
 
 fn default_server_start_timeout_s() -> f64 {
     DEFAULT_SERVER_START_TIMEOUT_S
@@ -44,19 +44,19 @@ fn default_server_start_timeout_s() -> f64 {
 fn default_max_restarts() -> u32 {
     DEFAULT_MAX_RESTARTS
 }
-pub const DEFAULT_STAGGER_SHARE: f64 = 0.5;
+pub(crate) const DEFAULT_STAGGER_SHARE: f64 = 0.5;
 /// The probe policy's minimum wait after a measurement. None by default: the probe itself says
 /// when decode speed is back (a fixed 10 s minimum made 98% of an 18-cell CPU sweep waiting).
 /// A scenario that reproduces a study keeps that study's minimum (`scenarios/paper.toml`: 10 s).
-pub const DEFAULT_MIN_COOLDOWN_S: f64 = 0.0;
-pub const DEFAULT_MAX_COOLDOWN_S: f64 = 240.0;
-pub const DEFAULT_STAGGER_CONTEXT: u32 = 4096;
+pub(crate) const DEFAULT_MIN_COOLDOWN_S: f64 = 0.0;
+pub(crate) const DEFAULT_MAX_COOLDOWN_S: f64 = 240.0;
+pub(crate) const DEFAULT_STAGGER_CONTEXT: u32 = 4096;
 /// The smallest prompt a cell can be measured with. The nonce line and the question take about 30
 /// tokens on common tokenizers and a chat template up to 30 more, so below this no prompt has room
 /// for any text and every cell would fail its sizing: refused with the flag instead.
-pub const MIN_CONTEXT_TOKENS: u32 = 64;
+pub(crate) const MIN_CONTEXT_TOKENS: u32 = 64;
 /// More cells than this is a typo, not a plan (the origin's paper matrix is 204).
-pub const MAX_CELLS: usize = 100_000;
+pub(crate) const MAX_CELLS: usize = 100_000;
 
 /// How the sweep waits between measurements so heat does not leak from one into the next.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -87,7 +87,7 @@ pub struct StaggerConfig {
 }
 
 /// Inputs of the physical ceilings, as given; `physics` turns them into numbers.
-pub type PhysicsInputs = PhysicsArgs;
+pub(crate) type PhysicsInputs = PhysicsArgs;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepConfig {
@@ -146,7 +146,7 @@ pub struct SweepConfig {
     /// before its restore (the restore reads the disk), `unknown` when bench cannot reach the
     /// saved file (the restore may read memory). Each warm record says the same for itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub page_cache: Option<crate::record::PageCache>,
+    pub page_cache: Option<ttft_model::record::PageCache>,
     /// `--extra-body`: merged into every request body (never one of bench's own keys).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra_body: serde_json::Map<String, Value>,
@@ -179,10 +179,10 @@ pub struct SweepConfig {
     pub request_bodies: bool,
 }
 
-pub const DEFAULT_WARMUP: u32 = 1;
-pub const DEFAULT_TARGET_CI: f64 = 0.05;
-pub const DEFAULT_MIN_RUNS: u32 = 5;
-pub const DEFAULT_MAX_RUNS: u32 = 30;
+pub(crate) const DEFAULT_WARMUP: u32 = 1;
+pub(crate) const DEFAULT_TARGET_CI: f64 = 0.05;
+pub(crate) const DEFAULT_MIN_RUNS: u32 = 5;
+pub(crate) const DEFAULT_MAX_RUNS: u32 = 30;
 
 /// `--runs auto`: each matrix point is repeated until the 95% interval of its median TTFT (E2E
 /// for non-streaming) lies within `target_ci` of the median on both sides, after at least
@@ -198,9 +198,9 @@ pub struct AutoRuns {
 
 /// Why a `--target-ci` is refused.
 #[derive(Debug, thiserror::Error)]
-pub enum ShareError {
+pub(crate) enum ShareError {
     #[error(transparent)]
-    NotANumber(#[from] crate::spec::SpecError),
+    NotANumber(#[from] ttft_model::spec::SpecError),
     /// The text as given (trimmed).
     #[error("{0:?} must be above 0% and below 100% (e.g. 5%)")]
     OutOfRange(String),
@@ -210,16 +210,19 @@ pub enum ShareError {
 fn parse_share(text: &str) -> Result<f64, ShareError> {
     let t = text.trim();
     let value = match t.strip_suffix('%') {
-        Some(p) => crate::spec::finite(p).map(|v| v / 100.0),
-        None => crate::spec::finite(t),
+        Some(p) => ttft_model::spec::finite(p).map(|v| v / 100.0),
+        None => ttft_model::spec::finite(t),
     }?;
     if value > 0.0 && value < 1.0 { Ok(value) } else { Err(ShareError::OutOfRange(t.to_string())) }
 }
 
 /// The `--runs auto` settings, or None for a fixed number of runs (the auto-only flags are then
 /// refused: they would do nothing).
-pub fn validate_auto_runs(plan: &MeasureArgs, origins: &Origins) -> Result<Option<AutoRuns>, ConfigError> {
-    if plan.runs != Some(crate::spec::Runs::Auto) {
+pub(crate) fn validate_auto_runs(
+    plan: &MeasureArgs,
+    origins: &Origins,
+) -> Result<Option<AutoRuns>, ConfigError> {
+    if plan.runs != Some(ttft_model::spec::Runs::Auto) {
         for key in ["target_ci", "min_runs", "max_runs"] {
             if origins.flags.contains(key) || origins.keys.contains(key) {
                 return Err(origins.invalid(key, "applies only with --runs auto"));
@@ -246,7 +249,7 @@ fn default_warmup() -> u32 {
 /// Request body keys bench sets itself, and the flag that sets each: `--extra-body` may not
 /// replace them (a body with another `max_tokens` or `stream` would measure something else than
 /// the record says).
-pub const OWNED_BODY_KEYS: [(&str, &str); 9] = [
+pub(crate) const OWNED_BODY_KEYS: [(&str, &str); 9] = [
     ("model", "--model"),
     ("messages", "--contexts"),
     ("prompt", "--contexts"),
@@ -264,13 +267,13 @@ const OWNED_HEADERS: [&str; 6] =
 
 /// `headers` as written out: credential values masked.
 fn redacted_headers<S: serde::Serializer>(headers: &[String], s: S) -> Result<S::Ok, S::Error> {
-    headers.iter().map(|h| crate::secrets::redact_header(h)).collect::<Vec<_>>().serialize(s)
+    headers.iter().map(|h| ttft_model::secrets::redact_header(h)).collect::<Vec<_>>().serialize(s)
 }
 
 /// Why a `--header` line is refused. It never holds the header's value: a credential's would be
 /// shown wherever the error is.
 #[derive(Debug, thiserror::Error)]
-pub enum HeaderError {
+pub(crate) enum HeaderError {
     /// The line as `secrets::redact_header` shows it.
     #[error("{0:?} is not 'Name: value'")]
     NotNameValue(String),
@@ -284,9 +287,9 @@ pub enum HeaderError {
 }
 
 /// The name and value of a `--header` line, checked as HTTP allows them.
-pub fn parse_header(line: &str) -> Result<(String, String), HeaderError> {
+pub(crate) fn parse_header(line: &str) -> Result<(String, String), HeaderError> {
     let Some((name, value)) = line.split_once(':') else {
-        return Err(HeaderError::NotNameValue(crate::secrets::redact_header(line)));
+        return Err(HeaderError::NotNameValue(ttft_model::secrets::redact_header(line)));
     };
     let (name, value) = (name.trim(), value.trim());
     reqwest::header::HeaderName::from_bytes(name.as_bytes())
@@ -301,13 +304,13 @@ pub fn parse_header(line: &str) -> Result<(String, String), HeaderError> {
 /// An `--extra-body` key bench sets itself, and the flag that sets it (`OWNED_BODY_KEYS`).
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{key:?} is set by bench itself (use {flag}), not by --extra-body")]
-pub struct OwnedBodyKey {
+pub(crate) struct OwnedBodyKey {
     pub key: &'static str,
     pub flag: &'static str,
 }
 
 /// The extra body, unless it names a key bench sets itself.
-pub fn validate_extra_body(body: &serde_json::Map<String, Value>) -> Result<(), OwnedBodyKey> {
+pub(crate) fn validate_extra_body(body: &serde_json::Map<String, Value>) -> Result<(), OwnedBodyKey> {
     match OWNED_BODY_KEYS.iter().find(|(key, _)| body.contains_key(*key)) {
         None => Ok(()),
         Some(&(key, flag)) => Err(OwnedBodyKey { key, flag }),
@@ -315,7 +318,7 @@ pub fn validate_extra_body(body: &serde_json::Map<String, Value>) -> Result<(), 
 }
 
 /// One constant for the sweep and for reading run.json back (merge compares it).
-pub use crate::results::run_meta::DEFAULT_TURNS;
+pub(crate) use ttft_results::results::run_meta::DEFAULT_TURNS;
 
 fn default_turns() -> u32 {
     DEFAULT_TURNS
@@ -331,7 +334,7 @@ fn is_zero(ms: &f64) -> bool {
 
 /// `server_cmd` as written out: never with its keys, whatever file or output it goes to.
 fn redacted_command<S: serde::Serializer>(command: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
-    command.as_deref().map(crate::secrets::redact_command).serialize(s)
+    command.as_deref().map(ttft_model::secrets::redact_command).serialize(s)
 }
 
 impl SweepConfig {
@@ -374,7 +377,7 @@ impl From<ConfigError> for Failure {
 }
 
 /// Where each setting came from: a flag, a scenario key, or the default.
-pub struct Origins {
+pub(crate) struct Origins {
     file: Option<PathBuf>,
     flags: BTreeSet<String>,
     keys: BTreeSet<String>,
@@ -382,7 +385,7 @@ pub struct Origins {
 
 impl Origins {
     /// `--runs`, `scenarios/x.toml: runs`, or `default runs`.
-    pub fn of(&self, key: &str) -> String {
+    pub(crate) fn of(&self, key: &str) -> String {
         if self.flags.contains(key) {
             format!("--{}", key.replace('_', "-"))
         } else if let (true, Some(file)) = (self.keys.contains(key), &self.file) {
@@ -418,13 +421,13 @@ fn overlay<T: Serialize + DeserializeOwned>(top: &T, base: &T) -> Result<T, Conf
 }
 
 /// The plan and connection layers of a sweep, merged, with their origins.
-pub struct Layered {
+pub(crate) struct Layered {
     pub connection: ConnectionArgs,
     pub measure: MeasureArgs,
     pub origins: Origins,
 }
 
-pub fn layered(args: &SweepArgs) -> Result<Layered, ConfigError> {
+pub(crate) fn layered(args: &SweepArgs) -> Result<Layered, ConfigError> {
     let file = match &args.scenario {
         Some(path) => scenario_file::load(path)?,
         None => ScenarioFile::default(),
@@ -447,7 +450,7 @@ pub fn resolve(args: &SweepArgs) -> Result<SweepConfig, ConfigError> {
 
 /// The same, for a config that contacts no server (`bench plan --from RUN`): the server may be
 /// absent, and is then empty.
-pub fn resolve_offline(args: &SweepArgs) -> Result<SweepConfig, ConfigError> {
+pub(crate) fn resolve_offline(args: &SweepArgs) -> Result<SweepConfig, ConfigError> {
     resolve_with(args, false)
 }
 
@@ -479,13 +482,13 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     // The files named by flags are looked at before anything is created or contacted: a FIFO, a
     // device or an oversized CA bundle is bad input, named with its flag, not a hang mid-run.
     let named_files = [
-        ("ca_cert", connection.ca_cert.as_deref(), Some(crate::input_file::Limit::CA_BUNDLE)),
+        ("ca_cert", connection.ca_cert.as_deref(), Some(ttft_model::input_file::Limit::CA_BUNDLE)),
         // Only the header of a GGUF is read (however large the model), so no size is checked here.
         ("model_file", plan.physics.model_file.as_deref(), None),
     ];
     for (key, path, limit) in named_files {
         if let Some(path) = path {
-            crate::input_file::check(path, limit)
+            ttft_model::input_file::check(path, limit)
                 .map_err(|e| origins.invalid(key, format!("{}: {e}", path.display())))?;
         }
     }
@@ -502,27 +505,27 @@ fn resolve_with(args: &SweepArgs, need_server: bool) -> Result<SweepConfig, Conf
     if let Some(var) = &connection.api_key_env
         && let Ok(key) = std::env::var(var)
     {
-        crate::secrets::register(&key);
+        ttft_model::secrets::register(&key);
     }
     if let Some(cmd) = &connection.server_cmd {
-        crate::secrets::redact_command(cmd);
+        ttft_model::secrets::redact_command(cmd);
     }
     let headers = connection.header.clone().unwrap_or_default();
     for line in &headers {
-        crate::secrets::redact_header(line);
+        ttft_model::secrets::redact_header(line);
         parse_header(line).map_err(|e| origins.invalid("header", e.to_string()))?;
     }
     let extra_body = plan.extra_body.clone().map(|b| b.0).unwrap_or_default();
     validate_extra_body(&extra_body).map_err(|e| origins.invalid("extra_body", e.to_string()))?;
     // A field named for a credential (`api_key`) travels in every body: its value is a secret.
-    crate::secrets::register_secret_fields(&Value::Object(extra_body.clone()));
+    ttft_model::secrets::register_secret_fields(&Value::Object(extra_body.clone()));
     let runs_auto = validate_auto_runs(&plan, &origins)?;
     let temperature = plan.temperature.unwrap_or(0.0);
     if temperature < 0.0 {
         return Err(origins.invalid("temperature", format!("{temperature} must be at least 0")));
     }
     Ok(SweepConfig {
-        server: crate::secrets::redact_url(&server),
+        server: ttft_model::secrets::redact_url(&server),
         server_url: server,
         model: plan.target.model.clone(),
         api: plan.target.api.unwrap_or(Api::Openai),
@@ -604,7 +607,7 @@ fn validate_dataset(
 
 /// The directory a llama-server command line saves slots to (`--slot-save-path DIR` or
 /// `--slot-save-path=DIR`), quotes removed; None when it names none.
-pub fn slot_save_path(command: &str) -> Option<PathBuf> {
+pub(crate) fn slot_save_path(command: &str) -> Option<PathBuf> {
     const FLAG: &str = "--slot-save-path";
     let mut words = command.split_whitespace();
     while let Some(word) = words.next() {
@@ -623,11 +626,11 @@ pub fn slot_save_path(command: &str) -> Option<PathBuf> {
 /// A server address bench cannot use; it holds the address with any password redacted.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct BadServerUrl(String);
+pub(crate) struct BadServerUrl(String);
 
 /// A server address as bench will use it, and what was changed in it (for a note on stderr).
 #[derive(Debug, PartialEq)]
-pub struct ServerUrl {
+pub(crate) struct ServerUrl {
     pub url: String,
     pub note: Option<String>,
 }
@@ -636,9 +639,9 @@ pub struct ServerUrl {
 /// unreachable server), without a trailing slash. A trailing `/v1` is dropped: it is the base URL
 /// an OpenAI SDK takes, while bench appends the API's own `/v1/...` paths, so keeping it would
 /// ask for `/v1/v1/models`.
-pub fn validate_server(server: &str) -> Result<ServerUrl, BadServerUrl> {
+pub(crate) fn validate_server(server: &str) -> Result<ServerUrl, BadServerUrl> {
     let server = server.trim().trim_end_matches('/');
-    let shown = || crate::secrets::redact_url(server);
+    let shown = || ttft_model::secrets::redact_url(server);
     if !(server.starts_with("http://") || server.starts_with("https://")) {
         return Err(BadServerUrl(format!("{:?} must start with http:// or https://", shown())));
     }
@@ -658,14 +661,14 @@ pub fn validate_server(server: &str) -> Result<ServerUrl, BadServerUrl> {
                 "note: --server {:?}: the trailing /v1 is dropped (bench adds the API's /v1/... paths \
                  itself); using {:?}",
                 shown(),
-                crate::secrets::redact_url(base)
+                ttft_model::secrets::redact_url(base)
             )),
         }),
         _ => Ok(ServerUrl { url: server.to_string(), note: None }),
     }
 }
 
-pub fn validate_timeout(connection: &ConnectionArgs, origins: &Origins) -> Result<f64, ConfigError> {
+pub(crate) fn validate_timeout(connection: &ConnectionArgs, origins: &Origins) -> Result<f64, ConfigError> {
     let secs = connection.request_timeout.map_or(DEFAULT_TIMEOUT_S, |s| s.secs());
     if secs <= 0.0 {
         return Err(origins.invalid("request_timeout", "must be more than 0"));
@@ -673,7 +676,10 @@ pub fn validate_timeout(connection: &ConnectionArgs, origins: &Origins) -> Resul
     Ok(secs)
 }
 
-pub fn validate_start_timeout(connection: &ConnectionArgs, origins: &Origins) -> Result<f64, ConfigError> {
+pub(crate) fn validate_start_timeout(
+    connection: &ConnectionArgs,
+    origins: &Origins,
+) -> Result<f64, ConfigError> {
     let secs = connection.server_start_timeout.map_or_else(default_server_start_timeout_s, |s| s.secs());
     if secs <= 0.0 {
         return Err(origins.invalid("server_start_timeout", "must be more than 0"));
@@ -698,12 +704,12 @@ fn stagger_config(plan: &MeasureArgs) -> Option<StaggerConfig> {
     })
 }
 
-fn list_or<T: Clone>(value: &Option<crate::spec::List<T>>, default: Vec<T>) -> Vec<T> {
+fn list_or<T: Clone>(value: &Option<ttft_model::spec::List<T>>, default: Vec<T>) -> Vec<T> {
     value.as_ref().map_or(default, |l| l.0.clone())
 }
 
 /// The matrix part of a plan: what `bench merge --expect` needs, no server involved.
-pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, ConfigError> {
+pub(crate) fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, ConfigError> {
     let matrix = Matrix {
         contexts: plan.sizes.contexts.as_ref().map_or(DEFAULT_CONTEXTS.to_vec(), |c| c.0.clone()),
         modes: list_or(&plan.modes, vec![Mode::Streaming]),
@@ -711,8 +717,8 @@ pub fn validate_matrix(plan: &MeasureArgs, origins: &Origins) -> Result<Matrix, 
         batch_sizes: plan.batch_sizes.as_ref().map_or(vec![1], |l| l.0.iter().map(|c| c.0).collect()),
         runs: match plan.runs {
             None => DEFAULT_RUNS,
-            Some(crate::spec::Runs::Fixed(n)) => n,
-            Some(crate::spec::Runs::Auto) => plan.max_runs.map_or(DEFAULT_MAX_RUNS, |c| c.0),
+            Some(ttft_model::spec::Runs::Fixed(n)) => n,
+            Some(ttft_model::spec::Runs::Auto) => plan.max_runs.map_or(DEFAULT_MAX_RUNS, |c| c.0),
         },
         concurrent_max_context: plan.concurrent_max_context.map(|t| t.0),
         staggered: stagger_config(plan).map(|s| (s.context_tokens, s.runs)),
@@ -784,7 +790,7 @@ pub struct Expectation {
 }
 
 /// Reads a scenario file the way `bench sweep` would, without a server.
-pub fn expectation(path: &Path) -> Result<Expectation, ConfigError> {
+pub(crate) fn expectation(path: &Path) -> Result<Expectation, ConfigError> {
     let file = scenario_file::load(path)?;
     let origins =
         Origins { file: Some(path.to_path_buf()), flags: BTreeSet::new(), keys: given(&file.measure) };

@@ -9,21 +9,21 @@ use crate::exit::Failure;
 
 /// Where the report is written.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Destination {
+pub(crate) enum Destination {
     Stdout,
     /// Written atomically (a reader never sees half of it); its path alone on stdout.
     File(PathBuf),
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct ReportSettings {
+pub(crate) struct ReportSettings {
     pub format: ReportFormat,
     pub destination: Destination,
 }
 
 impl ReportSettings {
     /// The settings `args` give, or why not, naming the flag (exit 2, nothing read or written).
-    pub fn from_args(args: &ReportArgs) -> Result<ReportSettings, Failure> {
+    pub(crate) fn from_args(args: &ReportArgs) -> Result<ReportSettings, Failure> {
         let destination = match (&args.output, args.format) {
             (Some(path), _) => Destination::File(path.clone()),
             (None, ReportFormat::Html) => {

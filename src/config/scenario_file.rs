@@ -13,7 +13,9 @@ use super::ConfigError;
 use crate::cli::{ConnectionArgs, MeasureArgs};
 
 #[derive(Debug, Default, Deserialize)]
-pub struct ScenarioFile {
+pub(crate) struct ScenarioFile {
+    // Accepted so a scenario can say what it is for; nothing in bench reads it.
+    #[expect(dead_code, reason = "a scenario file's own note to its readers")]
     pub description: Option<String>,
     #[serde(flatten)]
     pub connection: ConnectionArgs,
@@ -23,16 +25,16 @@ pub struct ScenarioFile {
 
 /// Every key a scenario file may hold: the settings' ids, as clap knows them (one source of truth:
 /// the structs in `cli`), and `description`.
-pub fn known_keys() -> BTreeSet<String> {
+pub(crate) fn known_keys() -> BTreeSet<String> {
     let cmd = MeasureArgs::augment_args(ConnectionArgs::augment_args(clap::Command::new("scenario")));
     let mut keys: BTreeSet<String> = cmd.get_arguments().map(|a| a.get_id().to_string()).collect();
     keys.insert("description".into());
     keys
 }
 
-pub fn load(path: &Path) -> Result<ScenarioFile, ConfigError> {
+pub(crate) fn load(path: &Path) -> Result<ScenarioFile, ConfigError> {
     let err = |message: String| ConfigError::Scenario { path: path.display().to_string(), message };
-    let text = crate::input_file::read_text(path, crate::input_file::Limit::SCENARIO)
+    let text = ttft_model::input_file::read_text(path, ttft_model::input_file::Limit::SCENARIO)
         .map_err(|e| err(e.to_string()))?;
     let table: toml::Table = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
     let known = known_keys();

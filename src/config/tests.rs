@@ -172,7 +172,7 @@ fn refused_shares_headers_and_body_keys_are_typed_with_their_messages() {
     assert_eq!(e.to_string(), "\"150%\" must be above 0% and below 100% (e.g. 5%)");
     let e = parse_share("five").unwrap_err();
     assert!(matches!(e, ShareError::NotANumber(_)), "{e:?}");
-    assert_eq!(e.to_string(), crate::spec::finite("five").unwrap_err().to_string());
+    assert_eq!(e.to_string(), ttft_model::spec::finite("five").unwrap_err().to_string());
     assert_eq!(parse_share("5%").unwrap(), 0.05);
 
     let e = parse_header("X-Trace abc").unwrap_err();

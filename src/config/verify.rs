@@ -5,17 +5,17 @@
 
 use crate::cli::VerifyArgs;
 use crate::exit::Failure;
-use crate::physics::{self, Hardware, ModelProfile};
+use ttft_results::physics::{self, Hardware, ModelProfile};
 
 /// `--min-warm-speedup`: warm at least this much faster than cold where physics cannot say more.
-pub const DEFAULT_MIN_WARM_SPEEDUP: f64 = 1.5;
+pub(crate) const DEFAULT_MIN_WARM_SPEEDUP: f64 = 1.5;
 /// `--storage-gbps`: deliberately modest (an H200 host's disk read its slot file at 1.44 GB/s), so
 /// a slower guess only makes "cache broken" harder to raise.
-pub const DEFAULT_STORAGE_GBPS: f64 = 2.0;
+pub(crate) const DEFAULT_STORAGE_GBPS: f64 = 2.0;
 
 /// What verify's rules judge with besides the records.
 #[derive(Clone, Debug, PartialEq)]
-pub struct VerifySettings {
+pub(crate) struct VerifySettings {
     pub min_warm_speedup: f64,
     pub storage_gbps: f64,
     /// The hardware the ceilings use, from the physics flags (None: each input's run.json).
@@ -37,7 +37,7 @@ impl Default for VerifySettings {
 
 impl VerifySettings {
     /// The settings `args` give, each bound checked against the flag that set it (exit 2).
-    pub fn from_args(args: &VerifyArgs) -> Result<VerifySettings, Failure> {
+    pub(crate) fn from_args(args: &VerifyArgs) -> Result<VerifySettings, Failure> {
         let defaults = VerifySettings::default();
         let min_warm_speedup = args.min_warm_speedup.unwrap_or(defaults.min_warm_speedup);
         let storage_gbps = args.storage_gbps.unwrap_or(defaults.storage_gbps);
@@ -53,11 +53,9 @@ impl VerifySettings {
             }
         }
         let p = &args.physics;
-        let hardware = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
-            .map_err(Failure::from)?;
+        let hardware = physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)?;
         let model =
-            physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
-                .map_err(Failure::from)?;
+            physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())?;
         Ok(VerifySettings { min_warm_speedup, storage_gbps, hardware, model })
     }
 }

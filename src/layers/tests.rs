@@ -120,7 +120,7 @@ fn crate_refs(code: &str) -> BTreeSet<String> {
 }
 
 /// Every module named as `prefix` followed by a module: `crate::`, or a member crate's
-/// `ttft_model::` (its modules are this crate's modules, re-exported in lib.rs).
+/// `ttft_model::` (its modules are modules of the table, one level below this crate's).
 fn paths_under(code: &str, prefix: &str) -> BTreeSet<String> {
     let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
     let mut refs = BTreeSet::new();

@@ -17,9 +17,9 @@
 //! Without a terminal on stderr, or with `--quiet`, there is no view: progress prints plain lines
 //! as it always did, and a `Publisher` is a no-op.
 
-pub mod sheet;
-pub mod soak;
-pub mod sweep;
+pub(crate) mod sheet;
+pub(crate) mod soak;
+pub(crate) mod sweep;
 mod terminal;
 
 use std::sync::Arc;
@@ -28,19 +28,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::progress::LiveSink;
-use crate::record::Record;
+use ttft_model::record::Record;
 
-pub use sheet::{Sheet, Table};
+pub(crate) use sheet::{Sheet, Table};
 
 /// Redraws per second at most (and at least one a second, so the clocks move).
-pub const REDRAW_HZ: u32 = 8;
+pub(crate) const REDRAW_HZ: u32 = 8;
 /// How long the view's thread waits for a key before it looks at its messages again.
 const KEY_WAIT: Duration = Duration::from_millis(40);
 /// Notes shown under the table (all of them are printed when the view ends).
 const NOTES_SHOWN: usize = 4;
 
 /// What the run tells its view.
-pub enum Event {
+pub(crate) enum Event {
     /// A note or warning (printed in order when the view ends).
     Note(String),
     /// Where the run is: the cell running, the rate under way.
@@ -65,7 +65,7 @@ pub enum Event {
 
 /// One rate or closed-loop level of `bench load`, as it begins.
 #[derive(Clone, Debug, Default)]
-pub struct Step {
+pub(crate) struct Step {
     pub run: u32,
     pub label: String,
     pub duration_s: f64,
@@ -81,37 +81,37 @@ pub struct Step {
 }
 
 /// A verb's table: it folds the run's events into the numbers so far and lays them out.
-pub trait Board: Send + 'static {
+pub(crate) trait Board: Send + 'static {
     fn apply(&mut self, event: &Event);
     fn sheet(&self) -> Sheet;
 }
 
 /// The measuring side's handle: sends never block, and do nothing when there is no view.
 #[derive(Clone, Default)]
-pub struct Publisher {
+pub(crate) struct Publisher {
     tx: Option<mpsc::Sender<Event>>,
 }
 
 impl Publisher {
     /// A publisher with no view behind it.
-    pub fn off() -> Publisher {
+    pub(crate) fn off() -> Publisher {
         Publisher { tx: None }
     }
 
-    pub fn send(&self, event: Event) {
+    pub(crate) fn send(&self, event: Event) {
         if let Some(tx) = &self.tx {
             let _ = tx.send(event);
         }
     }
 
     /// A record, once it is on disk (a copy: the caller keeps its own).
-    pub fn record(&self, record: &Record) {
+    pub(crate) fn record(&self, record: &Record) {
         if self.tx.is_some() {
             self.send(Event::Record(Box::new(record.clone())));
         }
     }
 
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.tx.is_some()
     }
 }
@@ -135,7 +135,7 @@ impl LiveSink for Publisher {
 }
 
 /// A live view, running on its own thread until `finish` (or drop).
-pub struct View {
+pub(crate) struct View {
     publisher: Publisher,
     thread: Option<JoinHandle<()>>,
 }
@@ -143,7 +143,7 @@ pub struct View {
 impl View {
     /// Starts a view titled `title` drawing `board`, when stderr is a terminal and not `quiet`;
     /// None otherwise (progress then prints lines).
-    pub fn start(title: String, keys: String, board: impl Board, quiet: bool) -> Option<View> {
+    pub(crate) fn start(title: String, keys: String, board: impl Board, quiet: bool) -> Option<View> {
         if quiet || !terminal::is_terminal() {
             return None;
         }
@@ -155,18 +155,18 @@ impl View {
         Some(View { publisher: Publisher { tx: Some(tx) }, thread: Some(thread) })
     }
 
-    pub fn publisher(&self) -> Publisher {
+    pub(crate) fn publisher(&self) -> Publisher {
         self.publisher.clone()
     }
 
     /// The view as `Progress` speaks to it.
-    pub fn sink(&self) -> Arc<dyn LiveSink> {
+    pub(crate) fn sink(&self) -> Arc<dyn LiveSink> {
         Arc::new(self.publisher.clone())
     }
 
     /// Draws the last frame, gives the terminal back and prints the notes and the last numbers
     /// on stderr; returns once the terminal is restored. Idempotent.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         self.publisher.send(Event::Finish);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -183,10 +183,11 @@ impl Drop for View {
 }
 
 /// What `q` does in a run's view.
-pub const STOP_KEYS: &str = "q: stop as Ctrl-C does (every finished record kept, run.json interrupted)";
+pub(crate) const STOP_KEYS: &str =
+    "q: stop as Ctrl-C does (every finished record kept, run.json interrupted)";
 
 /// The view (when there is one) and the publisher for the measuring side; `keys` says what `q` does.
-pub fn start(title: String, keys: &str, board: impl Board, quiet: bool) -> (Option<View>, Publisher) {
+pub(crate) fn start(title: String, keys: &str, board: impl Board, quiet: bool) -> (Option<View>, Publisher) {
     let view = View::start(title, keys.to_string(), board, quiet);
     let publisher = view.as_ref().map_or_else(Publisher::off, View::publisher);
     (view, publisher)
@@ -288,7 +289,7 @@ fn fold(status: &mut Status, board: &mut impl Board, event: Event) {
 }
 
 /// "1h 2m 3s", to the second.
-pub fn clock(d: Duration) -> String {
+pub(crate) fn clock(d: Duration) -> String {
     humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
 }
 
@@ -332,14 +333,14 @@ fn frame_lines(status: &Status, sheet: &Sheet) -> Vec<String> {
 
 /// A p50 or p99 as text: "-" without values, a p99 of fewer than 20 values with its n (it is
 /// close to the maximum, not a 99th percentile).
-pub fn ms(value: Option<f64>) -> String {
+pub(crate) fn ms(value: Option<f64>) -> String {
     value.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
 /// Below this many values a p99 is shown with its n.
-pub const P99_MIN_N: usize = 20;
+pub(crate) const P99_MIN_N: usize = 20;
 
-pub fn p99(value: Option<f64>, n: usize) -> String {
+pub(crate) fn p99(value: Option<f64>, n: usize) -> String {
     match value {
         Some(v) if n < P99_MIN_N => format!("{v:.1} (n={n})"),
         other => ms(other),

@@ -4,25 +4,25 @@
 
 /// A board's frame.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Sheet {
+pub(crate) struct Sheet {
     /// Lines above the table (where the run is, its counts).
     pub lines: Vec<String>,
     pub table: Option<Table>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Table {
+pub(crate) struct Table {
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
 }
 
 impl Table {
-    pub fn new(header: &[&str]) -> Table {
+    pub(crate) fn new(header: &[&str]) -> Table {
         Table { header: header.iter().map(|h| h.to_string()).collect(), rows: Vec::new() }
     }
 
     /// The table as lines: the header, then one line per row, columns two spaces apart.
-    pub fn text(&self) -> Vec<String> {
+    pub(crate) fn text(&self) -> Vec<String> {
         let columns = self.header.len().max(self.rows.iter().map(Vec::len).max().unwrap_or(0));
         let width = |i: usize| {
             std::iter::once(&self.header)
@@ -47,7 +47,7 @@ impl Table {
 }
 
 impl Sheet {
-    pub fn text(&self) -> Vec<String> {
+    pub(crate) fn text(&self) -> Vec<String> {
         let mut out = self.lines.clone();
         if let Some(t) = &self.table {
             out.extend(t.text());

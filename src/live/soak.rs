@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{Board, Event, Sheet, Table, ms};
-use crate::record::{QualityCode, Record, Scenario};
-use crate::stats::Samples;
+use ttft_model::record::{QualityCode, Record, Scenario};
+use ttft_model::stats::Samples;
 
 /// Iterations shown as rows (the latest).
 const ROWS: usize = 12;
@@ -19,14 +19,14 @@ struct Iteration {
     ttft_ms: Vec<f64>,
 }
 
-pub struct SoakBoard {
+pub(crate) struct SoakBoard {
     planned: u32,
     crashes: u32,
     iterations: BTreeMap<u32, Iteration>,
 }
 
 impl SoakBoard {
-    pub fn new(planned: u32) -> SoakBoard {
+    pub(crate) fn new(planned: u32) -> SoakBoard {
         SoakBoard { planned, crashes: 0, iterations: BTreeMap::new() }
     }
 }

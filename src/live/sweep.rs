@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use super::{Board, Event, Sheet, Table, ms, p99};
-use crate::record::{CacheState, Mode, Record, Scenario, ThermalRecord};
-use crate::stats::Samples;
+use ttft_model::record::{CacheState, Mode, Record, Scenario, ThermalRecord};
+use ttft_model::stats::Samples;
 
 /// A row of the matrix.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -30,7 +30,7 @@ struct Row {
 }
 
 #[derive(Default)]
-pub struct SweepBoard {
+pub(crate) struct SweepBoard {
     rows: BTreeMap<RowKey, Row>,
     records: usize,
     failed: usize,
@@ -38,7 +38,7 @@ pub struct SweepBoard {
 }
 
 impl SweepBoard {
-    pub fn new() -> SweepBoard {
+    pub(crate) fn new() -> SweepBoard {
         SweepBoard::default()
     }
 

@@ -28,18 +28,18 @@ static ENTERED: AtomicBool = AtomicBool::new(false);
 static HOOK: std::sync::Once = std::sync::Once::new();
 
 /// Whether a view can be drawn: stderr is a terminal.
-pub fn is_terminal() -> bool {
+pub(crate) fn is_terminal() -> bool {
     std::io::stderr().is_terminal()
 }
 
-pub struct Screen {
+pub(crate) struct Screen {
     terminal: Terminal<CrosstermBackend<Stderr>>,
     /// Keys can be read (a controlling terminal exists).
     keys: bool,
 }
 
 impl Screen {
-    pub fn enter() -> std::io::Result<Screen> {
+    pub(crate) fn enter() -> std::io::Result<Screen> {
         HOOK.call_once(|| {
             let previous = std::panic::take_hook();
             std::panic::set_hook(Box::new(move |info| {
@@ -55,7 +55,7 @@ impl Screen {
     }
 
     /// Waits up to `wait` for a key; true when it was `q`.
-    pub fn stop_key(&mut self, wait: Duration) -> bool {
+    pub(crate) fn stop_key(&mut self, wait: Duration) -> bool {
         if !self.keys {
             std::thread::sleep(wait);
             return false;
@@ -76,7 +76,7 @@ impl Screen {
     }
 
     /// Draws `lines` with the gauge under the first one; lines that do not fit are counted.
-    pub fn draw(&mut self, lines: &[String], gauge: Option<(f64, String)>) {
+    pub(crate) fn draw(&mut self, lines: &[String], gauge: Option<(f64, String)>) {
         let _ = self.terminal.draw(|f| {
             let [title, bar, rest] =
                 Layout::vertical([Constraint::Length(1), Constraint::Length(1), Constraint::Min(0)])
@@ -141,7 +141,7 @@ fn keys_without_echo() -> bool {
 
 /// Puts the terminal back as it was: the normal screen, the cursor, canonical input and echo.
 /// Safe to call any number of times, from any thread.
-pub fn restore() {
+pub(crate) fn restore() {
     if ENTERED.swap(false, Ordering::SeqCst) {
         let mut err = std::io::stderr();
         let _ = execute!(err, cursor::Show, terminal::LeaveAlternateScreen);
@@ -158,7 +158,7 @@ pub fn restore() {
 }
 
 /// `q`: the same SIGINT Ctrl-C sends, to this process alone, so the run stops by its one path.
-pub fn interrupt_self() {
+pub(crate) fn interrupt_self() {
     // SAFETY: kill with this process's own pid and a standard signal has no memory effects.
     unsafe {
         libc::kill(libc::getpid(), libc::SIGINT);

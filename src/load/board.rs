@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use super::summary::{self, RunKey};
 use crate::cli::Slo;
 use crate::live::{self, Board, Event, Sheet, Step, Table};
-use crate::record::{CacheState, Measurement, Record, Scenario};
+use ttft_model::record::{CacheState, Measurement, Record, Scenario};
 
-pub struct LoadBoard {
+pub(crate) struct LoadBoard {
     slo: Slo,
     states: Vec<CacheState>,
     steps: Vec<Step>,
@@ -26,7 +26,7 @@ pub struct LoadBoard {
 }
 
 impl LoadBoard {
-    pub fn new(slo: Slo, states: Vec<CacheState>) -> LoadBoard {
+    pub(crate) fn new(slo: Slo, states: Vec<CacheState>) -> LoadBoard {
         LoadBoard { slo, states, steps: Vec::new(), records: BTreeMap::new(), summaries: RefCell::default() }
     }
 

@@ -27,17 +27,17 @@ use super::engine::{Driver, RateClock, SlotPool, ms};
 use super::schedule::unit_open;
 use crate::cli::Mix;
 use crate::meta::Arrival;
-use crate::record::Measurement;
-use crate::stats::Rng;
+use ttft_model::record::Measurement;
+use ttft_model::stats::Rng;
 
 /// Requests in a row that failed after which a user stops: a server answering every request
 /// with an error at once would otherwise be asked thousands of times a second for the rest of the
 /// level. Its failed records stay, and the level's goodput shows them.
-pub const FAILED_IN_A_ROW: u32 = 3;
+pub(crate) const FAILED_IN_A_ROW: u32 = 3;
 
 /// One level to run.
 #[derive(Clone, Debug)]
-pub struct LevelPlan {
+pub(crate) struct LevelPlan {
     pub users: u32,
     pub duration: Duration,
     pub warmup: Duration,
@@ -57,12 +57,12 @@ fn user_rng(seed: u64, users: u32, user: u32) -> Rng {
 
 /// Runs one level: every record goes to `sink` the moment its request is finished. Returns when
 /// the duration is over and every request in flight has finished.
-pub async fn run<D: Driver>(
+pub(crate) async fn run<D: Driver>(
     driver: Arc<D>,
     plan: LevelPlan,
     sink: mpsc::UnboundedSender<Measurement>,
 ) -> RateClock {
-    let clock = RateClock { origin: Instant::now(), started_at: crate::clock::now_rfc3339() };
+    let clock = RateClock { origin: Instant::now(), started_at: ttft_model::clock::now_rfc3339() };
     let origin = clock.origin;
     let (end, warm_until) = (origin + plan.duration, origin + plan.warmup);
     let pool = SlotPool::new(plan.slots, None);

@@ -33,7 +33,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::meta::Arrival;
-use crate::record::{CacheState, ErrorInfo, ErrorKind, Measurement};
+use ttft_model::record::{CacheState, ErrorInfo, ErrorKind, Measurement};
 
 /// The server side of the loop.
 pub trait Driver: Send + Sync + 'static {
@@ -101,11 +101,11 @@ pub enum Timer {
 }
 
 /// How long before an instant the precise timer hands over to the send task.
-pub const SPIN: Duration = Duration::from_micros(2_000);
+pub(crate) const SPIN: Duration = Duration::from_micros(2_000);
 
 impl Timer {
     /// The dispatcher's wait: until shortly before `due`.
-    pub async fn coarse(self, due: Instant) {
+    pub(crate) async fn coarse(self, due: Instant) {
         let until = match self {
             Timer::Tokio => due,
             Timer::Precise => due.checked_sub(SPIN).unwrap_or(due),
@@ -116,7 +116,7 @@ impl Timer {
     }
 
     /// The send task's wait: until `due` exactly.
-    pub async fn fine(self, due: Instant) {
+    pub(crate) async fn fine(self, due: Instant) {
         match self {
             Timer::Tokio => tokio::time::sleep_until(due).await,
             Timer::Precise => {
@@ -335,7 +335,7 @@ pub async fn run<D: Driver>(
             early.push_back(rx.await.ok());
         }
     }
-    let clock = RateClock { origin: Instant::now(), started_at: crate::clock::now_rfc3339() };
+    let clock = RateClock { origin: Instant::now(), started_at: ttft_model::clock::now_rfc3339() };
     let origin = clock.origin;
     let cap = plan.concurrency_limit.map(|c| Arc::new(Semaphore::new(c.max(1))));
     for (i, arrival) in plan.arrivals.iter().copied().enumerate() {

@@ -5,19 +5,17 @@
 //! fsync'd as it finishes; the summary (`summary`), a plot (`plot`) and the table come from the
 //! records. docs/load.md explains the method.
 
-pub mod board;
-pub mod closed;
+pub(crate) mod board;
+pub(crate) mod closed;
 pub mod engine;
 pub mod plot;
-pub mod prepare;
-pub mod run;
+pub(crate) mod prepare;
+pub(crate) mod run;
 pub mod schedule;
-pub mod search;
+pub(crate) mod search;
 pub mod summary;
 
 use std::sync::Arc;
-
-pub use summary::LoadSummary;
 
 use run::{End, LivePlan};
 
@@ -28,16 +26,16 @@ use crate::measuring::drive::{self, Ended};
 use crate::measuring::open;
 use crate::meta::{LoadPlan, RunStatus};
 use crate::progress::Progress;
-use crate::record::{CacheState, Measurement, Mode, Record, Scenario};
-use crate::spec::{Contexts, List};
-use crate::store;
+use ttft_model::record::{CacheState, Measurement, Mode, Record, Scenario};
+use ttft_model::spec::{Contexts, List};
+use ttft_results::store;
 
 /// The summary file in the run directory.
-pub const SUMMARY_FILE: &str = "load-summary.json";
+pub(crate) const SUMMARY_FILE: &str = "load-summary.json";
 /// The plot in the run directory: TTFT p50 and p99 against the offered rate.
-pub const PLOT_FILE: &str = "load-ttft-p99.svg";
+pub(crate) const PLOT_FILE: &str = "load-ttft-p99.svg";
 /// The closed loop's plot: output tokens/s against TTFT p50 and p99, a point per level.
-pub const CURVE_FILE: &str = "load-throughput-latency.svg";
+pub(crate) const CURVE_FILE: &str = "load-throughput-latency.svg";
 
 /// The load as the sweep's settings (its preflight, prompt sizing, presets and thermal gate), from
 /// the groups load shares with the sweep: streamed requests, the mix's cache states, one context.
@@ -59,7 +57,7 @@ fn sweep_args(args: &LoadArgs) -> SweepArgs {
         Some(List(args.mix.states())),
     );
     let output = OutputArgs {
-        run_id: Some(args.output.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id("load"))),
+        run_id: Some(args.output.run_id.clone().unwrap_or_else(|| ttft_model::clock::new_run_id("load"))),
         ..args.output.clone()
     };
     SweepArgs::new_run(args.connection.clone(), measure, None, output)
@@ -71,7 +69,7 @@ fn check_preset(args: &LoadArgs) -> Result<(), Failure> {
     if let Some(name) = args.target.preset.as_deref().filter(|p| *p != crate::config::AUTO_PRESET)
         && args.mix.states().contains(&CacheState::Warm)
     {
-        let api = args.target.api.unwrap_or(crate::spec::Api::Openai).to_string();
+        let api = args.target.api.unwrap_or(ttft_model::spec::Api::Openai).to_string();
         let preset = crate::preset::Preset::load(name).and_then(|p| p.for_api(&api))?;
         warm_mix_fits(&preset)?;
     }
@@ -152,7 +150,7 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
         Progress::weighted(vec![args.duration.secs(); planned], args.output.quiet)
             .showing(view.as_ref().map(|v| v.sink())),
     );
-    let reads = crate::client::read_counts();
+    let reads = ttft_client::read_counts();
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let work = run::run(config, live.clone(), progress.clone(), stop_rx, publisher);
     let ended = match drive::drive("load", work, drive::OnSignal::Ask(stop)).await {
@@ -170,7 +168,7 @@ pub async fn load(args: &LoadArgs) -> anyhow::Result<Outcome> {
     let complete = matches!(outcome, Ok(End::Done));
     let ended = journal.update(|m| {
         m.status = if complete { RunStatus::Complete } else { RunStatus::Interrupted };
-        m.ended_at = Some(crate::clock::now_rfc3339());
+        m.ended_at = Some(ttft_model::clock::now_rfc3339());
         m.arrival_stamps = Some(crate::meta::ArrivalStamps::since(reads));
     });
     // However the run ended, what finished is summarized: the records on disk are the truth.

@@ -19,12 +19,12 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::summary::{LoadSummary, RateSummary, StateSummary};
-use crate::record::CacheState;
 use crate::ticks;
+use ttft_model::record::CacheState;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw {path}: {message}")]
-pub struct PlotError {
+pub(crate) struct PlotError {
     path: String,
     message: String,
 }
@@ -44,7 +44,7 @@ fn finite(v: f64) -> f64 {
 
 /// Which TTFT percentile a line shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stat {
+pub(crate) enum Stat {
     P50,
     P99,
     /// The p99 of TTFT counted from the scheduled send.
@@ -78,7 +78,7 @@ fn offered(s: &LoadSummary) -> impl Iterator<Item = &RateSummary> {
 }
 
 /// The (rate, TTFT) points of each cache state that has any, for one statistic, by rate.
-pub fn series(s: &LoadSummary, stat: Stat) -> Vec<(CacheState, Vec<(f64, f64)>)> {
+pub(crate) fn series(s: &LoadSummary, stat: Stat) -> Vec<(CacheState, Vec<(f64, f64)>)> {
     let mut out = Vec::new();
     for state in [CacheState::Cold, CacheState::Warm, CacheState::Hot] {
         let mut pts: Vec<(f64, f64)> = offered(s)
@@ -96,7 +96,7 @@ pub fn series(s: &LoadSummary, stat: Stat) -> Vec<(CacheState, Vec<(f64, f64)>)>
 }
 
 /// Writes the rate plot; Ok(false) when no rate has a TTFT to show (nothing is written).
-pub fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
+pub(crate) fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
     let fail =
         |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
     let (p50, p99, late) = (series(s, Stat::P50), series(s, Stat::P99), series(s, Stat::P99Scheduled));
@@ -200,7 +200,7 @@ pub fn write(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
 }
 
 /// One point per closed-loop level that has a throughput: (users, output tok/s, TTFT p50, p99).
-pub fn curve(s: &LoadSummary) -> Vec<(u32, f64, Option<f64>, Option<f64>)> {
+pub(crate) fn curve(s: &LoadSummary) -> Vec<(u32, f64, Option<f64>, Option<f64>)> {
     s.rates
         .iter()
         .filter(|r| r.stopped.is_none())
@@ -212,7 +212,7 @@ pub fn curve(s: &LoadSummary) -> Vec<(u32, f64, Option<f64>, Option<f64>)> {
 }
 
 /// Writes the throughput-vs-latency plot; Ok(false) when no closed-loop level has a point.
-pub fn write_curve(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
+pub(crate) fn write_curve(path: &Path, s: &LoadSummary) -> Result<bool, PlotError> {
     let fail =
         |e: &dyn std::fmt::Display| PlotError { path: path.display().to_string(), message: e.to_string() };
     let mut pts = curve(s);

@@ -12,15 +12,15 @@ use crate::measuring::RunContext;
 use crate::measuring::measure::{self, Fired, Ready};
 use crate::meta::Arrival;
 use crate::preset::Binding;
-use crate::record::{CacheState, CellKey, Measurement, Mode, Scenario};
+use ttft_model::record::{CacheState, CellKey, Measurement, Mode, Scenario};
 
-pub struct Real {
+pub(crate) struct Real {
     pub ctx: Arc<RunContext>,
     pub context_tokens: u32,
     /// The rate's position in `--rates` (the records' `run`).
     pub run: u32,
     /// The thermal record of the rate (the gate ran before it).
-    pub thermal: Option<crate::record::ThermalRecord>,
+    pub thermal: Option<ttft_model::record::ThermalRecord>,
 }
 
 impl Real {
@@ -94,7 +94,7 @@ impl Driver for Real {
 
 /// Whether the preset pins a session's cache to a server slot (its request binding names
 /// `{slot}`, like llama.cpp's `id_slot`): then sessions lease slots (see `engine`).
-pub fn slot_bound(preset: &crate::preset::Preset) -> bool {
+pub(crate) fn slot_bound(preset: &crate::preset::Preset) -> bool {
     let names = |v: &serde_json::Value| v.to_string().contains("{slot}");
     preset.request.body.values().any(names) || preset.request.headers.values().any(|h| h.contains("{slot}"))
 }

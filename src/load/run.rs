@@ -24,9 +24,9 @@ use crate::live::{Event, Publisher, Step};
 use crate::measuring::{Journal, measure, setup};
 use crate::meta::{LoadPlan, RateSchedule};
 use crate::progress::Progress;
-use crate::record::{ErrorKind, Measurement, Record};
-use crate::store::RecordWriter;
 use crate::supervise::{ServerCrash, Supervisor};
+use ttft_model::record::{ErrorKind, Measurement, Record};
+use ttft_results::store::RecordWriter;
 
 /// How often a supervised server is checked while a rate runs.
 const CRASH_POLL: Duration = Duration::from_millis(100);
@@ -36,7 +36,7 @@ const CRASH_POLL: Duration = Duration::from_millis(100);
 const REFUSED_IN_A_ROW: usize = 3;
 
 /// How the rates ended when nothing failed.
-pub enum End {
+pub(crate) enum End {
     /// Every rate ran (a rate a server crash cut short was repeated).
     Done,
     /// A signal stopped the run.
@@ -46,19 +46,19 @@ pub enum End {
 /// The plan as the run fills it in (slots held, clock starts, stops, repeats), mirrored into
 /// run.json at every change; `bench load` reads it back for the summary however the run ended.
 #[derive(Clone)]
-pub struct LivePlan {
+pub(crate) struct LivePlan {
     plan: Arc<Mutex<LoadPlan>>,
     journal: Journal,
 }
 
 impl LivePlan {
-    pub fn new(plan: LoadPlan, journal: Journal) -> Result<LivePlan, Failure> {
+    pub(crate) fn new(plan: LoadPlan, journal: Journal) -> Result<LivePlan, Failure> {
         let live = LivePlan { plan: Arc::new(Mutex::new(plan)), journal };
         live.update(|_| {})?;
         Ok(live)
     }
 
-    pub fn update(&self, change: impl FnOnce(&mut LoadPlan)) -> Result<(), Failure> {
+    pub(crate) fn update(&self, change: impl FnOnce(&mut LoadPlan)) -> Result<(), Failure> {
         let copy = {
             let mut plan = self.plan.lock().unwrap_or_else(|p| p.into_inner());
             change(&mut plan);
@@ -67,7 +67,7 @@ impl LivePlan {
         self.journal.update(|m| m.load = Some(copy))
     }
 
-    pub fn get(&self) -> LoadPlan {
+    pub(crate) fn get(&self) -> LoadPlan {
         self.plan.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -103,7 +103,7 @@ enum RateEnd {
 }
 
 /// "rate 4/s (run 2)", "16 users (run 3)"
-pub fn label(rate: &RateSchedule) -> String {
+pub(crate) fn label(rate: &RateSchedule) -> String {
     match rate.concurrency {
         Some(users) => format!("{} (run {})", summary::users_label(users), rate.run),
         None => format!("rate {}/s (run {})", rate.rate_per_s, rate.run),
@@ -130,7 +130,7 @@ impl Unit {
 }
 
 /// Setup, then every rate of the plan (which grows when a crashed rate is repeated).
-pub async fn run(
+pub(crate) async fn run(
     mut config: crate::config::SweepConfig,
     live: LivePlan,
     progress: Arc<Progress>,
@@ -139,7 +139,8 @@ pub async fn run(
 ) -> Result<End, Failure> {
     let journal = live.journal.clone();
     let mut supervisor = crate::measuring::start_server(&mut config, &progress).await?;
-    let warm_arrivals = live.get().mix.iter().any(|(state, _)| *state == crate::record::CacheState::Warm);
+    let warm_arrivals =
+        live.get().mix.iter().any(|(state, _)| *state == ttft_model::record::CacheState::Warm);
     let ctx = Arc::new(setup::prepare(config, Some(&journal), &progress).await?);
     if warm_arrivals {
         super::warm_mix_fits(&ctx.preset)?;

@@ -8,10 +8,10 @@
 use crate::cli::Mix;
 use crate::meta::{Arrival, RateSchedule};
 #[cfg(test)]
-use crate::record::CacheState;
-use crate::stats::Rng;
+use ttft_model::record::CacheState;
+use ttft_model::stats::Rng;
 
-pub use crate::config::load::MAX_ARRIVALS;
+pub(crate) use crate::config::load::MAX_ARRIVALS;
 
 /// A number in (0, 1]: 53 random bits, never 0 (its logarithm is taken).
 pub(super) fn unit_open(rng: &mut Rng) -> f64 {

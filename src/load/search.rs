@@ -15,16 +15,16 @@
 //! (`load.search.steps`), so a search cut short still shows every step it took.
 
 use crate::meta::{LoadPlan, RateSchedule, SearchStep};
-use crate::record::{CacheState, Measurement};
+use ttft_model::record::{CacheState, Measurement};
 
 use super::schedule;
 use super::summary::{RunKey, run_summary};
 
 /// Users of the saturation pass: enough to fill any server this client can drive.
-pub const SATURATION_USERS: u32 = 64;
+pub(crate) const SATURATION_USERS: u32 = 64;
 
 /// The search stops early once the bracket is this narrow, relative to its top.
-pub const CLOSE_ENOUGH: f64 = 0.05;
+pub(crate) const CLOSE_ENOUGH: f64 = 0.05;
 
 /// Rates are offered to 3 significant digits: readable in the table, and as fine as any step.
 fn round3(rate: f64) -> f64 {
@@ -36,13 +36,13 @@ fn round3(rate: f64) -> f64 {
 }
 
 /// The plan's first run of a search: the synchronous pass.
-pub fn first(run: u32) -> RateSchedule {
+pub(crate) fn first(run: u32) -> RateSchedule {
     RateSchedule { run, concurrency: Some(1), ..Default::default() }
 }
 
 /// Decides the step `run` just made from its records, and appends the next run to the plan (or
 /// ends the search).
-pub fn advance(plan: &mut LoadPlan, run: u32, written: &[Measurement]) {
+pub(crate) fn advance(plan: &mut LoadPlan, run: u32, written: &[Measurement]) {
     let Some(planned) = plan.rates.iter().find(|r| r.run == run).cloned() else { return };
     let states: Vec<CacheState> = plan.mix.iter().map(|(s, _)| *s).collect();
     let warmup_ms = planned.concurrency.map_or(0.0, |_| plan.warmup_s.unwrap_or(0.0) * 1000.0);
@@ -145,7 +145,7 @@ pub fn advance(plan: &mut LoadPlan, run: u32, written: &[Measurement]) {
 }
 
 /// The steps as a table (stderr at the end of a search).
-pub fn table(search: &crate::meta::RateSearch) -> String {
+pub(crate) fn table(search: &crate::meta::RateSearch) -> String {
     let f = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |x| format!("{x:.d$}"));
     let mut t = crate::output::table(
         crate::output::TableStyle::Terminal,

@@ -31,21 +31,21 @@ use serde::{Deserialize, Serialize};
 use crate::cli::Slo;
 use crate::meta::LoadPlan;
 use crate::output::{self, TableStyle, table_text};
-use crate::record::{CacheState, Measurement};
-use crate::stats::Samples;
+use ttft_model::record::{CacheState, Measurement};
+use ttft_model::stats::Samples;
 
 /// A rate whose p99 send lag is above this (and above `HONEST_LAG_TTFT_SHARE` of its median
 /// TTFT) was not offered as scheduled: the client, not the server, set the pace.
-pub const HONEST_LAG_P99_MS: f64 = 1.0;
+pub(crate) const HONEST_LAG_P99_MS: f64 = 1.0;
 
 /// The share of the rate's median TTFT that its p99 send lag may reach and still be honest.
-pub const HONEST_LAG_TTFT_SHARE: f64 = 0.02;
+pub(crate) const HONEST_LAG_TTFT_SHARE: f64 = 0.02;
 
 /// Below this many values a p99 is printed with its n (the live view shows it alike).
-pub use crate::live::P99_MIN_N;
+pub(crate) use crate::live::P99_MIN_N;
 
 /// The p99 send lag a rate may have and still count as honestly offered.
-pub fn honest_lag_limit_ms(median_ttft_ms: Option<f64>) -> f64 {
+pub(crate) fn honest_lag_limit_ms(median_ttft_ms: Option<f64>) -> f64 {
     median_ttft_ms.map_or(HONEST_LAG_P99_MS, |t| HONEST_LAG_P99_MS.max(HONEST_LAG_TTFT_SHARE * t))
 }
 
@@ -59,7 +59,7 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Percentiles {
+    pub(crate) fn of(values: impl IntoIterator<Item = f64>) -> Percentiles {
         let s = Samples::new(values);
         Percentiles {
             n: s.len(),
@@ -146,7 +146,7 @@ pub struct Knee {
 /// One run to summarize: an open-loop rate, or a closed-loop level whose first `warmup_ms` are
 /// left out.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RunKey {
+pub(crate) struct RunKey {
     pub run: u32,
     pub rate_per_s: f64,
     pub concurrency: Option<u32>,
@@ -173,14 +173,14 @@ fn gaps(m: &Measurement) -> impl Iterator<Item = f64> + '_ {
 }
 
 /// The request's mean inter-token gap, ms (None with fewer than two deltas).
-pub fn mean_itl_ms(m: &Measurement) -> Option<f64> {
+pub(crate) fn mean_itl_ms(m: &Measurement) -> Option<f64> {
     let offsets = &m.token_offsets_ms;
     let (first, last) = (offsets.first()?, offsets.last()?);
     (offsets.len() >= 2).then(|| (last - first) / (offsets.len() - 1) as f64)
 }
 
 /// Whether a request met the SLO, its TTFT counted from its scheduled send.
-pub fn meets(m: &Measurement, slo: &Slo) -> bool {
+pub(crate) fn meets(m: &Measurement, slo: &Slo) -> bool {
     good(m)
         && m.ttft_ms.is_some_and(|t| t + m.send_lag_ms.unwrap_or(0.0).max(0.0) <= slo.ttft_ms)
         && mean_itl_ms(m).is_none_or(|itl| itl <= slo.itl_ms)
@@ -231,10 +231,15 @@ pub fn summarize(
 }
 
 /// One run's summary (see `summarize_runs`).
-pub fn run_summary(records: &[Measurement], key: &RunKey, states: &[CacheState], slo: &Slo) -> RateSummary {
+pub(crate) fn run_summary(
+    records: &[Measurement],
+    key: &RunKey,
+    states: &[CacheState],
+    slo: &Slo,
+) -> RateSummary {
     let all_of_run: Vec<&Measurement> = records
         .iter()
-        .filter(|m| m.cell.scenario == crate::record::Scenario::Load && m.cell.run == key.run)
+        .filter(|m| m.cell.scenario == ttft_model::record::Scenario::Load && m.cell.run == key.run)
         .collect();
     // A closed level's statistics are of its steady state: its warm-up is left out.
     let ms: Vec<&Measurement> = all_of_run.iter().copied().filter(|m| !m.warmup).collect();
@@ -277,7 +282,7 @@ pub fn run_summary(records: &[Measurement], key: &RunKey, states: &[CacheState],
 
 /// The summary of every run in `keys`, in their order, from the records of scenario `load` among
 /// `records`; `states` are the mix's states, in order.
-pub fn summarize_runs(
+pub(crate) fn summarize_runs(
     records: &[Measurement],
     keys: &[RunKey],
     states: &[CacheState],
@@ -308,7 +313,7 @@ fn knees(rates: &[RateSummary], states: &[CacheState], slo_target: f64) -> Vec<K
 /// The summary of a run as its plan (run.json `load`) says it went: every rate that began (all of
 /// them, unless a signal or a failure stopped the run), with its scheduled arrivals and, for a
 /// rate stopped early, why.
-pub fn of_plan(records: &[Measurement], plan: &LoadPlan, states: &[CacheState]) -> LoadSummary {
+pub(crate) fn of_plan(records: &[Measurement], plan: &LoadPlan, states: &[CacheState]) -> LoadSummary {
     let began: Vec<_> = plan
         .rates
         .iter()
@@ -341,7 +346,11 @@ pub fn of_plan(records: &[Measurement], plan: &LoadPlan, states: &[CacheState]) 
 /// The causes, in the order they are told apart: sessions whose preparation was late, waiting for
 /// a pinned slot (`slots`) or not; a `--concurrency-limit` place; the only slot of a one-slot
 /// server; else the client's own delay.
-pub fn not_honest_why(r: &RateSummary, slots: Option<u32>, concurrency_limit: Option<u32>) -> Option<String> {
+pub(crate) fn not_honest_why(
+    r: &RateSummary,
+    slots: Option<u32>,
+    concurrency_limit: Option<u32>,
+) -> Option<String> {
     if r.honestly_offered {
         return None;
     }
@@ -382,7 +391,7 @@ pub fn not_honest_why(r: &RateSummary, slots: Option<u32>, concurrency_limit: Op
 
 /// The highest honestly offered rate whose goodput, and every lower rate's, is at least `target`
 /// (see the module); where no rate was offered, the same of the closed-loop levels' users.
-pub fn knee(rates: &[RateSummary], state: Option<CacheState>, target: f64) -> Option<f64> {
+pub(crate) fn knee(rates: &[RateSummary], state: Option<CacheState>, target: f64) -> Option<f64> {
     let closed = rates.iter().all(|r| r.concurrency.is_some());
     let mut points: Vec<(f64, f64, bool)> = rates
         .iter()
@@ -403,12 +412,12 @@ pub fn knee(rates: &[RateSummary], state: Option<CacheState>, target: f64) -> Op
     best
 }
 
-pub fn label(state: Option<CacheState>) -> &'static str {
+pub(crate) fn label(state: Option<CacheState>) -> &'static str {
     state.map_or("all", CacheState::as_str)
 }
 
 /// "1 user", "16 users".
-pub fn users_label(users: u32) -> String {
+pub(crate) fn users_label(users: u32) -> String {
     if users == 1 { "1 user".into() } else { format!("{users} users") }
 }
 
@@ -431,7 +440,7 @@ fn load_header(s: &LoadSummary) -> &'static str {
 }
 
 /// The table printed at the end of a run.
-pub fn table(s: &LoadSummary) -> String {
+pub(crate) fn table(s: &LoadSummary) -> String {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
     let p99 = |p: &Percentiles, digits: usize| match p.p99 {
         Some(x) if p.n < P99_MIN_N => format!("{x:.digits$} (n={})", p.n),

@@ -15,7 +15,7 @@ use std::future::Future;
 use super::Journal;
 use crate::exit::{self, Failure};
 use crate::progress::Progress;
-use crate::store::{self, RunLock};
+use ttft_results::store::{self, RunLock};
 
 /// How a run's work ended.
 pub(crate) enum Ended<T> {

@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::client::Exchange;
-use crate::record::ErrorInfo;
+use ttft_client::Exchange;
+use ttft_model::record::ErrorInfo;
 
 /// Result of `fire`: the exchange, with its offsets counted from its own start on a lane.
-pub struct Fired {
+pub(crate) struct Fired {
     pub exchange: Exchange,
     /// When the timed window opened (reload start for warm, the hand-off for the rest).
     pub window_start: Instant,
@@ -38,7 +38,7 @@ pub struct Fired {
 impl Fired {
     /// A request that was never handed to the client (it could not be built, or its reload
     /// failed): nothing was queued or sent.
-    pub fn unsent(window_start: Instant, error: ErrorInfo) -> Fired {
+    pub(crate) fn unsent(window_start: Instant, error: ErrorInfo) -> Fired {
         let exchange = Exchange::default();
         Fired {
             exchange,
@@ -52,25 +52,25 @@ impl Fired {
 
     /// How long the request waited in the client after it was handed off, before its lane took
     /// it up (zero when the exchange never started).
-    pub fn queued(&self) -> Duration {
+    pub(crate) fn queued(&self) -> Duration {
         let start = self.exchange.start.map(Instant::from_std);
         start.map_or(Duration::ZERO, |s| s.saturating_duration_since(self.handed_off))
     }
 
     /// The window's start as the record counts it: moved on by the client's own queueing, so
     /// that the TTFT counted from here holds a warm reload and the server's time, not the wait.
-    pub fn sent_at(&self) -> Instant {
+    pub(crate) fn sent_at(&self) -> Instant {
         self.window_start + self.queued()
     }
 
     /// What to add to the exchange's offsets (counted from its own start) to count them from
     /// `sent_at`: the reload, for warm.
-    pub fn offset_ms(&self) -> f64 {
+    pub(crate) fn offset_ms(&self) -> f64 {
         ms(self.handed_off.saturating_duration_since(self.window_start))
     }
 
     /// From `due` (a batch's release, a load arrival's instant) to `sent_at`: client-side queueing.
-    pub fn send_lag_ms(&self, due: Instant) -> f64 {
+    pub(crate) fn send_lag_ms(&self, due: Instant) -> f64 {
         ms(self.sent_at().saturating_duration_since(due))
     }
 }
@@ -107,7 +107,7 @@ mod tests {
         // Nothing lost: due to first token is send lag + TTFT, 19 ms.
         assert_eq!(fired.send_lag_ms(release) + fired.offset_ms() + 10.0, 19.0);
         // And so the record reads (before, the queue was in TTFT: 18 ms, send lag 1 ms).
-        let mut m = crate::record::Measurement::default();
+        let mut m = ttft_model::record::Measurement::default();
         super::super::measure::record_exchange(&mut m, &fired, Some(release), None, None);
         assert_eq!((m.ttft_ms, m.send_lag_ms), (Some(15.0), Some(4.0)));
     }
@@ -115,7 +115,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_request_never_sent_has_no_queue() {
         let t = Instant::now();
-        let fired = Fired::unsent(t, ErrorInfo::new(crate::record::ErrorKind::Protocol, "x"));
+        let fired = Fired::unsent(t, ErrorInfo::new(ttft_model::record::ErrorKind::Protocol, "x"));
         assert_eq!(fired.queued(), Duration::ZERO);
         assert_eq!(fired.sent_at(), t);
         assert_eq!(fired.offset_ms(), 0.0);

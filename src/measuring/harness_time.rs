@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::meta::HarnessTime;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Part {
+pub(crate) enum Part {
     /// The timed windows (a warm reload included).
     Measured,
     /// Unmeasured requests a cache state needs (warm priming, hot turns 1-2, stagger calibration).
@@ -34,18 +34,18 @@ const PARTS: usize = 8;
 
 /// Time spent per part, added up over a sweep.
 #[derive(Debug, Default)]
-pub struct HarnessClock {
+pub(crate) struct HarnessClock {
     spent: Mutex<[Duration; PARTS]>,
 }
 
 impl HarnessClock {
-    pub fn add(&self, part: Part, took: Duration) {
+    pub(crate) fn add(&self, part: Part, took: Duration) {
         let mut spent = self.spent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         spent[part as usize] += took;
     }
 
     /// Runs `work`, adding its duration to `part`.
-    pub async fn time<T>(&self, part: Part, work: impl Future<Output = T>) -> T {
+    pub(crate) async fn time<T>(&self, part: Part, work: impl Future<Output = T>) -> T {
         let started = Instant::now();
         let out = work.await;
         self.add(part, started.elapsed());
@@ -53,7 +53,7 @@ impl HarnessClock {
     }
 
     /// The parts against `wall` (the cell loop's duration).
-    pub fn summary(&self, wall: Duration) -> HarnessTime {
+    pub(crate) fn summary(&self, wall: Duration) -> HarnessTime {
         let spent = *self.spent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         split(wall, spent)
     }
@@ -83,7 +83,7 @@ fn split(wall: Duration, spent: [Duration; PARTS]) -> HarnessTime {
 }
 
 /// "harness time between cells: 0.4% of 25 s (prompts 0.01 s, preset calls 0.05 s, ...)".
-pub fn line(t: &HarnessTime) -> String {
+pub(crate) fn line(t: &HarnessTime) -> String {
     format!(
         "harness time between cells: {:.1}% of {:.1} s (prompts {:.2} s, preset calls {:.2} s, metrics {:.2} s, \
          writes {:.2} s, thermal {:.2} s, other {:.2} s; measured {:.1} s, priming {:.1} s, think time {:.1} s)",

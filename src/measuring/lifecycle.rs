@@ -17,17 +17,17 @@
 //! disk tier would lose the saved session). A step that fails ends its lifecycle; the next state
 //! starts a fresh one of its own, priming itself as a plain cell does.
 
-use crate::client::ChatRequest;
-use crate::plan::{LifecycleKey, continues_lifecycle, lifecycle_key};
 use crate::preset::Session;
-use crate::record::{CacheState, CellKey, ErrorInfo, Measurement, Mode, Record, TurnSummary};
+use ttft_client::ChatRequest;
+use ttft_model::record::{CacheState, CellKey, ErrorInfo, Measurement, Mode, Record, TurnSummary};
+use ttft_results::plan::{LifecycleKey, continues_lifecycle, lifecycle_key};
 
 use super::RunContext;
 use super::harness_time::Part;
 use super::measure::{self, Ready, Then};
 
 /// The session a lifecycle runs on, and what it has been through.
-pub struct Lifecycle {
+pub(crate) struct Lifecycle {
     key: (String, Option<LifecycleKey>),
     id: String,
     session: Session,
@@ -43,7 +43,7 @@ pub struct Lifecycle {
 
 /// Measures `cell` as the next state of the lifecycle in `life` (starting one when needed), and
 /// ends the lifecycle when `next` does not continue it.
-pub async fn step(
+pub(crate) async fn step(
     ctx: &RunContext,
     cell: &CellKey,
     next: Option<&CellKey>,
@@ -57,7 +57,7 @@ pub async fn step(
     if let Some(why) = measure::unsupported(ctx, cell) {
         // Not a failure of the session: the lifecycle goes on to the next state without it.
         let mut m = measure::blank(ctx, cell, 0, "");
-        m.error = Some(ErrorInfo::new(crate::record::ErrorKind::Unsupported, why));
+        m.error = Some(ErrorInfo::new(ttft_model::record::ErrorKind::Unsupported, why));
         if !goes_on {
             end(ctx, life.take()).await;
         }
@@ -285,5 +285,5 @@ async fn hot(
 }
 
 fn lost() -> ErrorInfo {
-    ErrorInfo::new(crate::record::ErrorKind::Protocol, "turn 1's answer was lost before hot's turn 2")
+    ErrorInfo::new(ttft_model::record::ErrorKind::Protocol, "turn 1's answer was lost before hot's turn 2")
 }

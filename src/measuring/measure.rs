@@ -10,27 +10,27 @@
 
 use tokio::time::Instant;
 
-use crate::client::{ChatRequest, Exchange, Message};
 use crate::dataset::Row;
 use crate::preset::{Scope, Session};
-use crate::quality::PromptTokens;
-use crate::record::MetricsDelta;
-use crate::record::{
+use ttft_client::{ChatRequest, Exchange, Message};
+use ttft_model::record::MetricsDelta;
+use ttft_model::record::{
     self, CacheEvidence, CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, PageCache,
     SCHEMA_VERSION, SessionCache, SessionTier, TurnSummary,
 };
+use ttft_results::quality::PromptTokens;
 
 use super::RunContext;
-pub use super::fired::Fired;
+pub(crate) use super::fired::Fired;
 use super::harness_time::Part;
 
 /// The follow-up of a hot conversation (the origin benchmark's text).
-pub const FOLLOW_UP: &str = "Continue explaining in more detail.";
+pub(crate) const FOLLOW_UP: &str = "Continue explaining in more detail.";
 /// The assistant turn placed before turn 3 and every later one (as in the origin benchmark).
-pub const TURN_3_ASSISTANT: &str = "Understood.";
+pub(crate) const TURN_3_ASSISTANT: &str = "Understood.";
 
 /// A session ready for its measured request.
-pub struct Ready {
+pub(crate) struct Ready {
     pub cell: CellKey,
     pub request_index: u32,
     pub session: Session,
@@ -52,7 +52,7 @@ pub struct Ready {
 }
 
 /// Why a cell cannot be measured at all, before any session: its record says so.
-pub fn unsupported(ctx: &RunContext, cell: &CellKey) -> Option<String> {
+pub(crate) fn unsupported(ctx: &RunContext, cell: &CellKey) -> Option<String> {
     if cell.cache_state != CacheState::Warm {
         return None;
     }
@@ -67,7 +67,7 @@ pub fn unsupported(ctx: &RunContext, cell: &CellKey) -> Option<String> {
 }
 
 /// The cell's global actions before any session is touched (e.g. vLLM's prefix-cache reset).
-pub async fn begin_cell(ctx: &RunContext) -> Result<(), ErrorInfo> {
+pub(crate) async fn begin_cell(ctx: &RunContext) -> Result<(), ErrorInfo> {
     let p = &ctx.preset;
     let session = ctx.new_session(0);
     p.run(&ctx.client, "reset", &p.reset, Some(Scope::Global), &session)
@@ -77,7 +77,7 @@ pub async fn begin_cell(ctx: &RunContext) -> Result<(), ErrorInfo> {
 }
 
 /// The cell's global cleanup, after every session of it is finished.
-pub async fn end_cell(ctx: &RunContext) -> Result<(), ErrorInfo> {
+pub(crate) async fn end_cell(ctx: &RunContext) -> Result<(), ErrorInfo> {
     let p = &ctx.preset;
     let session = ctx.new_session(0);
     p.run(&ctx.client, "cleanup", &p.cleanup, Some(Scope::Global), &session)
@@ -86,7 +86,7 @@ pub async fn end_cell(ctx: &RunContext) -> Result<(), ErrorInfo> {
         .map_err(|e| ErrorInfo::new(e.kind, e.to_string()))
 }
 
-pub async fn prepare(
+pub(crate) async fn prepare(
     ctx: &RunContext,
     cell: &CellKey,
     request_index: u32,
@@ -95,7 +95,7 @@ pub async fn prepare(
 }
 
 /// `prepare` on a session the caller chose (`bench load` leases server slots itself).
-pub async fn prepare_on(
+pub(crate) async fn prepare_on(
     ctx: &RunContext,
     cell: &CellKey,
     request_index: u32,
@@ -157,7 +157,7 @@ pub async fn prepare_on(
 }
 
 /// A session with nothing cached and its turn-1 request, built before any clock starts.
-pub struct Opened {
+pub(crate) struct Opened {
     pub session: Session,
     pub nonce: String,
     pub expected_input_tokens: u64,
@@ -167,7 +167,7 @@ pub struct Opened {
 
 /// Sizes the prompt, binds the request to `session` and runs the session reset: every cache
 /// state starts from nothing cached for this session.
-pub async fn open(
+pub(crate) async fn open(
     ctx: &RunContext,
     cell: &CellKey,
     request_index: u32,
@@ -210,7 +210,7 @@ pub async fn open(
 }
 
 /// The dataset row a cell measures: None for generated prompts.
-pub fn row_of<'a>(ctx: &'a RunContext, cell: &CellKey) -> Option<Result<&'a Row, ErrorInfo>> {
+pub(crate) fn row_of<'a>(ctx: &'a RunContext, cell: &CellKey) -> Option<Result<&'a Row, ErrorInfo>> {
     let row = cell.dataset_row?;
     let found = ctx.config.dataset.as_ref().and_then(|d| d.row(row));
     Some(found.ok_or_else(|| {
@@ -229,7 +229,7 @@ fn turn_1_texts(row: &Row, nonce: &str) -> Vec<String> {
 }
 
 /// A dataset row's turn 1 as sent: its messages, the nonce opening the first.
-pub fn turn_1_messages(row: &Row, nonce: &str) -> Vec<Message> {
+pub(crate) fn turn_1_messages(row: &Row, nonce: &str) -> Vec<Message> {
     row.first_turn()
         .iter()
         .zip(turn_1_texts(row, nonce))
@@ -238,7 +238,7 @@ pub fn turn_1_messages(row: &Row, nonce: &str) -> Vec<Message> {
 }
 
 /// One of the preset's per-session actions, its time counted as preset time.
-pub async fn session_action(
+pub(crate) async fn session_action(
     ctx: &RunContext,
     name: &'static str,
     steps: &[crate::preset::ActionStep],
@@ -266,13 +266,13 @@ pub async fn session_action(
 
 /// The session's saved file on this host, where the save directory is known and the preset names
 /// the file.
-pub fn saved_path(ctx: &RunContext, session: &Session) -> Option<std::path::PathBuf> {
+pub(crate) fn saved_path(ctx: &RunContext, session: &Session) -> Option<std::path::PathBuf> {
     ctx.preset.saved_path(ctx.config.slot_dir.as_deref()?, session).ok().flatten()
 }
 
 /// Removes the session's saved file from the server's save directory (docs/page-cache.md says
 /// why a sweep must): one that cannot be removed is said, never a failed measurement.
-pub fn remove_saved(ctx: &RunContext, session: &Session) {
+pub(crate) fn remove_saved(ctx: &RunContext, session: &Session) {
     if let Some(path) = saved_path(ctx, session)
         && let Err(e) = super::slot_files::remove(&path)
     {
@@ -281,7 +281,7 @@ pub fn remove_saved(ctx: &RunContext, session: &Session) {
 }
 
 /// Warm's preparation: the prompt sent once unmeasured, then the session evicted (to disk).
-pub async fn prime_and_evict(
+pub(crate) async fn prime_and_evict(
     ctx: &RunContext,
     request: &ChatRequest,
     session: &Session,
@@ -295,7 +295,7 @@ pub async fn prime_and_evict(
 
 /// A warm session's saved file, as it stood when the timed window opened.
 #[derive(Clone, Copy, Debug)]
-pub struct Saved {
+pub(crate) struct Saved {
     /// Where the restore read it from (`evicted`: the disk).
     pub page_cache: PageCache,
     /// The file's size, where bench reaches it, else what the server said it wrote.
@@ -313,7 +313,7 @@ pub struct Saved {
 /// the file from memory, which on an H200 was about 2x faster (docs/page-cache.md). A known file
 /// that cannot be dropped fails the measurement, naming it: a warm number must not silently
 /// become a memory number.
-pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<Saved, ErrorInfo> {
+pub(crate) async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<Saved, ErrorInfo> {
     // Where the file is out of reach, its size is what the server said it wrote.
     let written = super::slot_files::take_written(&session.id);
     let unknown = Saved { page_cache: PageCache::Unknown, bytes: written, resident_pct: None };
@@ -325,8 +325,8 @@ pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<Saved, Er
     };
     let shown = path.display().to_string();
     let dropping = tokio::task::spawn_blocking(move || {
-        let bytes = crate::page_cache::drop_file(&path)?;
-        let share = crate::page_cache::resident_share(&path)?;
+        let bytes = ttft_model::page_cache::drop_file(&path)?;
+        let share = ttft_model::page_cache::resident_share(&path)?;
         Ok::<_, std::io::Error>((bytes, share.map(|s| s * 100.0)))
     });
     let dropped = ctx.harness.time(Part::Preset, dropping).await;
@@ -347,7 +347,7 @@ pub async fn drop_saved(ctx: &RunContext, session: &Session) -> Result<Saved, Er
 }
 
 /// Hot's unmeasured turns 2 to N-1, and how they ended.
-pub struct LaterTurns {
+pub(crate) struct LaterTurns {
     pub turns: Vec<TurnSummary>,
     /// The failure that stopped them (the turn is named).
     pub error: Option<ErrorInfo>,
@@ -361,7 +361,7 @@ pub struct LaterTurns {
 /// turn 1's real output before turn 2, "Understood." before every later turn, and the follow-up
 /// question (with `--turns 3`, the origin benchmark's conversation, unchanged). Turns stream when
 /// the cell does, so each keeps its TTFT.
-pub async fn later_turns(
+pub(crate) async fn later_turns(
     ctx: &RunContext,
     cell: &CellKey,
     request: &mut ChatRequest,
@@ -398,7 +398,7 @@ pub async fn later_turns(
 }
 
 /// The pause between two turns (`--think-time`), as the clock measured it; None without one.
-pub async fn think(ctx: &RunContext) -> Option<f64> {
+pub(crate) async fn think(ctx: &RunContext) -> Option<f64> {
     let ms = ctx.config.think_time_ms;
     if ms <= 0.0 {
         return None;
@@ -415,7 +415,7 @@ pub async fn think(ctx: &RunContext) -> Option<f64> {
 /// (another session's priming) can change a tier in between. A listing that cannot be read leaves
 /// the states unset: the records then carry no such evidence, and a warm or hot row without other
 /// evidence is unconfirmed.
-pub async fn read_sessions_before(ctx: &RunContext, ready: &mut [&mut Ready]) {
+pub(crate) async fn read_sessions_before(ctx: &RunContext, ready: &mut [&mut Ready]) {
     let Some(first) = ready.first() else { return };
     let read = ctx.preset.fetch_session_listing(&ctx.client, &first.session);
     let Some(Ok(listing)) = ctx.harness.time(Part::Metrics, read).await else { return };
@@ -432,19 +432,19 @@ async fn read_session(ctx: &RunContext, session: &Session) -> Option<SessionCach
 }
 
 /// Runs the timed part. The request is serialized before the window opens.
-pub async fn fire(ctx: &RunContext, ready: &Ready) -> Fired {
+pub(crate) async fn fire(ctx: &RunContext, ready: &Ready) -> Fired {
     fire_at(ctx, ready, std::future::ready(())).await
 }
 
 /// `fire`, with the window opening when `at` completes (after serialization): `bench load` sends
 /// at scheduled instants.
-pub async fn fire_at(ctx: &RunContext, ready: &Ready, at: impl Future<Output = ()>) -> Fired {
+pub(crate) async fn fire_at(ctx: &RunContext, ready: &Ready, at: impl Future<Output = ()>) -> Fired {
     fire_announcing(ctx, ready, at, None).await
 }
 
 /// `fire_at`, telling `opened` the instant the window opened, so that a request due some time after
 /// this one (the staggered B) counts from this one's real start, not from when it was asked for.
-pub async fn fire_announcing(
+pub(crate) async fn fire_announcing(
     ctx: &RunContext,
     ready: &Ready,
     at: impl Future<Output = ()>,
@@ -485,7 +485,7 @@ pub async fn fire_announcing(
 
 /// Cleans the session up and builds the record. `release` is when the request was due (batches);
 /// `metrics` the server's counters over the request, when it has them.
-pub async fn finish(
+pub(crate) async fn finish(
     ctx: &RunContext,
     ready: Ready,
     fired: Fired,
@@ -497,7 +497,7 @@ pub async fn finish(
 
 /// What happens to a measured request's session afterwards.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Then {
+pub(crate) enum Then {
     /// The preset's cleanup: the session is forgotten.
     Cleanup,
     /// The session is kept for the next cache state of its lifecycle (`--reuse-primes`).
@@ -505,7 +505,7 @@ pub enum Then {
 }
 
 /// `finish`, with the session cleaned up or kept.
-pub async fn finish_then(
+pub(crate) async fn finish_then(
     ctx: &RunContext,
     ready: Ready,
     fired: Fired,
@@ -541,7 +541,13 @@ pub async fn finish_then(
         m.think_ms = ready.after_turn.map(|t| fired.window_start.duration_since(t).as_secs_f64() * 1000.0);
     }
     if let (Some(log), Some((path, body))) = (&ctx.bodies, &fired.body) {
-        log.append(&crate::store::BodyLine::new(m.cell.clone(), m.request_index, &m.nonce, path, body));
+        log.append(&ttft_results::store::BodyLine::new(
+            m.cell.clone(),
+            m.request_index,
+            &m.nonce,
+            path,
+            body,
+        ));
     }
     if let Some(error) = fired.error {
         m.error = Some(error);
@@ -581,8 +587,8 @@ pub(super) fn record_exchange(
     m.output_tokens = ex.usage.output_tokens;
     m.cached_tokens = ex.usage.cached_tokens;
     m.delta_count = ex.delta_count;
-    m.distinct_arrivals =
-        (m.cell.mode == Mode::Streaming).then(|| crate::quality::distinct_arrivals(&m.token_offsets_ms));
+    m.distinct_arrivals = (m.cell.mode == Mode::Streaming)
+        .then(|| ttft_results::quality::distinct_arrivals(&m.token_offsets_ms));
     m.decode_tps = record::decode_tps(m.output_tokens, m.ttft_ms, m.e2e_ms);
     m.prefill_tps = record::prefill_tps(m.input_tokens, m.ttft_ms);
     m.finish_reason = ex.finish_reason.clone();
@@ -598,8 +604,8 @@ pub(super) fn record_exchange(
     let (state, evidence, prompt) = (m.cell.cache_state, m.cache_evidence.as_ref(), PromptTokens::of(m));
     m.cache_state_confirmed = match (m.cell.scenario, &ex.error) {
         (record::Scenario::Soak, _) => None,
-        (_, Some(_)) => evidence.and_then(|e| crate::quality::confirm_cache_state(state, e, prompt)),
-        (_, None) => crate::quality::cache_state_verdict(state, evidence, prompt),
+        (_, Some(_)) => evidence.and_then(|e| ttft_results::quality::confirm_cache_state(state, e, prompt)),
+        (_, None) => ttft_results::quality::cache_state_verdict(state, evidence, prompt),
     };
     m.server_timings = ex.server_timings.clone();
     m.attempts = ex.attempts;
@@ -609,13 +615,13 @@ pub(super) fn record_exchange(
 }
 
 /// A record with the identity fields filled and nothing measured.
-pub fn blank(ctx: &RunContext, cell: &CellKey, request_index: u32, nonce: &str) -> Measurement {
+pub(crate) fn blank(ctx: &RunContext, cell: &CellKey, request_index: u32, nonce: &str) -> Measurement {
     Measurement {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),
         cell: cell.clone(),
         request_index,
-        started_at: crate::clock::now_rfc3339(),
+        started_at: ttft_model::clock::now_rfc3339(),
         nonce: nonce.to_string(),
         max_tokens: ctx.config.output_tokens,
         ..Default::default()
@@ -624,7 +630,7 @@ pub fn blank(ctx: &RunContext, cell: &CellKey, request_index: u32, nonce: &str) 
 
 /// The server's word on what it had cached: llama.cpp timings first (they count exactly what was
 /// computed), then OpenAI/Anthropic usage.
-pub fn evidence(ex: &Exchange) -> Option<CacheEvidence> {
+pub(crate) fn evidence(ex: &Exchange) -> Option<CacheEvidence> {
     if let Some(t) = &ex.server_timings {
         let cached = t.get("cache_n").and_then(|v| v.as_u64());
         let evaluated = t.get("prompt_n").and_then(|v| v.as_u64());
@@ -652,7 +658,7 @@ pub fn evidence(ex: &Exchange) -> Option<CacheEvidence> {
 /// is what the server could serve from. Nothing when it was not listed; the tokens it held in
 /// memory (at most the prompt); unknown when it was on disk only (the listing says nothing of the
 /// file's tokens), where the tiers alone decide (`quality::session_verdict`).
-pub fn with_session_state(
+pub(crate) fn with_session_state(
     evidence: Option<CacheEvidence>,
     before: SessionCache,
     after: Option<SessionCache>,
@@ -676,7 +682,7 @@ pub fn with_session_state(
     e
 }
 
-pub fn turn_summary(turn: u32, ex: &Exchange) -> TurnSummary {
+pub(crate) fn turn_summary(turn: u32, ex: &Exchange) -> TurnSummary {
     TurnSummary {
         turn,
         think_ms: None,

@@ -12,16 +12,16 @@ use crate::config::{self, SweepConfig};
 use crate::exit::Failure;
 use crate::meta::{HostFacts, Resumption, RunMeta, RunStatus};
 use crate::shard;
-use crate::store::{self, RunLock};
+use ttft_results::store::{self, RunLock};
 
-pub struct Opened {
+pub(crate) struct Opened {
     pub config: SweepConfig,
     pub journal: Journal,
     pub resumed: bool,
     pub lock: RunLock,
 }
 
-pub fn open(args: &SweepArgs) -> Result<Opened, Failure> {
+pub(crate) fn open(args: &SweepArgs) -> Result<Opened, Failure> {
     let (config, dir, meta, resumed) = match &args.resume {
         None => new_run(args)?,
         Some(dir) => resumed_run(args, dir)?,
@@ -64,7 +64,8 @@ fn start(dir: &Path, meta: RunMeta) -> Result<(Journal, RunLock), Failure> {
 fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
     let mut config = config::resolve(args)?;
     let label: Vec<&str> = config.cache_states.iter().map(|c| c.as_str()).collect();
-    let mut run_id = args.output.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id(&label.join("-")));
+    let mut run_id =
+        args.output.run_id.clone().unwrap_or_else(|| ttft_model::clock::new_run_id(&label.join("-")));
     let env = |var: &str| std::env::var(var).ok();
     if let Some(spec) = shard::resolve(args.shard.as_deref(), args.shard_count, &env)? {
         config.shard = Some(shard::plan(&config.matrix(), &spec)?);
@@ -80,7 +81,8 @@ fn new_run(args: &SweepArgs) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Fa
             dir.display()
         )));
     }
-    let meta = RunMeta::started(run_id, config.clone(), crate::clock::now_rfc3339(), HostFacts::collect());
+    let meta =
+        RunMeta::started(run_id, config.clone(), ttft_model::clock::now_rfc3339(), HostFacts::collect());
     Ok((config, dir, meta, false))
 }
 
@@ -125,21 +127,25 @@ fn refuse_plan_changes(args: &SweepArgs) -> Result<(), Failure> {
 fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, RunMeta, bool), Failure> {
     refuse_plan_changes(args)?;
     let path = dir.join(store::RUN_FILE);
-    let text = crate::input_file::read_text(&path, crate::input_file::Limit::RUN_JSON).map_err(|e| {
-        let missing = match &e {
-            crate::input_file::ReadError::Unreadable { source } => never_started(dir, source),
-            _ => None,
-        };
-        Failure::usage(match missing {
-            Some(why) => format!("--resume {}: {why}", dir.display()),
-            None => format!("--resume {}: cannot read {}: {e}", dir.display(), path.display()),
-        })
-    })?;
+    let text =
+        ttft_model::input_file::read_text(&path, ttft_model::input_file::Limit::RUN_JSON).map_err(|e| {
+            let missing = match &e {
+                ttft_model::input_file::ReadError::Unreadable { source } => never_started(dir, source),
+                _ => None,
+            };
+            Failure::usage(match missing {
+                Some(why) => format!("--resume {}: {why}", dir.display()),
+                None => format!("--resume {}: cannot read {}: {e}", dir.display(), path.display()),
+            })
+        })?;
     let mut meta: RunMeta = serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("{}:{}: not a bench run.json: {e}", path.display(), e.line())))?;
     // The extra body is part of the plan (it cannot be given again), and a secret in it was
     // written masked: a resume would send the mask in its place.
-    if serde_json::Value::Object(meta.config.extra_body.clone()).to_string().contains(crate::secrets::MASK) {
+    if serde_json::Value::Object(meta.config.extra_body.clone())
+        .to_string()
+        .contains(ttft_model::secrets::MASK)
+    {
         return Err(Failure::usage(format!(
             "{}: --extra-body held a secret, which is never written out, and a resumed run cannot \
              be given it again: start a new run instead",
@@ -159,10 +165,10 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
             eprintln!("{note}");
         }
         let url = checked.url;
-        meta.config.server = crate::secrets::redact_url(&url);
+        meta.config.server = ttft_model::secrets::redact_url(&url);
         meta.config.server_url = url;
         changed.insert("server".to_string(), meta.config.server.clone());
-    } else if meta.config.server.contains(crate::secrets::MASK) && c.server_cmd.is_none() {
+    } else if meta.config.server.contains(ttft_model::secrets::MASK) && c.server_cmd.is_none() {
         return Err(Failure::usage(format!(
             "{}: the server URL had credentials, which are never written out: pass --server again",
             path.display()
@@ -170,10 +176,10 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     }
     if let Some(cmd) = &c.server_cmd {
         meta.config.server_cmd = Some(cmd.clone());
-        changed.insert("server_cmd".to_string(), crate::secrets::redact_command(cmd));
+        changed.insert("server_cmd".to_string(), ttft_model::secrets::redact_command(cmd));
     } else if c.server.is_some() {
         meta.config.server_cmd = None;
-    } else if meta.config.server_cmd.as_deref().is_some_and(|cmd| cmd.contains(crate::secrets::MASK)) {
+    } else if meta.config.server_cmd.as_deref().is_some_and(|cmd| cmd.contains(ttft_model::secrets::MASK)) {
         return Err(Failure::usage(format!(
             "{}: the server command had secrets, which are never written out: pass --server-cmd again",
             path.display()
@@ -181,13 +187,13 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     }
     if let Some(headers) = &c.header {
         for line in headers {
-            crate::secrets::redact_header(line);
+            ttft_model::secrets::redact_header(line);
             config::parse_header(line).map_err(|m| Failure::usage(format!("--header: {m}")))?;
         }
         meta.config.headers = headers.clone();
-        let shown: Vec<String> = headers.iter().map(|h| crate::secrets::redact_header(h)).collect();
+        let shown: Vec<String> = headers.iter().map(|h| ttft_model::secrets::redact_header(h)).collect();
         changed.insert("headers".to_string(), shown.join("; "));
-    } else if meta.config.headers.iter().any(|h| h.contains(crate::secrets::MASK)) {
+    } else if meta.config.headers.iter().any(|h| h.contains(ttft_model::secrets::MASK)) {
         return Err(Failure::usage(format!(
             "{}: the request headers had credentials, which are never written out: pass --header again",
             path.display()
@@ -228,7 +234,7 @@ fn resumed_run(args: &SweepArgs, dir: &Path) -> Result<(SweepConfig, PathBuf, Ru
     if let Some(dataset) = &meta.config.dataset {
         meta.config.dataset = Some(dataset.reload()?);
     }
-    meta.resumed_at.push(Resumption { at: crate::clock::now_rfc3339(), changed });
+    meta.resumed_at.push(Resumption { at: ttft_model::clock::now_rfc3339(), changed });
     meta.status = RunStatus::Running;
     meta.ended_at = None;
     Ok((meta.config.clone(), dir.to_path_buf(), meta, true))

@@ -11,15 +11,15 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Journal, RunContext};
-use crate::client::{ChatRequest, Client, ClientOptions, Message};
 use crate::config::{SweepConfig, ThermalPolicy};
 use crate::exit::Failure;
 use crate::meta::{PhysicsProfiles, ServerInfo, StaggerCalibration, ThermalBaseline};
 use crate::preset::{ActionError, Preset, Scope};
 use crate::progress::Progress;
 use crate::prompt::{Nonces, Sizer};
-use crate::record::{CacheState, ErrorInfo, ErrorKind, PageCache, ThermalRecord};
 use crate::server;
+use ttft_client::{ChatRequest, Client, ClientOptions, Message};
+use ttft_model::record::{CacheState, ErrorInfo, ErrorKind, PageCache, ThermalRecord};
 
 /// Writes what setup learned into run.json, when there is a run (`bench plan` has none).
 fn learn(journal: Option<&Journal>, change: impl FnOnce(&mut crate::meta::RunMeta)) -> Result<(), Failure> {
@@ -27,7 +27,7 @@ fn learn(journal: Option<&Journal>, change: impl FnOnce(&mut crate::meta::RunMet
 }
 
 /// Builds the sweep's context: client, preflight, physics, prompt sizing; run.json learns each.
-pub async fn prepare(
+pub(crate) async fn prepare(
     config: SweepConfig,
     journal: Option<&Journal>,
     progress: &Progress,
@@ -47,7 +47,7 @@ pub async fn prepare(
             let key = std::env::var(var).map_err(|_| {
                 Failure::usage(format!("--api-key-env {var}: the environment variable {var} is not set"))
             })?;
-            crate::secrets::register(&key);
+            ttft_model::secrets::register(&key);
             Some(key)
         }
         None => None,
@@ -84,12 +84,7 @@ pub async fn prepare(
     let (physics, kv_bytes_per_token) = physics(&mut config, &facts.info, journal, progress)?;
     let nonces = Nonces::new();
     progress.note(&format!("sizing prompts against {} ({}) ...", config.server, facts.model));
-    let sizer =
-        Sizer::calibrate(&client, &facts.model, &nonces, config.seed).await.map_err(|e| match e.kind {
-            _ if e.uncountable => Failure::usage(e.to_string()),
-            ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
-            _ => Failure::usage(e.to_string()),
-        })?;
+    let sizer = Sizer::calibrate(&client, &facts.model, &nonces, config.seed).await?;
     learn(journal, |m| m.prompt_sizing = Some(sizer.describe()))?;
     count_rows(&mut config, &client, &sizer, progress).await?;
     learn(journal, |m| m.config.dataset = config.dataset.clone())?;
@@ -109,7 +104,7 @@ pub async fn prepare(
         sessions: AtomicU64::new(0),
         harness: Default::default(),
         bodies: match journal.filter(|_| config_bodies) {
-            Some(j) => Some(crate::store::BodyLog::open(j.dir())?),
+            Some(j) => Some(ttft_results::store::BodyLog::open(j.dir())?),
             None => None,
         },
     };
@@ -207,7 +202,7 @@ fn connect(config: &SweepConfig, preset: &Preset, api_key: Option<String>) -> Re
         ..Default::default()
     };
     let mut client = Client::new(&config.server_url, config.api, api_key, timeout, options)?;
-    client.set_knobs(crate::client::RequestKnobs {
+    client.set_knobs(ttft_client::RequestKnobs {
         extra_body: config.extra_body.clone(),
         temperature: (config.temperature != 0.0).then_some(config.temperature),
         // Checked when the config was resolved (and on resume): a line that fails here never
@@ -308,7 +303,8 @@ fn page_cache_plan(config: &mut SweepConfig, preset: &Preset) -> Option<String> 
     }
     let warm = config.cache_states.contains(&CacheState::Warm) && preset.supports_warm();
     let reachable = config.slot_dir.as_ref().filter(|_| preset.saved_file.is_some());
-    let in_memory = reachable.and_then(|dir| Some((dir, crate::page_cache::memory_filesystem(dir).ok()??)));
+    let in_memory =
+        reachable.and_then(|dir| Some((dir, ttft_model::page_cache::memory_filesystem(dir).ok()??)));
     config.page_cache = warm.then_some(match (reachable, in_memory) {
         (None, _) => PageCache::Unknown,
         (Some(_), Some(_)) => PageCache::Memory,
@@ -352,7 +348,7 @@ fn refused_locally(server: &str, e: &server::CallError) -> bool {
     local && e.is_unreachable() && e.to_string().to_ascii_lowercase().contains("connection refused")
 }
 
-pub struct ServerFacts {
+pub(crate) struct ServerFacts {
     pub model: String,
     pub slots: u32,
     pub info: ServerInfo,
@@ -360,7 +356,7 @@ pub struct ServerFacts {
 
 /// Is the server there, which model, how many slots. Fails with exit code 3 before anything is
 /// measured, so a typo in --server costs nothing.
-pub async fn preflight(
+pub(crate) async fn preflight(
     client: &Client,
     config: &SweepConfig,
     preset: &Preset,
@@ -451,7 +447,7 @@ async fn dry_run_actions(ctx: &RunContext) -> Result<(), Failure> {
 }
 
 /// The hardware and model the physical ceilings come from, when both are known.
-type Ceilings = Option<(crate::physics::Hardware, crate::physics::ModelProfile)>;
+type Ceilings = Option<(ttft_results::physics::Hardware, ttft_results::physics::ModelProfile)>;
 
 /// Resolves the physical ceilings' inputs. Where the flags name no model, a llama.cpp server on
 /// this machine tells which GGUF it serves: its header is read (and recorded, so `bench verify`
@@ -471,17 +467,19 @@ fn physics(
             p.model_file = Some(path);
         }
     }
-    let hardware = crate::physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)
-        .map_err(Failure::from)?;
-    let model =
-        crate::physics::resolve_model(p.model_bytes.as_deref(), p.params.as_deref(), p.model_file.as_deref())
-            .map_err(Failure::from)?;
+    let hardware =
+        ttft_results::physics::resolve_hardware(p.hardware.as_deref(), p.bandwidth_gbps, p.tflops)?;
+    let model = ttft_results::physics::resolve_model(
+        p.model_bytes.as_deref(),
+        p.params.as_deref(),
+        p.model_file.as_deref(),
+    )?;
     if hardware.is_none() {
         let cpu = match journal {
             Some(j) => j.meta.lock().map(|m| m.host.cpu_brand.clone()).unwrap_or_default(),
             None => crate::meta::HostFacts::collect().cpu_brand,
         };
-        let suggestion = crate::physics::suggest_hardware(&cpu)
+        let suggestion = ttft_results::physics::suggest_hardware(&cpu)
             .filter(|_| local)
             .map_or(String::new(), |s| format!(" (this host looks like {}: --hardware {})", s.name, s.name));
         progress.note(&format!(
@@ -499,7 +497,7 @@ fn physics(
 }
 
 /// The thermal gate: a baseline TPS before the first cell, a cooldown before every later one.
-pub struct ThermalGate {
+pub(crate) struct ThermalGate {
     policy: ThermalPolicy,
     warmup: (Option<f64>, Option<String>),
     probe_e2e_ms: Option<f64>,
@@ -510,7 +508,7 @@ pub struct ThermalGate {
 impl ThermalGate {
     /// Discards `--warmup` requests (the first requests after a server starts are slower), then
     /// takes the baseline probes. The last warm-up's E2E is kept, with the first error.
-    pub async fn start(ctx: &RunContext, progress: &Progress) -> ThermalGate {
+    pub(crate) async fn start(ctx: &RunContext, progress: &Progress) -> ThermalGate {
         let n = ctx.config.warmup;
         if n > 0 {
             progress.note(&format!(
@@ -540,18 +538,18 @@ impl ThermalGate {
         ThermalGate {
             policy: ctx.config.thermal.clone(),
             warmup: (e2e, error),
-            probe_e2e_ms: crate::stats::median(&probe_e2e),
+            probe_e2e_ms: ttft_model::stats::median(&probe_e2e),
             probes,
             baseline_tps,
         }
     }
 
     /// One probe's duration, seconds (the cost model's cooldown term).
-    pub fn probe_s(&self) -> f64 {
+    pub(crate) fn probe_s(&self) -> f64 {
         self.probe_e2e_ms.unwrap_or(500.0) / 1000.0
     }
 
-    pub fn describe(&self) -> ThermalBaseline {
+    pub(crate) fn describe(&self) -> ThermalBaseline {
         ThermalBaseline {
             policy: self.policy.clone(),
             warmup_e2e_ms: self.warmup.0,
@@ -562,7 +560,7 @@ impl ThermalGate {
     }
 
     /// The record of the first cell: nothing ran before it but the baseline.
-    pub fn first(&self) -> ThermalRecord {
+    pub(crate) fn first(&self) -> ThermalRecord {
         ThermalRecord {
             policy: crate::thermal::policy_kind(&self.policy),
             baseline_tps: self.baseline_tps,
@@ -571,7 +569,7 @@ impl ThermalGate {
         }
     }
 
-    pub async fn wait(&self, ctx: &RunContext, progress: &Progress) -> ThermalRecord {
+    pub(crate) async fn wait(&self, ctx: &RunContext, progress: &Progress) -> ThermalRecord {
         crate::thermal::cooldown(
             &self.policy,
             self.baseline_tps,
@@ -588,7 +586,7 @@ impl ThermalGate {
 }
 
 /// One thermal probe's duration, seconds (for a forecast without a thermal baseline).
-pub async fn probe_seconds(ctx: &RunContext) -> f64 {
+pub(crate) async fn probe_seconds(ctx: &RunContext) -> f64 {
     probe_request(ctx, 256, 16).await.1.map_or(0.5, |ms| ms / 1000.0)
 }
 
@@ -609,12 +607,7 @@ async fn probe_request(
 }
 
 /// One request on a fresh session of its own, its session actions run around it.
-async fn unmeasured(
-    ctx: &RunContext,
-    text: String,
-    max_tokens: u32,
-    stream: bool,
-) -> crate::client::Exchange {
+async fn unmeasured(ctx: &RunContext, text: String, max_tokens: u32, stream: bool) -> ttft_client::Exchange {
     let session = ctx.new_session(0);
     let mut req = ChatRequest {
         model: ctx.model.clone(),
@@ -624,7 +617,7 @@ async fn unmeasured(
         ..Default::default()
     };
     if let Err(e) = ctx.preset.bind(&mut req, &session) {
-        return crate::client::Exchange {
+        return ttft_client::Exchange {
             error: Some(ErrorInfo::new(ErrorKind::PresetAction, e.to_string())),
             ..Default::default()
         };
@@ -639,7 +632,7 @@ async fn unmeasured(
 /// User A's duration alone at the staggered context, for a delay given as a share of it: the
 /// median of `STAGGER_CALIBRATIONS` unmeasured streaming requests, sent as A will be (one alone is
 /// at the mercy of a single slow request).
-pub async fn calibrate_stagger(ctx: &RunContext, share: f64) -> Result<StaggerCalibration, ErrorInfo> {
+pub(crate) async fn calibrate_stagger(ctx: &RunContext, share: f64) -> Result<StaggerCalibration, ErrorInfo> {
     let context = ctx.config.staggered.as_ref().map_or(4096, |s| s.context_tokens);
     let mut durations = Vec::new();
     for _ in 0..STAGGER_CALIBRATIONS {
@@ -655,7 +648,7 @@ pub async fn calibrate_stagger(ctx: &RunContext, share: f64) -> Result<StaggerCa
         }
         durations.extend(ex.e2e_ms.filter(|&e| e > 0.0));
     }
-    let a_e2e_ms = crate::stats::median(&durations).ok_or_else(|| {
+    let a_e2e_ms = ttft_model::stats::median(&durations).ok_or_else(|| {
         ErrorInfo::new(ErrorKind::Protocol, "stagger calibration: the requests reported no duration")
     })?;
     Ok(StaggerCalibration {
@@ -670,7 +663,7 @@ pub async fn calibrate_stagger(ctx: &RunContext, share: f64) -> Result<StaggerCa
 /// of two sizes (a short and a longer prompt fit prefill's linear and quadratic terms), each size
 /// twice in alternation so one slow request cannot set the rate. None when a request fails: a sweep
 /// without a forecast still measures.
-pub async fn calibrate_rates(ctx: &RunContext, probe_s: f64) -> Option<crate::cost::ServerRates> {
+pub(crate) async fn calibrate_rates(ctx: &RunContext, probe_s: f64) -> Option<crate::cost::ServerRates> {
     let min = ctx.config.contexts.iter().copied().min().unwrap_or(512);
     let max = ctx.config.contexts.iter().copied().max().unwrap_or(4096);
     let small = min.min(1024);
@@ -689,15 +682,15 @@ pub async fn calibrate_rates(ctx: &RunContext, probe_s: f64) -> Option<crate::co
         let (t, e2e, out) = (ex.ttft_ms?, ex.e2e_ms?, ex.usage.output_tokens?);
         ttft[i % 2].push(t / 1000.0);
         input[i % 2] = ex.usage.input_tokens.map_or(input[i % 2], |n| n as f64);
-        decode.extend(crate::record::decode_tps(Some(out), Some(t), Some(e2e)));
+        decode.extend(ttft_model::record::decode_tps(Some(out), Some(t), Some(e2e)));
     }
-    let point = |i: usize| Some((input[i], crate::stats::median(&ttft[i])?));
+    let point = |i: usize| Some((input[i], ttft_model::stats::median(&ttft[i])?));
     let (a, b) = crate::cost::ServerRates::fit_prefill(point(0)?, point(1)?);
     Some(crate::cost::ServerRates {
         prefill_s_per_token: a,
         prefill_s_per_token2: b,
-        decode_tps: crate::stats::median(&decode)?,
-        overhead_s: crate::stats::median(&overhead).unwrap_or(0.0),
+        decode_tps: ttft_model::stats::median(&decode)?,
+        overhead_s: ttft_model::stats::median(&overhead).unwrap_or(0.0),
         probe_s,
         source: format!("calibrated: cold requests of {small} and {large} tokens, twice each"),
     })

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::record::{CacheState, CellKey};
+use ttft_model::record::{CacheState, CellKey};
 
 static SAVED: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 
@@ -24,12 +24,12 @@ static SAVED: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 static WRITTEN: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
 
 /// The server saved `bytes` for `session` (its evict's answer).
-pub fn note_written(session: &str, bytes: u64) {
+pub(crate) fn note_written(session: &str, bytes: u64) {
     WRITTEN.lock().unwrap_or_else(|p| p.into_inner()).insert(session.to_string(), bytes);
 }
 
 /// What the server said it saved for `session`, taken (each session's evict is measured once).
-pub fn take_written(session: &str) -> Option<u64> {
+pub(crate) fn take_written(session: &str) -> Option<u64> {
     WRITTEN.lock().unwrap_or_else(|p| p.into_inner()).remove(session)
 }
 
@@ -39,12 +39,12 @@ fn saved() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
 
 /// The session's saved file now exists (its evict succeeded): removed later by `remove` or
 /// `remove_leftovers`.
-pub fn track(path: PathBuf) {
+pub(crate) fn track(path: PathBuf) {
     saved().insert(path);
 }
 
 /// Removes one saved file (its session is measured). A file already gone is no error.
-pub fn remove(path: &Path) -> std::io::Result<()> {
+pub(crate) fn remove(path: &Path) -> std::io::Result<()> {
     saved().remove(path);
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
@@ -55,14 +55,14 @@ pub fn remove(path: &Path) -> std::io::Result<()> {
 /// What the end of a run removed: files and bytes, and the files it could not remove (named, so
 /// the user can).
 #[derive(Debug, Default)]
-pub struct Leftovers {
+pub(crate) struct Leftovers {
     pub removed: usize,
     pub bytes: u64,
     pub failed: Vec<String>,
 }
 
 /// Removes every file this process saved and has not removed yet.
-pub fn remove_leftovers() -> Leftovers {
+pub(crate) fn remove_leftovers() -> Leftovers {
     let paths = std::mem::take(&mut *saved());
     let mut out = Leftovers::default();
     for path in paths {
@@ -81,7 +81,7 @@ pub fn remove_leftovers() -> Leftovers {
 
 impl Leftovers {
     /// One line for stderr when there was something to remove, None otherwise.
-    pub fn line(&self) -> Option<String> {
+    pub(crate) fn line(&self) -> Option<String> {
         if self.removed == 0 && self.failed.is_empty() {
             return None;
         }
@@ -100,7 +100,7 @@ impl Leftovers {
 /// What a plan's warm cells save on the server's disk, from the model's KV bytes per token: one
 /// session holds its prompt and its reply (batch members one each).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct WarmDisk {
+pub(crate) struct WarmDisk {
     /// The largest warm cell's saved sessions: what the disk must hold at once when bench removes
     /// each session once measured.
     pub peak_bytes: f64,
@@ -113,7 +113,7 @@ pub struct WarmDisk {
 
 /// `cells`' warm disk use, or None when the plan has no warm cell or the KV size is unknown;
 /// `reachable`: bench reaches the save directory.
-pub fn warm_disk(
+pub(crate) fn warm_disk(
     cells: &[CellKey],
     output_tokens: u32,
     kv_bytes_per_token: Option<f64>,
@@ -135,7 +135,7 @@ pub fn warm_disk(
 
 impl WarmDisk {
     /// What the sweep does to the server's disk, in one line.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         if self.reachable {
             format!(
                 "warm: {} cells save up to {} at once on the server's disk (each session removed once measured)",
@@ -158,24 +158,15 @@ fn gb(bytes: f64) -> String {
 }
 
 /// Bytes free for an unprivileged writer on the filesystem holding `dir`.
-pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `path` is a NUL-terminated string alive for the call; `stat` is a valid, writable
-    // statvfs the call fills.
-    let rc = unsafe { libc::statvfs(path.as_ptr(), &mut stat) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+pub(crate) fn free_bytes(dir: &Path) -> std::io::Result<u64> {
+    let stat = nix::sys::statvfs::statvfs(dir)?;
     #[allow(clippy::useless_conversion)] // the fields' widths differ between platforms
-    Ok(u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize)))
+    Ok(u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size())))
 }
 
 /// Whether the save directory can hold the largest warm cell; the error names the directory, what
 /// it has free and what the cell needs (exit 4: results that cannot be written).
-pub fn check_room(dir: &Path, disk: &WarmDisk) -> Result<(), String> {
+pub(crate) fn check_room(dir: &Path, disk: &WarmDisk) -> Result<(), String> {
     let Ok(free) = free_bytes(dir) else { return Ok(()) };
     if (free as f64) < disk.peak_bytes {
         return Err(format!(

@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-pub use crate::config::Expectation;
-use crate::record::{CellKey, Record};
-use crate::results::batch;
+pub(crate) use crate::config::Expectation;
+use ttft_model::record::{CellKey, Record};
+use ttft_results::results::batch;
 
 /// Reads a scenario file's matrix the way `bench sweep` would, without a server.
 pub fn from_scenario(path: &Path) -> Result<Expectation, crate::config::ConfigError> {
@@ -32,11 +32,11 @@ pub struct ModelCompleteness {
 }
 
 impl ModelCompleteness {
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.missing.is_empty() && self.failed.is_empty() && self.partial.is_empty()
     }
 
-    pub fn status(&self) -> &'static str {
+    pub(crate) fn status(&self) -> &'static str {
         if !self.missing.is_empty() || !self.partial.is_empty() {
             "Incomplete"
         } else if !self.failed.is_empty() {
@@ -124,7 +124,7 @@ pub fn completeness(exp: &Expectation, records: &[Record]) -> Vec<ModelCompleten
 
 /// When the inputs are shards of one sharded sweep (their run.json says so), the shard that should
 /// have produced the missing cells, named so its run can be found or finished.
-pub fn missing_shards(
+pub(crate) fn missing_shards(
     exp: &Expectation,
     rows: &[ModelCompleteness],
     run_meta: &[&serde_json::Value],
@@ -146,13 +146,13 @@ pub fn missing_shards(
 }
 
 /// "m cold/cold streaming 2048 b1 run 2".
-pub fn cell_label(c: &CellKey) -> String {
+pub(crate) fn cell_label(c: &CellKey) -> String {
     format!("{} run {}", c.merge_label(), c.run)
 }
 
 /// The completeness table (markdown, as the origin's crash report had it) and the missing and
 /// failed cells.
-pub fn render(rows: &[ModelCompleteness]) -> String {
+pub(crate) fn render(rows: &[ModelCompleteness]) -> String {
     let mut t = crate::output::table(
         crate::output::TableStyle::Markdown,
         &["Model", "Total", "Quality OK", "Staggered", "Status"],

@@ -9,7 +9,7 @@
 //! (missing or failed cells) with `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
 
 pub mod expect;
-pub mod settings;
+pub(crate) mod settings;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -17,12 +17,11 @@ use std::path::{Path, PathBuf};
 use crate::cli::MergeArgs;
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::record::{Record, SCHEMA_VERSION};
-use crate::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
-use crate::results::combine;
-use crate::results::sources::{Detail, Source, SourceKind, load_all_with, require_records};
-use crate::results::text::{InputFault, Text};
-use crate::store::WriteError;
+use ttft_model::record::{Record, SCHEMA_VERSION};
+use ttft_results::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
+use ttft_results::results::combine;
+use ttft_results::results::sources::{Detail, Source, SourceKind, load_all_with, require_records};
+use ttft_results::results::text::Text;
 
 /// A merge's document, and where its located records' texts are (`texts[i]` for
 /// `doc.records[i]`; see `results::text`).
@@ -69,7 +68,7 @@ pub fn build(sources: Vec<Source>) -> std::io::Result<Merged> {
 
 pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
     // Ctrl-C or SIGTERM: exit 130, no temp file left beside the output, the output untouched.
-    crate::store::stop_writes_on_signal(crate::exit::INTERRUPTED);
+    ttft_results::store::stop_writes_on_signal(crate::exit::INTERRUPTED);
     let expectation = match &args.expect {
         Some(path) => Some(expect::from_scenario(path).map_err(Failure::from)?),
         None => None,
@@ -89,16 +88,17 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
             doc.conflicts.len(),
             args.output.display()
         );
-        crate::results::sources::release(doc);
+        ttft_results::results::sources::release(doc);
         return Ok(Outcome::Findings);
     }
-    let written =
-        crate::store::write_atomic_with(&args.output, |w| canonical::write_with_texts(&doc, &texts, w));
-    if written.is_err() && crate::store::interrupted() {
+    let written = ttft_results::store::write_atomic_with(&args.output, |w| {
+        canonical::write_with_texts(&doc, &texts, w)
+    });
+    if written.is_err() && ttft_results::store::interrupted() {
         eprintln!("interrupted by a signal: nothing was written to {}", args.output.display());
         return Ok(Outcome::Interrupted);
     }
-    written.map_err(write_failure)?;
+    written.map_err(Failure::from)?;
     let replaced: usize = doc.provenance.replaced.iter().map(|r| r.beat).sum();
     eprintln!(
         "merged {} records from {} sources ({} duplicates set aside, see provenance) -> {}",
@@ -110,7 +110,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
     // The output path alone on stdout, for scripts (the completeness table of --expect follows).
     output::println(&args.output.display().to_string()).map_err(|e| Failure::io(format!("stdout: {e}")))?;
     let code = check_expectation(args, &doc, expectation);
-    crate::results::sources::release(doc);
+    ttft_results::results::sources::release(doc);
     code
 }
 
@@ -160,15 +160,6 @@ fn resolved(path: &Path) -> PathBuf {
         (Some(parent), Some(name)) if !parent.as_os_str().is_empty() => resolved(parent).join(name),
         (_, Some(name)) => std::env::current_dir().map(|d| resolved(&d)).unwrap_or_default().join(name),
         _ => path.to_path_buf(),
-    }
-}
-
-/// A failed write: the input's fault (a located record's text changed since it was read: exit 2)
-/// or the output's (exit 4).
-fn write_failure(e: WriteError) -> Failure {
-    match InputFault::of(&e.source) {
-        Some(fault) => Failure::usage(fault.to_string()),
-        None => Failure::io(e.to_string()),
     }
 }
 

@@ -27,12 +27,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Number, Value, json};
 
-use crate::results::canonical::{Conflict, ConflictValue};
-use crate::results::run_meta::{RunMetaView, ThermalView};
-use crate::results::sources::{Source, SourceKind};
+use ttft_results::results::canonical::{Conflict, ConflictValue};
+use ttft_results::results::run_meta::{RunMetaView, ThermalView};
+use ttft_results::results::sources::{Source, SourceKind};
 
 /// (setting, value) pairs one metadata document states.
-pub fn settings(meta: &RunMetaView) -> Vec<(&'static str, String)> {
+pub(crate) fn settings(meta: &RunMetaView) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let mut put = |name: &'static str, v: Option<String>| {
         if let Some(v) = v {
@@ -63,7 +63,7 @@ pub fn settings(meta: &RunMetaView) -> Vec<(&'static str, String)> {
             });
             put("thermal_tolerance", tolerance);
             match config.and_then(|c| c.server_cmd.as_deref()) {
-                Some(cmd) => put("server_command", Some(crate::secrets::redact_command(cmd))),
+                Some(cmd) => put("server_command", Some(ttft_model::secrets::redact_command(cmd))),
                 None => {
                     put("server_url", config.and_then(|c| c.server.as_deref()).map(redact_url));
                     // Stated so that a run of a server bench started never pools with one of a
@@ -106,7 +106,7 @@ pub fn settings(meta: &RunMetaView) -> Vec<(&'static str, String)> {
 }
 
 /// The model a metadata document says its run measured.
-pub fn model(meta: &RunMetaView) -> Option<&str> {
+pub(crate) fn model(meta: &RunMetaView) -> Option<&str> {
     match meta {
         RunMetaView::Origin(o) => o.model_id.as_deref(),
         RunMetaView::Ours(m) => m.config.as_ref()?.model.as_deref(),
@@ -114,11 +114,11 @@ pub fn model(meta: &RunMetaView) -> Option<&str> {
 }
 
 /// The server command a run against a running server (`--server URL`) states.
-pub const NO_SERVER_COMMAND: &str = "none (measured a running server: --server URL)";
+pub(crate) const NO_SERVER_COMMAND: &str = "none (measured a running server: --server URL)";
 
 /// A URL as it may be printed: without user or password.
 fn redact_url(url: &str) -> String {
-    crate::secrets::redact(&crate::secrets::redact_url(url))
+    ttft_model::secrets::redact(&ttft_model::secrets::redact_url(url))
 }
 
 /// A JSON value as a setting's text: strings as they are, anything else as JSON; null states nothing.
@@ -132,7 +132,7 @@ fn text(v: &Value) -> Option<String> {
 
 /// Every setting with more than one value among the sources of one model, each value with who
 /// stated it; by model, then setting.
-pub fn conflicts(sources: &[&Source]) -> Vec<Conflict> {
+pub(crate) fn conflicts(sources: &[&Source]) -> Vec<Conflict> {
     type Values = BTreeMap<String, BTreeSet<String>>;
     let mut seen: BTreeMap<Option<&str>, BTreeMap<&'static str, Values>> = BTreeMap::new();
     for source in sources {
@@ -207,7 +207,7 @@ fn unstated<'a>(sources: &[&'a Source]) -> BTreeMap<Option<&'a str>, BTreeMap<St
 }
 
 /// One line per conflict, for stderr.
-pub fn describe(conflict: &Conflict) -> String {
+pub(crate) fn describe(conflict: &Conflict) -> String {
     if conflict.setting == RUN_JSON {
         let bare: Vec<&str> = conflict
             .values
@@ -230,12 +230,12 @@ pub fn describe(conflict: &Conflict) -> String {
 
 /// The runs `sources` hold, one label each (run id, model, server, preset), in source order: what
 /// a report of several runs pools. A source without metadata contributes its records' run ids.
-pub fn pooled(sources: &[&Source]) -> Vec<String> {
+pub(crate) fn pooled(sources: &[&Source]) -> Vec<String> {
     let mut out = Vec::new();
     for source in sources {
         let path = source.path.display().to_string();
         if source.run_meta.is_empty() {
-            let ids: BTreeSet<&str> = source.records.iter().map(crate::record::Record::run_id).collect();
+            let ids: BTreeSet<&str> = source.records.iter().map(ttft_model::record::Record::run_id).collect();
             out.extend(ids.into_iter().map(|id| format!("{id} ({path}: server not stated)")));
             continue;
         }

@@ -70,7 +70,7 @@ fn env_values_are_secrets_once_used() {
     // SAFETY: tests in this binary do not read this variable concurrently.
     unsafe { std::env::set_var("TTFT_BENCH_TEST_PRESET_SECRET", "admin-key-5f3a9c") };
     assert_eq!(fill("{env:TTFT_BENCH_TEST_PRESET_SECRET}", &session()).unwrap(), "admin-key-5f3a9c");
-    assert_eq!(crate::secrets::redact("echo admin-key-5f3a9c"), "echo [redacted]");
+    assert_eq!(ttft_model::secrets::redact("echo admin-key-5f3a9c"), "echo [redacted]");
 }
 
 #[test]

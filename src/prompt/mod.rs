@@ -2,15 +2,15 @@
 //! deterministic prose, and a closing question. `sizing` makes the total, chat template included,
 //! land on the nominal context.
 
-pub mod sizing;
-pub mod text;
+pub(crate) mod sizing;
+pub(crate) mod text;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use sizing::Sizer;
 
 /// The closing question: gives the model something to answer, like the origin benchmark's prompts.
-pub const QUESTION: &str = "\n\nQuestion: What are the main topics and themes discussed in the notes above? \
+pub(crate) const QUESTION: &str = "\n\nQuestion: What are the main topics and themes discussed in the notes above? \
                             Answer in detail.";
 
 /// A prompt ready to send, with what the server should report for it.
@@ -31,7 +31,7 @@ pub fn document(seed: u64, nonce: &str, words: usize) -> String {
 }
 
 /// A dataset row's first message behind the nonce, so no prefix cache can serve it cold.
-pub fn with_nonce(nonce: &str, text: &str) -> String {
+pub(crate) fn with_nonce(nonce: &str, text: &str) -> String {
     format!("[ref {nonce}] {text}")
 }
 

@@ -16,9 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Nonces, Prompt, document};
-use crate::client::{ChatRequest, Client, Message};
-use crate::record::ErrorKind;
+use crate::exit::Failure;
 use crate::server;
+use ttft_client::{ChatRequest, Client, Message};
+use ttft_model::record::ErrorKind;
 
 /// Why a prompt could not be sized. `kind` says what a record of the failure is: the server
 /// gone or too slow (connect, timeout), or the prompt itself (prompt_size).
@@ -43,6 +44,19 @@ impl SizingError {
     }
 }
 
+/// Sizing before anything is measured: a server that cannot count tokens, or answers what cannot
+/// be sized, is the setup's problem (exit 2); one that cannot be reached or does not answer in
+/// time is the server's (exit 3).
+impl From<SizingError> for Failure {
+    fn from(e: SizingError) -> Failure {
+        match e.kind {
+            _ if e.uncountable => Failure::usage(e.to_string()),
+            ErrorKind::Connect | ErrorKind::Timeout => Failure::server(e.to_string()),
+            _ => Failure::usage(e.to_string()),
+        }
+    }
+}
+
 /// How prompts are counted, as run.json records it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "method", rename_all = "snake_case")]
@@ -54,8 +68,8 @@ pub enum SizingMethod {
 }
 
 /// Allowed distance from nominal: the one tolerance quality and verify judge by.
-pub fn tolerance_tokens(nominal: u32) -> u64 {
-    crate::quality::input_tokens_tolerance(u64::from(nominal)).floor() as u64
+pub(crate) fn tolerance_tokens(nominal: u32) -> u64 {
+    ttft_results::quality::input_tokens_tolerance(u64::from(nominal)).floor() as u64
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -106,7 +120,7 @@ impl Sizer {
     }
 
     /// What run.json records about sizing.
-    pub fn describe(&self) -> SizingMethod {
+    pub(crate) fn describe(&self) -> SizingMethod {
         match &self.counter {
             Counter::Tokenizer { overhead } => {
                 SizingMethod::Tokenizer { template_overhead_tokens: *overhead }
@@ -121,7 +135,7 @@ impl Sizer {
     /// one message by the tokenizer plus the measured template overhead, or by the calibrated
     /// line over its words; several (a system prompt first) by the server's own usage of a
     /// `max_tokens: 1` request, since each message adds template tokens of its own.
-    pub async fn count(&self, client: &Client, messages: Vec<Message>) -> Result<u64, SizingError> {
+    pub(crate) async fn count(&self, client: &Client, messages: Vec<Message>) -> Result<u64, SizingError> {
         if messages.len() > 1 {
             return prompt_tokens_of(client, &self.model, messages).await;
         }
@@ -140,7 +154,7 @@ impl Sizer {
 
     /// Tokens of `text` alone (no chat template): the tokenizer's count, or the calibrated line's
     /// per-word rate over its words. A dataset row's reply length (`--dataset-output-tokens`).
-    pub async fn count_text(&self, client: &Client, text: &str) -> Result<u64, SizingError> {
+    pub(crate) async fn count_text(&self, client: &Client, text: &str) -> Result<u64, SizingError> {
         match &self.counter {
             Counter::Tokenizer { .. } => Ok(count_tokens(client, &self.model, text).await?.max(1)),
             Counter::Line { per_word, .. } => {

@@ -4,14 +4,14 @@
 //! same words, so a prompt can be rebuilt exactly, and the text has the statistics of prose (so a
 //! tokenizer spends ~1.3 tokens a word, like real documents, not 1 token a letter).
 
-use crate::stats::Rng;
+use ttft_model::stats::Rng;
 
 fn pick<'a>(rng: &mut Rng, items: &[&'a str]) -> &'a str {
     items[rng.below(items.len())]
 }
 
 /// Mixes several values into one seed (for per-cell text streams).
-pub fn mix(parts: &[u64]) -> u64 {
+pub(crate) fn mix(parts: &[u64]) -> u64 {
     let mut rng = Rng::new(0x5EED);
     let mut acc = 0u64;
     for &p in parts {
@@ -174,7 +174,7 @@ fn sentence(rng: &mut Rng, out: &mut String) -> usize {
 }
 
 /// Exactly `words` words of prose (the last sentence is cut, which is fine for a document body).
-pub fn words(seed: u64, words: usize) -> String {
+pub(crate) fn words(seed: u64, words: usize) -> String {
     let mut rng = Rng::new(seed);
     let mut text = String::with_capacity(words * 7);
     let mut count = 0;

@@ -8,7 +8,7 @@
 //! samples).
 
 use super::CellStats;
-use crate::stats::Summary;
+use ttft_model::stats::Summary;
 
 pub const COLUMNS: &[&str] = &[
     "model",

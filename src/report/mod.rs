@@ -20,7 +20,6 @@ mod table;
 mod timed_tests;
 
 pub use self::csv::{COLUMNS, to_csv};
-pub use self::table::point as point_label;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -30,12 +29,12 @@ use crate::cli::{ReportArgs, ReportFormat as Format};
 use crate::config::report::{Destination, ReportSettings};
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::record::{
+use ttft_model::record::{
     self, CacheState, CellKey, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord,
 };
-use crate::results::sources::{self, Detail, Source};
-use crate::results::{batch, combine};
-use crate::stats::{self, Ratio, Summary};
+use ttft_model::stats::{self, Ratio, Summary};
+use ttft_results::results::sources::{self, Detail, Source};
+use ttft_results::results::{batch, combine};
 
 /// A report's cell: a matrix point with its runs pooled. Its identity is the record's `CellKey`
 /// without the run (`CellId::of`, which takes the key apart field by field, so a field added to the
@@ -127,7 +126,7 @@ pub struct CellStats {
 /// The raw samples of one cell, before statistics (`bench compare` bootstraps on these, so both
 /// verbs use the same records: passing ones, complete batches only, no negative times).
 #[derive(Default)]
-pub struct CellSamples {
+pub(crate) struct CellSamples {
     pub records: usize,
     /// Closed-loop warm-up records: counted, never sampled.
     pub warmup: usize,
@@ -197,7 +196,7 @@ impl CellSamples {
                 let physics = m.physics.as_ref();
                 self.ceiling.extend(sample(physics.and_then(|p| p.decode_ceiling_tps)));
                 let prefill_ceiling = physics.and_then(|p| p.prefill_ceiling_tps).filter(|c| *c > 0.0);
-                let floor = crate::physics::computed_prompt_tokens(m)
+                let floor = ttft_results::physics::computed_prompt_tokens(m)
                     .zip(prefill_ceiling)
                     .map(|(tokens, tps)| tokens as f64 * 1000.0 / tps);
                 self.ttft_floor.extend(sample(floor));
@@ -258,7 +257,7 @@ impl CellId {
     /// The report's cell (runs pooled) of a record's key, outside any load level. The key is taken
     /// apart field by field: a field added to `CellKey` must be placed here (or said to be pooled,
     /// as the run is) before this builds.
-    pub fn of(c: &CellKey) -> CellId {
+    pub(crate) fn of(c: &CellKey) -> CellId {
         let CellKey { model, scenario, cache_state, mode, context_tokens, dataset_row, batch_size, run: _ } =
             c;
         CellId {
@@ -275,7 +274,7 @@ impl CellId {
     }
 
     /// The cell's key at every run (run 0): what its label is made of (`CellKey`'s one format).
-    pub fn key(&self) -> CellKey {
+    pub(crate) fn key(&self) -> CellKey {
         let CellId {
             model,
             batch_size,
@@ -300,13 +299,13 @@ impl CellId {
     }
 
     /// The report's cell of a record: its key's, at the load level it was sent at.
-    pub fn of_record(r: &Record) -> CellId {
+    pub(crate) fn of_record(r: &Record) -> CellId {
         let (concurrency, offered_rate_per_s) = load_level(r);
         CellId { concurrency, offered_rate_per_s, ..CellId::of(r.cell()) }
     }
 
     /// The load level in words: "4 users", "1 user", "2.5/s"; None outside `bench load`.
-    pub fn level_label(&self) -> Option<String> {
+    pub(crate) fn level_label(&self) -> Option<String> {
         match (self.concurrency, self.offered_rate_per_s) {
             (Some(1), _) => Some("1 user".into()),
             (Some(n), _) => Some(format!("{n} users")),
@@ -316,7 +315,7 @@ impl CellId {
     }
 
     /// Whether the cell is one load level of `bench load` (its own plots are the load's).
-    pub fn is_load_level(&self) -> bool {
+    pub(crate) fn is_load_level(&self) -> bool {
         self.concurrency.is_some() || self.offered_rate_per_s.is_some()
     }
 }
@@ -356,7 +355,7 @@ pub fn partial_batches(records: &[Record]) -> usize {
 }
 
 /// The raw samples of every cell (runs pooled), sorted like `cells`.
-pub fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
+pub(crate) fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
     let partial = in_partial_batches(records);
     let mut by_cell: BTreeMap<CellId, CellSamples> = BTreeMap::new();
     // Records come sorted by cell, runs next to each other: the previous record's cell is
@@ -433,7 +432,7 @@ struct JsonReport<'a> {
     cells: &'a [CellStats],
 }
 
-pub const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
+pub(crate) const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 
 /// With records of more than one run, names every run pooled (its model, server and preset), and
 /// every setting the runs of one model disagree on: a report of runs against different servers
@@ -513,7 +512,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     }
     // What other tools' files cannot tell (docs/import.md), once per kind of import.
     let mut imported = BTreeMap::<&str, usize>::new();
-    for reason in combined.records.iter().filter_map(crate::results::import::imported_reason) {
+    for reason in combined.records.iter().filter_map(ttft_results::results::import::imported_reason) {
         *imported.entry(reason).or_default() += 1;
     }
     for (reason, n) in imported {
@@ -538,7 +537,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     };
     match &settings.destination {
         Destination::File(path) => {
-            crate::store::write_atomic(path, out.as_bytes()).map_err(|e| Failure::io(e.to_string()))?;
+            ttft_results::store::write_atomic(path, out.as_bytes()).map_err(Failure::from)?;
             eprintln!("wrote {}", path.display());
             // The output path alone on stdout, for scripts.
             output::println(&path.display().to_string())?;

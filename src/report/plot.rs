@@ -19,15 +19,15 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::CellStats;
-use crate::record::{CacheState, Mode, Scenario};
-use crate::stats::Summary;
 use crate::ticks;
+use ttft_model::record::{CacheState, Mode, Scenario};
+use ttft_model::stats::Summary;
 
 type Res<T> = Result<T, PlotError>;
 
 /// Why plots could not be made or written.
 #[derive(Debug, thiserror::Error)]
-pub enum PlotError {
+pub(crate) enum PlotError {
     /// plotters failed to draw (a bug: every range is made finite before drawing). Its errors are
     /// generic over the backend, so only their message is kept.
     #[error("cannot draw: {0}")]
@@ -35,7 +35,7 @@ pub enum PlotError {
     #[error("cannot create the directory: {0}")]
     Dir(#[from] std::io::Error),
     #[error(transparent)]
-    Write(#[from] crate::store::WriteError),
+    Write(#[from] ttft_results::store::WriteError),
 }
 
 fn err<E: std::fmt::Display>(e: E) -> PlotError {
@@ -52,13 +52,13 @@ fn color(state: CacheState) -> RGBColor {
 
 /// File-name-safe model name. Servers like llama.cpp echo the model's file path as its name:
 /// only the last component says anything ("/models/tiny.gguf" -> "tiny-gguf").
-pub fn slug(model: &str) -> String {
+pub(crate) fn slug(model: &str) -> String {
     let last = model.trim_end_matches('/').rsplit('/').next().unwrap_or(model);
     last.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect()
 }
 
 /// One rendered plot: the file `--plot` writes it to, the model it shows, and the SVG document.
-pub struct Plot {
+pub(crate) struct Plot {
     pub file_name: String,
     pub model: String,
     pub svg: String,
@@ -66,7 +66,7 @@ pub struct Plot {
 
 /// Every plot of `cells` (per model: TTFT, decode, staggered; those with data), rendered in memory
 /// so `--plot` writes them as files and the HTML report embeds the same documents.
-pub fn render_all(cells: &[CellStats]) -> Res<Vec<Plot>> {
+pub(crate) fn render_all(cells: &[CellStats]) -> Res<Vec<Plot>> {
     let mut models: Vec<&str> = cells.iter().map(|c| c.id.model.as_str()).collect();
     models.dedup();
     let mut plots = Vec::new();
@@ -100,12 +100,12 @@ pub fn render_all(cells: &[CellStats]) -> Res<Vec<Plot>> {
     Ok(plots)
 }
 
-pub fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
+pub(crate) fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
     for plot in render_all(cells)? {
         let path = dir.join(&plot.file_name);
-        crate::store::write_atomic(&path, plot.svg.as_bytes())?;
+        ttft_results::store::write_atomic(&path, plot.svg.as_bytes())?;
         written.push(path);
     }
     Ok(written)
@@ -114,7 +114,7 @@ pub fn write_all(dir: &Path, cells: &[CellStats]) -> Res<Vec<PathBuf>> {
 /// One context's point of a cache state's line: the median (p50), the interval of the median
 /// (the band) and p99. The table shows the same median and interval.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Point {
+pub(crate) struct Point {
     pub context_tokens: f64,
     pub p50: f64,
     pub ci_lo: f64,
@@ -124,7 +124,11 @@ pub struct Point {
 
 /// The points of one cache state: the median where there is one; the band is the interval of
 /// the median where there is one (n >= 3), else the median itself (no band).
-pub fn points(cells: &[&CellStats], state: CacheState, pick: fn(&CellStats) -> &Summary) -> Vec<Point> {
+pub(crate) fn points(
+    cells: &[&CellStats],
+    state: CacheState,
+    pick: fn(&CellStats) -> &Summary,
+) -> Vec<Point> {
     cells
         .iter()
         .filter(|c| c.id.cache_state == state)
@@ -401,7 +405,7 @@ fn staggered_plot(model: &str, cells: &[&CellStats]) -> Res<Option<String>> {
 mod tests {
     use super::*;
     use crate::report::CellId;
-    use crate::stats::summarize;
+    use ttft_model::stats::summarize;
 
     fn cell(context_tokens: u32, ttft: &[f64]) -> CellStats {
         CellStats {

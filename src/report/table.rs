@@ -2,13 +2,13 @@
 
 use super::{CellId, CellStats, QUANTILE_METHOD};
 use crate::output::{TableStyle, table, table_text};
-use crate::stats::{self, Summary};
+use ttft_model::stats::{self, Summary};
 
-pub use crate::output::short;
+pub(crate) use crate::output::short;
 
 /// The median with its interval: "200 (150..260)"; the interval's coverage where it is below 95%
 /// ("200 (100..300 75%)", n = 3 to 5); "n<3" where there are too few values for one.
-pub fn median_ci(s: &Summary) -> String {
+pub(crate) fn median_ci(s: &Summary) -> String {
     match (s.median, s.median_ci_lo, s.median_ci_hi, s.median_ci_level) {
         (None, ..) => "-".into(),
         (m, Some(lo), Some(hi), Some(level)) if level < 0.95 => {
@@ -50,7 +50,7 @@ fn p50_p99(s: &Summary) -> String {
 /// A cell's point in a table, the row's key: its context ("4K", "300"), a dataset row's number
 /// ("300 row 2": two rows of one length are two cells), and under `bench load` the level its
 /// records were sent at ("4K at 4 users", "4K at 2.5/s": each level is a cell of its own).
-pub fn point(id: &CellId) -> String {
+pub(crate) fn point(id: &CellId) -> String {
     let mut out = context(id.context_tokens);
     if let Some(row) = id.dataset_row {
         out.push_str(&format!(" row {row}"));
@@ -71,7 +71,7 @@ fn speedup(c: &CellStats) -> String {
 }
 
 /// A context in a table: "4K" for whole multiples of 1024 tokens, "1000" otherwise.
-pub fn context(tokens: u32) -> String {
+pub(crate) fn context(tokens: u32) -> String {
     if tokens >= 1024 && tokens.is_multiple_of(1024) {
         format!("{}K", tokens / 1024)
     } else {
@@ -90,7 +90,7 @@ fn decode_or_system(c: &CellStats) -> String {
 /// The numbers a sweep ends with, one line per cell (staggered pairs left to the report): cache
 /// state, context, mode and batch, then TTFT p50/p99, ITL p50/p99 and decode tok/s, each as the
 /// report's table shows it (the same `CellStats`), and how many records passed.
-pub fn compact(cells: &[CellStats]) -> String {
+pub(crate) fn compact(cells: &[CellStats]) -> String {
     let rows: Vec<[String; 6]> = cells
         .iter()
         .filter(|c| !c.id.scenario.is_staggered())
@@ -134,7 +134,7 @@ pub fn compact(cells: &[CellStats]) -> String {
 /// The cell table's header; `cell_row` gives the matching row (markdown and HTML show every
 /// column in one table; a terminal's 100 columns cannot hold them, so it shows TTFT and the
 /// speed-up, then E2E and the per-token columns, as two tables: `TERMINAL_FIRST`, `TERMINAL_SECOND`).
-pub const CELL_HEADER: [&str; 12] = [
+pub(crate) const CELL_HEADER: [&str; 12] = [
     "ctx",
     "state",
     "mode",
@@ -155,11 +155,11 @@ const KEY_COLUMNS: usize = 5;
 const TERMINAL_FIRST: [usize; 3] = [5, 6, 8];
 /// The terminal's second table after the key: E2E, then per token (ITL, TPOT, decode rate).
 const TERMINAL_SECOND: [usize; 4] = [7, 9, 10, 11];
-pub const PER_TOKEN_TITLE: &str =
+pub(crate) const PER_TOKEN_TITLE: &str =
     "per request: E2E; per token: ITL (gaps between streamed tokens), TPOT, decode rate";
 
 /// One row of the cell table, as every format shows it.
-pub fn cell_row(c: &CellStats) -> Vec<String> {
+pub(crate) fn cell_row(c: &CellStats) -> Vec<String> {
     vec![
         point(&c.id),
         c.id.cache_state.as_str().to_string(),
@@ -176,12 +176,12 @@ pub fn cell_row(c: &CellStats) -> Vec<String> {
     ]
 }
 
-pub const STAGGERED_TITLE: &str = "staggered: user B's first token, ms from user A's send";
-pub const STAGGERED_HEADER: [&str; 6] =
+pub(crate) const STAGGERED_TITLE: &str = "staggered: user B's first token, ms from user A's send";
+pub(crate) const STAGGERED_HEADER: [&str; 6] =
     ["pair", "ctx", "ok/n", "B wait p50 (CI)", "B wait p90/p99", "B wait mean"];
 
 /// One row of the staggered table.
-pub fn staggered_row(c: &CellStats) -> Vec<String> {
+pub(crate) fn staggered_row(c: &CellStats) -> Vec<String> {
     vec![
         c.id.scenario.as_str().trim_start_matches("staggered_").to_string(),
         point(&c.id),
@@ -193,7 +193,7 @@ pub fn staggered_row(c: &CellStats) -> Vec<String> {
 }
 
 /// What the columns mean and how the statistics were made (lines within 100 columns).
-pub fn footnote() -> String {
+pub(crate) fn footnote() -> String {
     format!(
         "ok/n: records that passed quality and carry no error / records. Statistics use passing records only.\n\
          p50 (CI): the median and its distribution-free interval (two order statistics, exact binomial\n\
@@ -210,7 +210,7 @@ pub fn footnote() -> String {
     )
 }
 
-pub fn render(cells: &[CellStats], style: TableStyle) -> String {
+pub(crate) fn render(cells: &[CellStats], style: TableStyle) -> String {
     let mut out = String::new();
     let mut models: Vec<&str> = cells.iter().map(|c| c.id.model.as_str()).collect();
     models.dedup();

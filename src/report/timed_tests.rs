@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::results::sources::{Detail, load_with};
+use ttft_results::results::sources::{Detail, load_with};
 
 fn report(inputs: &[PathBuf], detail: Detail) -> serde_json::Value {
     let sources: Vec<Source> = inputs.iter().map(|p| load_with(p, detail).unwrap()).collect();

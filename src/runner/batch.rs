@@ -13,8 +13,8 @@ use futures_util::future::join_all;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::record::QualityCode;
-use crate::record::{
+use ttft_model::record::QualityCode;
+use ttft_model::record::{
     CellKey, ErrorInfo, ErrorKind, GroupRecord, Measurement, Record, SCHEMA_VERSION, Scenario,
     StaggeredRecord,
 };
@@ -25,7 +25,7 @@ use crate::measuring::measure::{self, Fired};
 
 /// B sessions prepared one by one (priming included), then their measured requests released
 /// together. Returns B measurement records and the group record.
-pub async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
+pub(crate) async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
     let group_id = format!("{}-{}", ctx.run_id, ctx.nonces.next());
     let mut ready = Vec::new();
     let mut records = Vec::new();
@@ -62,7 +62,7 @@ pub async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
 
 /// Fires `n` requests at one instant (all were built before it); returns that instant and each
 /// request's result, in order. Each one's send lag (`Fired::send_lag_ms`) says how late it left.
-pub async fn release_together<F, Fut>(n: usize, fire: F) -> (Instant, Vec<Fired>)
+pub(crate) async fn release_together<F, Fut>(n: usize, fire: F) -> (Instant, Vec<Fired>)
 where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = Fired>,
@@ -72,7 +72,12 @@ where
 }
 
 /// The batch's numbers, from its requests' own measurements.
-pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Measurement]) -> GroupRecord {
+pub(crate) fn group_record(
+    run_id: &str,
+    cell: &CellKey,
+    group_id: &str,
+    records: &[Measurement],
+) -> GroupRecord {
     let ok: Vec<&Measurement> = records.iter().filter(|m| m.error.is_none()).collect();
     // Each request's end, measured from the release: its send lag plus its own E2E.
     let ends: Vec<f64> = ok.iter().filter_map(|m| Some(m.send_lag_ms.unwrap_or(0.0) + m.e2e_ms?)).collect();
@@ -90,7 +95,10 @@ pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Mea
         run_id: run_id.to_string(),
         cell: cell.clone(),
         group_id: group_id.to_string(),
-        started_at: records.first().map(|m| m.started_at.clone()).unwrap_or_else(crate::clock::now_rfc3339),
+        started_at: records
+            .first()
+            .map(|m| m.started_at.clone())
+            .unwrap_or_else(ttft_model::clock::now_rfc3339),
         wall_ms,
         system_tps: (wall_ms > 0.0 && total_output_tokens > 0)
             .then(|| total_output_tokens as f64 / (wall_ms / 1000.0)),
@@ -110,12 +118,12 @@ pub fn group_record(run_id: &str, cell: &CellKey, group_id: &str, records: &[Mea
 }
 
 /// User A at t0; user B at t0 + delay (batched) or when A has finished (sequential).
-pub async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
+pub(crate) async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
     let mut rec = StaggeredRecord {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.run_id.clone(),
         cell: cell.clone(),
-        started_at: crate::clock::now_rfc3339(),
+        started_at: ttft_model::clock::now_rfc3339(),
         ..Default::default()
     };
     let batched = cell.scenario == Scenario::StaggeredBatched;
@@ -148,14 +156,14 @@ pub async fn staggered(ctx: &RunContext, cell: &CellKey) -> Record {
 }
 
 /// What a request waits for before its window opens (B: A's start plus the delay).
-pub type Gate = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(crate) type Gate = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Fires A (`fire(0, ..)`) and B (`fire(1, ..)`): B `delay_ms` after A opened its window (batched),
 /// or after A finished (sequential). `fire(i, gate, opened)` opens request i's window when `gate`
 /// completes and tells `opened` that instant. B counts its delay from A's real window, so a slow
 /// start of A (a busy client machine) cannot bring B in early. Returns both and B's arrival, ms
 /// after A's window opened.
-pub async fn stagger<F, Fut>(batched: bool, delay_ms: f64, fire: F) -> (Fired, Fired, f64)
+pub(crate) async fn stagger<F, Fut>(batched: bool, delay_ms: f64, fire: F) -> (Fired, Fired, f64)
 where
     F: Fn(usize, Gate, Option<oneshot::Sender<Instant>>) -> Fut,
     Fut: Future<Output = Fired>,
@@ -182,7 +190,7 @@ where
 
 /// The pair's numbers, all from the two requests' own measurements. B overlapped A when it was
 /// sent before A's last byte arrived; `overlap_ms` is how long both were in flight.
-pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measurement, arrival_ms: f64) {
+pub(crate) fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measurement, arrival_ms: f64) {
     rec.started_at = a.started_at.clone();
     rec.user_a_ttft_ms = a.ttft_ms;
     rec.user_a_e2e_ms = a.e2e_ms;
@@ -194,7 +202,7 @@ pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measuremen
         (Some(ae), Some(be)) => Some(ae.max(arrival_ms + be)),
         _ => None,
     };
-    let overlap = crate::quality::staggered_overlap(Some(arrival_ms), a.e2e_ms, b.e2e_ms);
+    let overlap = ttft_results::quality::staggered_overlap(Some(arrival_ms), a.e2e_ms, b.e2e_ms);
     rec.overlapped = overlap.map(|(o, _)| o);
     rec.overlap_ms = overlap.map(|(_, ms)| ms);
     rec.user_a_output_tokens = a.output_tokens;
@@ -205,8 +213,8 @@ pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measuremen
         (Some(x), Some(y), Some(w)) if w > 0.0 => Some((x + y) as f64 / (w / 1000.0)),
         _ => None,
     };
-    rec.user_a_cache = Some(crate::record::UserCache::of(a));
-    rec.user_b_cache = Some(crate::record::UserCache::of(b));
+    rec.user_a_cache = Some(ttft_model::record::UserCache::of(a));
+    rec.user_b_cache = Some(ttft_model::record::UserCache::of(b));
     rec.quality_flags = a
         .quality_flags
         .iter()
@@ -217,7 +225,7 @@ pub fn fill_staggered(rec: &mut StaggeredRecord, a: &Measurement, b: &Measuremen
     rec.error = a.error.clone().or_else(|| b.error.clone());
 }
 
-fn tag(flag: &crate::record::QualityFlag, user: &str) -> crate::record::QualityFlag {
+fn tag(flag: &ttft_model::record::QualityFlag, user: &str) -> ttft_model::record::QualityFlag {
     let mut f = flag.clone();
     f.reason = format!("{user}: {}", f.reason);
     f

@@ -15,24 +15,24 @@ use crate::exit::Failure;
 use crate::measuring::harness_time::Part;
 use crate::measuring::{Journal, RunContext, lifecycle, measure, setup};
 use crate::meta::Forecast;
-use crate::plan::lifecycle_key;
 use crate::progress::Progress;
-use crate::record::{CellKey, ErrorKind, Mode, Record, Scenario};
-use crate::store::{self, RecordWriter, TornTail};
 use crate::supervise::Supervisor;
+use ttft_model::record::{CellKey, ErrorKind, Mode, Record, Scenario};
+use ttft_results::plan::lifecycle_key;
+use ttft_results::store::{self, RecordWriter, TornTail};
 
 /// Cells in a row without any answer from the server after which it is taken for gone.
-pub const UNANSWERED_CELLS: usize = 3;
+pub(crate) const UNANSWERED_CELLS: usize = 3;
 
 /// How the cell loop ended.
 #[derive(Debug)]
-pub enum Stop {
+pub(crate) enum Stop {
     Finished,
     /// The server stopped answering; the text says how.
     ServerGone(String),
 }
 
-pub struct CellLoop<'a> {
+pub(crate) struct CellLoop<'a> {
     ctx: &'a RunContext,
     gate: setup::ThermalGate,
     journal: &'a Journal,
@@ -107,7 +107,7 @@ impl AutoRuns {
     /// Where point `p` stands; settled when its interval meets the target.
     fn judge(&mut self, p: &CellKey) -> crate::meta::AutoRunsCell {
         let (runs, values) = self.points.get(p).cloned().unwrap_or_default();
-        let s = crate::stats::summarize(&values);
+        let s = ttft_model::stats::summarize(&values);
         let share = match (s.median, s.median_ci_lo, s.median_ci_hi) {
             (Some(m), Some(lo), Some(hi)) if m > 0.0 => Some((m - lo).max(hi - m) / m),
             _ => None,
@@ -142,9 +142,9 @@ impl AutoRuns {
         if config.reuse_primes && lifecycle_key(cell).is_some() {
             return config.cache_states.iter().all(|&state| {
                 let scenario = match state {
-                    crate::record::CacheState::Cold => Scenario::Cold,
-                    crate::record::CacheState::Warm => Scenario::Warm,
-                    crate::record::CacheState::Hot => Scenario::Hot,
+                    ttft_model::record::CacheState::Cold => Scenario::Cold,
+                    ttft_model::record::CacheState::Warm => Scenario::Warm,
+                    ttft_model::record::CacheState::Hot => Scenario::Hot,
                 };
                 self.settled.contains(&CellKey { scenario, cache_state: state, ..cell.point() })
             });
@@ -160,7 +160,7 @@ impl AutoRuns {
 }
 
 impl<'a> CellLoop<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ctx: &'a RunContext,
         gate: setup::ThermalGate,
         journal: &'a Journal,
@@ -220,7 +220,7 @@ impl<'a> CellLoop<'a> {
         })
     }
 
-    pub async fn run(&mut self) -> Result<Stop, Failure> {
+    pub(crate) async fn run(&mut self) -> Result<Stop, Failure> {
         let mut unanswered = 0;
         let cells = std::mem::take(&mut self.cells);
         for (i, cell) in cells.iter().enumerate() {
@@ -400,7 +400,7 @@ async fn execute(ctx: &RunContext, cell: &CellKey) -> Vec<Record> {
 }
 
 /// The record of a cell whose global reset failed: nothing was measured.
-fn failed_cell(ctx: &RunContext, cell: &CellKey, error: crate::record::ErrorInfo) -> Record {
+fn failed_cell(ctx: &RunContext, cell: &CellKey, error: ttft_model::record::ErrorInfo) -> Record {
     let mut m = measure::blank(ctx, cell, 0, "");
     m.error = Some(error);
     Record::Measurement(Box::new(m))
@@ -421,13 +421,13 @@ fn unanswered_record(r: &Record) -> bool {
 
 /// The records a run directory already holds (none when it holds none, or they cannot be read:
 /// the view then starts empty, and `completed` says what is wrong).
-pub fn written(run_dir: &Path) -> Vec<Record> {
+pub(crate) fn written(run_dir: &Path) -> Vec<Record> {
     store::read_records(&run_dir.join(store::MEASUREMENTS_FILE), TornTail::Skip).unwrap_or_default()
 }
 
 /// Cells with a good record (a batch: a complete, good batch): `--resume` skips them. An empty
 /// or missing measurements file means nothing is done yet.
-pub fn completed(run_dir: &Path) -> Result<BTreeSet<CellKey>, Failure> {
+pub(crate) fn completed(run_dir: &Path) -> Result<BTreeSet<CellKey>, Failure> {
     let path = run_dir.join(store::MEASUREMENTS_FILE);
     if !path.exists() {
         return Ok(BTreeSet::new());
@@ -445,7 +445,7 @@ pub fn completed(run_dir: &Path) -> Result<BTreeSet<CellKey>, Failure> {
             _ => {}
         }
     }
-    for b in crate::results::batch::batches(&records) {
+    for b in ttft_results::results::batch::batches(&records) {
         if b.is_good() {
             good.insert(b.cell.clone());
         }
@@ -479,7 +479,7 @@ fn summary(records: &[Record]) -> String {
         }
     }
     let mut text = parts.join("; ");
-    let failed_gate = |m: &crate::record::Measurement| !m.quality_ok && m.error.is_none();
+    let failed_gate = |m: &ttft_model::record::Measurement| !m.quality_ok && m.error.is_none();
     if records.iter().any(|r| matches!(r, Record::Measurement(m) if failed_gate(m))) {
         let flags: BTreeSet<&str> = records
             .iter()

@@ -13,7 +13,7 @@ use crate::cost::{self, ServerRates};
 use crate::exit::{Failure, Outcome};
 use crate::measuring::setup;
 use crate::progress::Progress;
-use crate::record::CellKey;
+use ttft_model::record::CellKey;
 
 #[derive(Serialize)]
 struct PlanOutput<'a> {
@@ -48,7 +48,7 @@ pub async fn plan(args: &PlanArgs) -> anyhow::Result<Outcome> {
     let (config, rates, model) = match (&args.from, &args.connection.server) {
         (Some(run), _) => {
             let config = config::resolve_offline(&sweep).map_err(Failure::from)?;
-            let source = crate::results::sources::load(run).map_err(Failure::from)?;
+            let source = ttft_results::results::sources::load(run).map_err(Failure::from)?;
             let rates = ServerRates::from_records(&source.records, &format!("from {}", run.display()));
             let rates = rates.ok_or_else(|| {
                 Failure::usage(format!(

@@ -20,8 +20,7 @@ use crate::measuring::{Journal, drive, harness_time, open, record_server, setup,
 use crate::meta::RunStatus;
 use crate::progress::Progress;
 
-pub use batch::{fill_staggered, group_record, release_together, stagger};
-pub use cells::Stop;
+pub(crate) use cells::Stop;
 pub use forecast::plan;
 pub use soak::soak;
 
@@ -88,7 +87,7 @@ async fn work(
     let mut cells = cells::CellLoop::new(&ctx, gate, &journal, &progress, done, rates)?;
     cells.supervisor = supervisor;
     cells.live = live;
-    let (started, reads) = (std::time::Instant::now(), crate::client::read_counts());
+    let (started, reads) = (std::time::Instant::now(), ttft_client::read_counts());
     let stop = cells.run().await?;
     let took = started.elapsed();
     let harness = ctx.harness.summary(took);
@@ -114,7 +113,7 @@ fn close(ended: drive::Ended<CellLoopEnd>, journal: &Journal, quiet: bool) -> an
     let finished = matches!(ended, Ended::Done(CellLoopEnd { stop: Stop::Finished, .. }));
     let status = if finished { RunStatus::Complete } else { RunStatus::Interrupted };
     let written = journal.update(|m| {
-        m.ended_at = Some(crate::clock::now_rfc3339());
+        m.ended_at = Some(ttft_model::clock::now_rfc3339());
         m.status = status;
     });
     let dir = journal.dir().display();

@@ -13,17 +13,17 @@ use std::time::{Duration, Instant};
 
 use super::batch;
 use crate::cli::{MeasureArgs, OutputArgs, SizeArgs, SoakArgs, SweepArgs, ThermalArgs, WorkloadArgs};
-use crate::client::{ChatRequest, Message};
 use crate::exit::{Failure, Outcome};
 use crate::measuring::drive::{self, Ended};
 use crate::measuring::measure::{self, Ready};
 use crate::measuring::{Journal, RunContext, open, setup};
 use crate::meta::SoakSummary;
 use crate::progress::Progress;
-use crate::record::QualityCode;
-use crate::record::{CacheState, CellKey, Measurement, QualityFlag, Record, Scenario};
-use crate::spec::ThermalChoice;
-use crate::store::RecordWriter;
+use ttft_client::{ChatRequest, Message};
+use ttft_model::record::QualityCode;
+use ttft_model::record::{CacheState, CellKey, Measurement, QualityFlag, Record, Scenario};
+use ttft_model::spec::ThermalChoice;
+use ttft_results::store::RecordWriter;
 
 pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
     // A soak that may not start an iteration measures nothing: refused before anything is created.
@@ -47,7 +47,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
     let (mut view, live) = crate::live::start(title, crate::live::STOP_KEYS, board, args.output.quiet);
     let progress = Arc::new(Progress::new(0, args.output.quiet).showing(view.as_ref().map(|v| v.sink())));
     let limit = args.duration.map(|d| d.0);
-    let reads = crate::client::read_counts();
+    let reads = ttft_client::read_counts();
     let work = run(config, summary, limit, journal.clone(), progress.clone(), live);
     let ended = drive::drive("soak", work, drive::OnSignal::Abort).await;
     let ended = match drive::settle(ended, &journal, resumed, lock, &progress, view.as_mut()) {
@@ -79,7 +79,7 @@ pub async fn soak(args: &SoakArgs) -> anyhow::Result<Outcome> {
     };
     journal.update(|m| {
         m.status = status;
-        m.ended_at = Some(crate::clock::now_rfc3339());
+        m.ended_at = Some(ttft_model::clock::now_rfc3339());
         m.arrival_stamps = Some(crate::meta::ArrivalStamps::since(reads));
         if let Some(s) = &summary {
             m.soak = Some(s.clone());
@@ -103,7 +103,7 @@ enum SoakEnd {
 /// The soak as the sweep's settings: cold, one run, no thermal gate (a soak is load on purpose).
 fn sweep_args(args: &SoakArgs) -> SweepArgs {
     let sizes = SizeArgs {
-        contexts: Some(args.sizes.contexts.clone().unwrap_or(crate::spec::Contexts(vec![1024]))),
+        contexts: Some(args.sizes.contexts.clone().unwrap_or(ttft_model::spec::Contexts(vec![1024]))),
         ..args.sizes.clone()
     };
     let measure = MeasureArgs::driven(
@@ -115,7 +115,7 @@ fn sweep_args(args: &SoakArgs) -> SweepArgs {
         None,
     );
     let output = OutputArgs {
-        run_id: Some(args.output.run_id.clone().unwrap_or_else(|| crate::clock::new_run_id("soak"))),
+        run_id: Some(args.output.run_id.clone().unwrap_or_else(|| ttft_model::clock::new_run_id("soak"))),
         ..args.output.clone()
     };
     SweepArgs::new_run(args.connection.clone(), measure, None, output)
@@ -298,7 +298,7 @@ async fn iteration_records(
     iteration: u32,
     n: u32,
 ) -> (Vec<Record>, f64) {
-    let stream = ctx.config.modes.first() == Some(&crate::record::Mode::Streaming);
+    let stream = ctx.config.modes.first() == Some(&ttft_model::record::Mode::Streaming);
     let cell = |context: u32| CellKey {
         dataset_row: None,
         model: ctx.model.clone(),
@@ -364,7 +364,7 @@ async fn iteration_records(
 /// are compared and cut: a window cut from the raw text could hold half of a key the server said
 /// back, which no later redaction recognises.
 fn first_difference(serial: &str, concurrent: &str) -> String {
-    let (serial, concurrent) = (crate::secrets::redact(serial), crate::secrets::redact(concurrent));
+    let (serial, concurrent) = (ttft_model::secrets::redact(serial), ttft_model::secrets::redact(concurrent));
     let (serial, concurrent) = (serial.as_str(), concurrent.as_str());
     let at = serial.chars().zip(concurrent.chars()).take_while(|(a, b)| a == b).count();
     let around = |s: &str| -> String { s.chars().skip(at.saturating_sub(20)).take(40).collect() };
@@ -383,7 +383,7 @@ fn failure_of(m: &Measurement) -> String {
 }
 
 /// The final table: the verdict and what was served, one row; under a FAIL, why.
-pub fn table(s: &SoakSummary) -> String {
+pub(crate) fn table(s: &SoakSummary) -> String {
     let opt = |v: Option<f64>, unit: &str| v.map_or("-".into(), |x| format!("{x:.1}{unit}"));
     let verdict = if s.passed == s.requests && s.crashes == 0 && s.mismatches == 0 { "PASS" } else { "FAIL" };
     let speedup = format!("x{} vs one stream", s.concurrency);

@@ -22,65 +22,85 @@
 //! child still holding the port). A command that exits 0 while processes it started live on
 //! (`setsid srv &`, a daemon that forks) has started its server: the keeper keeps it, and ends
 //! as the last of them does.
+//!
+//! System calls go through nix's safe wrappers. What stays `unsafe` is what nix itself leaves
+//! unsafe, because no wrapper can check it: installing the signal handler and resetting a
+//! signal's disposition (`sigaction`, `signal`: the handler must be async-signal-safe, which
+//! `on_signal` is: it stores to atomics and writes one byte), the handler's view of the self-pipe
+//! (a raw descriptor in an atomic: a static cannot hold a borrow), and `pre_exec` (code between
+//! fork and exec).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::c_int;
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, kill, sigaction};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
 /// The first argument that makes `bench` the keeper (`bench __keep-server 'LINE'`).
 pub const KEEPER_ARG: &str = "__keep-server";
 
 /// How long the command's processes have after SIGTERM before SIGKILL.
-pub const END_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const END_GRACE: Duration = Duration::from_secs(3);
 
-/// The write end of the self-pipe that wakes the loop on a signal; -1 until it exists.
+/// The write end of the self-pipe that wakes the loop on a signal; -1 until it exists. It stays
+/// open for the keeper's life.
 static WAKE: AtomicI32 = AtomicI32::new(-1);
 /// SIGTERM, SIGINT or SIGHUP arrived: end everything.
 static ASKED_TO_END: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(signal: libc::c_int) {
-    if signal != libc::SIGCHLD {
+/// Async-signal-safe: two atomics and one write(2); errno is left as the interrupted code had it.
+extern "C" fn on_signal(signal: c_int) {
+    let errno = Errno::last_raw();
+    if signal != Signal::SIGCHLD as c_int {
         ASKED_TO_END.store(true, Ordering::SeqCst);
     }
     let fd = WAKE.load(Ordering::SeqCst);
     if fd >= 0 {
-        let byte = 1u8;
-        // SAFETY: write(2) is async-signal-safe; a full pipe already holds a wake-up.
-        unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
+        // SAFETY: WAKE holds the self-pipe's write end, open for the keeper's life (its OwnedFd
+        // was given up with into_raw_fd). A full pipe already holds a wake-up, so a failed write
+        // loses nothing.
+        let _ = nix::unistd::write(unsafe { BorrowedFd::borrow_raw(fd) }, &[1]);
     }
+    Errno::set_raw(errno);
 }
 
 /// Runs the keeper for the command line in the arguments and exits as the command did.
 pub fn main() -> ! {
     let line = std::env::args().nth(2).unwrap_or_default();
-    // SAFETY: prctl, pipe2 and sigaction with a handler that only stores and writes.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong);
-        let mut fds = [-1; 2];
-        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) == 0 {
-            WAKE.store(fds[1], Ordering::SeqCst);
-            WAKE_READ.store(fds[0], Ordering::SeqCst);
+    let _ = nix::sys::prctl::set_child_subreaper(true);
+    let wake_read = match nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK) {
+        Ok((read, write)) => {
+            WAKE.store(write.into_raw_fd(), Ordering::SeqCst);
+            Some(read)
         }
-        for signal in [libc::SIGCHLD, libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-            // A handler, not SIG_IGN: handlers are reset by exec, so the command starts with the
-            // default dispositions.
-            libc::signal(signal, on_signal as *const () as libc::sighandler_t);
-        }
+        Err(_) => None,
+    };
+    // A handler, not SIG_IGN: handlers are reset by exec, so the command starts with the default
+    // dispositions. SA_RESTART as signal(2) gives: a call interrupted by SIGCHLD is resumed.
+    let action = SigAction::new(SigHandler::Handler(on_signal), SaFlags::SA_RESTART, SigSet::empty());
+    for signal in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        // SAFETY: on_signal is async-signal-safe (see there).
+        let _ = unsafe { sigaction(signal, &action) };
     }
     let mut command = Command::new("sh");
     command.arg("-c").arg(&line).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::inherit());
-    // SAFETY: between fork and exec only prctl (async-signal-safe). The keeper is single-threaded,
-    // so "the parent thread dies" is "the keeper dies".
+    // SAFETY: between fork and exec only prctl (async-signal-safe, no allocation). The keeper is
+    // single-threaded, so "the parent thread dies" is "the keeper dies".
     unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
-            Ok(())
-        });
+        command.pre_exec(|| Ok(nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?));
     }
     let child = match command.spawn() {
-        Ok(child) => child.id() as libc::pid_t,
+        Ok(child) => Pid::from_raw(child.id() as i32),
         Err(e) => {
             eprintln!("cannot start the server command: {e}");
             std::process::exit(127);
@@ -88,13 +108,13 @@ pub fn main() -> ! {
     };
     tell_bench(&child.to_string());
     let mut kept = false;
-    let mut command_ended: Option<libc::c_int> = None;
-    let mut last_ended: Option<libc::c_int> = None;
+    let mut command_ended: Option<WaitStatus> = None;
+    let mut last_ended: Option<WaitStatus> = None;
     loop {
-        wait_for_news();
+        wait_for_news(wake_read.as_ref());
         let bench_gone = control_closed();
-        for (pid, status) in reap() {
-            if pid == child {
+        for status in reap() {
+            if status.pid() == Some(child) {
                 command_ended = Some(status);
             }
             last_ended = Some(status);
@@ -104,7 +124,7 @@ pub fn main() -> ! {
             std::process::exit(0);
         }
         if let Some(status) = command_ended {
-            let daemonized = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+            let daemonized = matches!(status, WaitStatus::Exited(_, 0));
             if !daemonized {
                 end_descendants();
                 end_as(status);
@@ -122,7 +142,7 @@ pub fn main() -> ! {
 }
 
 /// What the keeper writes when the command exited 0 and its server lives on.
-pub const KEPT: &str = "kept";
+pub(crate) const KEPT: &str = "kept";
 
 /// One line to bench (stdout is a pipe bench reads); bench gone is no reason to stop.
 fn tell_bench(line: &str) {
@@ -131,55 +151,51 @@ fn tell_bench(line: &str) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
-/// The read end of the self-pipe.
-static WAKE_READ: AtomicI32 = AtomicI32::new(-1);
-
 /// Blocks until bench's pipe or the self-pipe has something (a signal arrived), then drains the
 /// self-pipe.
-fn wait_for_news() {
-    let wake = WAKE_READ.load(Ordering::SeqCst);
-    let mut fds = [
-        libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 },
-        libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 },
-    ];
-    // SAFETY: poll on two descriptors this process owns; read drains a non-blocking pipe.
-    unsafe {
-        // A signal that arrived between the last drain and here left a byte: poll returns at once.
-        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1);
+fn wait_for_news(wake: Option<&OwnedFd>) {
+    let stdin = std::io::stdin();
+    let mut fds = vec![PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    fds.extend(wake.map(|w| PollFd::new(w.as_fd(), PollFlags::POLLIN)));
+    // A signal that arrived between the last drain and here left a byte: poll returns at once.
+    // An interrupted poll (EINTR) is news too: the loop looks at everything again.
+    let _ = poll(&mut fds, PollTimeout::NONE);
+    if let Some(wake) = wake {
         let mut buf = [0u8; 64];
-        while wake >= 0 && libc::read(wake, buf.as_mut_ptr().cast(), buf.len()) > 0 {}
+        while nix::unistd::read(wake, &mut buf).is_ok_and(|n| n > 0) {}
     }
 }
 
 /// Whether bench's end of the control pipe is closed (it never writes, so readable means closed).
 fn control_closed() -> bool {
-    let mut fd = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
-    // SAFETY: a zero-timeout poll of stdin.
-    let ready = unsafe { libc::poll(&mut fd, 1, 0) } > 0;
-    ready && fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    let ready = poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0);
+    let closed = PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+    ready && fds[0].revents().is_some_and(|r| r.intersects(closed))
 }
 
 /// Every child that has ended (the command, or a re-parented orphan), with its wait status.
-fn reap() -> Vec<(libc::pid_t, libc::c_int)> {
+fn reap() -> Vec<WaitStatus> {
     let mut ended = Vec::new();
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid of any child: the keeper's children are only the command and orphans.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            return ended;
+    // Any child: the keeper's children are only the command and orphans. StillAlive (none has
+    // ended) or ECHILD (none left) ends the round.
+    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
         }
-        ended.push((pid, status));
+        ended.push(status);
     }
+    ended
 }
 
 /// The live processes below the keeper, by parentage in /proc (zombies are not alive: they are
 /// reaped, by the keeper or by a parent that is itself ended).
-fn descendants() -> Vec<libc::pid_t> {
-    let mut children: BTreeMap<libc::pid_t, Vec<libc::pid_t>> = BTreeMap::new();
+fn descendants() -> Vec<Pid> {
+    let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<libc::pid_t>().ok()) else {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
@@ -187,16 +203,16 @@ fn descendants() -> Vec<libc::pid_t> {
         let Some((_, rest)) = stat.rsplit_once(')') else { continue };
         let mut fields = rest.split_whitespace();
         let state = fields.next().unwrap_or("Z");
-        let Some(ppid) = fields.next().and_then(|p| p.parse::<libc::pid_t>().ok()) else { continue };
+        let Some(ppid) = fields.next().and_then(|p| p.parse::<i32>().ok()) else { continue };
         if state != "Z" && state != "X" {
             children.entry(ppid).or_default().push(pid);
         }
     }
     let mut found = Vec::new();
-    let mut queue = vec![std::process::id() as libc::pid_t];
+    let mut queue = vec![Pid::this().as_raw()];
     while let Some(pid) = queue.pop() {
         for &child in children.get(&pid).map(Vec::as_slice).unwrap_or_default() {
-            found.push(child);
+            found.push(Pid::from_raw(child));
             queue.push(child);
         }
     }
@@ -207,7 +223,7 @@ fn descendants() -> Vec<libc::pid_t> {
 /// shutdown), SIGKILL to whatever is left after `END_GRACE`, until none is left.
 fn end_descendants() {
     let started = Instant::now();
-    let mut told: BTreeSet<libc::pid_t> = BTreeSet::new();
+    let mut told: BTreeSet<Pid> = BTreeSet::new();
     loop {
         let _ = reap();
         let left = descendants();
@@ -217,11 +233,9 @@ fn end_descendants() {
         let killing = started.elapsed() > END_GRACE;
         for pid in left {
             if killing {
-                // SAFETY: kill(2) of a live descendant, found by parentage just now.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let _ = kill(pid, Signal::SIGKILL);
             } else if told.insert(pid) {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
+                let _ = kill(pid, Signal::SIGTERM);
             }
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -230,21 +244,17 @@ fn end_descendants() {
 
 /// Exits as a process with wait status `status` ended: its exit code, or its signal (without a
 /// core dump: the server's was its own to write).
-fn end_as(status: libc::c_int) -> ! {
-    if libc::WIFSIGNALED(status) {
-        let signal = libc::WTERMSIG(status);
-        // SAFETY: setrlimit, signal, sigprocmask and kill on this process only.
-        unsafe {
-            let none = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            libc::setrlimit(libc::RLIMIT_CORE, &none);
-            libc::signal(signal, libc::SIG_DFL);
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, signal);
-            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            libc::kill(libc::getpid(), signal);
+fn end_as(status: WaitStatus) -> ! {
+    match status {
+        WaitStatus::Signaled(_, signal, _) => {
+            let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+            // SAFETY: the default disposition installs no handler.
+            let _ = unsafe { nix::sys::signal::signal(signal, SigHandler::SigDfl) };
+            let _ = SigSet::from(signal).thread_unblock();
+            let _ = kill(Pid::this(), signal);
+            std::process::exit(128 + signal as i32);
         }
-        std::process::exit(128 + signal);
+        WaitStatus::Exited(_, code) => std::process::exit(code),
+        _ => std::process::exit(1),
     }
-    std::process::exit(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 1 });
 }

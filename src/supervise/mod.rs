@@ -70,7 +70,7 @@ pub struct ServerCrash {
     pub restarted: bool,
 }
 
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     template: String,
     port: u16,
     child: Child,
@@ -97,14 +97,14 @@ struct KeeperNews {
 impl Supervisor {
     /// Starts the command on a free port and waits until it answers; `note` hears what is being
     /// waited for while it does.
-    pub async fn start(
+    pub(crate) async fn start(
         template: &str,
         max_restarts: u32,
         start_timeout: Duration,
         note: &(dyn Fn(&str) + Sync),
     ) -> Result<Supervisor, Failure> {
         // Its secrets are known before its stderr is read or any message quotes it.
-        let shown = crate::secrets::redact_command(template);
+        let shown = ttft_model::secrets::redact_command(template);
         if !template.contains("{port}") {
             return Err(Failure::usage(format!(
                 "--server-cmd {shown:?}: must contain {{port}}, where bench puts the port it picked"
@@ -132,21 +132,17 @@ impl Supervisor {
         Ok(sup)
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     /// The command as run (port filled in).
-    pub fn command(&self) -> String {
+    pub(crate) fn command(&self) -> String {
         self.template.replace("{port}", &self.port.to_string())
     }
 
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
-    }
-
     /// Whether the server died; if so, the crash (not yet restarted).
-    pub fn check(&mut self, in_flight: &str) -> Option<ServerCrash> {
+    pub(crate) fn check(&mut self, in_flight: &str) -> Option<ServerCrash> {
         #[cfg(target_os = "linux")]
         self.settle_keeper();
         let status = self.child.try_wait().ok().flatten()?;
@@ -156,7 +152,7 @@ impl Supervisor {
         let signal = None;
         let stderr_tail = self.tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
         Some(ServerCrash {
-            at: crate::clock::now_rfc3339(),
+            at: ttft_model::clock::now_rfc3339(),
             exit_code: status.code(),
             signal,
             in_flight: in_flight.to_string(),
@@ -167,7 +163,7 @@ impl Supervisor {
 
     /// Records `crash` and starts the server again, unless it has used up its restarts. Err means
     /// the server is gone for good (the caller stops, everything measured kept).
-    pub async fn restart(&mut self, mut crash: ServerCrash) -> Result<(), Failure> {
+    pub(crate) async fn restart(&mut self, mut crash: ServerCrash) -> Result<(), Failure> {
         self.settle_tail(&mut crash).await;
         let allowed = (self.crashes.len() as u32) < self.max_restarts;
         crash.restarted = allowed;
@@ -204,11 +200,11 @@ impl Supervisor {
 
     /// The command as shown: its secrets masked.
     fn shown(&self) -> String {
-        crate::secrets::redact_command(&self.command())
+        ttft_model::secrets::redact_command(&self.command())
     }
 
     async fn wait_healthy(&mut self, note: &(dyn Fn(&str) + Sync)) -> Result<(), Failure> {
-        let http = crate::client::default_http()?;
+        let http = ttft_client::default_http()?;
         let started = tokio::time::Instant::now();
         let deadline = started + self.start_timeout;
         let mut next_note = started;
@@ -339,7 +335,7 @@ impl Drop for Supervisor {
 }
 
 /// "the server died of signal 11 (SIGSEGV) during ctx 4096 cold ...; last stderr: ..."
-pub fn describe(crash: &ServerCrash) -> String {
+pub(crate) fn describe(crash: &ServerCrash) -> String {
     let how = match (crash.signal, crash.exit_code) {
         (Some(s), _) => {
             format!("died of signal {s}{}", signal_name(s).map_or(String::new(), |n| format!(" ({n})")))
@@ -451,7 +447,7 @@ fn spawn_with(
     let mut child = cmd.spawn().map_err(|e| {
         Failure::usage(format!(
             "--server-cmd {:?}: cannot start: {e}",
-            crate::secrets::redact_command(command)
+            ttft_model::secrets::redact_command(command)
         ))
     })?;
     let reader = child.stderr.take().map(|stderr| {
@@ -463,7 +459,7 @@ fn spawn_with(
                     if t.len() == STDERR_TAIL_LINES {
                         t.pop_front();
                     }
-                    t.push_back(crate::secrets::redact(&line));
+                    t.push_back(ttft_model::secrets::redact(&line));
                 }
             }
         })

@@ -5,26 +5,26 @@ use std::future::Future;
 use tokio::time::{Duration, Instant};
 
 use crate::config::ThermalPolicy;
-use crate::record::PolicyKind;
-use crate::record::ThermalRecord;
+use ttft_model::record::PolicyKind;
+use ttft_model::record::ThermalRecord;
 
 /// Seconds between probes once the minimum cooldown has passed (the origin used 5 s).
-pub const PROBE_INTERVAL_S: f64 = 5.0;
+pub(crate) const PROBE_INTERVAL_S: f64 = 5.0;
 
 /// Median of the baseline probes (the gate takes 3); None when no probe succeeded. Failed
 /// (non-finite or non-positive) probes are left out rather than dragging the median down.
-pub fn baseline(probes: &[f64]) -> Option<f64> {
-    crate::stats::median(&probes.iter().copied().filter(|p| *p > 0.0).collect::<Vec<f64>>())
+pub(crate) fn baseline(probes: &[f64]) -> Option<f64> {
+    ttft_model::stats::median(&probes.iter().copied().filter(|p| *p > 0.0).collect::<Vec<f64>>())
 }
 
 /// The probe rate that counts as recovered.
-pub fn recovery_threshold(baseline_tps: f64, tolerance: f64) -> f64 {
+pub(crate) fn recovery_threshold(baseline_tps: f64, tolerance: f64) -> f64 {
     (1.0 - tolerance) * baseline_tps
 }
 
 /// What the gate does next.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Sleep this long, then probe (probe policy) or re-decide (fixed policy).
     Wait {
         sleep_s: f64,
@@ -44,7 +44,7 @@ pub enum Decision {
 /// A failed probe ends the wait at once, not recovered: a server that does not answer a short
 /// request is a failed server, not a hot GPU, and waiting out the maximum cooldown for it made a
 /// sweep whose server died take 723 s (with the gate off, under 10) to say so.
-pub fn decide(
+pub(crate) fn decide(
     policy: &ThermalPolicy,
     baseline_tps: Option<f64>,
     elapsed_s: f64,
@@ -84,7 +84,7 @@ pub fn decide(
 }
 
 /// The policy's name as records carry it.
-pub fn policy_kind(policy: &ThermalPolicy) -> PolicyKind {
+pub(crate) fn policy_kind(policy: &ThermalPolicy) -> PolicyKind {
     match policy {
         ThermalPolicy::Probe { .. } => PolicyKind::Probe,
         ThermalPolicy::Fixed { .. } => PolicyKind::Fixed,
@@ -95,7 +95,7 @@ pub fn policy_kind(policy: &ThermalPolicy) -> PolicyKind {
 /// Waits per `policy` after a measurement. `probe` runs one TPS probe (Err: why it failed);
 /// `on_status` receives one line per step for a progress display. `before`/`after` telemetry is
 /// the caller's to fill (see `host_snapshot`).
-pub async fn cooldown<F, Fut>(
+pub(crate) async fn cooldown<F, Fut>(
     policy: &ThermalPolicy,
     baseline_tps: Option<f64>,
     mut probe: F,

@@ -11,7 +11,7 @@ const NVIDIA_SMI_FIELDS: &str =
 /// (label -> °C) and, where `nvidia-smi` is on PATH, per-GPU temperature, SM clock, power and
 /// throttle reasons. Never fails: what cannot be read is left out. Blocking (runs nvidia-smi): call
 /// it from `spawn_blocking` inside async code.
-pub fn host_snapshot() -> Value {
+pub(crate) fn host_snapshot() -> Value {
     let components = sysinfo::Components::new_with_refreshed_list();
     let mut temps = Map::new();
     for c in components.list() {
@@ -19,7 +19,7 @@ pub fn host_snapshot() -> Value {
             temps.insert(c.label().to_string(), json!(t));
         }
     }
-    let mut out = json!({ "taken_at": crate::clock::now_rfc3339(), "components_c": temps });
+    let mut out = json!({ "taken_at": ttft_model::clock::now_rfc3339(), "components_c": temps });
     if let Some(gpus) = nvidia_smi() {
         out["gpus"] = Value::Array(gpus);
     }
@@ -39,7 +39,7 @@ fn nvidia_smi() -> Option<Vec<Value>> {
 /// Parses `nvidia-smi --query-gpu=index,name,temperature.gpu,clocks.sm,power.draw,
 /// clocks_throttle_reasons.active --format=csv,noheader,nounits`; "[N/A]" and unparsable values
 /// become null.
-pub fn parse_nvidia_smi(text: &str) -> Vec<Value> {
+pub(crate) fn parse_nvidia_smi(text: &str) -> Vec<Value> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|line| {

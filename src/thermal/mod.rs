@@ -17,8 +17,8 @@
 //! rec.after = Some(thermal::host_snapshot());
 //! ```
 
-pub mod gate;
-pub mod host;
+pub(crate) mod gate;
+pub(crate) mod host;
 
-pub use gate::{baseline, cooldown, policy_kind};
-pub use host::host_snapshot;
+pub(crate) use gate::{baseline, cooldown, policy_kind};
+pub(crate) use host::host_snapshot;

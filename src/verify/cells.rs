@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use super::finding::Finding;
 use super::rule::{RuleContext, RuleId};
-use crate::physics;
-use crate::quality;
-use crate::record::{CacheState, CellKey, Mode, Record, Scenario};
-use crate::results::batch;
-use crate::stats;
+use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
+use ttft_model::stats;
+use ttft_results::physics;
+use ttft_results::quality;
+use ttft_results::results::batch;
 
 /// TTFTs per cache state of one cell (same model, mode, context, batch size; all runs).
 #[derive(Default)]
@@ -98,7 +98,7 @@ fn state_times(records: &[Record]) -> Vec<StateTimes> {
 /// prompt (the server restored the slot and computed only the last tokens) is not a cache that did
 /// nothing: the reload itself is what costs, and that is `warm_slower_explained` too. "The cache
 /// did nothing" is said only where no evidence shows otherwise (the origin's 0.98x had none).
-pub fn warm_not_faster(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn warm_not_faster(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     for cell in state_times(records) {
         let (Some(cold), Some(warm)) =
             (cell.median_ttft(CacheState::Cold), cell.median_ttft(CacheState::Warm))
@@ -162,7 +162,7 @@ pub fn warm_not_faster(ctx: &RuleContext, records: &[Record], out: &mut Vec<Find
 /// Hot's measured turn brings new tokens ("Understood." + the follow-up) that must be prefilled,
 /// while warm re-sends an identical prompt. Where the evidence shows hot computed clearly more, a
 /// fast reload (small KV, page cache) honestly beats it: `hot_slower_explained` (info).
-pub fn hot_slower_than_warm(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn hot_slower_than_warm(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     for cell in state_times(records) {
         let (Some(warm), Some(hot)) = (cell.median_ttft(CacheState::Warm), cell.median_ttft(CacheState::Hot))
         else {
@@ -197,7 +197,7 @@ pub fn hot_slower_than_warm(ctx: &RuleContext, records: &[Record], out: &mut Vec
 /// A concurrent batch is one unit: complete only with all B member requests and its group
 /// record. A sweep killed while a batch was being appended leaves a partial one, which must never
 /// pass for a measured cell (merge keeps the complete batch of another run instead).
-pub fn batch_incomplete(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn batch_incomplete(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     for b in batch::batches(records).iter().filter(|b| !b.is_complete()) {
         let id =
             if b.group_id.is_empty() { "without a group id".to_string() } else { b.group_id.to_string() };
@@ -211,7 +211,7 @@ pub fn batch_incomplete(ctx: &RuleContext, records: &[Record], out: &mut Vec<Fin
 }
 
 /// The ceilings use hardware other than the input's run.json or host says.
-pub fn hardware_mismatch(ctx: &RuleContext, _records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn hardware_mismatch(ctx: &RuleContext, _records: &[Record], out: &mut Vec<Finding>) {
     let Some(used) = ctx.hardware else { return };
     let mut differs = Vec::new();
     if let Some(name) = ctx.run_json_hardware.filter(|n| *n != used.name) {
@@ -237,8 +237,8 @@ pub fn hardware_mismatch(ctx: &RuleContext, _records: &[Record], out: &mut Vec<F
 /// nonce and one cache state are one measurement counted twice: a record copied, as the fastest
 /// run pasted in as new runs. Each copy after the first is named with the record it repeats.
 /// A soak repeats its prompts on purpose; imported records carry no nonce.
-pub fn nonce_reused(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
-    let mut first: BTreeMap<(&str, CacheState), &crate::record::Measurement> = BTreeMap::new();
+pub(crate) fn nonce_reused(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+    let mut first: BTreeMap<(&str, CacheState), &ttft_model::record::Measurement> = BTreeMap::new();
     for r in records {
         let Record::Measurement(m) = r else { continue };
         if m.nonce.is_empty() || m.cell.scenario == Scenario::Soak {

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 
 use super::finding::Finding;
 use super::rule::{RuleContext, RuleId};
-use crate::physics;
-use crate::record::QualityCode;
-use crate::record::{CacheState, Measurement, PageCache, Record};
+use ttft_model::record::QualityCode;
+use ttft_model::record::{CacheState, Measurement, PageCache, Record};
+use ttft_results::physics;
 
 /// Whether the record was flagged `stream_burst` when it was measured.
-pub fn is_burst(m: &Measurement) -> bool {
+pub(crate) fn is_burst(m: &Measurement) -> bool {
     m.quality_flags.iter().any(|f| f.flag == QualityCode::StreamBurst)
 }
 
@@ -21,7 +21,7 @@ pub fn is_burst(m: &Measurement) -> bool {
 /// client's. `decode_above_ceiling` leaves such a record to this rule, which says what happened in
 /// the sweep's own words (the flag's reason: a burst of N tokens in M arrivals, or the first
 /// arrival's lump and the decode it held) instead of calling the rate impossible.
-pub fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Record::Measurement(m) = rec else { return };
     let Some(flag) = m.quality_flags.iter().find(|f| f.flag == QualityCode::StreamBurst) else { return };
     if m.error.is_some() {
@@ -73,7 +73,7 @@ fn warm_page_cache_counts(records: &[Record], label: PageCache) -> BTreeMap<&str
 /// `warm_page_cache_unknown`: per run, how many warm records restored a saved session bench could
 /// not drop from the OS page cache (`page_cache: "unknown"`): such a restore may have read memory,
 /// not the disk that "warm" claims.
-pub fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     for (run_id, (unknown, all)) in warm_page_cache_counts(records, PageCache::Unknown) {
         let message = format!(
             "{unknown} of {all} warm records restored a saved session that may still have been in the OS page \
@@ -89,7 +89,7 @@ pub fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Record], out: &mut 
 /// `warm_read_memory`: per run, how many warm records restored a saved session that was still in
 /// memory when the restore was sent (`page_cache: "memory"`: a save directory on tmpfs or ramfs,
 /// or a drop the kernel did not carry out): "warm" claims a disk read, and these read memory.
-pub fn warm_read_memory(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn warm_read_memory(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     for (run_id, (memory, all)) in warm_page_cache_counts(records, PageCache::Memory) {
         let message = format!(
             "{memory} of {all} warm records restored a saved session that was still in memory (page_cache \

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::rule::{RuleId, Severity};
-use crate::record::CellKey;
+use ttft_model::record::CellKey;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Finding {
@@ -24,7 +24,7 @@ pub struct Finding {
 
 impl Finding {
     /// A finding of `rule`, at the rule's severity (`rule::rule_ids!`).
-    pub fn new(rule: RuleId, file: &str, message: String) -> Finding {
+    pub(crate) fn new(rule: RuleId, file: &str, message: String) -> Finding {
         Finding {
             severity: rule.severity(),
             rule,
@@ -38,20 +38,20 @@ impl Finding {
         }
     }
 
-    pub fn at(mut self, run_id: &str, cell: &CellKey) -> Finding {
+    pub(crate) fn at(mut self, run_id: &str, cell: &CellKey) -> Finding {
         self.run_id = Some(run_id.to_string());
         self.cell = Some(cell.clone());
         self
     }
 
     /// A finding about a whole cell of one input (every run): no single run id.
-    pub fn in_cell(mut self, cell: &CellKey) -> Finding {
+    pub(crate) fn in_cell(mut self, cell: &CellKey) -> Finding {
         self.run_id = None;
         self.cell = Some(cell.clone());
         self
     }
 
-    pub fn numbers(mut self, value: f64, limit: f64, unit: &'static str) -> Finding {
+    pub(crate) fn numbers(mut self, value: f64, limit: f64, unit: &'static str) -> Finding {
         self.value = Some(value);
         self.limit = Some(limit);
         self.unit = Some(unit);
@@ -59,7 +59,7 @@ impl Finding {
     }
 
     /// One readable line: severity, rule, where (the cell in `CellKey`'s one label), why.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let place = match &self.cell {
             Some(c) => match &self.run_id {
                 Some(r) => format!("{c} of {r}"),

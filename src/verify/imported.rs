@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use super::finding::Finding;
 use super::rule::{RuleContext, RuleId};
-use crate::record::Record;
-use crate::results::import::imported_reason;
+use ttft_model::record::Record;
+use ttft_results::results::import::imported_reason;
 
-pub fn imported_unknowns(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn imported_unknowns(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
     for reason in records.iter().filter_map(imported_reason) {
         *reasons.entry(reason).or_default() += 1;

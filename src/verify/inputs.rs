@@ -4,12 +4,12 @@
 
 use serde::Deserialize;
 
-use crate::physics::{self, Hardware, ModelProfile, Profile, hardware};
-use crate::results::run_meta::PhysicsView;
-use crate::results::sources::Source;
+use ttft_results::physics::{self, Hardware, ModelProfile, Profile, hardware};
+use ttft_results::results::run_meta::PhysicsView;
+use ttft_results::results::sources::Source;
 
 /// The physics of one input.
-pub struct InputPhysics {
+pub(crate) struct InputPhysics {
     pub hardware: Option<Hardware>,
     /// The model given by flags or run.json (None: each record's model from the built-in table).
     pub model: Option<ModelProfile>,
@@ -36,7 +36,7 @@ pub enum StoredCeilings {
 }
 
 /// Resolves the physics of `src`; what cannot be used is said in `notes`.
-pub fn resolve(
+pub(crate) fn resolve(
     src: &Source,
     file: &str,
     flag_hw: Option<&Hardware>,
@@ -86,7 +86,7 @@ pub fn resolve(
         }
     });
     let run_json_hardware = meta_hw.filter(|_| flag_hw.is_some()).map(|m| m.name);
-    let stated = |m: &crate::results::run_meta::SourceMeta| {
+    let stated = |m: &ttft_results::results::run_meta::SourceMeta| {
         (m.view.physics_inputs().cloned(), m.view.recorded_model().cloned())
     };
     let physics_stated: Vec<_> = src.run_meta.iter().map(stated).collect();
@@ -102,13 +102,18 @@ pub fn resolve(
 
 impl InputPhysics {
     /// The profile of a record's model: the input's, else the built-in table's.
-    pub fn model_for(&self, name: &str) -> Option<ModelProfile> {
+    pub(crate) fn model_for(&self, name: &str) -> Option<ModelProfile> {
         self.model.clone().or_else(|| physics::model::find_builtin(name).cloned())
     }
 
     /// Profiles of every model among `models` (sorted, unique); a note for each one missing
     /// where hardware is known (its ceiling rules are skipped).
-    pub fn profiles(&self, file: &str, models: &[String], notes: &mut Vec<String>) -> Vec<ModelProfile> {
+    pub(crate) fn profiles(
+        &self,
+        file: &str,
+        models: &[String],
+        notes: &mut Vec<String>,
+    ) -> Vec<ModelProfile> {
         let mut out = Vec::new();
         for name in models {
             match self.model_for(name) {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 
 use super::*;
-use crate::results::sources::{Detail, load_with};
+use ttft_results::results::sources::{Detail, load_with};
 
 #[derive(Parser)]
 struct Verb {

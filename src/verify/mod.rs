@@ -30,22 +30,22 @@ mod lean_tests;
 mod outlier;
 mod provenance;
 mod records;
-pub mod rule;
+pub(crate) mod rule;
 mod table;
 
 use serde::Serialize;
 
 use crate::cli::{VerifyArgs, VerifyFormat as Format};
-pub use crate::config::verify::VerifySettings;
+pub(crate) use crate::config::verify::VerifySettings;
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::physics::{Hardware, ModelProfile};
-use crate::results::sources::{self, Detail, Source};
-pub use finding::Finding;
+pub(crate) use finding::Finding;
+pub(crate) use rule::Severity;
 use rule::{Input, RuleContext};
-pub use rule::{RuleId, Severity};
 use table::Check;
 pub use table::RULES;
+use ttft_results::physics::{Hardware, ModelProfile};
+use ttft_results::results::sources::{self, Detail, Source};
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
     if args.list_rules {
@@ -107,7 +107,7 @@ fn text(report: &Report, strict: bool) -> String {
 
 /// The `--format json` document (`verify_schema` 1).
 #[derive(Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub verify_schema: u32,
     pub inputs: Vec<InputSummary>,
     /// `--sources`, in the order given (absent without the flag, so the shape stays as it was).
@@ -120,21 +120,21 @@ pub struct Report {
 }
 
 #[derive(Serialize)]
-pub struct InputSummary {
+pub(crate) struct InputSummary {
     pub path: String,
     pub kind: &'static str,
     pub records: usize,
 }
 
 #[derive(Serialize)]
-pub struct InputPhysicsSummary {
+pub(crate) struct InputPhysicsSummary {
     pub path: String,
     pub hardware: Option<Hardware>,
     pub models: Vec<ModelProfile>,
 }
 
 #[derive(Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub errors: usize,
     pub warnings: usize,
     pub infos: usize,
@@ -147,7 +147,7 @@ pub struct Summary {
 /// field a rule reads, and `lean_records_give_the_same_report` holds it): record rules on each record, cell rules on each
 /// input, cross-input rules on all inputs together, and provenance rules on each input against
 /// `claimed` (the `--sources`; none: skipped). Findings: most severe first, then in input order.
-pub fn verify_sources(settings: &VerifySettings, sources: &[Source], claimed: &[Source]) -> Report {
+pub(crate) fn verify_sources(settings: &VerifySettings, sources: &[Source], claimed: &[Source]) -> Report {
     let mut report = Report {
         verify_schema: 1,
         inputs: Vec::new(),

@@ -24,34 +24,34 @@ use std::collections::BTreeMap;
 
 use super::finding::Finding;
 use super::rule::{Input, RuleId};
-use crate::record::{CellKey, Record};
-use crate::stats;
+use ttft_model::record::{CellKey, Record};
+use ttft_model::stats;
 
 /// Fewest runs a cell must have before a run of measurements can be judged against the others.
-pub const MIN_RUNS: usize = 4;
+pub(crate) const MIN_RUNS: usize = 4;
 /// Fewest other records a group or staggered record is held against.
-pub const MIN_SIBLINGS: usize = 2;
+pub(crate) const MIN_SIBLINGS: usize = 2;
 /// Fewest others from which their spread (MAD) is an estimate, as for runs (`MIN_RUNS` - 1).
-pub const MIN_SPREAD_SIBLINGS: usize = MIN_RUNS - 1;
+pub(crate) const MIN_SPREAD_SIBLINGS: usize = MIN_RUNS - 1;
 /// Against fewer than `MIN_SPREAD_SIBLINGS` others, how far off their median (this many times, or
 /// this share of it) a record must also be: beyond what one server's batches of one cell differ by
 /// from run to run (a member a decode step behind another), not a judgement of the spread.
-pub const FEW_SIBLINGS_FACTOR: f64 = 2.0;
-pub const Z_LIMIT: f64 = 3.5;
-pub const RELATIVE_FLOOR: f64 = 0.10;
+pub(crate) const FEW_SIBLINGS_FACTOR: f64 = 2.0;
+pub(crate) const Z_LIMIT: f64 = 3.5;
+pub(crate) const RELATIVE_FLOOR: f64 = 0.10;
 /// The least spread a time (ms) is held to, however closely the other runs agree: a sub-10 ms TTFT
 /// moves by a few ms from scheduling alone (a thread waking, a page fault), so a deviation needs
 /// more than `Z_LIMIT` x this many ms to be an outlier. Rates (tok/s) have no absolute floor.
-pub const ABSOLUTE_FLOOR_MS: f64 = 2.0;
+pub(crate) const ABSOLUTE_FLOOR_MS: f64 = 2.0;
 
 /// The absolute floor of `metric`'s spread: `ABSOLUTE_FLOOR_MS` for times, 0 for rates.
-pub fn absolute_floor(metric: &str) -> f64 {
+pub(crate) fn absolute_floor(metric: &str) -> f64 {
     if unit(metric) == "ms" { ABSOLUTE_FLOOR_MS } else { 0.0 }
 }
 
 /// Robust z of `value` against `others`, and the others' median; None without others. The spread
 /// is at least `floor` (in the values' unit) and 10% of the median.
-pub fn robust_z(value: f64, others: &[f64], floor: f64) -> Option<(f64, f64)> {
+pub(crate) fn robust_z(value: f64, others: &[f64], floor: f64) -> Option<(f64, f64)> {
     let med = stats::median(others)?;
     let mad = stats::mad(others).unwrap_or(0.0);
     let scale = (1.4826 * mad).max(RELATIVE_FLOOR * med.abs()).max(floor);
@@ -66,7 +66,7 @@ pub fn robust_z(value: f64, others: &[f64], floor: f64) -> Option<(f64, f64)> {
 /// The others' median is the sorted values' middle with one position skipped; their deviations
 /// from it are one sorted list per distinct median (at most three), again with one position
 /// skipped. The numbers are `robust_z`'s to the bit: the same values reach the same formulas.
-pub fn robust_z_each(values: &[f64], floor: f64) -> Vec<Option<(f64, f64)>> {
+pub(crate) fn robust_z_each(values: &[f64], floor: f64) -> Vec<Option<(f64, f64)>> {
     let naive = || {
         (0..values.len())
             .map(|i| {
@@ -126,7 +126,7 @@ fn median_skipping(v: &[f64], skip: Option<usize>) -> f64 {
     stats::quantile_sorted(&[at(lo), at(hi)], h - lo as f64).unwrap_or(f64::NAN)
 }
 
-pub fn run_outlier(inputs: &[Input], out: &mut Vec<Finding>) {
+pub(crate) fn run_outlier(inputs: &[Input], out: &mut Vec<Finding>) {
     measurement_runs(inputs, out);
     single_records(inputs, out);
 }
@@ -274,8 +274,11 @@ fn single_records(inputs: &[Input], out: &mut Vec<Finding>) {
         let Some(worst) = record_hits.iter().max_by(|a, b| a.z.total_cmp(&b.z)) else { continue };
         let also: Vec<&str> =
             record_hits.iter().filter(|h| h.metric != worst.metric).map(|h| h.metric).collect();
-        let what =
-            if cell.scenario == crate::record::Scenario::Concurrent { "batch" } else { "staggered pair" };
+        let what = if cell.scenario == ttft_model::record::Scenario::Concurrent {
+            "batch"
+        } else {
+            "staggered pair"
+        };
         let few = if worst.others < MIN_SPREAD_SIBLINGS {
             format!(
                 "; {} others give no estimate of a spread, so it counts only at {FEW_SIBLINGS_FACTOR}x off",
@@ -302,7 +305,7 @@ fn single_records(inputs: &[Input], out: &mut Vec<Finding>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{CacheState, GroupRecord, Measurement, Scenario};
+    use ttft_model::record::{CacheState, GroupRecord, Measurement, Scenario};
 
     fn runs(ttfts: &[f64]) -> Vec<Record> {
         let mut out = Vec::new();

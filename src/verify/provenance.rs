@@ -23,10 +23,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::finding::Finding;
 use super::rule::RuleId;
-use crate::record::{CellKey, GroupRecord, Measurement, Record, StaggeredRecord};
-use crate::results::batch::{batches, in_batch};
-use crate::results::run_meta::{RunMetaView, SourceMeta};
-use crate::results::sources::Source;
+use ttft_model::record::{CellKey, GroupRecord, Measurement, Record, StaggeredRecord};
+use ttft_results::results::batch::{batches, in_batch};
+use ttft_results::results::run_meta::{RunMetaView, SourceMeta};
+use ttft_results::results::sources::Source;
 
 /// What makes two records the same slot: a single record, or a whole batch.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -165,7 +165,7 @@ fn staggered_numbers(s: &StaggeredRecord) -> Numbers {
 
 /// Whether `published` is `source` as published: equal, or `source` rounded to the decimals
 /// `published` shows (Rust prints the shortest text that reads back the same number).
-pub fn same_within_rounding(published: f64, source: f64) -> bool {
+pub(crate) fn same_within_rounding(published: f64, source: f64) -> bool {
     if published == source {
         return true;
     }
@@ -303,7 +303,7 @@ fn what(unit: &Unit) -> &'static str {
     }
 }
 
-pub fn no_source(published: &Source, sources: &[Source], out: &mut Vec<Finding>) {
+pub(crate) fn no_source(published: &Source, sources: &[Source], out: &mut Vec<Finding>) {
     let file = path(published);
     let names: Vec<String> = sources.iter().map(path).collect();
     for t in trace(published, sources) {
@@ -322,7 +322,7 @@ pub fn no_source(published: &Source, sources: &[Source], out: &mut Vec<Finding>)
     }
 }
 
-pub fn numbers_differ(published: &Source, sources: &[Source], out: &mut Vec<Finding>) {
+pub(crate) fn numbers_differ(published: &Source, sources: &[Source], out: &mut Vec<Finding>) {
     let file = path(published);
     for t in trace(published, sources) {
         let Outcome::Differs { source, diffs } = &t.outcome else { continue };
@@ -396,7 +396,7 @@ fn fact_sets(metas: &[SourceMeta]) -> BTreeMap<&'static str, BTreeSet<String>> {
     out
 }
 
-pub fn metadata_conflict(published: &Source, sources: &[Source], out: &mut Vec<Finding>) {
+pub(crate) fn metadata_conflict(published: &Source, sources: &[Source], out: &mut Vec<Finding>) {
     let file = path(published);
     let claimed = fact_sets(&published.run_meta);
     if claimed.is_empty() {

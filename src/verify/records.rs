@@ -6,12 +6,12 @@
 use super::finding::Finding;
 use super::inputs::StoredCeilings;
 use super::rule::{RuleContext, RuleId};
-use crate::physics;
-use crate::quality::{self, PromptTokens};
-use crate::record::PolicyKind;
-use crate::record::{CacheState, Measurement, Mode, QualityCode, Record, Scenario, StaggeredRecord};
-use crate::results::sources::Source;
-use crate::results::text::Text;
+use ttft_model::record::PolicyKind;
+use ttft_model::record::{CacheState, Measurement, Mode, QualityCode, Record, Scenario, StaggeredRecord};
+use ttft_results::physics;
+use ttft_results::quality::{self, PromptTokens};
+use ttft_results::results::sources::Source;
+use ttft_results::results::text::Text;
 
 /// The measurement a rule may judge: no error (a failed request carries no numbers; merge re-runs
 /// it) and not an imported origin batch stand-in (the origin kept only batch totals, which live in
@@ -24,7 +24,7 @@ fn judged(rec: &Record) -> Option<&Measurement> {
 }
 
 fn is_stand_in(m: &Measurement) -> bool {
-    m.quality_flags.iter().any(|f| f.flag == crate::results::origin::BATCH_AGGREGATE_FLAG)
+    m.quality_flags.iter().any(|f| f.flag == ttft_results::results::origin::BATCH_AGGREGATE_FLAG)
 }
 
 fn finding(ctx: &RuleContext, m: &Measurement, rule: RuleId, message: String) -> Finding {
@@ -35,7 +35,7 @@ fn show(v: Option<u64>) -> String {
     v.map_or("null".into(), |n| n.to_string())
 }
 
-pub fn decode_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn decode_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     // A burst's client-side rate is no decode at all: `stream_burst` explains it.
     let Some(m) = judged(rec).filter(|m| !super::explain::is_burst(m)) else { return };
     let Some(d) = m.decode_tps else { return };
@@ -83,7 +83,7 @@ fn now_says(known: bool) -> &'static str {
     }
 }
 
-pub fn prefill_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn prefill_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     let Some(rate) = physics::computed_prefill_tps(m) else { return };
     let why = if m.cell.cache_state == CacheState::Cold {
@@ -115,7 +115,7 @@ pub fn prefill_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Find
     }
 }
 
-pub fn max_tokens_exceeded(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn max_tokens_exceeded(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if let Some(flag) = quality::check_max_tokens(m.output_tokens, m.max_tokens) {
         let message = format!("{}: the server ignored the limit", flag.reason);
@@ -128,7 +128,7 @@ pub fn max_tokens_exceeded(ctx: &RuleContext, rec: &Record, out: &mut Vec<Findin
     }
 }
 
-pub fn usage_missing(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn usage_missing(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if let Some(flag) = quality::check_usage(m.input_tokens, m.output_tokens) {
         let message = format!("{}: every rate of this row is a guess", flag.reason);
@@ -136,7 +136,7 @@ pub fn usage_missing(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     }
 }
 
-pub fn ttft_after_e2e(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn ttft_after_e2e(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if let Some(flag) = quality::check_timing(m.ttft_ms, m.e2e_ms) {
         let consequence = if flag.reason.starts_with("negative") {
@@ -168,7 +168,7 @@ fn derived_cache_verdict(m: &Measurement) -> Option<bool> {
 }
 
 /// A staggered pair's users that measured something, with their cache evidence: (name, evidence).
-fn staggered_users(rec: &Record) -> Vec<(&'static str, &StaggeredRecord, &crate::record::UserCache)> {
+fn staggered_users(rec: &Record) -> Vec<(&'static str, &StaggeredRecord, &ttft_model::record::UserCache)> {
     let Record::Staggered(s) = rec else { return Vec::new() };
     if s.error.is_some() || s.cell.scenario == Scenario::Soak {
         return Vec::new();
@@ -181,7 +181,7 @@ fn staggered_users(rec: &Record) -> Vec<(&'static str, &StaggeredRecord, &crate:
 
 /// A staggered user's cache verdict from its own evidence, as `derived_cache_verdict` gives a
 /// measurement's.
-fn derived_user_verdict(s: &StaggeredRecord, c: &crate::record::UserCache) -> Option<bool> {
+fn derived_user_verdict(s: &StaggeredRecord, c: &ttft_model::record::UserCache) -> Option<bool> {
     match &c.cache_evidence {
         Some(e) => quality::cache_state_verdict(s.cell.cache_state, Some(e), c.input_tokens),
         None => c.cache_state_confirmed.filter(|c| !c),
@@ -214,7 +214,7 @@ fn staggered_cache(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>, rule
     }
 }
 
-pub fn cache_state_unconfirmed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn cache_state_unconfirmed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     staggered_cache(ctx, rec, out, RuleId::CacheStateUnconfirmed);
     let Some(m) = judged(rec) else { return };
     if derived_cache_verdict(m) == Some(false) {
@@ -254,7 +254,7 @@ fn show_bool(v: Option<bool>) -> &'static str {
 /// usage, max_tokens, timing, the cache state, and the stored flags themselves) and the physics
 /// fractions (measured rate over the stored ceiling). A stored verdict that disagrees is an edited
 /// file or a bug: verify stands by what the evidence says, not by what the record says of itself.
-pub fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     staggered_cache(ctx, rec, out, RuleId::StoredVerdictDisagrees);
     let Some(m) = judged(rec) else { return };
     let mut differ = Vec::new();
@@ -366,7 +366,7 @@ fn show_f(v: Option<f64>) -> String {
     v.map_or("null".into(), |x| format!("{x:.4}"))
 }
 
-pub fn input_tokens_off_nominal(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn input_tokens_off_nominal(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     // Hot prompts carry the conversation on top of the nominal context, and staggered prompts
     // are sized for their own context, so only an explicit expectation is checked for them.
@@ -381,7 +381,7 @@ pub fn input_tokens_off_nominal(ctx: &RuleContext, rec: &Record, out: &mut Vec<F
     }
 }
 
-pub fn thermal_not_recovered(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn thermal_not_recovered(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     // Only a probe judges recovery; fixed and off have nothing to say.
     let Some(t) = m.thermal.as_ref().filter(|t| t.policy == PolicyKind::Probe && !t.recovered) else {
@@ -396,7 +396,7 @@ pub fn thermal_not_recovered(ctx: &RuleContext, rec: &Record, out: &mut Vec<Find
     out.push(finding(ctx, m, RuleId::ThermalNotRecovered, message));
 }
 
-pub fn measurement_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn measurement_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let (what, e) = match rec {
         Record::Measurement(m) if !is_stand_in(m) => ("", m.error.as_ref()),
         Record::Group(g) => ("group: ", g.error.as_ref()),
@@ -409,7 +409,7 @@ pub fn measurement_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding
     }
 }
 
-pub fn quality_gate_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn quality_gate_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec).filter(|m| !m.quality_ok) else { return };
     let failing: Vec<&str> =
         m.quality_flags.iter().filter(|f| f.fails_gate).map(|f| f.flag.as_str()).collect();
@@ -419,14 +419,14 @@ pub fn quality_gate_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Findin
 
 /// (overlapped, overlap ms) of a staggered pair: as recorded, or for files written before it was
 /// (and origin imports) from when B was sent and when A finished.
-pub fn overlap(s: &StaggeredRecord) -> Option<(bool, f64)> {
+pub(crate) fn overlap(s: &StaggeredRecord) -> Option<(bool, f64)> {
     if let Some(o) = s.overlapped {
         return Some((o, s.overlap_ms.unwrap_or(0.0)));
     }
     quality::staggered_overlap(s.user_b_arrival_ms, s.user_a_e2e_ms, s.user_b_e2e_ms)
 }
 
-pub fn staggered_not_overlapped(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn staggered_not_overlapped(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
     let Record::Staggered(s) = rec else { return };
     // A sequential twin is meant not to overlap; a failed pair is measurement_failed's.
     if s.cell.scenario != Scenario::StaggeredBatched || s.error.is_some() {
@@ -454,7 +454,7 @@ pub fn staggered_not_overlapped(ctx: &RuleContext, rec: &Record, out: &mut Vec<F
 /// arrivals than deltas: every burst check needs deltas that arrived together) are read again
 /// whole from their file; a stream whose every delta came alone is no burst of the kinds the
 /// sweep flags by arrivals.
-pub fn burst_unflagged(ctx: &RuleContext, src: &Source, out: &mut Vec<Finding>) {
+pub(crate) fn burst_unflagged(ctx: &RuleContext, src: &Source, out: &mut Vec<Finding>) {
     let texts: Vec<Option<Text>> = match &src.texts {
         Some(t) => t.each().map(Some).collect(),
         None => vec![None; src.records.len()],
@@ -473,7 +473,8 @@ pub fn burst_unflagged(ctx: &RuleContext, src: &Source, out: &mut Vec<Finding>) 
             None => None,
             Some(text) => {
                 buf.clear();
-                match text.append_to(&mut buf).ok().and_then(|_| crate::store::parse_record(&buf).ok()) {
+                match text.append_to(&mut buf).ok().and_then(|_| ttft_results::store::parse_record(&buf).ok())
+                {
                     Some(Record::Measurement(whole)) => Some(whole),
                     _ => continue,
                 }

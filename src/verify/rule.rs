@@ -9,8 +9,8 @@ use std::fmt;
 use serde::Serialize;
 
 use super::inputs::StoredCeilings;
-use crate::physics::{Hardware, ModelProfile, Profile};
-use crate::record::Record;
+use ttft_model::record::Record;
+use ttft_results::physics::{Hardware, ModelProfile, Profile};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -45,22 +45,23 @@ macro_rules! rule_ids {
 
         impl RuleId {
             /// Every id, in the order declared.
-            pub const ALL: &[RuleId] = &[$( RuleId::$id, )*];
+            #[cfg(test)]
+            pub(crate) const ALL: &[RuleId] = &[$( RuleId::$id, )*];
 
-            pub const fn as_str(self) -> &'static str {
+            pub(crate) const fn as_str(self) -> &'static str {
                 match self {
                     $( RuleId::$id => $name, )*
                 }
             }
 
-            pub const fn severity(self) -> Severity {
+            pub(crate) const fn severity(self) -> Severity {
                 match self {
                     $( RuleId::$id => Severity::$sev, )*
                 }
             }
 
             /// One line: what it flags and why it matters.
-            pub const fn reason(self) -> &'static str {
+            pub(crate) const fn reason(self) -> &'static str {
                 match self {
                     $( RuleId::$id => $reason, )*
                 }

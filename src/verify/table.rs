@@ -7,8 +7,8 @@
 use super::finding::Finding;
 use super::rule::{Input, RuleContext, RuleId, Severity};
 use super::{cells, explain, imported, outlier, provenance, records};
-use crate::record::Record;
-use crate::results::sources::Source;
+use ttft_model::record::Record;
+use ttft_results::results::sources::Source;
 
 /// Where a rule looks and the function that checks it.
 #[derive(Clone, Copy)]
@@ -85,13 +85,13 @@ pub const RULES: &[Rule] = &[
 ];
 
 /// The entry of `id` in `RULES` (every id has exactly one; a unit test holds it).
-pub fn of(id: RuleId) -> &'static Rule {
+pub(crate) fn of(id: RuleId) -> &'static Rule {
     RULES.iter().find(|r| r.id == id).unwrap_or(&RULES[0])
 }
 
 /// Where a rule looks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     Record,
     Cell,
     CrossInput,
@@ -99,7 +99,7 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Scope::Record => "record rules (each record)",
             Scope::Cell => "cell rules (the cells of one input)",
@@ -111,7 +111,7 @@ impl Scope {
 
 impl Rule {
     /// Where the rule looks (an outcome looks where the rule that raises it does).
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         match self.check {
             Check::Record(_) | Check::Input(_) => Scope::Record,
             Check::Cell(_) => Scope::Cell,
@@ -123,7 +123,7 @@ impl Rule {
 }
 
 /// `bench verify --list-rules`: the list, grouped by where each rule looks.
-pub fn list() -> String {
+pub(crate) fn list() -> String {
     let mut out = String::new();
     for scope in [Scope::Record, Scope::Cell, Scope::CrossInput, Scope::Sources] {
         out.push_str(scope.title());

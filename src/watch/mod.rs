@@ -19,8 +19,8 @@ use crate::cli::WatchArgs;
 use crate::exit::{Failure, Outcome};
 use crate::live::{self, Board, Event, Publisher, Sheet, Step};
 use crate::meta::{LoadPlan, RunStatus};
-use crate::record::Record;
-use crate::store;
+use ttft_model::record::Record;
+use ttft_results::store;
 
 /// What `q` does in the watch's view.
 const WATCH_KEYS: &str = "q: stop watching, as Ctrl-C does (the runs go on)";

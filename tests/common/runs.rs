@@ -10,8 +10,9 @@ use clap::Parser;
 use ttft_bench::command::{Cli, Command as Verb};
 use ttft_bench::config::SweepConfig;
 use ttft_bench::meta::{HostFacts, RunMeta, RunStatus};
-use ttft_bench::record::Record;
-use ttft_bench::{shard, store};
+use ttft_bench::shard;
+use ttft_model::record::Record;
+use ttft_results::store;
 
 /// When every helper run starts and ends: fixed, so two runs built alike are alike.
 pub const STARTED_AT: &str = "2026-01-01T00:00:00.000Z";

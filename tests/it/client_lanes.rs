@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use common::scripted::{Behaviour, Scripted};
 use futures_util::future::join_all;
-use ttft_bench::client::{ChatRequest, Client, ClientOptions, Message};
 use ttft_bench::prompt::document;
-use ttft_bench::record::ConnectionUse;
-use ttft_bench::spec::Api;
+use ttft_client::{ChatRequest, Client, ClientOptions, Message};
+use ttft_model::record::ConnectionUse;
+use ttft_model::spec::Api;
 
 const BOUND: Duration = Duration::from_secs(60);
 

@@ -7,7 +7,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use ttft_bench::record::{
+use ttft_model::record::{
     CacheState, CellKey, ErrorInfo, ErrorKind, GroupRecord, Measurement, Mode, QualityFlag, Record,
     SCHEMA_VERSION, Scenario,
 };

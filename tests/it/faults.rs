@@ -14,9 +14,9 @@ use std::time::Duration;
 use common::scripted::{Behaviour, Fault, Scripted};
 use common::{bench, measurements, records, run_dir, stderr};
 use serde_json::Value;
-use ttft_bench::client::{ChatRequest, Client, ClientOptions, Exchange, Limits, Message};
-use ttft_bench::record::ErrorKind;
-use ttft_bench::spec::Api;
+use ttft_client::{ChatRequest, Client, ClientOptions, Exchange, Limits, Message};
+use ttft_model::record::ErrorKind;
+use ttft_model::spec::Api;
 
 /// Generous bound on anything one fault may take; exceeding it means a hang.
 const HANG: Duration = Duration::from_secs(90);

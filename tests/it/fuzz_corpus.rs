@@ -10,7 +10,7 @@ mod stream;
 
 use std::path::Path;
 
-use ttft_bench::spec::Api;
+use ttft_model::spec::Api;
 
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
@@ -72,12 +72,12 @@ fn run_json_corpus_and_regressions_hold() {
 fn the_result_file_seeds_load() {
     for (target, name) in [("results_jsonl", "m.jsonl"), ("results_document", "p.json")] {
         for (path, data) in inputs(target) {
-            let loaded = ttft_bench::results::sources::from_bytes(name, &data);
+            let loaded = ttft_results::results::sources::from_bytes(name, &data);
             assert!(loaded.is_ok_and(|s| !s.records.is_empty()), "{path} does not load");
         }
     }
     for (path, data) in inputs("run_json") {
-        assert!(ttft_bench::results::sources::read_run_json("run.json", &data).is_ok(), "{path}");
+        assert!(ttft_results::results::sources::read_run_json("run.json", &data).is_ok(), "{path}");
     }
 }
 
@@ -86,7 +86,7 @@ fn the_result_file_seeds_load() {
 fn the_llama_cpp_seed_is_a_complete_stream() {
     let data = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/sse_openai/llama_cpp"))
         .unwrap();
-    let ex = ttft_bench::client::replay_stream(Api::Openai, &stream::limits(), &[(&data, 1.0)]);
+    let ex = ttft_client::replay_stream(Api::Openai, &stream::limits(), &[(&data, 1.0)]);
     assert!(ex.error.is_none(), "{:?}", ex.error);
     assert_eq!(ex.content, "Hello world");
     assert_eq!(ex.usage.input_tokens, Some(1024));
@@ -97,7 +97,7 @@ fn the_llama_cpp_seed_is_a_complete_stream() {
 fn the_framing_seeds_read_as_they_say() {
     let seed = |name: &str| {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/h1_unframe").join(name);
-        ttft_bench::client::replay_response([std::fs::read(path).unwrap().as_slice()])
+        ttft_client::replay_response([std::fs::read(path).unwrap().as_slice()])
     };
     let sse = seed("chunked_sse");
     assert_eq!((sse.status, sse.ended, sse.reusable, sse.error.as_deref()), (Some(200), true, true, None));

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use hyper::body::Body;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use ttft_bench::stats::Rng;
+use ttft_model::stats::Rng;
 
 /// hyper's I/O traits over tokio's in-memory pipe. Each read takes at most the next of `cuts`
 /// bytes (all it can when none are left), so hyper sees the reads the direct path is fed.
@@ -134,7 +134,7 @@ fn response(rng: &mut Rng) -> Vec<u8> {
 }
 
 fn direct(bytes: &[u8]) -> Outcome {
-    let u = ttft_bench::client::replay_response([bytes]);
+    let u = ttft_client::replay_response([bytes]);
     match (u.error, u.ended) {
         (None, true) => Outcome::Ended { payload: u.payload, reusable: u.reusable },
         _ => Outcome::Refused,
@@ -233,8 +233,8 @@ fn cut<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
 fn direct_verdict(bytes: &[u8], cuts: &[usize], closes: bool) -> Verdict {
     let pieces = cut(bytes, cuts);
     let u = match closes {
-        true => ttft_bench::client::replay_response_then_close(pieces),
-        false => ttft_bench::client::replay_response(pieces),
+        true => ttft_client::replay_response_then_close(pieces),
+        false => ttft_client::replay_response(pieces),
     };
     match (u.error, u.ended, u.status) {
         (Some(_), _, _) => Verdict::Refused,
@@ -278,7 +278,7 @@ async fn hyper_verdict(bytes: Vec<u8>, cuts: Vec<usize>, closes: bool) -> Verdic
         let status = response.status().as_u16();
         let content_type = first(hyper::header::CONTENT_TYPE);
         let location = first(hyper::header::LOCATION).map(|l| l.trim().to_string());
-        let coding = ttft_bench::client::unasked_coding(
+        let coding = ttft_client::unasked_coding(
             all(hyper::header::TRANSFER_ENCODING),
             all(hyper::header::CONTENT_ENCODING),
         );
@@ -578,7 +578,7 @@ fn the_same_responses_read_the_same_however_the_reads_cut_them() {
 
 /// What bench's client records of a server that answers one request with `response` and closes,
 /// on the direct path or on reqwest's.
-fn recorded(response: &'static [u8], direct: bool) -> (Option<u16>, ttft_bench::record::ErrorKind, String) {
+fn recorded(response: &'static [u8], direct: bool) -> (Option<u16>, ttft_model::record::ErrorKind, String) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -594,18 +594,13 @@ fn recorded(response: &'static [u8], direct: bool) -> (Option<u16>, ttft_bench::
         }
         let _ = s.write_all(response);
     });
-    let options = ttft_bench::client::ClientOptions { direct, ..Default::default() };
-    let client = ttft_bench::client::Client::new(
-        &url,
-        ttft_bench::spec::Api::Openai,
-        None,
-        Duration::from_secs(10),
-        options,
-    )
-    .unwrap();
-    let request = ttft_bench::client::ChatRequest {
+    let options = ttft_client::ClientOptions { direct, ..Default::default() };
+    let client =
+        ttft_client::Client::new(&url, ttft_model::spec::Api::Openai, None, Duration::from_secs(10), options)
+            .unwrap();
+    let request = ttft_client::ChatRequest {
         model: "m".into(),
-        messages: vec![ttft_bench::client::Message::new("user", "say something")],
+        messages: vec![ttft_client::Message::new("user", "say something")],
         max_tokens: 8,
         stream: true,
         ..Default::default()
@@ -622,6 +617,6 @@ fn a_101_is_an_http_status_error_alike_on_both_transports() {
     let direct = recorded(response, true);
     assert_eq!(direct, recorded(response, false), "the direct path, then reqwest's");
     assert_eq!(direct.0, Some(101));
-    assert_eq!(direct.1, ttft_bench::record::ErrorKind::HttpStatus, "{direct:?}");
+    assert_eq!(direct.1, ttft_model::record::ErrorKind::HttpStatus, "{direct:?}");
     assert!(direct.2.starts_with("HTTP 101 Switching Protocols"), "{direct:?}");
 }

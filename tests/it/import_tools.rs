@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use crate::common;
 
 use serde_json::{Value, json};
-use ttft_bench::record::{Measurement, Record};
-use ttft_bench::results::sources::{self, SourceKind};
+use ttft_model::record::{Measurement, Record};
+use ttft_results::results::sources::{self, SourceKind};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import").join(name)
@@ -61,7 +61,8 @@ fn every_fixture_loads_as_its_tool_with_what_it_cannot_know() {
         assert_eq!((src.kind.as_str(), src.records.len()), (kind, n), "{name}");
         for r in &src.records {
             assert_eq!(r.cell().model, MODEL, "{name}");
-            let reason = ttft_bench::results::import::imported_reason(r).unwrap_or_else(|| panic!("{name}"));
+            let reason =
+                ttft_results::results::import::imported_reason(r).unwrap_or_else(|| panic!("{name}"));
             assert!(
                 reason.contains("cache state unknown") && reason.contains("hardware unknown"),
                 "{reason}"

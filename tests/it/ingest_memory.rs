@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use ttft_bench::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
+use ttft_model::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
 
 use crate::common::{assert_close, runs};
 
@@ -97,7 +97,7 @@ fn report_and_compare_hold_lean_records_not_their_samples_and_itl_stays_exact() 
             gaps.extend(m.token_offsets_ms.windows(2).map(|w| w[1] - w[0]));
         }
     }
-    let itl = ttft_bench::stats::summarize(&gaps);
+    let itl = ttft_model::stats::summarize(&gaps);
     assert_eq!(cell["itl_ms"]["n"], itl.n, "{}", cell["itl_ms"]);
     for (field, want) in [("median", itl.median), ("p99", itl.p99), ("mean", itl.mean)] {
         let got =

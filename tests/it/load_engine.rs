@@ -15,7 +15,7 @@ use ttft_bench::load::engine::{self, Driver, RatePlan, Timer};
 use ttft_bench::load::schedule;
 use ttft_bench::load::summary;
 use ttft_bench::meta::Arrival;
-use ttft_bench::record::{CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, Scenario};
+use ttft_model::record::{CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, Scenario};
 
 /// A simulated server and session preparation.
 struct Sim {

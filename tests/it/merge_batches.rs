@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use ttft_bench::merge;
-use ttft_bench::record::{
+use ttft_model::record::{
     CacheState, CellKey, GroupRecord, Measurement, Mode, QualityFlag, Record, SCHEMA_VERSION, Scenario,
 };
-use ttft_bench::results::sources;
+use ttft_results::results::sources;
 
 fn cell(run: u32) -> CellKey {
     CellKey {

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use ttft_bench::merge;
 use ttft_bench::meta::{RunMeta, ServerInfo};
-use ttft_bench::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
-use ttft_bench::results::canonical;
-use ttft_bench::results::sources::{self, Detail};
-use ttft_bench::results::text::InputFault;
+use ttft_model::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
+use ttft_results::results::canonical;
+use ttft_results::results::sources::{self, Detail};
+use ttft_results::results::text::InputFault;
 
 /// Parsed and serialized again by serde_json (without `float_roundtrip`), this reads back as
 /// 900.9456968646792: the old merge changed it.

@@ -7,8 +7,8 @@ use crate::common;
 use assert_cmd::Command;
 use common::origin::real;
 use ttft_bench::merge::{self, expect};
-use ttft_bench::record::{Mode, Record, SCHEMA_VERSION, Scenario};
-use ttft_bench::results::sources::{self, SourceKind};
+use ttft_model::record::{Mode, Record, SCHEMA_VERSION, Scenario};
+use ttft_results::results::sources::{self, SourceKind};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)

@@ -7,7 +7,7 @@ use std::process::{Command as Std, Stdio};
 
 use assert_cmd::Command;
 use assert_cmd::cargo::CommandCargoExt;
-use ttft_bench::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
+use ttft_model::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
 
 fn record(context_tokens: u32) -> Record {
     Record::Measurement(Box::new(Measurement {

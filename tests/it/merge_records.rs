@@ -8,11 +8,11 @@ use crate::common;
 use assert_cmd::Command;
 use serde_json::json;
 use ttft_bench::merge;
-use ttft_bench::record::{
+use ttft_model::record::{
     CacheState, CellKey, ErrorInfo, ErrorKind, Measurement, Mode, QualityFlag, Record, SCHEMA_VERSION,
     Scenario, StaggeredRecord,
 };
-use ttft_bench::results::sources;
+use ttft_results::results::sources;
 
 fn cell(context_tokens: u32, run: u32) -> CellKey {
     CellKey {
@@ -57,7 +57,7 @@ fn write_run(dir: &Path, name: &str, records: &[Record], tolerance: Option<f64>)
     common::runs::write_with(dir, name, &common::runs::meta(name, &flags), records)
 }
 
-fn kept(doc: &ttft_bench::results::canonical::Canonical, c: &CellKey) -> Record {
+fn kept(doc: &ttft_results::results::canonical::Canonical, c: &CellKey) -> Record {
     let found: Vec<&Record> = doc.records.iter().filter(|r| r.cell() == c).collect();
     assert_eq!(found.len(), 1, "one record per slot");
     found[0].clone()

@@ -9,10 +9,10 @@ use clap::Parser;
 use serde_json::{Value, json};
 use ttft_bench::command::{Cli, Command as Verb};
 use ttft_bench::meta::{Harness, HostFacts, PhysicsProfiles, RunMeta, ServerInfo};
-use ttft_bench::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
-use ttft_bench::results::run_meta::{OurMeta, RunMetaView, ThermalView};
-use ttft_bench::results::sources::read_run_json;
 use ttft_bench::supervise::ServerCrash;
+use ttft_model::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
+use ttft_results::results::run_meta::{OurMeta, RunMetaView, ThermalView};
+use ttft_results::results::sources::read_run_json;
 
 fn record(run_id: &str, context_tokens: u32) -> Record {
     Record::Measurement(Box::new(Measurement {
@@ -169,8 +169,8 @@ fn the_view_read_back_equals_the_view_meta_builds() {
     );
     meta.server.props = Some(json!({"build_info": "b4567", "n_ctx": 8192}));
     meta.physics = Some(PhysicsProfiles {
-        hardware: ttft_bench::physics::resolve_hardware(Some("h200"), None, None).unwrap(),
-        model: ttft_bench::physics::resolve_model(Some("16GB"), Some("8B"), None).unwrap(),
+        hardware: ttft_results::physics::resolve_hardware(Some("h200"), None, None).unwrap(),
+        model: ttft_results::physics::resolve_model(Some("16GB"), Some("8B"), None).unwrap(),
     });
     meta.server_crashes.push(ServerCrash {
         at: "2026-01-01T00:01:00.000Z".into(),

@@ -6,9 +6,9 @@ use crate::common;
 use std::time::Duration;
 
 use common::scripted::{Behaviour, Scripted};
-use ttft_bench::client::{Client, ClientOptions};
 use ttft_bench::prompt::{Nonces, Sizer};
-use ttft_bench::spec::Api;
+use ttft_client::{Client, ClientOptions};
+use ttft_model::spec::Api;
 
 /// The /tokenize calls logged since `from`, by the length of the text they counted.
 fn counted_lengths(server: &Scripted, from: usize) -> Vec<usize> {

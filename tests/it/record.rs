@@ -1,6 +1,6 @@
 //! Record round-trips and the derived rates (decode, prefill, output sample).
 use crate::common;
-use ttft_bench::record::*;
+use ttft_model::record::*;
 
 fn sample() -> Measurement {
     Measurement {

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use common::scripted::{Behaviour, Scripted};
 use common::stderr;
-use ttft_bench::client::{ChatRequest, Client, ClientOptions, Message};
-use ttft_bench::record::ErrorKind;
-use ttft_bench::spec::Api;
+use ttft_client::{ChatRequest, Client, ClientOptions, Message};
+use ttft_model::record::ErrorKind;
+use ttft_model::spec::Api;
 
 /// Answers every request with `status` and a Location of `to` + the request's path.
 fn redirecting(status: &'static str, to: String) -> String {

@@ -8,7 +8,7 @@ use std::path::Path;
 use scraper::{ElementRef, Html, Selector};
 use serde_json::json;
 use ttft_bench::meta::{RunMeta, ServerInfo};
-use ttft_bench::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
+use ttft_model::record::{CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario};
 
 use crate::common;
 

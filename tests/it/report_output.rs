@@ -3,11 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use ttft_bench::record::{
+use ttft_bench::report::{self, COLUMNS};
+use ttft_model::record::{
     CacheState, CellKey, GroupRecord, Measurement, Mode, PhysicsRecord, Record, SCHEMA_VERSION, Scenario,
     StaggeredRecord,
 };
-use ttft_bench::report::{self, COLUMNS};
 
 use crate::common;
 

@@ -9,7 +9,7 @@ use common::{bench, records, run_dir, stderr};
 const SCHEMA_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/schema/record.schema.json");
 
 fn generated() -> serde_json::Value {
-    serde_json::to_value(schemars::schema_for!(ttft_bench::record::Record)).unwrap()
+    serde_json::to_value(schemars::schema_for!(ttft_model::record::Record)).unwrap()
 }
 
 #[test]

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use common::scripted::{Behaviour, RequestTiming, Scripted, TraceLine};
 use futures_util::future::join_all;
-use ttft_bench::client::{ChatRequest, Client, ClientOptions, Exchange, Message};
 use ttft_bench::prompt::document;
-use ttft_bench::spec::Api;
+use ttft_client::{ChatRequest, Client, ClientOptions, Exchange, Message};
+use ttft_model::spec::Api;
 
 fn request(nonce: &str, max_tokens: u32) -> ChatRequest {
     ChatRequest {

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ttft_bench::plan::Matrix;
-use ttft_bench::record::{CacheState, CellKey, Mode};
 use ttft_bench::shard::{self, ShardError, ShardSpec};
+use ttft_model::record::{CacheState, CellKey, Mode};
+use ttft_results::plan::Matrix;
 
 fn paper() -> Matrix {
     Matrix {

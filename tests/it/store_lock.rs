@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-use ttft_bench::store::{LockError, RunLock};
+use ttft_results::store::{LockError, RunLock};
 
 const CHILD_DIR: &str = "TTFT_BENCH_LOCK_TEST_DIR";
 

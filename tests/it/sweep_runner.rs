@@ -491,7 +491,7 @@ fn resuming_a_run_killed_before_its_run_json_landed_says_to_start_it_again() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("early");
     std::fs::create_dir(&run).unwrap();
-    std::fs::write(run.join(ttft_bench::store::LOCK_FILE), "").unwrap();
+    std::fs::write(run.join(ttft_results::store::LOCK_FILE), "").unwrap();
     std::fs::write(run.join(".run.json.tmp-4242"), "{\"schema_version\": 1, \"run_id\": \"ea").unwrap();
     let server = Scripted::start(Behaviour::default());
     let out = bench(&["sweep", "--resume", run.to_str().unwrap(), "--server", &server.url, "--quiet"]);

@@ -332,23 +332,19 @@ fn a_server_that_dies_mid_sweep_stops_the_sweep_with_everything_kept() {
 #[test]
 fn connection_refused_is_an_error_kind_not_a_panic() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = ttft_bench::client::Client::new(
+    let client = ttft_client::Client::new(
         "http://127.0.0.1:9",
-        ttft_bench::spec::Api::Openai,
+        ttft_model::spec::Api::Openai,
         None,
         std::time::Duration::from_secs(5),
         Default::default(),
     )
     .unwrap();
-    let req = ttft_bench::client::ChatRequest {
-        model: "m".into(),
-        max_tokens: 4,
-        stream: true,
-        ..Default::default()
-    };
+    let req =
+        ttft_client::ChatRequest { model: "m".into(), max_tokens: 4, stream: true, ..Default::default() };
     let ex = rt.block_on(client.send(client.prepare(&req).unwrap()));
     let err = ex.error.unwrap();
-    assert_eq!(err.kind, ttft_bench::record::ErrorKind::Connect);
+    assert_eq!(err.kind, ttft_model::record::ErrorKind::Connect);
     assert!(ex.ttft_ms.is_none() && ex.e2e_ms.is_none());
 }
 

@@ -566,6 +566,29 @@ fn absurd_flag_values_exit_2_naming_the_flag() {
     }
 }
 
+/// Fails when a physics error reaches the user without the flags it is about: the physics crate
+/// names quantities only, and bench's exit map names the flags (`--hardware`, and the two that
+/// stand in for a profile; `--params` and the `--model-bytes` it lacks).
+#[test]
+fn an_unknown_profile_or_half_a_model_exits_2_naming_the_flags() {
+    let input = fixture("clean_m4_pro.jsonl");
+    for (args, wanted) in [
+        (
+            &["--hardware", "m9"][..],
+            &["--hardware \"m9\" is not a known profile", "m4-pro", "--bandwidth-gbps", "--tflops"][..],
+        ),
+        (&["--params", "12B"], &["--params was given without --model-bytes"]),
+        (&["--model-bytes", "8GB"], &["--model-bytes was given without --params"]),
+    ] {
+        let out = Command::cargo_bin("bench").unwrap().arg("verify").arg(&input).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        for want in wanted {
+            assert!(stderr.contains(want), "{args:?}: {want:?} missing from {stderr}");
+        }
+    }
+}
+
 #[test]
 fn an_input_without_records_exits_2_unless_allowed() {
     let parent = tempfile::tempdir().unwrap();

@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use ttft_bench::record::*;
+use ttft_model::record::*;
 
 const GEMMA: &str = "mlx-community/gemma-3-12b-it-4bit";
 const LLAMA8B: &str = "random-llama-8b-f16";
@@ -137,8 +137,8 @@ fn with(
         .expect("the clean sweep has this cell");
     change(target);
     // The verdicts bench writes for the changed numbers (its quality gate over them).
-    target.quality_flags = ttft_bench::quality::assess(target, &target.output_sample.clone());
-    target.quality_ok = ttft_bench::quality::gate(&target.quality_flags);
+    target.quality_flags = ttft_results::quality::assess(target, &target.output_sample.clone());
+    target.quality_ok = ttft_results::quality::gate(&target.quality_flags);
     rows
 }
 
@@ -382,7 +382,7 @@ fn committed_fixtures_match_the_generator() {
 #[test]
 fn fixtures_load_as_bench_records() {
     for (name, rows) in fixtures() {
-        let source = ttft_bench::results::sources::load(&dir().join(name)).unwrap();
+        let source = ttft_results::results::sources::load(&dir().join(name)).unwrap();
         assert_eq!(source.records.len(), rows.len(), "{name}");
     }
 }

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::path::PathBuf;
 
-use ttft_bench::physics::model;
+use ttft_results::physics::model;
 
 fn tiny_model(test: &str) -> Option<PathBuf> {
     common::llama::tiny_model(test)

@@ -19,7 +19,7 @@ fn f(v: &Value, k: &str) -> f64 {
 
 /// The project's one median (an even count averages the middle two).
 fn median(v: Vec<f64>) -> f64 {
-    ttft_bench::stats::median(&v).expect("at least one value")
+    ttft_model::stats::median(&v).expect("at least one value")
 }
 
 #[test]

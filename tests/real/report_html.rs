@@ -13,7 +13,7 @@ use assert_cmd::Command;
 use scraper::{ElementRef, Html, Selector};
 use serde_json::{Value, json};
 use ttft_bench::meta::{Harness, HostFacts, RunMeta, ServerInfo};
-use ttft_bench::record::{
+use ttft_model::record::{
     CacheEvidence, CacheState, CellKey, Measurement, Mode, Record, SCHEMA_VERSION, Scenario, StaggeredRecord,
 };
 

@@ -1,7 +1,7 @@
 //! The summary's arithmetic on hand-made records: every number below is worked out by hand.
 
 use super::*;
-use crate::record::{CellKey, ErrorInfo, ErrorKind, Scenario};
+use ttft_model::record::{CellKey, ErrorInfo, ErrorKind, Scenario};
 
 fn rec(run: u32, state: CacheState, send_ms: f64, ttft_ms: f64, gap_ms: f64) -> Measurement {
     Measurement {

@@ -16,17 +16,17 @@ use crate::verify::{Finding, Severity};
 
 /// Findings by the index (in `cells`) of the cell they concern; the rest concern no cell here (a
 /// run, a file, or a cell merge set aside).
-pub struct Attached<'a> {
+pub(crate) struct Attached<'a> {
     pub by_cell: BTreeMap<usize, Vec<&'a Finding>>,
     pub elsewhere: Vec<&'a Finding>,
 }
 
 /// Places every finding: a finding about a record (one run, one request) concerns the report's
 /// cell that pools that record's runs.
-pub fn attach<'a>(findings: &'a [Finding], cells: &[CellStats]) -> Attached<'a> {
+pub(crate) fn attach<'a>(findings: &'a [Finding], cells: &[CellStats]) -> Attached<'a> {
     let index: BTreeMap<&CellId, usize> = cells.iter().enumerate().map(|(i, c)| (&c.id, i)).collect();
     // A load level is known by its runs: a finding names a record's key and run, not its level.
-    let level_of = |key: &crate::record::CellKey| {
+    let level_of = |key: &ttft_model::record::CellKey| {
         let bare = CellId::of(key);
         cells.iter().position(|c| {
             c.id.is_load_level()
@@ -62,7 +62,7 @@ fn tally(findings: &[&Finding]) -> (String, Option<Severity>) {
     (parts.join(", "), findings.iter().map(|f| f.severity).max())
 }
 
-pub fn severity_class(s: Severity) -> &'static str {
+pub(crate) fn severity_class(s: Severity) -> &'static str {
     match s {
         Severity::Error => "error",
         Severity::Warning => "warning",
@@ -71,7 +71,7 @@ pub fn severity_class(s: Severity) -> &'static str {
 }
 
 /// One finding's content: severity, rule (its reason on hover), message, and where it was found.
-pub fn finding_html(f: &Finding) -> Markup {
+pub(crate) fn finding_html(f: &Finding) -> Markup {
     let place = match (&f.cell, &f.run_id) {
         (Some(c), _) => format!("{c} in {}", f.file),
         (None, Some(run)) => format!("run {run} in {}", f.file),
@@ -136,7 +136,12 @@ fn cell_body(i: usize, c: &CellStats, findings: &[&Finding]) -> Markup {
 }
 
 /// One model's section: its cell table, its staggered table, its plots.
-pub fn model_section(model: &str, cells: &[CellStats], attached: &Attached, plots: &[&Plot]) -> Markup {
+pub(crate) fn model_section(
+    model: &str,
+    cells: &[CellStats],
+    attached: &Attached,
+    plots: &[&Plot],
+) -> Markup {
     let mine = || cells.iter().enumerate().filter(|(_, c)| c.id.model == model);
     let mut head: Vec<&str> = CELL_HEADER.to_vec();
     head.push("verify");

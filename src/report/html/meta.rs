@@ -17,9 +17,9 @@ use serde_json::Value;
 
 use super::Error;
 use super::page::thead;
-use crate::results::canonical::Conflict;
-use crate::results::run_meta::{RunMetaView, SourceMeta};
-use crate::results::sources::{Source, SourceKind};
+use ttft_results::results::canonical::Conflict;
+use ttft_results::results::run_meta::{RunMetaView, SourceMeta};
+use ttft_results::results::sources::{Source, SourceKind};
 
 /// A highlight: its label, and where it is (the first pointer present wins; `All` joins them).
 enum Pick {
@@ -112,7 +112,7 @@ fn run_meta_html(meta: &SourceMeta) -> Markup {
 }
 
 /// One input: its path, kind and record count, then each of its runs' metadata.
-pub fn input_html(src: &Source) -> Markup {
+pub(crate) fn input_html(src: &Source) -> Markup {
     let n = src.run_meta.len();
     html! {
         section.input {
@@ -133,7 +133,7 @@ pub fn input_html(src: &Source) -> Markup {
 }
 
 /// Conflicts with where they come from ("recorded in paper.json by bench merge").
-pub struct ConflictSet {
+pub(crate) struct ConflictSet {
     pub origin: String,
     pub conflicts: Vec<Conflict>,
 }
@@ -146,7 +146,7 @@ struct RecordedConflicts {
 }
 
 /// The conflicts a canonical file recorded (the reader of result files does not keep them).
-pub fn recorded(path: &Path) -> Result<Vec<Conflict>, Error> {
+pub(crate) fn recorded(path: &Path) -> Result<Vec<Conflict>, Error> {
     let name = path.display().to_string();
     let file = File::open(path).map_err(|e| Error::Conflicts(name.clone(), e.to_string()))?;
     let doc: RecordedConflicts = serde_json::from_reader(BufReader::with_capacity(1 << 16, file))
@@ -156,7 +156,7 @@ pub fn recorded(path: &Path) -> Result<Vec<Conflict>, Error> {
 
 /// Every set of conflicts: each canonical input's recorded ones, then (with several inputs) those
 /// between the inputs, as `bench merge` of the same inputs would record them.
-pub fn conflict_sets(sources: &[Source]) -> Result<Vec<ConflictSet>, Error> {
+pub(crate) fn conflict_sets(sources: &[Source]) -> Result<Vec<ConflictSet>, Error> {
     let mut sets = Vec::new();
     for src in sources.iter().filter(|s| s.kind == SourceKind::Canonical) {
         let conflicts = recorded(&src.path)?;
@@ -176,7 +176,7 @@ pub fn conflict_sets(sources: &[Source]) -> Result<Vec<ConflictSet>, Error> {
     Ok(sets)
 }
 
-pub fn conflicts_html(sets: &[ConflictSet]) -> Markup {
+pub(crate) fn conflicts_html(sets: &[ConflictSet]) -> Markup {
     html! {
         @if sets.is_empty() { p.muted { "none: every setting the sources state agrees" } }
         @for set in sets {

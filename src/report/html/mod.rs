@@ -25,11 +25,11 @@ use maud::{Markup, html};
 use self::meta::ConflictSet;
 use super::CellStats;
 use crate::exit::Failure;
-use crate::results::sources::Source;
 use crate::verify;
+use ttft_results::results::sources::Source;
 
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("{0}: cannot read its conflicts: {1}")]
     Conflicts(String, String),
     /// plotters failed to draw (a bug: every range is made finite before drawing).
@@ -49,7 +49,7 @@ impl From<Error> for Failure {
 /// What the page shows besides the statistics, read from the inputs before merge's rules combine
 /// them (verify judges each input as it is, like the verify verb).
 #[derive(Default)]
-pub struct Context {
+pub(crate) struct Context {
     verify: Option<verify::Report>,
     inputs: Vec<Markup>,
     conflicts: Vec<ConflictSet>,
@@ -57,7 +57,7 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn gather(sources: &[Source]) -> Result<Context, Error> {
+    pub(crate) fn gather(sources: &[Source]) -> Result<Context, Error> {
         let report = verify::verify_sources(&verify::VerifySettings::default(), sources, &[]);
         Ok(Context {
             verify: Some(report),
@@ -75,7 +75,7 @@ fn models(cells: &[CellStats]) -> Vec<&str> {
 }
 
 /// The page. `notes`: what the report said on stderr (duplicates set aside, partial batches).
-pub fn render(cells: &[CellStats], ctx: &Context, notes: &[String]) -> Result<String, Error> {
+pub(crate) fn render(cells: &[CellStats], ctx: &Context, notes: &[String]) -> Result<String, Error> {
     let plots = super::plot::render_all(cells).map_err(Error::Plot)?;
     let findings = ctx.verify.as_ref().map_or(&[][..], |r| r.findings.as_slice());
     let attached = cells::attach(findings, cells);

@@ -6,7 +6,7 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 /// A table head: one `<th>` per label.
-pub fn thead(labels: &[&str]) -> Markup {
+pub(crate) fn thead(labels: &[&str]) -> Markup {
     html! { thead { tr { @for label in labels { th { (label) } } } } }
 }
 
@@ -84,7 +84,7 @@ document.querySelectorAll("table.sortable").forEach(function (t) {
 "#;
 
 /// The whole document: `title` (text, escaped by the template), `body` (markup built by the template).
-pub fn document(title: &str, body: Markup) -> String {
+pub(crate) fn document(title: &str, body: Markup) -> String {
     html! {
         (DOCTYPE)
         html lang="en" {

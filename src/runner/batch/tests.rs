@@ -6,8 +6,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::*;
-use crate::client::Exchange;
-use crate::record::{CacheState, Mode};
+use ttft_client::Exchange;
+use ttft_model::record::{CacheState, Mode};
 
 fn cell(scenario: Scenario, batch_size: u32) -> CellKey {
     CellKey {

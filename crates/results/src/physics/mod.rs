@@ -23,7 +23,7 @@ pub mod model;
 
 use serde::{Deserialize, Serialize};
 
-pub use error::PhysicsError;
+pub use error::{PhysicsError, PhysicsInput};
 pub use hardware::{Profile, suggest_hardware};
 pub use model::ModelProfile;
 use ttft_model::record::{CacheState, Measurement, PhysicsRecord};
@@ -31,7 +31,7 @@ use ttft_model::record::{CacheState, Measurement, PhysicsRecord};
 /// The hardware numbers ceilings are computed from (a table profile or numbers given by hand).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hardware {
-    /// Profile name, or "custom" for --bandwidth-gbps/--tflops alone.
+    /// Profile name, or "custom" for a bandwidth and compute given alone.
     pub name: String,
     pub bandwidth_gbps: f64,
     pub tflops: Option<f64>,
@@ -41,21 +41,22 @@ pub struct Hardware {
 pub const MAX_BANDWIDTH_GBPS: f64 = 1e6;
 pub const MAX_TFLOPS: f64 = 1e6;
 
-/// `--hardware NAME`, optionally overridden by `--bandwidth-gbps` / `--tflops`; or the numbers alone.
+/// A hardware profile by name, its bandwidth and compute optionally overridden; or the numbers alone.
 /// Ok(None) when nothing was given.
 pub fn resolve_hardware(
     name: Option<&str>,
     bandwidth_gbps: Option<f64>,
     tflops: Option<f64>,
 ) -> Result<Option<Hardware>, PhysicsError> {
-    for (flag, v, max) in
-        [("--bandwidth-gbps", bandwidth_gbps, MAX_BANDWIDTH_GBPS), ("--tflops", tflops, MAX_TFLOPS)]
-    {
+    for (input, v, max) in [
+        (PhysicsInput::BandwidthGbps, bandwidth_gbps, MAX_BANDWIDTH_GBPS),
+        (PhysicsInput::Tflops, tflops, MAX_TFLOPS),
+    ] {
         if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
-            return Err(PhysicsError::DeviceNotPositive { flag, value: v });
+            return Err(PhysicsError::DeviceNotPositive { input, value: v });
         }
         if let Some(v) = v.filter(|v| *v > max) {
-            return Err(PhysicsError::BeyondDevice { flag, value: v, max });
+            return Err(PhysicsError::BeyondDevice { input, value: v, max });
         }
     }
     match name {
@@ -71,7 +72,8 @@ pub fn resolve_hardware(
     }
 }
 
-/// A model from `--model-file` and/or `--model-bytes`/`--params` (the flags override the file).
+/// A model from a model file and/or its weight bytes and parameter count (the numbers override the
+/// file).
 /// Ok(None) when nothing was given.
 pub fn resolve_model(
     model_bytes: Option<&str>,
@@ -90,13 +92,13 @@ pub fn resolve_model(
     }
     let p = profile.get_or_insert_with(|| ModelProfile { name: "flags".into(), ..Default::default() });
     if let Some(b) = model_bytes {
-        // Flags give the bytes read per token (active bytes for MoE), as --help says.
-        p.weight_bytes = model::parse_bytes("--model-bytes", b)?;
+        // The bytes given are those read per token (active bytes for MoE).
+        p.weight_bytes = model::parse_bytes(PhysicsInput::ModelBytes, b)?;
         p.active_weight_bytes = None;
         p.source = format!("{} + flags", p.source);
     }
     if let Some(n) = params {
-        p.params = model::parse_count("--params", n)?;
+        p.params = model::parse_count(PhysicsInput::Params, n)?;
         p.active_params = None;
     }
     if p.weight_bytes <= 0.0 {

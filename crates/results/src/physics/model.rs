@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::PhysicsError;
+use super::error::{PhysicsError, PhysicsInput};
 use super::gguf::GgufHeader;
 use ttft_model::input_file::{self, Limit};
 
@@ -98,7 +98,7 @@ pub fn find_builtin(model: &str) -> Option<&'static ModelProfile> {
 /// Byte sizes: "8.03GB", "889MB", "14.48 GB", "8GiB" (GB = 10^9, GiB = 2^30), or a plain number.
 /// (Parsed here rather than with a size crate: bytesize 2.7 truncates through an integer and
 /// reads "8.03GB" as 8,029,999,999 bytes, so the model would not be the one given.)
-pub fn parse_bytes(flag: &str, text: &str) -> Result<f64, PhysicsError> {
+pub fn parse_bytes(input: PhysicsInput, text: &str) -> Result<f64, PhysicsError> {
     let t = text.trim();
     let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
     let (digits, unit) = (t[..split].trim(), t[split..].trim().to_ascii_lowercase());
@@ -113,16 +113,15 @@ pub fn parse_bytes(flag: &str, text: &str) -> Result<f64, PhysicsError> {
         "gib" => 1024.0 * 1024.0 * 1024.0,
         "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
         _ => {
-            return Err(PhysicsError::UnknownUnit { flag: flag.into(), text: text.into(), unit });
+            return Err(PhysicsError::UnknownUnit { input, text: text.into(), unit });
         }
     };
-    let v: f64 =
-        digits.parse().map_err(|_| PhysicsError::NotASize { flag: flag.into(), text: text.into() })?;
-    positive(flag, text, (v * scale).round())
+    let v: f64 = digits.parse().map_err(|_| PhysicsError::NotASize { input, text: text.into() })?;
+    positive(input, text, (v * scale).round())
 }
 
 /// Counts: "12B", "840M", "2.4B", "7.24e9", "1.5T", "500K" (decimal multipliers).
-pub fn parse_count(flag: &str, text: &str) -> Result<f64, PhysicsError> {
+pub fn parse_count(input: PhysicsInput, text: &str) -> Result<f64, PhysicsError> {
     let t = text.trim();
     let (digits, scale) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -132,34 +131,27 @@ pub fn parse_count(flag: &str, text: &str) -> Result<f64, PhysicsError> {
                 'B' | 'G' => 1e9,
                 'T' => 1e12,
                 _ => {
-                    return Err(PhysicsError::UnknownSuffix {
-                        flag: flag.into(),
-                        text: text.into(),
-                        suffix: c,
-                    });
+                    return Err(PhysicsError::UnknownSuffix { input, text: text.into(), suffix: c });
                 }
             };
             (&t[..i], scale)
         }
         _ => (t, 1.0),
     };
-    let v: f64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| PhysicsError::NotACount { flag: flag.into(), text: text.into() })?;
-    positive(flag, text, v * scale)
+    let v: f64 = digits.trim().parse().map_err(|_| PhysicsError::NotACount { input, text: text.into() })?;
+    positive(input, text, v * scale)
 }
 
 /// No model has a quadrillion bytes or parameters (the largest today are a few trillion): a value
 /// above this is a typo, and would only make every ceiling meaningless.
 pub const MAX_SIZE: f64 = 1e15;
 
-fn positive(flag: &str, text: &str, v: f64) -> Result<f64, PhysicsError> {
+fn positive(input: PhysicsInput, text: &str, v: f64) -> Result<f64, PhysicsError> {
     if !(v.is_finite() && v > 0.0) {
-        return Err(PhysicsError::SizeNotPositive { flag: flag.into(), text: text.into() });
+        return Err(PhysicsError::SizeNotPositive { input, text: text.into() });
     }
     if v > MAX_SIZE {
-        return Err(PhysicsError::BeyondModel { flag: flag.into(), text: text.into(), max: MAX_SIZE });
+        return Err(PhysicsError::BeyondModel { input, text: text.into(), max: MAX_SIZE });
     }
     Ok(v)
 }
@@ -312,24 +304,31 @@ mod tests {
 
     #[test]
     fn sizes_and_counts_parse() {
-        assert_eq!(parse_bytes("--model-bytes", "8.03GB").ok(), Some(8.03e9));
-        assert_eq!(parse_bytes("--model-bytes", "889MB").ok(), Some(889e6));
-        assert_eq!(parse_bytes("--model-bytes", "1GiB").ok(), Some(1073741824.0));
-        assert_eq!(parse_bytes("--model-bytes", "14480000000").ok(), Some(14.48e9));
-        assert!(parse_bytes("--model-bytes", "lots").unwrap_err().to_string().contains("--model-bytes"));
-        assert_eq!(parse_count("--params", "12B").ok(), Some(12e9));
-        assert_eq!(parse_count("--params", "840M").ok(), Some(840e6));
-        assert_eq!(parse_count("--params", "2.4B").ok(), Some(2.4e9));
-        assert_eq!(parse_count("--params", "7.24e9").ok(), Some(7.24e9));
-        assert!(parse_count("--params", "12X").unwrap_err().to_string().contains("unknown suffix"));
-        assert!(parse_count("--params", "0B").is_err());
+        assert_eq!(parse_bytes(PhysicsInput::ModelBytes, "8.03GB").ok(), Some(8.03e9));
+        assert_eq!(parse_bytes(PhysicsInput::ModelBytes, "889MB").ok(), Some(889e6));
+        assert_eq!(parse_bytes(PhysicsInput::ModelBytes, "1GiB").ok(), Some(1073741824.0));
+        assert_eq!(parse_bytes(PhysicsInput::ModelBytes, "14480000000").ok(), Some(14.48e9));
+        assert!(
+            parse_bytes(PhysicsInput::ModelBytes, "lots").unwrap_err().to_string().contains("model bytes")
+        );
+        assert_eq!(parse_count(PhysicsInput::Params, "12B").ok(), Some(12e9));
+        assert_eq!(parse_count(PhysicsInput::Params, "840M").ok(), Some(840e6));
+        assert_eq!(parse_count(PhysicsInput::Params, "2.4B").ok(), Some(2.4e9));
+        assert_eq!(parse_count(PhysicsInput::Params, "7.24e9").ok(), Some(7.24e9));
+        assert!(parse_count(PhysicsInput::Params, "12X").unwrap_err().to_string().contains("unknown suffix"));
+        assert!(parse_count(PhysicsInput::Params, "0B").is_err());
         for absurd in ["1e400", "inf", "NaN", "2e15", "-1"] {
-            let err = parse_count("--params", absurd).unwrap_err().to_string();
-            assert!(err.starts_with("--params: "), "{err}");
-            let err = parse_bytes("--model-bytes", absurd).unwrap_err().to_string();
-            assert!(err.starts_with("--model-bytes: "), "{err}");
+            let err = parse_count(PhysicsInput::Params, absurd).unwrap_err().to_string();
+            assert!(err.starts_with("parameter count: "), "{err}");
+            let err = parse_bytes(PhysicsInput::ModelBytes, absurd).unwrap_err().to_string();
+            assert!(err.starts_with("model bytes: "), "{err}");
         }
-        assert!(parse_bytes("--model-bytes", "2000TB").unwrap_err().to_string().contains("beyond any model"));
+        assert!(
+            parse_bytes(PhysicsInput::ModelBytes, "2000TB")
+                .unwrap_err()
+                .to_string()
+                .contains("beyond any model")
+        );
     }
 
     #[test]

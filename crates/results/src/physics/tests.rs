@@ -125,14 +125,52 @@ fn prefill_counts_only_computed_tokens() {
 #[test]
 fn hardware_and_model_resolution_errors_are_clear() {
     assert!(resolve_hardware(Some("m9"), None, None).unwrap_err().to_string().contains("m4-pro"));
-    assert!(resolve_hardware(None, Some(-1.0), None).unwrap_err().to_string().contains("--bandwidth-gbps"));
+    assert!(resolve_hardware(None, Some(-1.0), None).unwrap_err().to_string().contains("bandwidth"));
     assert_eq!(resolve_hardware(None, None, Some(9.0)).ok(), Some(None));
     let custom = resolve_hardware(None, Some(273.0), Some(9.0)).unwrap().unwrap();
     assert_eq!((custom.name.as_str(), custom.tflops), ("custom", Some(9.0)));
     let over = resolve_hardware(Some("h200"), Some(4214.0), None).unwrap().unwrap();
     assert_eq!((over.bandwidth_gbps, over.tflops), (4214.0, Some(989.0)));
-    assert!(resolve_model(Some("8GB"), None, None).unwrap_err().to_string().contains("--params"));
+    assert!(resolve_model(Some("8GB"), None, None).unwrap_err().to_string().contains("parameter count"));
     assert_eq!(resolve_model(None, None, None).ok(), Some(None));
+}
+
+/// This crate knows no flags: each error names the quantity it is about (`PhysicsInput`), and the
+/// layer that owns the flags (the root crate) names them. Every input a user can get wrong is
+/// tried here, read both ways: alone (no `--`), and with the caller's names (each one it is about).
+#[test]
+fn physics_errors_name_the_quantity_never_a_flag() {
+    let missing = std::path::Path::new("/nonexistent/model.gguf");
+    let cases = [
+        (resolve_hardware(Some("m9"), None, None).unwrap_err(), &["<HW>", "<BW>", "<TF>"][..]),
+        (resolve_hardware(None, Some(-1.0), None).unwrap_err(), &["<BW>"]),
+        (resolve_hardware(None, None, Some(1e20)).unwrap_err(), &["<TF>"]),
+        (resolve_model(Some("8XB"), Some("12B"), None).unwrap_err(), &["<MB>"]),
+        (resolve_model(Some("lots"), Some("12B"), None).unwrap_err(), &["<MB>"]),
+        (resolve_model(Some("8GB"), Some("12X"), None).unwrap_err(), &["<P>"]),
+        (resolve_model(Some("8GB"), Some("many"), None).unwrap_err(), &["<P>"]),
+        (resolve_model(Some("0GB"), Some("12B"), None).unwrap_err(), &["<MB>"]),
+        (resolve_model(Some("2000TB"), Some("12B"), None).unwrap_err(), &["<MB>"]),
+        (resolve_model(Some("8GB"), None, None).unwrap_err(), &["<P>", "<MB>"]),
+        (resolve_model(None, Some("12B"), None).unwrap_err(), &["<P>", "<MB>"]),
+        (resolve_model(None, None, Some(missing)).unwrap_err(), &["<MF>"]),
+        (PhysicsError::NoWeightSize { file: "tiny.gguf".into() }, &["<MF>", "<MB>", "<P>"]),
+    ];
+    for (e, names) in &cases {
+        let message = e.to_string();
+        assert!(!message.contains("--"), "a lower crate's message names a flag: {message}");
+        let named = e.describe(&|input| match input {
+            PhysicsInput::Hardware => "<HW>",
+            PhysicsInput::BandwidthGbps => "<BW>",
+            PhysicsInput::Tflops => "<TF>",
+            PhysicsInput::ModelFile => "<MF>",
+            PhysicsInput::ModelBytes => "<MB>",
+            PhysicsInput::Params => "<P>",
+        });
+        for name in *names {
+            assert!(named.contains(name), "{named} names {name}");
+        }
+    }
 }
 
 #[test]
