@@ -336,7 +336,8 @@ mod tests {
             let mut seen = std::collections::BTreeMap::new();
             let lo = (n - 1) / 2;
             for _ in 0..trials {
-                *seen.entry(bootstrap::middle_ranks(n, lo, n.is_multiple_of(2), &mut rng)).or_insert(0.0) += 1.0;
+                *seen.entry(bootstrap::middle_ranks(n, lo, n.is_multiple_of(2), &mut rng)).or_insert(0.0) +=
+                    1.0;
             }
             assert!(seen.keys().all(|k| exact.contains_key(k)), "n {n}: an impossible pair in {seen:?}");
             // Pearson's chi-square over the pairs the exact distribution allows.
