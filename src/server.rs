@@ -11,11 +11,27 @@ use std::time::Duration;
 use serde_json::Value;
 
 use ttft_client::{Client, quote};
+use ttft_model::record::ErrorInfo;
 
 /// Starts the message of a call that could not connect, so callers that only see text (prompt
 /// sizing, preset actions) can still tell "server down" from "server said no". Prefer
 /// `CallError::is_unreachable`.
 pub const UNREACHABLE: &str = "server unreachable";
+
+/// What to do about a certificate bench does not trust, in the flags' words (the transport, which
+/// says what failed, names no flag).
+pub(crate) const TRUST_ADVICE: &str = "pass --ca-cert FILE with its PEM certificate, or set SSL_CERT_FILE";
+/// What to do about a redirect bench did not follow.
+pub(crate) const REDIRECT_ADVICE: &str = "point --server at the address it leads to";
+
+/// A record's error with what to do about it where one of bench's flags helps: a redirect (a 3xx
+/// status) says to point `--server` where it leads.
+pub(crate) fn advised(mut error: ErrorInfo) -> ErrorInfo {
+    if error.http_status.is_some_and(|s| (300..400).contains(&s)) {
+        error.message = format!("{}; {REDIRECT_ADVICE}", error.message);
+    }
+    error
+}
 
 /// A failed call. `call` is "METHOD /path"; every text is already redacted.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -113,7 +129,8 @@ pub(crate) async fn call_within(
         Ok(Err(e)) if e.is_connect() => {
             let detail = redact(ttft_client::connect_failure(&e));
             return Err(match ttft_client::tls_problem(&e) {
-                Some(_) => CallError::Tls { call, detail },
+                Some(_) if ttft_client::answered_in_plain_http(&e) => CallError::Tls { call, detail },
+                Some(_) => CallError::Tls { call, detail: format!("{detail}; {TRUST_ADVICE}") },
                 None => CallError::Unreachable { call, detail },
             });
         }
@@ -127,8 +144,10 @@ pub(crate) async fn call_within(
     if !status.is_success() {
         let location = ttft_client::location_of(&response);
         let prefix = ttft_client::body::read_prefix(response, limits.max_error_read_bytes, deadline).await;
-        let body =
-            ttft_client::not_followed(status.as_u16(), location.as_deref()).unwrap_or_else(|| quote(&prefix));
+        let body = match ttft_client::not_followed(status.as_u16(), location.as_deref()) {
+            Some(redirect) => format!("{redirect}; {REDIRECT_ADVICE}"),
+            None => quote(&prefix),
+        };
         return Err(CallError::Status { call, code: status.as_u16(), body: redact(body) });
     }
     let bytes = match ttft_client::body::read_capped(response, limits.max_call_bytes, deadline).await {
@@ -165,4 +184,28 @@ pub async fn post_json(client: &Client, path: &str, body: &Value) -> Result<Valu
 /// The first model id of an OpenAI-style `/v1/models` answer.
 pub(crate) fn first_model_id(models: &Value) -> Option<String> {
     models.get("data")?.as_array()?.first()?.get("id")?.as_str().map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ttft_model::record::ErrorKind;
+
+    #[test]
+    fn a_redirect_in_a_record_says_to_point_the_server_flag_where_it_leads_and_nothing_else_is_advised() {
+        let status = |code: u16| {
+            let mut e = ErrorInfo::new(ErrorKind::HttpStatus, format!("HTTP {code}: said"));
+            e.http_status = Some(code);
+            e
+        };
+        for code in [301, 302, 307, 308] {
+            let advised = advised(status(code)).message;
+            assert!(advised.ends_with("; point --server at the address it leads to"), "{advised}");
+        }
+        for code in [400, 404, 500, 503] {
+            assert_eq!(advised(status(code)).message, format!("HTTP {code}: said"));
+        }
+        let connect = ErrorInfo::new(ErrorKind::Connect, "cannot connect to h:1: refused");
+        assert_eq!(advised(connect.clone()), connect);
+    }
 }

@@ -385,7 +385,7 @@ pub fn describe_missing(matrix: &Matrix, count: u32, present: &[u32], missing: &
     let mut s = String::new();
     for (k, n) in per_shard {
         let why = if present.contains(&k) {
-            "its run is among the inputs but incomplete: finish it with bench sweep --resume".to_string()
+            format!("its run is among the inputs but incomplete: {}", crate::exit::RESUME_ADVICE)
         } else {
             format!("no run of it is among the inputs (a run directory ending in -shard{k}of{count})")
         };

@@ -365,7 +365,7 @@ pub(crate) async fn preflight(
         Failure::server(match &e {
             // It answered: a hint about starting a server would mislead.
             _ if e.status().is_some() => format!("the server at {} refused the preflight: {e}", config.server),
-            // The message names the trust problem and --ca-cert (client::connect_failure).
+            // The message names the trust problem and --ca-cert (`server::TRUST_ADVICE`).
             server::CallError::Tls { .. } => format!("cannot trust the server at {}: {e}", config.server),
             _ if refused_locally(&config.server, &e) => format!(
                 "cannot reach the server at {}: {e}\n(is it running? `just server` starts a local llama-server)",

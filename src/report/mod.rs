@@ -448,11 +448,10 @@ fn unfinished_runs(sources: &[Source]) -> Vec<String> {
                 continue;
             }
             let run_id = meta.raw.get("run_id").and_then(|s| s.as_str()).unwrap_or("?");
-            let why = meta
-                .raw
-                .get("status_note")
-                .and_then(|s| s.as_str())
-                .unwrap_or("finish it with bench sweep --resume");
+            let why = match meta.raw.get("status_note").and_then(|s| s.as_str()) {
+                Some(note) => format!("{note}; {}", crate::exit::RESUME_ADVICE),
+                None => crate::exit::RESUME_ADVICE.to_string(),
+            };
             notes.push(format!(
                 "{}: run {run_id} is {} ({why}): its cells may be incomplete",
                 source.path.display(),

@@ -195,7 +195,7 @@ fn summary(src: &Source) -> InputSummary {
 fn verify_input(settings: &VerifySettings, src: &Source, report: &mut Report) {
     let file = src.path.display().to_string();
     for note in src.run_meta.iter().filter_map(|m| m.raw.get("status_note").and_then(|n| n.as_str())) {
-        report.notes.push(format!("{file}: {note}"));
+        report.notes.push(format!("{file}: {note}; {}", crate::exit::RESUME_ADVICE));
     }
     if src.run_meta.iter().any(|m| m.view.insecure()) {
         report

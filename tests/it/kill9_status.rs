@@ -44,7 +44,9 @@ fn a_run_killed_with_kill_9_reads_as_interrupted_everywhere() {
     let verify = bench(&["verify", run_s]);
     let said = String::from_utf8_lossy(&verify.stdout).to_string() + &stderr(&verify);
     assert!(
-        said.contains("no bench process holds the run") && said.contains("read as interrupted"),
+        said.contains("no bench process holds the run")
+            && said.contains("read as interrupted")
+            && said.contains("finish it with bench sweep --resume"),
         "{said}"
     );
 
@@ -53,6 +55,7 @@ fn a_run_killed_with_kill_9_reads_as_interrupted_everywhere() {
     assert!(table.status.success(), "{}", stderr(&table));
     let notes = stderr(&table);
     assert!(notes.contains("is interrupted") && notes.contains("no bench process holds the run"), "{notes}");
+    assert!(notes.contains("finish it with bench sweep --resume"), "what to do: {notes}");
 
     let html = dir.path().join("report.html");
     let report = bench(&["report", run_s, "--format", "html", "-o", html.to_str().unwrap()]);

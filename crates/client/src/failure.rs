@@ -1,7 +1,8 @@
 //! A failed request in words, and whether it may be sent again. The words are the record's and
 //! the user's only view of what went wrong, so each says what failed and, where there is one,
 //! what to do about it; none may claim more than is known (a request written and then dropped
-//! may have been processed).
+//! may have been processed). Advice that names one of bench's flags is added by the binary, which
+//! owns the flags (its `server` module): this crate knows no flag.
 
 use std::time::Duration;
 
@@ -17,13 +18,18 @@ pub fn tls_problem(e: &reqwest::Error) -> Option<String> {
     causes(e).into_iter().find_map(|c| c.downcast_ref::<rustls::Error>()).map(|t| t.to_string())
 }
 
+/// A TLS handshake whose first bytes back were not a TLS record: the port speaks plain HTTP (no
+/// certificate is involved).
+pub fn answered_in_plain_http(e: &reqwest::Error) -> bool {
+    causes(e).into_iter().find_map(|c| c.downcast_ref::<rustls::Error>()).is_some_and(|t| {
+        matches!(t, rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType))
+    })
+}
+
 /// A connect failure in words: what failed and, for TLS, what to do about it. The words of a
 /// plain connect failure are the direct path's too (`cannot_connect`).
 pub fn connect_failure(e: &reqwest::Error) -> String {
-    let plain = causes(e).into_iter().find_map(|c| c.downcast_ref::<rustls::Error>()).is_some_and(|t| {
-        matches!(t, rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType))
-    });
-    if plain {
+    if answered_in_plain_http(e) {
         // The first bytes back were not a TLS record: an HTTP server answering a handshake
         // with a plain "HTTP/1.1 400" does exactly this.
         let authority = e.url().map_or_else(String::new, |u| {
@@ -35,9 +41,9 @@ pub fn connect_failure(e: &reqwest::Error) -> String {
         );
     }
     match tls_problem(e) {
-        Some(tls) => format!(
-            "TLS handshake failed: {tls} (a private CA, or a self-signed server certificate? pass --ca-cert FILE with its PEM certificate, or set SSL_CERT_FILE)"
-        ),
+        Some(tls) => {
+            format!("TLS handshake failed: {tls} (a private CA, or a self-signed server certificate?)")
+        }
         None => {
             let authority = e.url().map_or_else(String::new, |u| {
                 format!("{}:{}", u.host_str().unwrap_or(""), u.port_or_known_default().unwrap_or(0))
@@ -119,10 +125,7 @@ pub fn not_followed(status: u16, location: Option<&str>) -> Option<String> {
     let to = location.map_or("nowhere named (no Location header)".to_string(), |l| {
         ttft_model::secrets::redact(&ttft_model::secrets::redact_url(l))
     });
-    Some(format!(
-        "a redirect to {to}, not followed (a second request would be timed as this one); \
-         point --server at the address it leads to"
-    ))
+    Some(format!("a redirect to {to}, not followed (a second request would be timed as this one)"))
 }
 
 /// The Location header of a response, when it has one.

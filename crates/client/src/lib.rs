@@ -36,7 +36,7 @@ use ttft_model::spec::Api;
 
 pub use body::{causes, quote};
 use failure::{DROPPED_AFTER_SEND, never_sent, no_response_headers};
-pub use failure::{connect_failure, error_chain, send_failure, tls_problem};
+pub use failure::{answered_in_plain_http, connect_failure, error_chain, send_failure, tls_problem};
 pub use failure::{location_of, not_followed};
 pub use h1::{
     Unframed, replay as replay_response, replay_then_close as replay_response_then_close, unasked_coding,

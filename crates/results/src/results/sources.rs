@@ -289,7 +289,7 @@ fn read_killed_as_interrupted(run_dir: &Path, raw: &mut serde_json::Value) {
     if raw.get("status").and_then(serde_json::Value::as_str) == Some("running") && store::holder_gone(run_dir)
     {
         raw["status"] = "interrupted".into();
-        raw["status_note"] = format!("{}; finish it with bench sweep --resume", store::KILLED).into();
+        raw["status_note"] = store::KILLED.into();
     }
 }
 
