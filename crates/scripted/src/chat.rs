@@ -366,7 +366,7 @@ async fn complete(
         Ok(body) => body,
         Err(why) => return request::refusal(b.dialect, api, &why),
     };
-    s.record_from(Some(peer.0), "POST", path, &headers, &body);
+    s.record_from(Some(peer), "POST", path, &headers, &body);
     // Faults (and other quirks) hit only measured-size requests, so prompt calibration (max_tokens 1) and the
     // warm-up (8) get through and the sweep reaches its measurements. A server without a tokenizer and
     // without usage has no usage for calibration either: that is the point of scripting it.

@@ -149,8 +149,11 @@ pub struct Logged {
     pub headers: HashMap<String, String>,
     pub body: Value,
     pub at: std::time::Instant,
-    /// The client's end of the connection (chat requests): tells connections apart.
+    /// The client's end of the connection (chat requests and slot actions).
     pub peer: Option<SocketAddr>,
+    /// The connection's serial (chat requests and slot actions): the same number is the same
+    /// connection, reused; a client's address can come back on a new one.
+    pub connection: Option<u64>,
 }
 
 /// The scripted server could not start.
@@ -230,7 +233,7 @@ impl AppState {
     /// `record`, with the connection it came on.
     fn record_from(
         &self,
-        peer: Option<SocketAddr>,
+        peer: Option<net::Peer>,
         method: &str,
         path: &str,
         headers: &HeaderMap,
@@ -247,7 +250,8 @@ impl AppState {
             headers,
             body: body.clone(),
             at: std::time::Instant::now(),
-            peer,
+            peer: peer.map(|p| p.0),
+            connection: peer.map(|p| p.1),
         });
     }
 }

@@ -40,13 +40,18 @@ pub enum Kill {
 /// Connections marked by a handler, by peer address.
 pub type Kills = Arc<Mutex<HashMap<SocketAddr, Kill>>>;
 
-/// The peer of a request (axum's `ConnectInfo` for our listener).
+/// The peer of a request (axum's `ConnectInfo` for our listener) and the connection's serial:
+/// the same serial is the same connection, where an address may come back on a later one.
 #[derive(Clone, Copy, Debug)]
-pub struct Peer(pub SocketAddr);
+pub struct Peer(pub SocketAddr, pub u64);
+
+/// Connections accepted so far, by every server of the process (each gets its own serial).
+static CONNECTIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Listener>> for Peer {
     fn connect_info(stream: axum::serve::IncomingStream<'_, Listener>) -> Self {
-        Peer(*stream.remote_addr())
+        let serial = CONNECTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        Peer(*stream.remote_addr(), serial)
     }
 }
 

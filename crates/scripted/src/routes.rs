@@ -74,7 +74,7 @@ pub(super) async fn anything(State(s): State<AppState>, req: axum::extract::Requ
     s.record(&method, &path, &headers, &body);
     let fault = lock(&s.behaviour).fault.clone();
     if fault == Fault::EchoHeaders {
-        let peer = net::Peer(([0, 0, 0, 0], 0).into());
+        let peer = net::Peer(([0, 0, 0, 0], 0).into(), 0);
         if let Some(response) = faults::respond(&fault, &headers, peer, &s.kills, 0) {
             return response;
         }
@@ -126,7 +126,7 @@ pub(super) async fn slot_action(
         Err(why) => return request::refusal(lock(&s.behaviour).dialect, Api::Other, &why),
     };
     let action = q.get("action").cloned().unwrap_or_default();
-    s.record("POST", &format!("/slots/{id}?action={action}"), &headers, &body);
+    s.record_from(Some(peer), "POST", &format!("/slots/{id}?action={action}"), &headers, &body);
     if lock(&s.behaviour).no_slot_save_path && action != "erase" {
         let message = "This server does not support slots action. Start it with `--slot-save-path`";
         return (
