@@ -13,6 +13,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use nix::sys::signal::{self, Signal};
+use nix::sys::termios::{self, LocalFlags, SetArg, SpecialCharacterIndices, Termios};
+use nix::unistd::Pid;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::{cursor, event, execute, terminal};
@@ -21,8 +24,8 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Gauge, Paragraph};
 
-/// The terminal's settings before the view changed them: (the tty's descriptor, its termios).
-static SAVED: Mutex<Option<(libc::c_int, libc::termios)>> = Mutex::new(None);
+/// The terminal's settings before the view changed them: (the tty, its termios).
+static SAVED: Mutex<Option<(std::fs::File, Termios)>> = Mutex::new(None);
 /// The alternate screen is up (and the cursor hidden).
 static ENTERED: AtomicBool = AtomicBool::new(false);
 static HOOK: std::sync::Once = std::sync::Once::new();
@@ -117,25 +120,15 @@ fn fit(lines: &[String], height: usize) -> Vec<String> {
 /// when there is none to read keys from.
 fn keys_without_echo() -> bool {
     let Ok(tty) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty") else { return false };
-    let fd = std::os::fd::IntoRawFd::into_raw_fd(tty);
-    // SAFETY: fd is an open descriptor this function owns; termios is plain data filled by the
-    // kernel before it is read.
-    unsafe {
-        let mut saved: libc::termios = std::mem::zeroed();
-        if libc::tcgetattr(fd, &mut saved) != 0 {
-            libc::close(fd);
-            return false;
-        }
-        let mut keys = saved;
-        keys.c_lflag &= !(libc::ICANON | libc::ECHO);
-        keys.c_cc[libc::VMIN] = 1;
-        keys.c_cc[libc::VTIME] = 0;
-        if libc::tcsetattr(fd, libc::TCSANOW, &keys) != 0 {
-            libc::close(fd);
-            return false;
-        }
-        *SAVED.lock().unwrap_or_else(|p| p.into_inner()) = Some((fd, saved));
+    let Ok(saved) = termios::tcgetattr(&tty) else { return false };
+    let mut keys = saved.clone();
+    keys.local_flags.remove(LocalFlags::ICANON | LocalFlags::ECHO);
+    keys.control_chars[SpecialCharacterIndices::VMIN as usize] = 1;
+    keys.control_chars[SpecialCharacterIndices::VTIME as usize] = 0;
+    if termios::tcsetattr(&tty, SetArg::TCSANOW, &keys).is_err() {
+        return false;
     }
+    *SAVED.lock().unwrap_or_else(|p| p.into_inner()) = Some((tty, saved));
     true
 }
 
@@ -148,19 +141,13 @@ pub(crate) fn restore() {
         let _ = err.flush();
     }
     let saved = SAVED.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some((fd, termios)) = saved {
-        // SAFETY: fd was opened by `keys_without_echo` and is closed once, here.
-        unsafe {
-            libc::tcsetattr(fd, libc::TCSANOW, &termios);
-            libc::close(fd);
-        }
+    if let Some((tty, termios)) = saved {
+        // The tty closes as it drops, once.
+        let _ = termios::tcsetattr(&tty, SetArg::TCSANOW, &termios);
     }
 }
 
 /// `q`: the same SIGINT Ctrl-C sends, to this process alone, so the run stops by its one path.
 pub(crate) fn interrupt_self() {
-    // SAFETY: kill with this process's own pid and a standard signal has no memory effects.
-    unsafe {
-        libc::kill(libc::getpid(), libc::SIGINT);
-    }
+    let _ = signal::kill(Pid::this(), Signal::SIGINT);
 }
