@@ -6,11 +6,11 @@
 //! and know neither flags nor exit codes: each of their errors converts to its `Failure` here,
 //! once, with the flag it came from where the user gave it.
 
-/// Everything asked for was done and nothing was found wrong.
 /// What to do about a run that did not finish, in the flags' words: the result files' readers say
 /// the run was interrupted or killed (they know no verb), the verbs that show it add this.
 pub(crate) const RESUME_ADVICE: &str = "finish it with bench sweep --resume";
 
+/// Everything asked for was done and nothing was found wrong.
 pub const SUCCESS: u8 = 0;
 /// Done, but with findings: verify errors, failed measurements in a sweep, an incomplete merge.
 pub(crate) const FINDINGS: u8 = 1;

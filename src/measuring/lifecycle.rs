@@ -228,7 +228,7 @@ async fn prime(ctx: &RunContext, cell: &CellKey, l: &mut Lifecycle) -> Result<()
     }
     let first = ctx.harness.time(Part::Priming, ctx.send(&l.request)).await;
     let summary = measure::turn_summary(1, &first);
-    if let Some(err) = first.error.map(crate::server::advised) {
+    if let Some(err) = first.error {
         let error = ErrorInfo::new(err.kind, format!("turn 1 (priming) failed: {}", err.message));
         return Err(failed(ctx, cell, l, error, vec![summary]));
     }

@@ -125,7 +125,7 @@ pub(crate) async fn prepare_on(
             request.stream = cell.mode == Mode::Streaming;
             let first = ctx.harness.time(Part::Priming, ctx.send(&request)).await;
             turns.push(turn_summary(1, &first));
-            if let Some(err) = first.error.map(crate::server::advised) {
+            if let Some(err) = first.error {
                 let message = format!("hot turn 1 failed: {}", err.message);
                 return Err(fail(ErrorInfo::new(err.kind, message), turns));
             }
@@ -287,7 +287,7 @@ pub(crate) async fn prime_and_evict(
     session: &Session,
 ) -> Result<(), ErrorInfo> {
     let primed = ctx.harness.time(Part::Priming, ctx.send(request)).await;
-    if let Some(err) = primed.error.map(crate::server::advised) {
+    if let Some(err) = primed.error {
         return Err(ErrorInfo::new(err.kind, format!("warm priming request failed: {}", err.message)));
     }
     session_action(ctx, "evict", &ctx.preset.evict, session).await
@@ -389,7 +389,7 @@ pub(crate) async fn later_turns(
         let mut summary = turn_summary(turn, &exchange);
         summary.think_ms = think_ms;
         out.turns.push(summary);
-        if let Some(err) = exchange.error.map(crate::server::advised) {
+        if let Some(err) = exchange.error {
             out.error = Some(ErrorInfo::new(err.kind, format!("hot turn {turn} failed: {}", err.message)));
             return out;
         }
@@ -479,7 +479,8 @@ pub(crate) async fn fire_announcing(
         }
     }
     let handed_off = Instant::now();
-    let exchange = ctx.client.send(prepared).await;
+    let mut exchange = ctx.client.send(prepared).await;
+    exchange.error = exchange.error.map(crate::server::advised);
     Fired { exchange, window_start, handed_off, reload_ms, error: None, body }
 }
 
@@ -611,7 +612,7 @@ pub(super) fn record_exchange(
     m.attempts = ex.attempts;
     m.unexpected_bytes_dropped = ex.unexpected_bytes_dropped;
     m.connection = ex.connection;
-    m.error = ex.error.clone().map(crate::server::advised);
+    m.error = ex.error.clone();
 }
 
 /// A record with the identity fields filled and nothing measured.
@@ -691,6 +692,6 @@ pub(crate) fn turn_summary(turn: u32, ex: &Exchange) -> TurnSummary {
         input_tokens: ex.usage.input_tokens,
         output_tokens: ex.usage.output_tokens,
         cached_tokens: evidence(ex).and_then(|e| e.cached_tokens),
-        error: ex.error.clone().map(crate::server::advised),
+        error: ex.error.clone(),
     }
 }

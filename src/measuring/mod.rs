@@ -63,10 +63,15 @@ impl RunContext {
         Session::new(format!("tb-{}-{n}", self.nonces.next()), request_index % self.slots.max(1))
     }
 
-    /// An unmeasured request (priming, earlier turns, probes).
+    /// An unmeasured request (priming, earlier turns, probes). Its error, like the measured
+    /// request's (`measure::fire`), carries what to do where a flag helps (`server::advised`).
     pub(crate) async fn send(&self, request: &ChatRequest) -> Exchange {
         match self.client.prepare(request) {
-            Ok(p) => self.client.send(p).await,
+            Ok(p) => {
+                let mut exchange = self.client.send(p).await;
+                exchange.error = exchange.error.map(crate::server::advised);
+                exchange
+            }
             Err(e) => Exchange {
                 error: Some(ErrorInfo::new(ErrorKind::Protocol, e.to_string())),
                 ..Default::default()

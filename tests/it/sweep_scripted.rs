@@ -125,6 +125,17 @@ fn http_errors_keep_status_and_body() {
     assert_eq!(e["http_status"], 429);
 }
 
+/// A chat request the server redirects is recorded as not followed, with what to do in bench's
+/// own flag: the transport says what failed, the binary adds the advice to the record.
+#[test]
+fn a_redirected_measured_request_is_recorded_with_what_to_do() {
+    let e = error_of(Behaviour { fault: Fault::Status(308, ""), ..Default::default() }, &[]);
+    assert_eq!(e["http_status"], 308);
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not followed"), "{e}");
+    assert!(message.ends_with("; point --server at the address it leads to"), "{e}");
+}
+
 #[test]
 fn an_error_inside_a_200_stream_is_not_a_success() {
     let e = error_of(Behaviour { fault: Fault::ErrorInStream, ..Default::default() }, &[]);
