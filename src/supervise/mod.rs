@@ -2,8 +2,10 @@
 //!
 //! The command is run by `sh -c` with `{port}` replaced by a free port bench picked, so users
 //! write it as they would in a shell (`llama-server -m m.gguf --port {port} -ngl 99`). Bench waits
-//! until `/health` (or `/v1/models`) answers, keeps the last lines of the server's stderr, and
-//! between cells or iterations checks whether the process is still alive. A server that died is a
+//! until `/health` (or `/v1/models`) answers (a command that exits at start because another
+//! process took the port in the meantime is started again on another port), keeps the last lines
+//! of the server's stderr, and between cells or iterations checks whether the process is still
+//! alive. A server that died is a
 //! `ServerCrash` (exit code, signal, what was in flight, the stderr tail), recorded in run.json;
 //! it is restarted on the same port, up to `max_restarts` times.
 //!
@@ -40,6 +42,9 @@ use crate::exit::Failure;
 const STDERR_TAIL_LINES: usize = 20;
 /// How often a start that is taking a while is reported.
 const START_NOTE_EVERY: Duration = Duration::from_secs(15);
+/// How many ports a start tries when another process takes the one picked before the server
+/// listens on it.
+const PORT_TRIES: u32 = 5;
 /// How long the group has to end after SIGTERM before it gets SIGKILL.
 const END_GRACE: Duration = Duration::from_secs(3);
 
@@ -110,26 +115,48 @@ impl Supervisor {
                 "--server-cmd {shown:?}: must contain {{port}}, where bench puts the port it picked"
             )));
         }
-        let port = free_port().map_err(|e| Failure::internal(format!("cannot find a free port: {e}")))?;
-        let tail = Arc::new(Mutex::new(VecDeque::new()));
-        let (mut child, reader) = spawn(template, port, &tail)?;
-        let news = Arc::new(Mutex::new(KeeperNews::default()));
-        listen_to_keeper(&mut child, &news);
-        let watcher = if under_keeper() { None } else { watch_group(&child) };
-        let mut sup = Supervisor {
-            template: template.into(),
-            port,
-            child,
-            watcher,
-            tail,
-            reader,
-            max_restarts,
-            crashes: Vec::new(),
-            start_timeout,
-            news,
-        };
-        sup.wait_healthy(note).await?;
-        Ok(sup)
+        let mut tries = 0;
+        loop {
+            let port = free_port().map_err(|e| Failure::internal(format!("cannot find a free port: {e}")))?;
+            let tail = Arc::new(Mutex::new(VecDeque::new()));
+            let (mut child, reader) = spawn(template, port, &tail)?;
+            let news = Arc::new(Mutex::new(KeeperNews::default()));
+            listen_to_keeper(&mut child, &news);
+            let watcher = if under_keeper() { None } else { watch_group(&child) };
+            let mut sup = Supervisor {
+                template: template.into(),
+                port,
+                child,
+                watcher,
+                tail,
+                reader,
+                max_restarts,
+                crashes: Vec::new(),
+                start_timeout,
+                news,
+            };
+            let Err(failure) = sup.wait_healthy(note).await else { return Ok(sup) };
+            tries += 1;
+            if tries == PORT_TRIES || !sup.lost_its_port() {
+                return Err(failure);
+            }
+            note(&format!(
+                "port {port} was taken by another process before the server could listen on it; \
+                 starting the server again on another port"
+            ));
+        }
+    }
+
+    /// Whether the command exited at start because another process holds its port: the port was
+    /// free when bench picked it, and something outside the command (whose processes are ended
+    /// here first) listens on it now, as happens when servers started at the same moment on one
+    /// host (the shards of an array job) are given the same port.
+    fn lost_its_port(&mut self) -> bool {
+        let exited = self.child.try_wait().ok().flatten().is_some();
+        self.end_group();
+        exited
+            && std::net::TcpListener::bind(("127.0.0.1", self.port))
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::AddrInUse)
     }
 
     pub(crate) fn url(&self) -> String {

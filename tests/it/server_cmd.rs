@@ -282,3 +282,46 @@ fn a_server_command_that_calls_setsid_ends_with_bench_however_bench_ends() {
         }
     }
 }
+
+/// Fails when a port that another process takes between bench's pick and the server's bind
+/// (another shard's server on the same node, picking at the same moment) ends the run: the
+/// server exits with "Address already in use", and bench must start it again on another port.
+/// The squatter here is this test, which binds the first port the command is given before
+/// letting the server start; run.json must name the second port, and the records come from it.
+#[test]
+fn a_port_taken_before_the_server_binds_it_is_given_up_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ports, bin) = (dir.path().join("ports"), scripted_bin());
+    let cmd = format!(
+        "sh -c 'echo {{port}} >> {ports}; while [ ! -e {ports}.{{port}} ]; do sleep 0.02; done; \
+         exec {bin} --port {{port}} --token-ms 1'",
+        ports = ports.display()
+    );
+    let out = dir.path().join("out");
+    let mut child = spawn_bench(&sweep_flags(&out, &["--server-cmd", &cmd, "--runs", "1"]));
+    let port_list = || -> Vec<u16> {
+        std::fs::read_to_string(&ports).unwrap_or_default().lines().map(|p| p.parse().unwrap()).collect()
+    };
+    wait_for("the first port", || !port_list().is_empty());
+    let squatted = port_list()[0];
+    let _squatter = std::net::TcpListener::bind(("127.0.0.1", squatted)).unwrap();
+    std::fs::write(format!("{}.{squatted}", ports.display()), "").unwrap();
+    wait_for("a second port or bench's exit", || {
+        port_list().len() > 1 || child.try_wait().unwrap().is_some()
+    });
+    if port_list().len() < 2 {
+        panic!("bench gave up on the taken port: {}", stderr(&finish(child)));
+    }
+    let second = port_list()[1];
+    std::fs::write(format!("{}.{second}", ports.display()), "").unwrap();
+    let output = finish(child);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert_ne!(second, squatted);
+    assert!(err.contains(&format!("port {squatted} was taken by another process")), "{err}");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run").join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["server"]["base_url"], format!("http://127.0.0.1:{second}"), "{meta}");
+    let records = std::fs::read_to_string(out.join("run").join("measurements.jsonl")).unwrap();
+    assert!(records.lines().count() > 0 && !records.contains("\"error\":\""), "{records}");
+}
