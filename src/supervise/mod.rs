@@ -42,6 +42,8 @@ use crate::exit::Failure;
 const STDERR_TAIL_LINES: usize = 20;
 /// How often a start that is taking a while is reported.
 const START_NOTE_EVERY: Duration = Duration::from_secs(15);
+/// How long a command must stay up after its port first answered for the answer to be its own.
+const START_SETTLE: Duration = Duration::from_secs(1);
 /// How many ports a start tries when another process takes the one picked before the server
 /// listens on it.
 const PORT_TRIES: u32 = 5;
@@ -147,6 +149,14 @@ impl Supervisor {
         }
     }
 
+    /// Whether the command is still running `START_SETTLE` after its port answered: a server that
+    /// cannot listen (another process has the port) exits at once, and until it does another
+    /// server answering on the port looks like it. False: the loop's next turn reports the exit.
+    async fn still_running_after_answering(&mut self) -> bool {
+        tokio::time::sleep(START_SETTLE).await;
+        self.check("start").is_none()
+    }
+
     /// Whether the command exited at start because another process holds its port: the port was
     /// free when bench picked it, and something outside the command (whose processes are ended
     /// here first) listens on it now, as happens when servers started at the same moment on one
@@ -248,7 +258,8 @@ impl Supervisor {
             for path in ["/health", "/v1/models"] {
                 let answer =
                     http.get(format!("{}{path}", self.url())).timeout(Duration::from_secs(2)).send().await;
-                if answer.is_ok_and(|r| r.status().is_success()) {
+                if answer.is_ok_and(|r| r.status().is_success()) && self.still_running_after_answering().await
+                {
                     return Ok(());
                 }
             }

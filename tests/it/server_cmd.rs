@@ -325,3 +325,54 @@ fn a_port_taken_before_the_server_binds_it_is_given_up_for_another() {
     let records = std::fs::read_to_string(out.join("run").join("measurements.jsonl")).unwrap();
     assert!(records.lines().count() > 0 && !records.contains("\"error\":\""), "{records}");
 }
+
+/// Fails when a server command whose port another server already answers on is taken for
+/// started: the other server answers /health at once, before the command's own server has failed
+/// to listen and exited, and bench would measure a server that is not the one it started. Here
+/// the other server is this test, answering /health on the first port the command is given as
+/// it lets the command's server start, a tenth of a second later (and fail on the taken port).
+#[test]
+fn another_server_answering_on_the_port_is_never_taken_for_the_command_s() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (ports, bin) = (dir.path().join("ports"), scripted_bin());
+    let cmd = format!(
+        "sh -c 'echo {{port}} >> {ports}; while [ ! -e {ports}.{{port}} ]; do sleep 0.02; done; \
+         sleep 0.1; exec {bin} --port {{port}} --token-ms 1'",
+        ports = ports.display()
+    );
+    let out = dir.path().join("out");
+    let mut child = spawn_bench(&sweep_flags(&out, &["--server-cmd", &cmd, "--runs", "1"]));
+    let port_list = || -> Vec<u16> {
+        std::fs::read_to_string(&ports).unwrap_or_default().lines().map(|p| p.parse().unwrap()).collect()
+    };
+    wait_for("the first port", || !port_list().is_empty());
+    let other = port_list()[0];
+    let listener = std::net::TcpListener::bind(("127.0.0.1", other)).unwrap();
+    let go = format!("{}.{other}", ports.display());
+    // The other server: 200 to every request, as it lets the command's server start.
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = std::fs::write(&go, "");
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+        }
+    });
+    wait_for("a second port or bench's exit", || {
+        port_list().len() > 1 || child.try_wait().unwrap().is_some()
+    });
+    if port_list().len() < 2 {
+        panic!("bench did not start its server on another port: {}", stderr(&finish(child)));
+    }
+    let second = port_list()[1];
+    std::fs::write(format!("{}.{second}", ports.display()), "").unwrap();
+    let output = finish(child);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run").join("run.json")).unwrap()).unwrap();
+    assert_eq!(meta["server"]["base_url"], format!("http://127.0.0.1:{second}"), "{meta}");
+    assert!(meta["server_crashes"].as_array().is_none_or(|c| c.is_empty()), "{meta}");
+}
