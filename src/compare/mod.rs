@@ -48,19 +48,22 @@ pub(crate) mod cells;
 pub(crate) mod failures;
 mod render;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
 use serde::Serialize;
 
 use crate::cli::{CompareArgs, CompareFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::report::CellId;
+use crate::report::{CellId, CellSamples};
 use cells::{Comparison, Metric};
 use failures::InputFailures;
 use ttft_model::stats;
 
 // The result-file layer (loading, de-duplication): one line to follow if it moves.
 use ttft_results::results::combine::combine;
-use ttft_results::results::sources::{Detail, Source, load_all_with};
+use ttft_results::results::sources::{self, Detail};
 
 pub(crate) const SCHEMA: u32 = 1;
 
@@ -118,34 +121,50 @@ fn check_flags(args: &CompareArgs) -> Result<(), Failure> {
     }
 }
 
-/// One loaded and de-duplicated input.
-pub(crate) struct Loaded {
+/// One input as compare reads it: loaded, de-duplicated, summarised into report's cell samples
+/// and its failures, its records let go (a million-record base is not held while a candidate is
+/// read).
+pub(crate) struct Summarized {
     pub info: InputInfo,
-    pub run_meta: Vec<serde_json::Value>,
-    pub records: Vec<ttft_model::record::Record>,
+    pub samples: BTreeMap<CellId, CellSamples>,
+    pub failures: InputFailures,
 }
 
-fn loaded(source: Source) -> std::io::Result<Loaded> {
-    let path = source.path.display().to_string();
-    let kind = source.kind.as_str();
-    let run_meta = source.run_meta.iter().map(|m| m.raw.clone()).collect();
-    let records = combine(vec![source])?.records;
-    // Each model once, not a name per record.
-    let models: std::collections::BTreeSet<&str> = records.iter().map(|r| r.cell().model.as_str()).collect();
-    let models: Vec<String> = models.into_iter().map(str::to_string).collect();
-    Ok(Loaded { info: InputInfo { path, kind, records: records.len(), models }, run_meta, records })
-}
-
-/// Compares loaded inputs (the first is the base). Pure: no files, no clock.
-pub(crate) fn build(
-    inputs: &[Loaded],
+/// Reads `path` and summarises it; `role` names it in `failures` ("base" or "candidate"). The
+/// records of every input but the `last` are freed before the next is read; the last one's are
+/// left to the exit (`sources::release`).
+fn summarize(
+    path: &Path,
+    role: &'static str,
     expect: Option<&crate::config::Expectation>,
-    fail_on_regression: Option<f64>,
-) -> Report {
-    let samples: Vec<_> = inputs.iter().map(|l| crate::report::samples(&l.records)).collect();
+    allow_empty: bool,
+    last: bool,
+) -> Result<Summarized, Failure> {
+    // Lean: compare reads no token offset, sample or server payload; located, so a slot's
+    // candidates tie-break on their texts as whole records would (`combine`).
+    let source = sources::load_with(path, Detail::Located).map_err(Failure::from)?;
+    sources::require_records(std::slice::from_ref(&source), allow_empty).map_err(Failure::from)?;
+    let shown = source.path.display().to_string();
+    let kind = source.kind.as_str();
+    let run_meta: Vec<serde_json::Value> = source.run_meta.iter().map(|m| m.raw.clone()).collect();
+    let records = combine(vec![source]).map_err(|e| Failure::usage(e.to_string()))?.records;
+    // Each model once, not a name per record.
+    let models: BTreeSet<&str> = records.iter().map(|r| r.cell().model.as_str()).collect();
+    let models: Vec<String> = models.into_iter().map(str::to_string).collect();
+    let samples = crate::report::samples(&records);
+    let failures = failures::classify(&shown, role, &run_meta, &records, &samples, expect);
+    let info = InputInfo { path: shown, kind, records: records.len(), models };
+    if last {
+        sources::release(records);
+    }
+    Ok(Summarized { info, samples, failures })
+}
+
+/// Compares summarised inputs (the first is the base). Pure: no files, no clock.
+pub(crate) fn build(inputs: &[Summarized], fail_on_regression: Option<f64>) -> Report {
     let mut notes = Vec::new();
     let mut candidates = Vec::new();
-    let Some((base, base_samples)) = inputs.first().zip(samples.first()) else {
+    let Some(base) = inputs.first() else {
         return Report {
             compare_schema: SCHEMA,
             method: stats::RATIO_METHOD,
@@ -156,8 +175,8 @@ pub(crate) fn build(
             summary: Summary { fail_on_regression_pct: fail_on_regression, regressions: 0, exit_code: 0 },
         };
     };
-    for (cand, cand_samples) in inputs.iter().zip(&samples).skip(1) {
-        let comparison = cells::compare(base_samples, cand_samples);
+    for cand in inputs.iter().skip(1) {
+        let comparison = cells::compare(&base.samples, &cand.samples);
         if comparison.matched_by == cells::MatchedBy::CellWithoutModel {
             notes.push(format!(
                 "{}: model {} vs the base's {}: cells matched by everything but the model",
@@ -183,15 +202,7 @@ pub(crate) fn build(
         };
         candidates.push(CandidateReport { input: cand.info.clone(), comparison, regressions });
     }
-    let failures = inputs
-        .iter()
-        .zip(&samples)
-        .enumerate()
-        .map(|(i, (l, s))| {
-            let role = if i == 0 { "base" } else { "candidate" };
-            failures::classify(&l.info.path, role, &l.run_meta, &l.records, s, expect)
-        })
-        .collect();
+    let failures = inputs.iter().map(|input| input.failures.clone()).collect();
     let regressions = candidates.iter().map(|c| c.regressions.len()).sum();
     Report {
         compare_schema: SCHEMA,
@@ -214,18 +225,13 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<Outcome> {
         Some(path) => Some(crate::config::expectation(path).map_err(Failure::from)?),
         None => None,
     };
-    let mut paths = vec![args.base.clone()];
-    paths.extend(args.candidates.iter().cloned());
-    // Lean: compare reads no token offset, sample or server payload; located, so a slot's
-    // candidates tie-break on their texts as whole records would (`combine`).
-    let sources = load_all_with(&paths, Detail::Located).map_err(Failure::from)?;
-    ttft_results::results::sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
-    let inputs: Vec<Loaded> = sources
-        .into_iter()
-        .map(loaded)
-        .collect::<std::io::Result<_>>()
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    let report = build(&inputs, expect.as_ref(), args.fail_on_regression);
+    let mut inputs = Vec::with_capacity(1 + args.candidates.len());
+    for (i, path) in std::iter::once(&args.base).chain(&args.candidates).enumerate() {
+        let role = if i == 0 { "base" } else { "candidate" };
+        let last = i == args.candidates.len();
+        inputs.push(summarize(path, role, expect.as_ref(), args.allow_empty, last)?);
+    }
+    let report = build(&inputs, args.fail_on_regression);
     if !args.allow_empty
         && let Some(c) = report.candidates.iter().find(|c| c.comparison.cells.is_empty())
     {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use ttft_model::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
+use ttft_model::record::{CellKey, ErrorInfo, ErrorKind, Measurement, Record, SCHEMA_VERSION};
 
 use crate::common::{assert_close, runs};
 
@@ -115,4 +115,51 @@ fn report_and_compare_hold_lean_records_not_their_samples_and_itl_stays_exact() 
     assert_eq!(cells.len(), 1, "{compared}");
     let ttft = cells[0]["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "ttft_ms").cloned();
     assert_eq!(ttft.as_ref().map(|m| m["base"]["n"].clone()), Some(RECORDS.into()), "{ttft:?}");
+}
+
+/// Records of which every second failed with a long error page (a proxy's 502 HTML): the message
+/// is kept in the lean form every verb reads (verify and compare's failures read it), 60 MB of
+/// them an input.
+const ERROR_PAGE_BYTES: usize = 80_000;
+
+fn failed_or_good(run: u32) -> Record {
+    let mut r = record(run);
+    if let Record::Measurement(m) = &mut r {
+        m.output_sample = String::new();
+        if run.is_multiple_of(2) {
+            m.error = Some(ErrorInfo {
+                kind: ErrorKind::HttpStatus,
+                message: format!("502 from the gateway: {}", "p".repeat(ERROR_PAGE_BYTES)),
+                http_status: Some(502),
+            });
+            m.quality_ok = false;
+        }
+    }
+    r
+}
+
+/// Fails when compare holds its inputs together: each is summarised (cells, failures) and let go
+/// before the next is read, so comparing two runs of a long soak needs one run's memory, not two.
+#[test]
+fn compare_holds_one_input_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let records: Vec<Record> = (1..=RECORDS as u32).map(failed_or_good).collect();
+    let base = runs::write(&dir.path().join("base"), "soak", &records).to_string_lossy().to_string();
+    let cand = runs::write(&dir.path().join("cand"), "soak", &records).to_string_lossy().to_string();
+    let kept_mb = (RECORDS / 2 * ERROR_PAGE_BYTES) as f64 / 1e6;
+    let compared = dir.path().join("compare.json");
+    let (code, peak) = peak_mb(&["compare", &base, &cand, "--format", "json"], &compared);
+    assert_eq!(code, 0, "compare exits 0");
+    // One input's error pages and a debug bench's own (about 20 MB) fit; two inputs' do not.
+    assert!(
+        peak < 20.0 + 1.5 * kept_mb,
+        "compare of two inputs of {kept_mb:.0} MB of kept text each peaked at {peak:.0} MB"
+    );
+    let compared: Value = serde_json::from_slice(&std::fs::read(&compared).unwrap()).unwrap();
+    for failures in compared["failures"].as_array().unwrap() {
+        assert_eq!(failures["failed_records"], RECORDS / 2, "{failures}");
+    }
+    let cells = compared["candidates"][0]["cells"].as_array().cloned().unwrap_or_default();
+    let ttft = cells[0]["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "ttft_ms").cloned();
+    assert_eq!(ttft.as_ref().map(|m| m["base"]["n"].clone()), Some((RECORDS / 2).into()), "{ttft:?}");
 }
