@@ -1,7 +1,8 @@
 //! Cell rules: each looks at several records of one input together (one function per rule; the
 //! list is `RULES`).
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 
 use super::finding::Finding;
 use super::rule::{RuleContext, RuleId};
@@ -58,13 +59,13 @@ impl StateTimes {
 
 /// Every cell of one input with its TTFTs per cache state (failed and negative times left out).
 fn state_times(records: &[Record]) -> Vec<StateTimes> {
-    let mut cells: BTreeMap<(String, Mode, u32, u32, bool), StateTimes> = BTreeMap::new();
+    let mut cells: BTreeMap<(&str, Mode, u32, u32, bool), StateTimes> = BTreeMap::new();
     for rec in records {
         let Record::Measurement(m) = rec else { continue };
         let Some(ttft) = m.ttft_ms.filter(|t| m.error.is_none() && *t >= 0.0) else { continue };
         let c = &m.cell;
         let key =
-            (c.model.clone(), c.mode, c.context_tokens, c.batch_size, c.scenario == Scenario::Concurrent);
+            (c.model.as_str(), c.mode, c.context_tokens, c.batch_size, c.scenario == Scenario::Concurrent);
         let cell = cells
             .entry(key)
             .or_insert_with(|| StateTimes { key: CellKey { run: 0, ..c.clone() }, ..Default::default() });
@@ -112,7 +113,7 @@ pub(crate) fn warm_not_faster(ctx: &RuleContext, records: &[Record], out: &mut V
         }
         let context = stats::median(&cell.warm_input).unwrap_or(f64::from(cell.key.context_tokens));
         let reload = ctx.hardware.and((ctx.model_for)(&cell.key.model)).and_then(|m| {
-            physics::expected_reload_ms(&m, context as u64, ctx.storage_gbps)
+            physics::expected_reload_ms(m, context as u64, ctx.storage_gbps)
                 .map(|ms| (ms, m.kv_bytes_per_token.unwrap_or(0.0) * context))
         });
         let base = format!("warm median TTFT {warm:.0} ms vs cold {cold:.0} ms ({speedup:.2}x)");
@@ -238,15 +239,20 @@ pub(crate) fn hardware_mismatch(ctx: &RuleContext, _records: &[Record], out: &mu
 /// run pasted in as new runs. Each copy after the first is named with the record it repeats.
 /// A soak repeats its prompts on purpose; imported records carry no nonce.
 pub(crate) fn nonce_reused(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
-    let mut first: BTreeMap<(&str, CacheState), &ttft_model::record::Measurement> = BTreeMap::new();
+    // Hashed: a million nonces, each looked up once; findings follow the records' order.
+    let mut first: HashMap<(&str, CacheState), &ttft_model::record::Measurement> =
+        HashMap::with_capacity(records.len());
     for r in records {
         let Record::Measurement(m) = r else { continue };
         if m.nonce.is_empty() || m.cell.scenario == Scenario::Soak {
             continue;
         }
-        let Some(original) = first.get(&(m.nonce.as_str(), m.cell.cache_state)) else {
-            first.insert((m.nonce.as_str(), m.cell.cache_state), m);
-            continue;
+        let original = match first.entry((m.nonce.as_str(), m.cell.cache_state)) {
+            Entry::Vacant(slot) => {
+                slot.insert(m);
+                continue;
+            }
+            Entry::Occupied(seen) => *seen.get(),
         };
         let message = format!(
             "nonce {} measured twice: this record (run {}, request {}, started {}) repeats run {} (request {}, \

@@ -37,7 +37,7 @@ pub(crate) fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Findin
     let ceiling = ctx
         .hardware
         .zip((ctx.model_for)(&m.cell.model))
-        .and_then(|(hw, model)| physics::ceilings(hw, &model, m).decode_ceiling_tps);
+        .and_then(|(hw, model)| physics::ceilings(hw, model, m).decode_ceiling_tps);
     if let (Some(d), Some(c)) = (m.decode_tps, ceiling)
         && d > c
     {

@@ -33,6 +33,8 @@ mod records;
 pub(crate) mod rule;
 mod table;
 
+use std::collections::{BTreeSet, HashMap};
+
 use serde::Serialize;
 
 use crate::cli::{VerifyArgs, VerifyFormat as Format};
@@ -204,13 +206,16 @@ fn verify_input(settings: &VerifySettings, src: &Source, report: &mut Report) {
     }
     let phys =
         inputs::resolve(src, &file, settings.hardware.as_ref(), settings.model.as_ref(), &mut report.notes);
-    let mut models: Vec<String> = src.records.iter().map(|r| r.cell().model.clone()).collect();
-    models.sort();
-    models.dedup();
-    let models = phys.profiles(&file, &models, &mut report.notes);
+    // Each model once (sorted): not a name per record.
+    let names: BTreeSet<&str> = src.records.iter().map(|r| r.cell().model.as_str()).collect();
+    let names: Vec<String> = names.into_iter().map(str::to_string).collect();
+    let models = phys.profiles(&file, &names, &mut report.notes);
+    // Looked up for every record by the ceiling rules: found once per model here.
+    let profiles: HashMap<&str, ModelProfile> =
+        names.iter().filter_map(|name| Some((name.as_str(), phys.model_for(name)?))).collect();
     report.physics.push(InputPhysicsSummary { path: file.clone(), hardware: phys.hardware.clone(), models });
     report.inputs.push(summary(src));
-    let model_for = |name: &str| phys.model_for(name);
+    let model_for = |name: &str| profiles.get(name);
     let ctx = RuleContext {
         file: &file,
         hardware: phys.hardware.as_ref(),

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use super::finding::Finding;
 use super::rule::{Input, RuleId};
-use ttft_model::record::{CellKey, Record};
+use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
 use ttft_model::stats;
 
 /// Fewest runs a cell must have before a run of measurements can be judged against the others.
@@ -132,7 +132,49 @@ pub(crate) fn run_outlier(inputs: &[Input], out: &mut Vec<Finding>) {
 }
 
 /// A run: its input file and run id.
-type RunKey = (String, String);
+type RunKey<'a> = (&'a str, &'a str);
+
+/// A cell without its repetition, borrowed from a record: its fields in `CellKey`'s order, so it
+/// sorts as `CellKey { run: 0, .. }` does (a million records are not a million model names copied).
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct RunsOfCell<'a> {
+    model: &'a str,
+    scenario: Scenario,
+    cache_state: CacheState,
+    mode: Mode,
+    context_tokens: u32,
+    dataset_row: Option<u32>,
+    batch_size: u32,
+}
+
+impl<'a> RunsOfCell<'a> {
+    fn of(c: &'a CellKey) -> RunsOfCell<'a> {
+        let CellKey { model, scenario, cache_state, mode, context_tokens, dataset_row, batch_size, run: _ } =
+            c;
+        RunsOfCell {
+            model,
+            scenario: *scenario,
+            cache_state: *cache_state,
+            mode: *mode,
+            context_tokens: *context_tokens,
+            dataset_row: *dataset_row,
+            batch_size: *batch_size,
+        }
+    }
+
+    fn key(&self) -> CellKey {
+        CellKey {
+            model: self.model.to_string(),
+            scenario: self.scenario,
+            cache_state: self.cache_state,
+            mode: self.mode,
+            context_tokens: self.context_tokens,
+            dataset_row: self.dataset_row,
+            batch_size: self.batch_size,
+            run: 0,
+        }
+    }
+}
 
 struct Hit {
     cell: CellKey,
@@ -150,20 +192,23 @@ fn unit(metric: &str) -> &'static str {
     }
 }
 
+/// Run -> values of one cell and metric.
+type ValuesByRun<'a> = BTreeMap<RunKey<'a>, Vec<f64>>;
+
 /// (cell without repetition, metric) -> run -> values, of every good measurement.
-fn measurement_cells(inputs: &[Input]) -> BTreeMap<(CellKey, &'static str), BTreeMap<RunKey, Vec<f64>>> {
-    let mut cells: BTreeMap<(CellKey, &'static str), BTreeMap<RunKey, Vec<f64>>> = BTreeMap::new();
+fn measurement_cells<'a>(inputs: &'a [Input]) -> BTreeMap<(RunsOfCell<'a>, &'static str), ValuesByRun<'a>> {
+    let mut cells: BTreeMap<(RunsOfCell<'a>, &'static str), ValuesByRun<'a>> = BTreeMap::new();
     for input in inputs {
         for rec in input.records {
             let Record::Measurement(m) = rec else { continue };
             if m.error.is_some() {
                 continue;
             }
-            let key = CellKey { run: 0, ..m.cell.clone() };
-            let run = (input.file.clone(), m.run_id.clone());
+            let run = (input.file.as_str(), m.run_id.as_str());
             for (metric, value) in [("ttft_ms", m.ttft_ms), ("decode_tps", m.decode_tps)] {
                 if let Some(v) = value.filter(|v| v.is_finite() && *v >= 0.0) {
-                    cells.entry((key.clone(), metric)).or_default().entry(run.clone()).or_default().push(v);
+                    let key = (RunsOfCell::of(&m.cell), metric);
+                    cells.entry(key).or_default().entry(run).or_default().push(v);
                 }
             }
         }
@@ -178,16 +223,16 @@ fn measurement_runs(inputs: &[Input], out: &mut Vec<Finding>) {
         if runs.len() < MIN_RUNS {
             continue;
         }
-        let medians: Vec<(&RunKey, f64)> =
-            runs.iter().filter_map(|(r, v)| stats::median(v).map(|m| (r, m))).collect();
+        let medians: Vec<(RunKey, f64)> =
+            runs.iter().filter_map(|(r, v)| stats::median(v).map(|m| (*r, m))).collect();
         let values: Vec<f64> = medians.iter().map(|(_, v)| *v).collect();
         for ((run, value), z) in medians.iter().zip(robust_z_each(&values, absolute_floor(metric))) {
-            *tested.entry((*run).clone()).or_default() += 1;
+            *tested.entry(*run).or_default() += 1;
             let Some((z, median)) = z else { continue };
             if z > Z_LIMIT {
                 let others = values.len() - 1;
-                let hit = Hit { cell: cell.clone(), metric, value: *value, median, z, others };
-                hits.entry((*run).clone()).or_default().push(hit);
+                let hit = Hit { cell: cell.key(), metric, value: *value, median, z, others };
+                hits.entry(*run).or_default().push(hit);
             }
         }
     }
@@ -208,12 +253,12 @@ fn measurement_runs(inputs: &[Input], out: &mut Vec<Finding>) {
             worst.value / worst.median,
             worst.z
         );
-        let mut f = Finding::new(RuleId::RunOutlier, &run.0, message).numbers(
+        let mut f = Finding::new(RuleId::RunOutlier, run.0, message).numbers(
             worst.value,
             worst.median,
             unit(worst.metric),
         );
-        f.run_id = Some(run.1.clone());
+        f.run_id = Some(run.1.to_string());
         out.push(f);
     }
 }
@@ -274,11 +319,7 @@ fn single_records(inputs: &[Input], out: &mut Vec<Finding>) {
         let Some(worst) = record_hits.iter().max_by(|a, b| a.z.total_cmp(&b.z)) else { continue };
         let also: Vec<&str> =
             record_hits.iter().filter(|h| h.metric != worst.metric).map(|h| h.metric).collect();
-        let what = if cell.scenario == ttft_model::record::Scenario::Concurrent {
-            "batch"
-        } else {
-            "staggered pair"
-        };
+        let what = if cell.scenario == Scenario::Concurrent { "batch" } else { "staggered pair" };
         let few = if worst.others < MIN_SPREAD_SIBLINGS {
             format!(
                 "; {} others give no estimate of a spread, so it counts only at {FEW_SIBLINGS_FACTOR}x off",

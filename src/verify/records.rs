@@ -337,7 +337,7 @@ pub(crate) fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mu
 fn stored_ceilings_differ(ctx: &RuleContext, m: &Measurement) -> Vec<String> {
     let (Some(stored), StoredCeilings::Same) = (&m.physics, ctx.stored) else { return Vec::new() };
     let Some(now) =
-        ctx.hardware.zip((ctx.model_for)(&m.cell.model)).map(|(hw, model)| physics::ceilings(hw, &model, m))
+        ctx.hardware.zip((ctx.model_for)(&m.cell.model)).map(|(hw, model)| physics::ceilings(hw, model, m))
     else {
         return Vec::new();
     };

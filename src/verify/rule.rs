@@ -141,7 +141,7 @@ pub struct RuleContext<'a> {
     /// The hardware the ceilings use (flags, else the input's run.json).
     pub hardware: Option<&'a Hardware>,
     /// The model profile of a record's `model` (flags, run metadata or the built-in table).
-    pub model_for: &'a dyn Fn(&str) -> Option<ModelProfile>,
+    pub model_for: &'a dyn Fn(&str) -> Option<&'a ModelProfile>,
     /// What run.json says the hardware was, when flags chose another.
     pub run_json_hardware: Option<&'a str>,
     /// The host's CPU brand and the profile it suggests.
