@@ -170,9 +170,10 @@ pub(crate) fn verify_sources(settings: &VerifySettings, sources: &[Source], clai
         }
     }
     for published in sources.iter().filter(|_| !claimed.is_empty()) {
+        let audit = provenance::Audit::of(published, claimed);
         for rule in RULES {
             if let Check::Sources(check) = rule.check {
-                check(published, claimed, &mut report.findings);
+                check(&audit, &mut report.findings);
             }
         }
     }

@@ -100,20 +100,27 @@ impl Value {
     }
 }
 
-type Numbers = Vec<(&'static str, Value)>;
+/// The numbers of a record that a published copy must keep, by name (an array: a million
+/// records compared are not a million lists allocated).
+type Numbers<const N: usize> = [(&'static str, Value); N];
 
-/// The numbers of a record that a published copy must keep.
-fn numbers(r: &Record) -> Numbers {
-    match r {
-        Record::Measurement(m) => measurement_numbers(m),
-        Record::Group(g) => group_numbers(g),
-        Record::Staggered(s) => staggered_numbers(s),
+/// The differences between two records of one type (the key tells the types apart).
+fn diff_records(published: &Record, source: &Record, out: &mut Vec<Diff>) {
+    match (published, source) {
+        (Record::Measurement(p), Record::Measurement(s)) => {
+            diff_numbers("", measurement_numbers(p), measurement_numbers(s), out);
+        }
+        (Record::Group(p), Record::Group(s)) => diff_numbers("", group_numbers(p), group_numbers(s), out),
+        (Record::Staggered(p), Record::Staggered(s)) => {
+            diff_numbers("", staggered_numbers(p), staggered_numbers(s), out);
+        }
+        _ => {}
     }
 }
 
-fn measurement_numbers(m: &Measurement) -> Numbers {
+fn measurement_numbers(m: &Measurement) -> Numbers<12> {
     use Value::{Count, Flag, Real};
-    vec![
+    [
         ("ttft_ms", Real(m.ttft_ms)),
         ("e2e_ms", Real(m.e2e_ms)),
         ("first_event_ms", Real(m.first_event_ms)),
@@ -129,9 +136,9 @@ fn measurement_numbers(m: &Measurement) -> Numbers {
     ]
 }
 
-fn group_numbers(g: &GroupRecord) -> Numbers {
+fn group_numbers(g: &GroupRecord) -> Numbers<9> {
     use Value::{Count, Flag, Real};
-    vec![
+    [
         ("wall_ms", Real(Some(g.wall_ms))),
         ("system_tps", Real(g.system_tps)),
         ("per_request_tps", Real(g.per_request_tps)),
@@ -144,9 +151,9 @@ fn group_numbers(g: &GroupRecord) -> Numbers {
     ]
 }
 
-fn staggered_numbers(s: &StaggeredRecord) -> Numbers {
+fn staggered_numbers(s: &StaggeredRecord) -> Numbers<13> {
     use Value::{Count, Flag, Real};
-    vec![
+    [
         ("stagger_delay_ms", Real(s.stagger_delay_ms)),
         ("user_a_ttft_ms", Real(s.user_a_ttft_ms)),
         ("user_a_e2e_ms", Real(s.user_a_e2e_ms)),
@@ -190,7 +197,12 @@ struct Diff {
     source: String,
 }
 
-fn diff_numbers(prefix: &str, published: Numbers, source: Numbers, out: &mut Vec<Diff>) {
+fn diff_numbers<const N: usize>(
+    prefix: &str,
+    published: Numbers<N>,
+    source: Numbers<N>,
+    out: &mut Vec<Diff>,
+) {
     for ((field, p), (_, s)) in published.into_iter().zip(source) {
         if !same(p, s) {
             out.push(Diff { field: format!("{prefix}{field}"), published: p.show(), source: s.show() });
@@ -205,7 +217,7 @@ fn presence(present: bool) -> String {
 fn diff_units(published: &Unit, source: &Unit) -> Vec<Diff> {
     let mut out = Vec::new();
     match (&published.body, &source.body) {
-        (Body::Single(p), Body::Single(s)) => diff_numbers("", numbers(p), numbers(s), &mut out),
+        (Body::Single(p), Body::Single(s)) => diff_records(p, s, &mut out),
         (Body::Batch { group: pg, members: pm }, Body::Batch { group: sg, members: sm }) => {
             match (pg, sg) {
                 (Some(p), Some(s)) => diff_numbers("group ", group_numbers(p), group_numbers(s), &mut out),
@@ -261,6 +273,21 @@ struct Trace<'a> {
     outcome: Outcome,
 }
 
+/// A published input traced to its claimed sources: what every provenance rule reads.
+pub struct Audit<'a> {
+    published: &'a Source,
+    sources: &'a [Source],
+    traces: Vec<Trace<'a>>,
+}
+
+impl<'a> Audit<'a> {
+    /// Traces every unit of `published` (a million records are a million lookups: done once,
+    /// not once per rule).
+    pub(crate) fn of(published: &'a Source, sources: &'a [Source]) -> Audit<'a> {
+        Audit { published, sources, traces: trace(published, sources) }
+    }
+}
+
 fn trace<'a>(published: &'a Source, sources: &'a [Source]) -> Vec<Trace<'a>> {
     let mut index: BTreeMap<UnitKey, Vec<(usize, Unit)>> = BTreeMap::new();
     for (i, s) in sources.iter().enumerate() {
@@ -303,10 +330,10 @@ fn what(unit: &Unit) -> &'static str {
     }
 }
 
-pub(crate) fn no_source(published: &Source, sources: &[Source], out: &mut Vec<Finding>) {
-    let file = path(published);
-    let names: Vec<String> = sources.iter().map(path).collect();
-    for t in trace(published, sources) {
+pub(crate) fn no_source(audit: &Audit, out: &mut Vec<Finding>) {
+    let file = path(audit.published);
+    let names: Vec<String> = audit.sources.iter().map(path).collect();
+    for t in &audit.traces {
         let Outcome::NoSource { other } = &t.outcome else { continue };
         let mut message =
             format!("this {} of {file} is in none of its sources ({})", what(&t.unit), names.join(", "));
@@ -322,11 +349,11 @@ pub(crate) fn no_source(published: &Source, sources: &[Source], out: &mut Vec<Fi
     }
 }
 
-pub(crate) fn numbers_differ(published: &Source, sources: &[Source], out: &mut Vec<Finding>) {
-    let file = path(published);
-    for t in trace(published, sources) {
+pub(crate) fn numbers_differ(audit: &Audit, out: &mut Vec<Finding>) {
+    let file = path(audit.published);
+    for t in &audit.traces {
         let Outcome::Differs { source, diffs } = &t.outcome else { continue };
-        let name = path(&sources[*source]);
+        let name = path(&audit.sources[*source]);
         let message = format!(
             "this {} of {file} (started {}) differs from the same measurement in {name}: {}",
             what(&t.unit),
@@ -396,22 +423,22 @@ fn fact_sets(metas: &[SourceMeta]) -> BTreeMap<&'static str, BTreeSet<String>> {
     out
 }
 
-pub(crate) fn metadata_conflict(published: &Source, sources: &[Source], out: &mut Vec<Finding>) {
-    let file = path(published);
-    let claimed = fact_sets(&published.run_meta);
+pub(crate) fn metadata_conflict(audit: &Audit, out: &mut Vec<Finding>) {
+    let file = path(audit.published);
+    let claimed = fact_sets(&audit.published.run_meta);
     if claimed.is_empty() {
         return;
     }
     // Records of the published file that each source accounts for.
     let mut from: BTreeMap<usize, usize> = BTreeMap::new();
-    for t in trace(published, sources) {
+    for t in &audit.traces {
         if let Outcome::Traced { source } | Outcome::Differs { source, .. } = t.outcome {
             *from.entry(source).or_default() += 1;
         }
     }
     for (&i, &records) in &from {
-        let name = path(&sources[i]);
-        for (fact, values) in fact_sets(&sources[i].run_meta) {
+        let name = path(&audit.sources[i]);
+        for (fact, values) in fact_sets(&audit.sources[i].run_meta) {
             let Some(said) = claimed.get(fact) else { continue };
             let unsaid: Vec<&String> = values.difference(said).collect();
             if unsaid.is_empty() {

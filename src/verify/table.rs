@@ -5,6 +5,7 @@
 //! holds that every id has exactly one entry.
 
 use super::finding::Finding;
+use super::provenance::Audit;
 use super::rule::{Input, RuleContext, RuleId, Severity};
 use super::{cells, explain, imported, outlier, provenance, records};
 use ttft_model::record::Record;
@@ -22,9 +23,9 @@ pub enum Check {
     Input(fn(&RuleContext, &Source, &mut Vec<Finding>)),
     /// All inputs together.
     CrossInput(fn(&[Input], &mut Vec<Finding>)),
-    /// One input (a published file) against the sources it claims (`--sources`); runs only when
-    /// sources are given.
-    Sources(fn(&Source, &[Source], &mut Vec<Finding>)),
+    /// One input (a published file) against the sources it claims (`--sources`), each of its
+    /// records traced to them once for every such rule; runs only when sources are given.
+    Sources(fn(&Audit, &mut Vec<Finding>)),
     /// Raised by another rule's check when the physics explains what that rule would flag.
     OutcomeOf(RuleId),
 }
