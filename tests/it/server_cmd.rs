@@ -283,6 +283,64 @@ fn a_server_command_that_calls_setsid_ends_with_bench_however_bench_ends() {
     }
 }
 
+/// A bench sweep whose server command writes each port it is given to `dir/ports` and waits for
+/// the test to create `dir/ports.PORT` (then waits `pause` more) before starting the server:
+/// the test acts on each port before the server binds it.
+struct PortGate {
+    ports: PathBuf,
+    out: PathBuf,
+    bench: Child,
+}
+
+impl PortGate {
+    fn start(dir: &Path, pause: &str) -> PortGate {
+        let (ports, out) = (dir.join("ports"), dir.join("out"));
+        let cmd = format!(
+            "sh -c 'echo {{port}} >> {ports}; while [ ! -e {ports}.{{port}} ]; do sleep 0.02; done; \
+             sleep {pause}; exec {bin} --port {{port}} --token-ms 1'",
+            ports = ports.display(),
+            bin = scripted_bin()
+        );
+        let bench = spawn_bench(&sweep_flags(&out, &["--server-cmd", &cmd, "--runs", "1"]));
+        PortGate { ports, out, bench }
+    }
+
+    fn given(&self) -> Vec<u16> {
+        let text = std::fs::read_to_string(&self.ports).unwrap_or_default();
+        text.lines().map(|p| p.parse().unwrap()).collect()
+    }
+
+    /// The `nth` (0-based) port the command was given, once it is.
+    fn port(&mut self, nth: usize) -> u16 {
+        wait_for("a port or bench's exit", || {
+            self.given().len() > nth || self.bench.try_wait().unwrap().is_some()
+        });
+        match self.given().get(nth) {
+            Some(&port) => port,
+            None => {
+                let mut err = String::new();
+                if let Some(mut pipe) = self.bench.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut pipe, &mut err);
+                }
+                panic!("bench gave up before port #{nth}: {err}")
+            }
+        }
+    }
+
+    /// What lets the command's server start on `port`.
+    fn go_file(&self, port: u16) -> PathBuf {
+        PathBuf::from(format!("{}.{port}", self.ports.display()))
+    }
+
+    /// Lets the server start on `port` and waits for bench: its exit code, stderr and run.json.
+    fn finish(self, port: u16) -> (Option<i32>, String, Value) {
+        std::fs::write(self.go_file(port), "").unwrap();
+        let output = finish(self.bench);
+        let meta = std::fs::read_to_string(self.out.join("run").join("run.json")).unwrap_or_default();
+        (output.status.code(), stderr(&output), serde_json::from_str(&meta).unwrap_or_default())
+    }
+}
+
 /// Fails when a port that another process takes between bench's pick and the server's bind
 /// (another shard's server on the same node, picking at the same moment) ends the run: the
 /// server exits with "Address already in use", and bench must start it again on another port.
@@ -291,36 +349,16 @@ fn a_server_command_that_calls_setsid_ends_with_bench_however_bench_ends() {
 #[test]
 fn a_port_taken_before_the_server_binds_it_is_given_up_for_another() {
     let dir = tempfile::tempdir().unwrap();
-    let (ports, bin) = (dir.path().join("ports"), scripted_bin());
-    let cmd = format!(
-        "sh -c 'echo {{port}} >> {ports}; while [ ! -e {ports}.{{port}} ]; do sleep 0.02; done; \
-         exec {bin} --port {{port}} --token-ms 1'",
-        ports = ports.display()
-    );
-    let out = dir.path().join("out");
-    let mut child = spawn_bench(&sweep_flags(&out, &["--server-cmd", &cmd, "--runs", "1"]));
-    let port_list = || -> Vec<u16> {
-        std::fs::read_to_string(&ports).unwrap_or_default().lines().map(|p| p.parse().unwrap()).collect()
-    };
-    wait_for("the first port", || !port_list().is_empty());
-    let squatted = port_list()[0];
+    let mut gate = PortGate::start(dir.path(), "0");
+    let squatted = gate.port(0);
     let _squatter = std::net::TcpListener::bind(("127.0.0.1", squatted)).unwrap();
-    std::fs::write(format!("{}.{squatted}", ports.display()), "").unwrap();
-    wait_for("a second port or bench's exit", || {
-        port_list().len() > 1 || child.try_wait().unwrap().is_some()
-    });
-    if port_list().len() < 2 {
-        panic!("bench gave up on the taken port: {}", stderr(&finish(child)));
-    }
-    let second = port_list()[1];
-    std::fs::write(format!("{}.{second}", ports.display()), "").unwrap();
-    let output = finish(child);
-    let err = stderr(&output);
-    assert_eq!(output.status.code(), Some(0), "{err}");
+    std::fs::write(gate.go_file(squatted), "").unwrap();
+    let second = gate.port(1);
+    let out = gate.out.clone();
+    let (code, err, meta) = gate.finish(second);
+    assert_eq!(code, Some(0), "{err}");
     assert_ne!(second, squatted);
     assert!(err.contains(&format!("port {squatted} was taken by another process")), "{err}");
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("run").join("run.json")).unwrap()).unwrap();
     assert_eq!(meta["server"]["base_url"], format!("http://127.0.0.1:{second}"), "{meta}");
     let records = std::fs::read_to_string(out.join("run").join("measurements.jsonl")).unwrap();
     assert!(records.lines().count() > 0 && !records.contains("\"error\":\""), "{records}");
@@ -335,21 +373,10 @@ fn a_port_taken_before_the_server_binds_it_is_given_up_for_another() {
 fn another_server_answering_on_the_port_is_never_taken_for_the_command_s() {
     use std::io::{Read, Write};
     let dir = tempfile::tempdir().unwrap();
-    let (ports, bin) = (dir.path().join("ports"), scripted_bin());
-    let cmd = format!(
-        "sh -c 'echo {{port}} >> {ports}; while [ ! -e {ports}.{{port}} ]; do sleep 0.02; done; \
-         sleep 0.1; exec {bin} --port {{port}} --token-ms 1'",
-        ports = ports.display()
-    );
-    let out = dir.path().join("out");
-    let mut child = spawn_bench(&sweep_flags(&out, &["--server-cmd", &cmd, "--runs", "1"]));
-    let port_list = || -> Vec<u16> {
-        std::fs::read_to_string(&ports).unwrap_or_default().lines().map(|p| p.parse().unwrap()).collect()
-    };
-    wait_for("the first port", || !port_list().is_empty());
-    let other = port_list()[0];
+    let mut gate = PortGate::start(dir.path(), "0.1");
+    let other = gate.port(0);
     let listener = std::net::TcpListener::bind(("127.0.0.1", other)).unwrap();
-    let go = format!("{}.{other}", ports.display());
+    let go = gate.go_file(other);
     // The other server: 200 to every request, as it lets the command's server start.
     std::thread::spawn(move || {
         for stream in listener.incoming() {
@@ -360,19 +387,9 @@ fn another_server_answering_on_the_port_is_never_taken_for_the_command_s() {
             let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
         }
     });
-    wait_for("a second port or bench's exit", || {
-        port_list().len() > 1 || child.try_wait().unwrap().is_some()
-    });
-    if port_list().len() < 2 {
-        panic!("bench did not start its server on another port: {}", stderr(&finish(child)));
-    }
-    let second = port_list()[1];
-    std::fs::write(format!("{}.{second}", ports.display()), "").unwrap();
-    let output = finish(child);
-    let err = stderr(&output);
-    assert_eq!(output.status.code(), Some(0), "{err}");
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("run").join("run.json")).unwrap()).unwrap();
+    let second = gate.port(1);
+    let (code, err, meta) = gate.finish(second);
+    assert_eq!(code, Some(0), "{err}");
     assert_eq!(meta["server"]["base_url"], format!("http://127.0.0.1:{second}"), "{meta}");
     assert!(meta["server_crashes"].as_array().is_none_or(|c| c.is_empty()), "{meta}");
 }
