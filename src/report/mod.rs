@@ -483,7 +483,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     pooled_note(&sources);
     let context = match settings.format {
-        Format::Html => html::Context::gather(&sources).map_err(Failure::from)?,
+        Format::Html => html::Context::gather(&sources),
         _ => html::Context::default(),
     };
     let mut notes = unfinished_runs(&sources);

@@ -7,19 +7,13 @@
 //! writes a run.json from the sweep's own `meta::RunMeta` and checks the highlights, so a rename on
 //! the writing side fails that test instead of emptying a line here.
 
-use std::fs::File;
-use std::io::BufReader;
-use std::path::Path;
-
 use maud::{Markup, html};
-use serde::Deserialize;
 use serde_json::Value;
 
-use super::Error;
 use super::page::thead;
 use ttft_results::results::canonical::Conflict;
 use ttft_results::results::run_meta::{RunMetaView, SourceMeta};
-use ttft_results::results::sources::{Source, SourceKind};
+use ttft_results::results::sources::Source;
 
 /// A highlight: its label, and where it is (the first pointer present wins; `All` joins them).
 enum Pick {
@@ -138,32 +132,13 @@ pub(crate) struct ConflictSet {
     pub conflicts: Vec<Conflict>,
 }
 
-/// Just the conflicts of a canonical file (the records are skipped as they stream by).
-#[derive(Deserialize)]
-struct RecordedConflicts {
-    #[serde(default)]
-    conflicts: Vec<Conflict>,
-}
-
-/// The conflicts a canonical file recorded (the reader of result files does not keep them).
-pub(crate) fn recorded(path: &Path) -> Result<Vec<Conflict>, Error> {
-    let name = path.display().to_string();
-    let file = File::open(path).map_err(|e| Error::Conflicts(name.clone(), e.to_string()))?;
-    let doc: RecordedConflicts = serde_json::from_reader(BufReader::with_capacity(1 << 16, file))
-        .map_err(|e| Error::Conflicts(format!("{name}:{}", e.line()), e.to_string()))?;
-    Ok(doc.conflicts)
-}
-
 /// Every set of conflicts: each canonical input's recorded ones, then (with several inputs) those
 /// between the inputs, as `bench merge` of the same inputs would record them.
-pub(crate) fn conflict_sets(sources: &[Source]) -> Result<Vec<ConflictSet>, Error> {
+pub(crate) fn conflict_sets(sources: &[Source]) -> Vec<ConflictSet> {
     let mut sets = Vec::new();
-    for src in sources.iter().filter(|s| s.kind == SourceKind::Canonical) {
-        let conflicts = recorded(&src.path)?;
-        if !conflicts.is_empty() {
-            let origin = format!("recorded in {} by bench merge", src.path.display());
-            sets.push(ConflictSet { origin, conflicts });
-        }
+    for src in sources.iter().filter(|s| !s.conflicts.is_empty()) {
+        let origin = format!("recorded in {} by bench merge", src.path.display());
+        sets.push(ConflictSet { origin, conflicts: src.conflicts.clone() });
     }
     if sources.len() > 1 {
         let mut ordered: Vec<&Source> = sources.iter().collect();
@@ -173,7 +148,7 @@ pub(crate) fn conflict_sets(sources: &[Source]) -> Result<Vec<ConflictSet>, Erro
             sets.push(ConflictSet { origin: "between the inputs of this report".into(), conflicts });
         }
     }
-    Ok(sets)
+    sets
 }
 
 pub(crate) fn conflicts_html(sets: &[ConflictSet]) -> Markup {

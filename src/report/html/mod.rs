@@ -30,8 +30,6 @@ use ttft_results::results::sources::Source;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
-    #[error("{0}: cannot read its conflicts: {1}")]
-    Conflicts(String, String),
     /// plotters failed to draw (a bug: every range is made finite before drawing).
     #[error("cannot render the plots: {0}")]
     Plot(super::plot::PlotError),
@@ -40,7 +38,6 @@ pub(crate) enum Error {
 impl From<Error> for Failure {
     fn from(e: Error) -> Failure {
         match e {
-            Error::Conflicts(..) => Failure::usage(e.to_string()),
             Error::Plot(_) => Failure::internal(e.to_string()),
         }
     }
@@ -57,14 +54,14 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    pub(crate) fn gather(sources: &[Source]) -> Result<Context, Error> {
+    pub(crate) fn gather(sources: &[Source]) -> Context {
         let report = verify::verify_sources(&verify::VerifySettings::default(), sources, &[]);
-        Ok(Context {
+        Context {
             verify: Some(report),
             inputs: sources.iter().map(meta::input_html).collect(),
-            conflicts: meta::conflict_sets(sources)?,
+            conflicts: meta::conflict_sets(sources),
             records: sources.iter().map(|s| s.records.len()).sum(),
-        })
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use serde::de::IgnoredAny;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::canonical::CANONICAL_KIND;
+use super::canonical::{CANONICAL_KIND, Conflict};
 use super::detail::Detail;
 use super::kind::SourceKind;
 use super::origin;
@@ -23,8 +23,8 @@ use crate::store::{InputError, LineError, json_message, shown};
 use ttft_model::record::{Record, SCHEMA_VERSION};
 
 /// Members kept (as text) for after the scan; every other member is only checked to be JSON.
-const KEPT: [&str; 6] =
-    ["schema_version", "sources", "metadata", "model_id", "server_env", "quality_summary"];
+const KEPT: [&str; 7] =
+    ["schema_version", "sources", "conflicts", "metadata", "model_id", "server_env", "quality_summary"];
 
 /// One value's text and the line it starts on.
 struct Captured {
@@ -32,9 +32,17 @@ struct Captured {
     line: usize,
 }
 
-/// A document read: its kind, the metadata of its runs, its records (located only where the
-/// threads read them: `parts::canonical_records`).
-pub type Read = (SourceKind, Vec<SourceMeta>, Parsed);
+/// A document read.
+#[derive(Debug)]
+pub struct Read {
+    pub kind: SourceKind,
+    /// The metadata of its runs.
+    pub run_meta: Vec<SourceMeta>,
+    /// Its records (located only where the threads read them: `parts::canonical_records`).
+    pub parsed: Parsed,
+    /// A canonical file's `conflicts` (merge's; none for an origin file).
+    pub conflicts: Vec<Conflict>,
+}
 
 /// Reads a document that starts with `{`; `run_id` names the run of an origin file's records,
 /// `detail` what each record keeps. `parallel`: a canonical file's records are parsed by several
@@ -104,16 +112,19 @@ pub fn read<R: BufRead>(
             records.push(canonical_record(file, &raw.bytes, raw.line, whole)?);
         }
         let run_meta = canonical_meta(file, &kept)?;
-        return Ok(Some((SourceKind::Canonical, run_meta, Parsed { records, spans })));
+        let conflicts = canonical_conflicts(file, &kept)?;
+        let parsed = Parsed { records, spans };
+        return Ok(Some(Read { kind: SourceKind::Canonical, run_meta, parsed, conflicts }));
     }
     let is_object = |c: &Captured| c.bytes.first() == Some(&b'{');
     if kept.get("metadata").is_some_and(is_object) && arrays.contains_key("measurements") {
         let (meta, records) = origin_file(file, run_id, &kept, &arrays)?;
-        return Ok(Some((
-            SourceKind::Origin,
-            vec![meta],
-            Parsed::whole(records.into_iter().map(|r| detail.keep(r)).collect()),
-        )));
+        return Ok(Some(Read {
+            kind: SourceKind::Origin,
+            run_meta: vec![meta],
+            parsed: Parsed::whole(records.into_iter().map(|r| detail.keep(r)).collect()),
+            conflicts: Vec::new(),
+        }));
     }
     Err(unrecognised(file))
 }
@@ -137,6 +148,15 @@ fn json_error(file: &str, line: usize, e: &serde_json::Error) -> InputError {
         line + e.line().saturating_sub(1),
         format!("not valid JSON{hint}: {}", json_message(e)),
     )
+}
+
+/// A canonical file's `conflicts`, kept as the scan goes by (a report that shows them does not
+/// read a million-record file again for them); none when the member is absent.
+fn canonical_conflicts(file: &str, kept: &BTreeMap<String, Captured>) -> Result<Vec<Conflict>, InputError> {
+    let Some(c) = kept.get("conflicts") else { return Ok(Vec::new()) };
+    serde_json::from_slice(&c.bytes).map_err(|e| {
+        InputError::new(file, c.line + e.line().saturating_sub(1), format!("conflicts: {}", json_message(&e)))
+    })
 }
 
 /// One element of a canonical file's `records`.
@@ -307,8 +327,8 @@ mod tests {
         let text = canonical_text(6000);
         assert!(text.len() > 2 * BATCH, "several batches: {}", text.len());
         let one = read_text(&text, false).unwrap().unwrap();
-        assert_eq!(one.2.records.len(), 6000);
-        assert_eq!(read_text(&text, true).unwrap().unwrap().2.records, one.2.records);
+        assert_eq!(one.parsed.records.len(), 6000);
+        assert_eq!(read_text(&text, true).unwrap().unwrap().parsed.records, one.parsed.records);
         // Two records on one line: found as one, which does not parse; one pass reads it.
         let lines: Vec<&str> = text.lines().collect();
         let at = lines.len() / 2;
@@ -320,7 +340,7 @@ mod tests {
             lines[at + 2..].join("\n")
         );
         assert!(read_text(&joined, true).unwrap().is_none());
-        assert_eq!(read_text(&joined, false).unwrap().unwrap().2.records, one.2.records);
+        assert_eq!(read_text(&joined, false).unwrap().unwrap().parsed.records, one.parsed.records);
         // A bad record: sent back, and one pass names its line.
         let mut bad: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
         bad[at + 100] = bad[at + 100].replace("\"request_index\":", "\"request_index\":\"x\",\"y\":");
@@ -341,7 +361,7 @@ mod tests {
         // A buffer shorter than a record: every element is copied, none taken from its line.
         for capacity in [64, 1000, 1 << 16] {
             let reader = std::io::BufReader::with_capacity(capacity, text.as_bytes());
-            let (_, _, parsed) = read(reader, "c.json", "c", Detail::Located, true).unwrap().unwrap();
+            let Read { parsed, .. } = read(reader, "c.json", "c", Detail::Located, true).unwrap().unwrap();
             assert_eq!(parsed.spans.len(), 300, "capacity {capacity}");
             let found: Vec<&str> =
                 parsed.spans.iter().map(|s| &text[s.offset as usize..s.offset as usize + s.len]).collect();
@@ -356,7 +376,8 @@ mod tests {
         // Records over several lines are not located: the document is read again, whole.
         let pretty = text.replacen("{\"record_type\"", "{\n      \"record_type\"", 1);
         assert!(read(pretty.as_bytes(), "c.json", "c", Detail::Located, true).unwrap().is_none());
-        let (_, _, whole) = read(pretty.as_bytes(), "c.json", "c", Detail::Located, false).unwrap().unwrap();
+        let Read { parsed: whole, .. } =
+            read(pretty.as_bytes(), "c.json", "c", Detail::Located, false).unwrap().unwrap();
         assert!(whole.spans.is_empty());
         assert_eq!(whole.records.len(), 300);
         assert!(matches!(&whole.records[0], Record::Measurement(m) if m.token_offsets_ms.len() == 40));
@@ -371,5 +392,34 @@ mod tests {
         assert_eq!(lines.line_of(&text[4..]), 12);
         let elsewhere = String::from("on the heap, far from the literal");
         assert_eq!(lines.line_of(&elsewhere), 10);
+    }
+
+    /// Fails when a canonical file's `conflicts` are dropped by the reader (the HTML report, which
+    /// shows them, then read the whole file again for them), or when a broken one is not named by
+    /// its line.
+    #[test]
+    fn a_canonical_file_s_conflicts_are_kept_and_a_broken_one_is_named_by_line() {
+        let conflict = Conflict {
+            model: Some("m".into()),
+            setting: "thermal_tolerance".into(),
+            values: vec![canonical::ConflictValue { value: "0.2".into(), sources: vec!["a".into()] }],
+        };
+        let text = canonical_text(3);
+        let with = text.replacen(
+            "\"conflicts\": []",
+            &format!("\"conflicts\": [{}]", serde_json::to_string(&conflict).unwrap()),
+            1,
+        );
+        assert_ne!(with, text, "the conflicts member was found");
+        for parallel in [false, true] {
+            let read = read_text(&with, parallel).unwrap().unwrap();
+            assert_eq!(read.conflicts, vec![conflict.clone()]);
+            assert_eq!(read.parsed.records.len(), 3);
+        }
+        let line = with.lines().position(|l| l.contains("\"conflicts\"")).unwrap() + 1;
+        let broken = with.replacen("\"setting\":", "\"setting_name\":", 1);
+        let e = read_text(&broken, false).unwrap_err();
+        assert_eq!(e.line, line, "{e}");
+        assert!(e.to_string().contains("conflicts: missing field `setting`"), "{e}");
     }
 }

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use super::canonical::Conflict;
 pub use super::detail::Detail;
 use super::import;
 pub use super::kind::SourceKind;
@@ -46,12 +47,15 @@ pub struct Source {
     /// Where each record's text lies in the file, when read `Detail::Located` (and the records are
     /// lean); None when the records are whole.
     pub texts: Option<Texts>,
+    /// The settings a canonical file recorded as differing between its sources (merge's
+    /// `conflicts`); none for any other input.
+    pub conflicts: Vec<Conflict>,
 }
 
 impl Source {
     /// A source of whole records (converted, or made by hand).
     pub fn whole(path: PathBuf, kind: SourceKind, run_meta: Vec<SourceMeta>, records: Vec<Record>) -> Source {
-        Source { path, kind, run_meta, records, texts: None }
+        Source { path, kind, run_meta, records, texts: None, conflicts: Vec::new() }
     }
 
     /// A source of records read from the file at `path`: located ones keep the file open.
@@ -69,7 +73,14 @@ impl Source {
                 .map_err(|e| InputError::new(&name, 0, format!("cannot read: {e}")))?;
             Some(Texts { file, spans: parsed.spans })
         };
-        Ok(Source { path: path.to_path_buf(), kind, run_meta, records: parsed.records, texts })
+        Ok(Source {
+            path: path.to_path_buf(),
+            kind,
+            run_meta,
+            records: parsed.records,
+            texts,
+            conflicts: Vec::new(),
+        })
     }
 }
 
@@ -222,12 +233,14 @@ fn read(mut reader: impl BufRead, path: &Path, detail: Detail, regular: bool) ->
             document::read(BufReader::with_capacity(1 << 16, file), &name, &run_id, detail, false)?
         }
     };
-    let (kind, run_meta, parsed) =
+    let document::Read { kind, run_meta, parsed, conflicts } =
         read.ok_or_else(|| InputError::new(&name, 0, "cannot read in one pass"))?;
-    if regular {
-        return Source::read(path, kind, run_meta, parsed);
-    }
-    Ok(source(kind, run_meta, parsed.records))
+    let mut read = match regular {
+        true => Source::read(path, kind, run_meta, parsed)?,
+        false => source(kind, run_meta, parsed.records),
+    };
+    read.conflicts = conflicts;
+    Ok(read)
 }
 
 /// Just enough of a line to tell a record.
