@@ -284,8 +284,8 @@ fn a_server_command_that_calls_setsid_ends_with_bench_however_bench_ends() {
 }
 
 /// A bench sweep whose server command writes each port it is given to `dir/ports` and waits for
-/// the test to create `dir/ports.PORT` (then waits `pause` more) before starting the server:
-/// the test acts on each port before the server binds it.
+/// the test to create `dir/ports.PORT` before starting the server: the test acts on each port
+/// before the server binds it.
 struct PortGate {
     ports: PathBuf,
     out: PathBuf,
@@ -293,11 +293,11 @@ struct PortGate {
 }
 
 impl PortGate {
-    fn start(dir: &Path, pause: &str) -> PortGate {
+    fn start(dir: &Path) -> PortGate {
         let (ports, out) = (dir.join("ports"), dir.join("out"));
         let cmd = format!(
             "sh -c 'echo {{port}} >> {ports}; while [ ! -e {ports}.{{port}} ]; do sleep 0.02; done; \
-             sleep {pause}; exec {bin} --port {{port}} --token-ms 1'",
+             exec {bin} --port {{port}} --token-ms 1'",
             ports = ports.display(),
             bin = scripted_bin()
         );
@@ -349,7 +349,7 @@ impl PortGate {
 #[test]
 fn a_port_taken_before_the_server_binds_it_is_given_up_for_another() {
     let dir = tempfile::tempdir().unwrap();
-    let mut gate = PortGate::start(dir.path(), "0");
+    let mut gate = PortGate::start(dir.path());
     let squatted = gate.port(0);
     let _squatter = std::net::TcpListener::bind(("127.0.0.1", squatted)).unwrap();
     std::fs::write(gate.go_file(squatted), "").unwrap();
@@ -368,12 +368,12 @@ fn a_port_taken_before_the_server_binds_it_is_given_up_for_another() {
 /// started: the other server answers /health at once, before the command's own server has failed
 /// to listen and exited, and bench would measure a server that is not the one it started. Here
 /// the other server is this test, answering /health on the first port the command is given as
-/// it lets the command's server start, a tenth of a second later (and fail on the taken port).
+/// it lets the command's server start (which then fails on the taken port, moments later).
 #[test]
 fn another_server_answering_on_the_port_is_never_taken_for_the_command_s() {
     use std::io::{Read, Write};
     let dir = tempfile::tempdir().unwrap();
-    let mut gate = PortGate::start(dir.path(), "0.1");
+    let mut gate = PortGate::start(dir.path());
     let other = gate.port(0);
     let listener = std::net::TcpListener::bind(("127.0.0.1", other)).unwrap();
     let go = gate.go_file(other);
