@@ -5,9 +5,8 @@
 //! until `/health` (or `/v1/models`) answers (a command that exits at start because another
 //! process took the port in the meantime is started again on another port), keeps the last lines
 //! of the server's stderr, and between cells or iterations checks whether the process is still
-//! alive. A server that died is a
-//! `ServerCrash` (exit code, signal, what was in flight, the stderr tail), recorded in run.json;
-//! it is restarted on the same port, up to `max_restarts` times.
+//! alive. A server that died is a `ServerCrash` (exit code, signal, what was in flight, the stderr
+//! tail), recorded in run.json; it is restarted on the same port, up to `max_restarts` times.
 //!
 //! The server never outlives bench. On Linux the `bench` binary runs the command under a keeper
 //! (`keeper.rs`): bench's own binary again, a child subreaper, so every process the command starts
@@ -151,7 +150,7 @@ impl Supervisor {
 
     /// Whether the command is still running `START_SETTLE` after its port answered: a server that
     /// cannot listen (another process has the port) exits at once, and until it does another
-    /// server answering on the port looks like it. False: the loop's next turn reports the exit.
+    /// server answering on the port looks like it.
     async fn still_running_after_answering(&mut self) -> bool {
         tokio::time::sleep(START_SETTLE).await;
         self.check("start").is_none()
@@ -255,13 +254,18 @@ impl Supervisor {
                     describe(&crash)
                 )));
             }
+            let mut answered = false;
             for path in ["/health", "/v1/models"] {
                 let answer =
                     http.get(format!("{}{path}", self.url())).timeout(Duration::from_secs(2)).send().await;
-                if answer.is_ok_and(|r| r.status().is_success()) && self.still_running_after_answering().await
-                {
-                    return Ok(());
+                if answer.is_ok_and(|r| r.status().is_success()) {
+                    answered = true;
+                    break;
                 }
+            }
+            // Gone by then: the loop's next turn reports the exit.
+            if answered && self.still_running_after_answering().await {
+                return Ok(());
             }
             let now = tokio::time::Instant::now();
             if now > deadline {

@@ -235,12 +235,13 @@ fn read(mut reader: impl BufRead, path: &Path, detail: Detail, regular: bool) ->
     };
     let document::Read { kind, run_meta, parsed, conflicts } =
         read.ok_or_else(|| InputError::new(&name, 0, "cannot read in one pass"))?;
-    let mut read = match regular {
-        true => Source::read(path, kind, run_meta, parsed)?,
-        false => source(kind, run_meta, parsed.records),
+    let mut loaded = if regular {
+        Source::read(path, kind, run_meta, parsed)?
+    } else {
+        source(kind, run_meta, parsed.records)
     };
-    read.conflicts = conflicts;
-    Ok(read)
+    loaded.conflicts = conflicts;
+    Ok(loaded)
 }
 
 /// Just enough of a line to tell a record.
