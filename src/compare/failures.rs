@@ -175,19 +175,22 @@ pub(crate) fn classify(
     let mut other_errors: BTreeMap<String, usize> = BTreeMap::new();
     let mut failed_cells: BTreeSet<CellId> = BTreeSet::new();
     let mut failed_records = 0;
-    // Was the server up earlier in this run? Records in the order they were sent.
-    let mut order: Vec<&Record> = records.iter().collect();
-    order.sort_by(|a, b| (a.run_id(), a.started_at()).cmp(&(b.run_id(), b.started_at())));
-    let mut up: HashMap<&str, bool> = HashMap::new();
-    for r in order {
-        let Some((error, flags)) = parts(r) else { continue };
-        let was_up = up.get(r.run_id()).copied().unwrap_or(false);
+    // Was the server up earlier in this run: did a request sent before this one (by start time,
+    // then by place in the input) reach it? Each run's first request that did.
+    let mut first_up: HashMap<&str, (&str, usize)> = HashMap::new();
+    for (place, r) in records.iter().enumerate() {
+        let Some((error, _)) = parts(r) else { continue };
         if error.is_none_or(|e| e.kind != ErrorKind::Connect) {
-            up.insert(r.run_id(), true);
+            let sent = (r.started_at(), place);
+            first_up.entry(r.run_id()).and_modify(|first| *first = (*first).min(sent)).or_insert(sent);
         }
+    }
+    for (place, r) in records.iter().enumerate() {
+        let Some((error, flags)) = parts(r) else { continue };
         if r.is_good() {
             continue;
         }
+        let was_up = first_up.get(r.run_id()).is_some_and(|&first| first < (r.started_at(), place));
         failed_records += 1;
         failed_cells.insert(CellId::of(r.cell()));
         let reason = match error {

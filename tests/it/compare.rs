@@ -366,6 +366,37 @@ fn every_failure_category_is_counted_from_the_records() {
     assert!(text.contains("server crash 2, timeout 2, HTTP 5xx 1, rate limited 1"), "{text}");
 }
 
+/// A connect error is a crash when a request of its run sent earlier reached the server, however
+/// the input orders them: here every failure's cell sorts before the answered one's.
+#[test]
+fn a_connect_error_is_a_crash_when_an_earlier_request_of_its_run_was_answered() {
+    let at = |run_id: &str, ctx: u32, second: u32| {
+        let mut x = m(key("m", ctx * 1024, CacheState::Cold, Mode::Streaming, 1), Some(100.0), 1100.0);
+        (x.run_id, x.started_at) = (run_id.into(), format!("2026-01-01T00:00:{second:02}Z"));
+        x
+    };
+    let records = vec![
+        // r1: answered at second 1 (cell 8K), then refused at second 2 (cell 1K): a crash.
+        failed(at("r1", 1, 2), ErrorKind::Connect, None),
+        Record::Measurement(Box::new(at("r1", 8, 1))),
+        // r2: refused at second 1 (cell 2K), answered only after, at second 3: never up before it.
+        failed(at("r2", 2, 1), ErrorKind::Connect, None),
+        Record::Measurement(Box::new(at("r2", 9, 3))),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "crash", &records);
+    let good = write(dir.path(), "good", &streaming("m", 1024, &[100.0; 3]));
+    let (code, doc) = compare_json(&[&f, &good], &[]);
+    assert_eq!(code, 0, "{doc:#}");
+    let fail = &doc["failures"][0];
+    assert_eq!(
+        (fail["reasons"]["server_crash"].as_u64(), fail["reasons"]["other_error"].as_u64()),
+        (Some(1), Some(1)),
+        "{fail:#}"
+    );
+    assert_eq!(fail["other_errors"], json!({"connect": 1}), "{fail:#}");
+}
+
 #[test]
 fn cells_missing_from_the_expected_matrix() {
     let dir = tempfile::tempdir().unwrap();

@@ -18,6 +18,9 @@ pub const OUTPUT_SAMPLE_CHARS: usize = 500;
 mod cell;
 #[macro_use]
 mod wire;
+pub mod fast;
+#[cfg(test)]
+mod fast_tests;
 mod lean;
 mod metrics_delta;
 #[cfg(test)]

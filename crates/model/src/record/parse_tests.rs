@@ -34,6 +34,7 @@ fn bare(e: &serde_json::Error) -> String {
 /// Both readers on one line: the same record (compared as the JSON it writes back) or both an
 /// error, with the same message when `messages` (see the mistyped fields for when they differ).
 fn agree(line: &str, messages: bool) -> Result<Value, String> {
+    fast_tests::by_hand_agrees(line.as_bytes());
     let lean = serde_json::from_str::<LeanRecord>(line).map(|r| r.0);
     match (serde_json::from_str::<Record>(line), lean) {
         (Ok(full), Ok(lean)) => assert_eq!(full.lean(), lean, "lean reading of {line}"),
@@ -84,7 +85,7 @@ fn close(a: &Value, b: &Value) -> bool {
     }
 }
 
-fn fixture_records() -> Vec<String> {
+pub(super) fn fixture_records() -> Vec<String> {
     // The fixtures are the workspace's (this crate is crates/model).
     let root = &Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut lines = Vec::new();
@@ -126,7 +127,7 @@ fn the_fixtures_read_the_same_as_through_the_derive() {
 }
 
 /// Records with every field filled (and the load fields present), one of each type.
-fn full_records() -> Vec<Record> {
+pub(super) fn full_records() -> Vec<Record> {
     let cell = CellKey {
         dataset_row: Some(3),
         model: "org/model \"quoted\" é".into(),

@@ -2,6 +2,7 @@
 //! JSON document, the loader that chooses between them), which all read to the detail asked.
 
 use crate::store::{self, LineError};
+use ttft_model::record::fast::{self, Keep};
 use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION, TimedRecord};
 
 /// How much of each record a reader keeps.
@@ -26,7 +27,16 @@ pub enum Detail {
 impl Detail {
     /// One record's JSON text, read to this detail; fails exactly where `store::parse_record`
     /// fails, with its error (a lean reading that fails is done again in full for the message).
+    /// A measurement as bench writes it is read by hand (`record::fast`), anything else by serde.
     pub(super) fn parse(self, bytes: &[u8]) -> Result<Record, LineError> {
+        let by_hand = match self {
+            Detail::Full => None,
+            Detail::Lean | Detail::Located => fast::measurement(bytes, Keep::Lean),
+            Detail::Timed => fast::measurement(bytes, Keep::Timed),
+        };
+        if let Some(record) = by_hand {
+            return Ok(record);
+        }
         match self {
             Detail::Full => store::parse_record(bytes),
             Detail::Lean | Detail::Located => match serde_json::from_slice::<LeanRecord>(bytes) {

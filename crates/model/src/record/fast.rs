@@ -1,0 +1,738 @@
+//! Reading a measurement line as bench writes it, by hand, in one pass: the tag first, then each
+//! member a field of `Measurement` at most once, strings without `\u` escapes, every number
+//! plainly within its field's type. Anything else (another record type, an unknown or repeated
+//! key, a number that needs serde's judgement, nesting deeper than `MAX_DEPTH`, any syntax error)
+//! is not read here (`None`) and the serde reading (`LeanRecord`, `TimedRecord`) reads the line,
+//! naming its error where there is one.
+//!
+//! What this returns is exactly what the serde reading returns for the same line, field for field:
+//! the same JSON is accepted, numbers convert as serde_json converts them (correctly rounded: the
+//! workspace builds serde_json with `float_roundtrip`) and nested objects bench writes rarely
+//! (turns, quality flags, errors, counters) go through their own serde readers. `fast_tests.rs`
+//! holds the two readings together on every fixture line and on lines broken on purpose.
+//!
+//! Why it exists: serde's visitors spent about 5 us on each 2.9 KB line of a streamed record, most
+//! of what a reading verb does with a million of them (docs/performance.md, "Reading result
+//! files"); a lean reading does not convert the token offsets it drops, only checks them.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::value::{Error as ValueError, StrDeserializer};
+
+use super::{
+    CacheEvidence, ErrorInfo, Measurement, MetricsDelta, PhysicsRecord, QualityFlag, Record, SCHEMA_VERSION,
+    SessionCache, ThermalRecord, TurnSummary,
+};
+
+/// What a reading keeps of the raw samples (see `Record::lean`, `Record::timed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// `Record::lean`: the token offsets and the output sample are checked, not kept.
+    Lean,
+    /// `Record::timed`: lean, the token offsets kept.
+    Timed,
+}
+
+/// Nesting this deep is left to serde (whose own limit is 128 levels), so that no value read here
+/// is one serde would refuse for its depth.
+const MAX_DEPTH: u32 = 64;
+
+/// `Record::lean` (or `timed`) of a measurement line, or None when the line is not in the shape
+/// read here: the serde reading decides it then.
+pub fn measurement(line: &[u8], keep: Keep) -> Option<Record> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut cursor = Cursor { text, bytes: line, at: 0 };
+    let m = cursor.measurement(keep)?;
+    cursor.skip_ws();
+    if cursor.at != line.len() || m.schema_version != SCHEMA_VERSION {
+        return None;
+    }
+    let record = Record::Measurement(Box::new(m));
+    Some(match keep {
+        Keep::Lean => record.lean(),
+        Keep::Timed => record.timed(),
+    })
+}
+
+/// A JSON number's text and what its syntax says of it.
+struct Number<'a> {
+    text: &'a str,
+    /// No fraction and no exponent.
+    integer: bool,
+    negative: bool,
+    exponent: bool,
+}
+
+/// The end of the run of ASCII digits from `i`, eight bytes at a time (token offsets are mostly
+/// digits).
+fn skip_digits(bytes: &[u8], mut i: usize) -> usize {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    const SIXES: u64 = 0x0606_0606_0606_0606;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        // A byte is a digit when it is 0x30..=0x3F and still below 0x40 with 6 added: its high
+        // nibble is 3 both ways. The lowest byte that is not has a bit set here. (No byte carries
+        // into the next: valid UTF-8 holds no byte above 0xF4.)
+        let not_digit = ((x & HIGH) ^ THREES) | ((x.wrapping_add(SIXES) & HIGH) ^ THREES);
+        if not_digit != 0 {
+            return i + not_digit.trailing_zeros() as usize / 8;
+        }
+        i += 8;
+    }
+    while let Some(b'0'..=b'9') = bytes.get(i) {
+        i += 1;
+    }
+    i
+}
+
+struct Cursor<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after whitespace, not consumed.
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    fn word(&mut self, word: &[u8]) -> Option<()> {
+        self.bytes[self.at..].starts_with(word).then(|| self.at += word.len())
+    }
+
+    /// Consumes a `null` if one comes next: Some(true); Some(false) when another value comes.
+    fn null(&mut self) -> Option<bool> {
+        if self.peek()? != b'n' {
+            return Some(false);
+        }
+        self.word(b"null")?;
+        Some(true)
+    }
+
+    fn bool(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b't' => self.word(b"true").map(|()| true),
+            b'f' => self.word(b"false").map(|()| false),
+            _ => None,
+        }
+    }
+
+    /// Consumes the key `name` (quoted, as keys are written) if it comes next.
+    fn key_is(&mut self, name: &str) -> bool {
+        self.skip_ws();
+        let at = self.at;
+        let end = at + 1 + name.len();
+        let found = self.bytes.get(at) == Some(&b'"')
+            && self.bytes.get(at + 1..end) == Some(name.as_bytes())
+            && self.bytes.get(end) == Some(&b'"');
+        if found {
+            self.at = end + 1;
+        }
+        found
+    }
+
+    /// A string, unescaped; None for a `\u` escape or a control character (serde decides those).
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.at;
+        let mut owned: Option<String> = None;
+        let mut run = start;
+        loop {
+            let end = run + memchr::memchr2(b'"', b'\\', &self.bytes[run..])?;
+            let plain = &self.bytes[run..end];
+            if plain.iter().fold(false, |control, &b| control | (b < 0x20)) {
+                return None;
+            }
+            if self.bytes[end] == b'"' {
+                self.at = end + 1;
+                return Some(match owned {
+                    None => Cow::Borrowed(&self.text[start..end]),
+                    Some(mut s) => {
+                        s.push_str(&self.text[run..end]);
+                        Cow::Owned(s)
+                    }
+                });
+            }
+            let s = owned.get_or_insert_with(String::new);
+            s.push_str(&self.text[run..end]);
+            s.push(match self.bytes.get(end + 1)? {
+                b'"' => '"',
+                b'\\' => '\\',
+                b'/' => '/',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                _ => return None,
+            });
+            run = end + 2;
+        }
+    }
+
+    fn owned_string(&mut self) -> Option<String> {
+        self.string().map(Cow::into_owned)
+    }
+
+    /// A number as JSON's grammar writes it.
+    fn number(&mut self) -> Option<Number<'a>> {
+        self.skip_ws();
+        let bytes = self.bytes;
+        let start = self.at;
+        let negative = bytes.get(start) == Some(&b'-');
+        let mut i = start + usize::from(negative);
+        match bytes.get(i)? {
+            b'0' => i += 1,
+            b'1'..=b'9' => i = skip_digits(bytes, i + 1),
+            _ => return None,
+        }
+        let mut integer = true;
+        if bytes.get(i) == Some(&b'.') {
+            integer = false;
+            let from = i + 1;
+            i = skip_digits(bytes, from);
+            if i == from {
+                return None;
+            }
+        }
+        let mut exponent = false;
+        if let Some(b'e' | b'E') = bytes.get(i) {
+            (integer, exponent) = (false, true);
+            i += 1;
+            if let Some(b'+' | b'-') = bytes.get(i) {
+                i += 1;
+            }
+            let from = i;
+            i = skip_digits(bytes, from);
+            if i == from {
+                return None;
+            }
+        }
+        self.at = i;
+        Some(Number { text: &self.text[start..i], integer, negative, exponent })
+    }
+
+    /// A number as serde_json gives it to an `f64`: an integer through u64 or i64, anything else
+    /// correctly rounded (`-0` too is -0.0); out of range is None.
+    fn f64(&mut self) -> Option<f64> {
+        let n = self.number()?;
+        if n.integer {
+            // An integer that fits is converted from it; a longer one is read as a float.
+            if n.negative {
+                if let Ok(v) = n.text.parse::<i64>() {
+                    return Some(if v == 0 { -0.0 } else { v as f64 });
+                }
+            } else if let Ok(v) = n.text.parse::<u64>() {
+                return Some(v as f64);
+            }
+        }
+        let v: f64 = n.text.parse().ok()?;
+        v.is_finite().then_some(v)
+    }
+
+    /// A number checked as `f64` reads it, not converted where its text shows it fits.
+    fn checked_number(&mut self) -> Option<()> {
+        let n = self.number()?;
+        // Any number of up to 300 digits and no exponent is finite as an f64.
+        if n.text.len() <= 300 && !n.exponent {
+            return Some(());
+        }
+        let v: f64 = n.text.parse().ok()?;
+        v.is_finite().then_some(())
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        let n = self.number()?;
+        if !n.integer || n.negative {
+            return None;
+        }
+        n.text.parse().ok()
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        u32::try_from(self.u64()?).ok()
+    }
+
+    fn option<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
+        if self.null()? { Some(None) } else { read(self).map(Some) }
+    }
+
+    /// A unit enum written as its name.
+    fn name<T: for<'de> Deserialize<'de>>(&mut self) -> Option<T> {
+        let name = self.string()?;
+        T::deserialize(StrDeserializer::<ValueError>::new(&name)).ok()
+    }
+
+    /// Each element of an array, read by `element`.
+    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        if self.peek()? == b']' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Each member of an object, its key (without escapes) and the cursor at its value.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            let Cow::Borrowed(key) = self.string()? else { return None };
+            self.eat(b':')?;
+            member(self, key)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Any JSON value, checked as `serde_json::Value` reads it, kept nowhere.
+    fn skip_value(&mut self, depth: u32) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'{' => self.object(|c, _| c.skip_value(depth + 1)),
+            b'[' => self.array(|c| c.skip_value(depth + 1)),
+            b't' | b'f' => self.bool().map(drop),
+            b'n' => self.word(b"null"),
+            _ => self.checked_number(),
+        }
+    }
+
+    /// The text of the next value (checked as any JSON), for a serde reader of its type.
+    fn value_text(&mut self) -> Option<&'a str> {
+        self.skip_ws();
+        let start = self.at;
+        self.skip_value(1)?;
+        Some(&self.text[start..self.at])
+    }
+
+    /// The next value read by its type's own serde reader.
+    fn serde<T: for<'de> Deserialize<'de>>(&mut self) -> Option<T> {
+        serde_json::from_str(self.value_text()?).ok()
+    }
+
+    /// A list, read by its elements' serde reader unless it is empty (as it mostly is).
+    fn list<T: for<'de> Deserialize<'de>>(&mut self) -> Option<Vec<T>> {
+        if self.peek()? == b'[' {
+            let at = self.at;
+            self.at += 1;
+            if self.peek()? == b']' {
+                self.at += 1;
+                return Some(Vec::new());
+            }
+            self.at = at;
+        }
+        self.serde()
+    }
+
+    fn thermal(&mut self) -> Option<ThermalRecord> {
+        let mut t = ThermalRecord::default();
+        let mut seen = Seen::default();
+        self.object(|c, key| {
+            match key {
+                "policy" => {
+                    seen.field(0)?;
+                    t.policy = c.name()?;
+                }
+                "baseline_tps" => {
+                    seen.field(1)?;
+                    t.baseline_tps = c.option(Self::f64)?;
+                }
+                "probe_tps" => {
+                    seen.field(2)?;
+                    c.array(|c| c.f64().map(|v| t.probe_tps.push(v)))?;
+                }
+                "cooldown_s" => {
+                    seen.field(3)?;
+                    t.cooldown_s = c.f64()?;
+                }
+                "recovered" => {
+                    seen.field(4)?;
+                    t.recovered = c.bool()?;
+                }
+                // Snapshots: a lean reading drops them (`Record::lean`), so they are only checked.
+                "before" => {
+                    seen.field(5)?;
+                    c.skip_value(2)?;
+                }
+                "after" => {
+                    seen.field(6)?;
+                    c.skip_value(2)?;
+                }
+                _ => return None,
+            }
+            Some(())
+        })?;
+        seen.all(&[0, 2, 3, 4]).then_some(t)
+    }
+
+    fn physics(&mut self) -> Option<PhysicsRecord> {
+        let mut p = PhysicsRecord::default();
+        let mut seen = Seen::default();
+        self.object(|c, key| {
+            let (bit, field) = match key {
+                "decode_ceiling_tps" => (0, &mut p.decode_ceiling_tps),
+                "decode_fraction" => (1, &mut p.decode_fraction),
+                "prefill_ceiling_tps" => (2, &mut p.prefill_ceiling_tps),
+                "prefill_fraction" => (3, &mut p.prefill_fraction),
+                _ => return None,
+            };
+            seen.field(bit)?;
+            *field = c.option(Self::f64)?;
+            Some(())
+        })?;
+        Some(p)
+    }
+
+    fn cache_evidence(&mut self) -> Option<CacheEvidence> {
+        let mut e = CacheEvidence::default();
+        let mut seen = Seen::default();
+        self.object(|c, key| {
+            match key {
+                "source" => {
+                    seen.field(0)?;
+                    e.source = c.owned_string()?;
+                }
+                "cached_tokens" => {
+                    seen.field(1)?;
+                    e.cached_tokens = c.option(Self::u64)?;
+                }
+                "prompt_evaluated_tokens" => {
+                    seen.field(2)?;
+                    e.prompt_evaluated_tokens = c.option(Self::u64)?;
+                }
+                "session_before" => {
+                    seen.field(3)?;
+                    e.session_before = c.serde::<Option<SessionCache>>()?;
+                }
+                "session_after" => {
+                    seen.field(4)?;
+                    e.session_after = c.serde::<Option<SessionCache>>()?;
+                }
+                _ => return None,
+            }
+            Some(())
+        })?;
+        seen.all(&[0]).then_some(e)
+    }
+
+    fn measurement(&mut self, keep: Keep) -> Option<Measurement> {
+        self.eat(b'{')?;
+        if self.string()? != "record_type" {
+            return None;
+        }
+        self.eat(b':')?;
+        if self.string()? != "measurement" {
+            return None;
+        }
+        let mut m = Measurement { attempts: 1, ..Measurement::default() };
+        let mut seen = Seen::default();
+        // Where the next key is looked for first: bench writes them in `FIELDS`' order.
+        let mut next = 0;
+        loop {
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    break;
+                }
+                _ => return None,
+            }
+            let place = match FIELDS.get(next) {
+                Some((name, _)) if self.key_is(name) => next,
+                // A field left out (an optional one bench writes only when set): the key is one
+                // of the later fields, most likely, or of the earlier.
+                _ => {
+                    let Cow::Borrowed(key) = self.string()? else { return None };
+                    let later = FIELDS.iter().skip(next).position(|(name, _)| *name == key);
+                    match later {
+                        Some(i) => next + i,
+                        None => FIELDS.iter().position(|(name, _)| *name == key)?,
+                    }
+                }
+            };
+            next = place + 1;
+            seen.field(place)?;
+            self.eat(b':')?;
+            self.member(&mut m, FIELDS[place].1, keep)?;
+        }
+        REQUIRED.iter().all(|&field| seen.has(field as usize)).then_some(m)
+    }
+
+    /// One member of a measurement: its field set from the value (or the value checked, where a
+    /// lean reading drops the field).
+    fn member(&mut self, m: &mut Measurement, field: Field, keep: Keep) -> Option<()> {
+        let c = self;
+        match field {
+            Field::SchemaVersion => m.schema_version = c.u32()?,
+            Field::RunId => m.run_id = c.owned_string()?,
+            Field::Model => m.cell.model = c.owned_string()?,
+            Field::Scenario => m.cell.scenario = c.name()?,
+            Field::CacheState => m.cell.cache_state = c.name()?,
+            Field::Mode => m.cell.mode = c.name()?,
+            Field::ContextTokens => m.cell.context_tokens = c.u32()?,
+            Field::DatasetRow => m.cell.dataset_row = c.option(Self::u32)?,
+            Field::BatchSize => m.cell.batch_size = c.u32()?,
+            Field::Run => m.cell.run = c.u32()?,
+            Field::RequestIndex => m.request_index = c.u32()?,
+            Field::GroupId => m.group_id = c.option(Self::owned_string)?,
+            Field::LifecycleId => m.lifecycle_id = c.option(Self::owned_string)?,
+            Field::StartedAt => m.started_at = c.owned_string()?,
+            Field::Nonce => m.nonce = c.owned_string()?,
+            Field::SendLagMs => m.send_lag_ms = c.option(Self::f64)?,
+            Field::OfferedRatePerS => m.offered_rate_per_s = c.option(Self::f64)?,
+            Field::ScheduledSendMs => m.scheduled_send_ms = c.option(Self::f64)?,
+            Field::ActualSendMs => m.actual_send_ms = c.option(Self::f64)?,
+            Field::PrepareLateMs => m.prepare_late_ms = c.option(Self::f64)?,
+            Field::Concurrency => m.concurrency = c.option(Self::u32)?,
+            Field::UserId => m.user_id = c.option(Self::u32)?,
+            Field::Warmup => m.warmup = c.bool()?,
+            Field::FirstByteMs => m.first_byte_ms = c.option(Self::f64)?,
+            Field::FirstEventMs => m.first_event_ms = c.option(Self::f64)?,
+            Field::TtftMs => m.ttft_ms = c.option(Self::f64)?,
+            Field::E2eMs => m.e2e_ms = c.option(Self::f64)?,
+            Field::TokenOffsetsMs => match keep {
+                Keep::Lean => c.array(Self::checked_number)?,
+                Keep::Timed => c.array(|c| c.f64().map(|v| m.token_offsets_ms.push(v)))?,
+            },
+            Field::InputTokens => m.input_tokens = c.option(Self::u64)?,
+            Field::OutputTokens => m.output_tokens = c.option(Self::u64)?,
+            Field::CachedTokens => m.cached_tokens = c.option(Self::u64)?,
+            Field::ExpectedInputTokens => m.expected_input_tokens = c.option(Self::u64)?,
+            Field::DeltaCount => m.delta_count = c.u64()?,
+            Field::DistinctArrivals => m.distinct_arrivals = c.option(Self::u64)?,
+            Field::DecodeTps => m.decode_tps = c.option(Self::f64)?,
+            Field::PrefillTps => m.prefill_tps = c.option(Self::f64)?,
+            Field::MaxTokens => m.max_tokens = c.u32()?,
+            Field::FinishReason => m.finish_reason = c.option(Self::owned_string)?,
+            Field::OutputSample => {
+                c.string()?;
+            }
+            Field::ReloadMs => m.reload_ms = c.option(Self::f64)?,
+            Field::PageCache => m.page_cache = c.option(Self::name)?,
+            Field::PageCacheResidentPct => m.page_cache_resident_pct = c.option(Self::f64)?,
+            Field::SavedBytes => m.saved_bytes = c.option(Self::u64)?,
+            Field::Turns => m.turns = c.list::<TurnSummary>()?,
+            Field::ThinkMs => m.think_ms = c.option(Self::f64)?,
+            Field::CacheEvidence => m.cache_evidence = c.option(Self::cache_evidence)?,
+            Field::CacheStateConfirmed => m.cache_state_confirmed = c.option(Self::bool)?,
+            Field::ServerTimings | Field::ServerStats => c.skip_value(1)?,
+            Field::ServerMetrics => {
+                c.serde::<Option<MetricsDelta>>()?;
+            }
+            Field::QualityOk => m.quality_ok = c.bool()?,
+            Field::QualityFlags => m.quality_flags = c.list::<QualityFlag>()?,
+            Field::Thermal => m.thermal = c.option(Self::thermal)?,
+            Field::Physics => m.physics = c.option(Self::physics)?,
+            Field::Error => m.error = c.option(Self::serde::<ErrorInfo>)?,
+            Field::Attempts => m.attempts = c.u32()?,
+            Field::UnexpectedBytesDropped => m.unexpected_bytes_dropped = c.bool()?,
+            Field::Connection => m.connection = c.option(Self::name)?,
+        }
+        Some(())
+    }
+}
+
+/// A measurement's fields (the tag aside), in the order bench writes them: a field's place is its
+/// bit in `Seen`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    SchemaVersion,
+    RunId,
+    Model,
+    Scenario,
+    CacheState,
+    Mode,
+    ContextTokens,
+    DatasetRow,
+    BatchSize,
+    Run,
+    RequestIndex,
+    GroupId,
+    LifecycleId,
+    StartedAt,
+    Nonce,
+    SendLagMs,
+    OfferedRatePerS,
+    ScheduledSendMs,
+    ActualSendMs,
+    PrepareLateMs,
+    Concurrency,
+    UserId,
+    Warmup,
+    FirstByteMs,
+    FirstEventMs,
+    TtftMs,
+    E2eMs,
+    TokenOffsetsMs,
+    InputTokens,
+    OutputTokens,
+    CachedTokens,
+    ExpectedInputTokens,
+    DeltaCount,
+    DistinctArrivals,
+    DecodeTps,
+    PrefillTps,
+    MaxTokens,
+    FinishReason,
+    OutputSample,
+    ReloadMs,
+    PageCache,
+    PageCacheResidentPct,
+    SavedBytes,
+    Turns,
+    ThinkMs,
+    CacheEvidence,
+    CacheStateConfirmed,
+    ServerTimings,
+    ServerStats,
+    ServerMetrics,
+    QualityOk,
+    QualityFlags,
+    Thermal,
+    Physics,
+    Error,
+    Attempts,
+    UnexpectedBytesDropped,
+    Connection,
+}
+
+/// Each field's key.
+const FIELDS: [(&str, Field); 58] = [
+    ("schema_version", Field::SchemaVersion),
+    ("run_id", Field::RunId),
+    ("model", Field::Model),
+    ("scenario", Field::Scenario),
+    ("cache_state", Field::CacheState),
+    ("mode", Field::Mode),
+    ("context_tokens", Field::ContextTokens),
+    ("dataset_row", Field::DatasetRow),
+    ("batch_size", Field::BatchSize),
+    ("run", Field::Run),
+    ("request_index", Field::RequestIndex),
+    ("group_id", Field::GroupId),
+    ("lifecycle_id", Field::LifecycleId),
+    ("started_at", Field::StartedAt),
+    ("nonce", Field::Nonce),
+    ("send_lag_ms", Field::SendLagMs),
+    ("offered_rate_per_s", Field::OfferedRatePerS),
+    ("scheduled_send_ms", Field::ScheduledSendMs),
+    ("actual_send_ms", Field::ActualSendMs),
+    ("prepare_late_ms", Field::PrepareLateMs),
+    ("concurrency", Field::Concurrency),
+    ("user_id", Field::UserId),
+    ("warmup", Field::Warmup),
+    ("first_byte_ms", Field::FirstByteMs),
+    ("first_event_ms", Field::FirstEventMs),
+    ("ttft_ms", Field::TtftMs),
+    ("e2e_ms", Field::E2eMs),
+    ("token_offsets_ms", Field::TokenOffsetsMs),
+    ("input_tokens", Field::InputTokens),
+    ("output_tokens", Field::OutputTokens),
+    ("cached_tokens", Field::CachedTokens),
+    ("expected_input_tokens", Field::ExpectedInputTokens),
+    ("delta_count", Field::DeltaCount),
+    ("distinct_arrivals", Field::DistinctArrivals),
+    ("decode_tps", Field::DecodeTps),
+    ("prefill_tps", Field::PrefillTps),
+    ("max_tokens", Field::MaxTokens),
+    ("finish_reason", Field::FinishReason),
+    ("output_sample", Field::OutputSample),
+    ("reload_ms", Field::ReloadMs),
+    ("page_cache", Field::PageCache),
+    ("page_cache_resident_pct", Field::PageCacheResidentPct),
+    ("saved_bytes", Field::SavedBytes),
+    ("turns", Field::Turns),
+    ("think_ms", Field::ThinkMs),
+    ("cache_evidence", Field::CacheEvidence),
+    ("cache_state_confirmed", Field::CacheStateConfirmed),
+    ("server_timings", Field::ServerTimings),
+    ("server_stats", Field::ServerStats),
+    ("server_metrics", Field::ServerMetrics),
+    ("quality_ok", Field::QualityOk),
+    ("quality_flags", Field::QualityFlags),
+    ("thermal", Field::Thermal),
+    ("physics", Field::Physics),
+    ("error", Field::Error),
+    ("attempts", Field::Attempts),
+    ("unexpected_bytes_dropped", Field::UnexpectedBytesDropped),
+    ("connection", Field::Connection),
+];
+
+/// The fields serde requires (neither optional nor defaulted).
+const REQUIRED: [Field; 19] = [
+    Field::SchemaVersion,
+    Field::RunId,
+    Field::Model,
+    Field::Scenario,
+    Field::CacheState,
+    Field::Mode,
+    Field::ContextTokens,
+    Field::BatchSize,
+    Field::Run,
+    Field::RequestIndex,
+    Field::StartedAt,
+    Field::Nonce,
+    Field::TokenOffsetsMs,
+    Field::DeltaCount,
+    Field::MaxTokens,
+    Field::OutputSample,
+    Field::Turns,
+    Field::QualityOk,
+    Field::QualityFlags,
+];
+
+/// The fields of an object read so far, one bit each: a repeated key is left to serde.
+#[derive(Default)]
+struct Seen(u64);
+
+impl Seen {
+    fn field(&mut self, bit: usize) -> Option<()> {
+        let mask = 1u64 << bit;
+        (self.0 & mask == 0).then(|| self.0 |= mask)
+    }
+
+    fn has(&self, bit: usize) -> bool {
+        self.0 & (1u64 << bit) != 0
+    }
+
+    fn all(&self, bits: &[usize]) -> bool {
+        bits.iter().all(|&bit| self.has(bit))
+    }
+}

@@ -1,0 +1,175 @@
+//! The hand reading (`fast`) against the serde reading it stands in for: on every line either it
+//! declines (None) or it reads exactly the record serde reads, lean and timed. Every line
+//! `parse_tests` tries goes through `by_hand_agrees`; here, bench's own lines must be read by
+//! hand (else the fast path would be a path never taken), and lines broken on purpose (bytes
+//! swapped, cut, repeated; numbers of every length and exponent) must agree.
+
+use super::fast::{self, Keep};
+use super::*;
+use crate::stats::Rng;
+
+/// The serde reading of `line` at `keep`.
+fn by_serde(line: &[u8], keep: Keep) -> Option<Record> {
+    match keep {
+        Keep::Lean => serde_json::from_slice::<LeanRecord>(line).ok().map(|r| r.0),
+        Keep::Timed => serde_json::from_slice::<TimedRecord>(line).ok().map(|r| r.0),
+    }
+}
+
+/// Whether the hand reading read `line` (at both depths); panics where it read another record
+/// than serde, or read a line serde refuses.
+pub(super) fn by_hand_agrees(line: &[u8]) -> bool {
+    let mut read = [false; 2];
+    for (i, keep) in [Keep::Lean, Keep::Timed].into_iter().enumerate() {
+        if let Some(hand) = fast::measurement(line, keep) {
+            let serde = by_serde(line, keep);
+            assert_eq!(serde.as_ref(), Some(&hand), "{keep:?} by hand: {}", String::from_utf8_lossy(line));
+            // Written out, as equality cannot tell -0.0 from 0.0.
+            let written = |r: &Record| serde_json::to_string(r).unwrap();
+            assert_eq!(
+                serde.as_ref().map(written),
+                Some(written(&hand)),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            read[i] = true;
+        }
+    }
+    assert_eq!(read[0], read[1], "read by hand at one depth only: {}", String::from_utf8_lossy(line));
+    read[0]
+}
+
+/// Measurement lines as bench writes them: the fixtures' records (every kind of field filled
+/// somewhere) written again by bench's own writer, at this schema.
+fn written_lines() -> Vec<String> {
+    let mut lines: Vec<String> = parse_tests::fixture_records()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Record>(line).ok())
+        .chain(parse_tests::full_records())
+        .filter(|r| matches!(r, Record::Measurement(m) if m.schema_version == SCHEMA_VERSION))
+        .map(|r| serde_json::to_string(&r).unwrap())
+        .collect();
+    lines.sort();
+    lines.dedup();
+    lines
+}
+
+#[test]
+fn every_measurement_bench_writes_is_read_by_hand_as_serde_reads_it() {
+    let lines = written_lines();
+    assert!(lines.len() >= 50, "{} measurement lines", lines.len());
+    for line in &lines {
+        assert!(by_hand_agrees(line.as_bytes()), "not read by hand: {line}");
+    }
+    // The lines hold what the hand reading passes to serde or reads by hand apart: turns, quality
+    // flags, an error, counters, session evidence, thermal snapshots, escapes.
+    for part in [
+        "\"turns\":[{",
+        "\"quality_flags\":[{",
+        "\"error\":{",
+        "\"server_metrics\":{",
+        "session_before",
+        "\"before\":{",
+        "\\n",
+        "\\\"",
+    ] {
+        assert!(lines.iter().any(|l| l.contains(part)), "no written line holds {part}");
+    }
+}
+
+/// Bytes a mutation puts in: JSON's structure, escapes, digits and signs, letters of literals,
+/// a control character, a multi-byte character.
+const PIECES: [&str; 24] = [
+    "\"", "\\", "{", "}", "[", "]", ",", ":", "0", "7", ".", "e", "E", "-", "+", "n", "t", "null", "\\u0041",
+    "\\n", "\u{1}", "é", " ", "1e400",
+];
+
+fn mutate(rng: &mut Rng, line: &str) -> String {
+    let mut bytes = line.as_bytes().to_vec();
+    for _ in 0..1 + rng.below(3) {
+        let at = rng.below(bytes.len() + 1);
+        match rng.below(4) {
+            0 if at < bytes.len() => {
+                let piece = PIECES[rng.below(PIECES.len())].as_bytes();
+                bytes.splice(at..at + 1, piece.iter().copied());
+            }
+            1 => {
+                let piece = PIECES[rng.below(PIECES.len())].as_bytes();
+                bytes.splice(at..at, piece.iter().copied());
+            }
+            2 => {
+                let end = (at + 1 + rng.below(40)).min(bytes.len());
+                bytes.drain(at.min(end)..end);
+            }
+            _ => {
+                let end = (at + 1 + rng.below(60)).min(bytes.len());
+                let copy = bytes[at.min(end)..end].to_vec();
+                let to = rng.below(bytes.len() + 1);
+                bytes.splice(to..to, copy);
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[test]
+fn lines_broken_on_purpose_are_declined_or_read_as_serde_reads_them() {
+    let lines = written_lines();
+    let mut rng = Rng::new(41);
+    let (mut tried, mut by_hand) = (0, 0);
+    for _ in 0..30_000 {
+        let pick = rng.below(lines.len());
+        let line = mutate(&mut rng, &lines[pick]);
+        tried += 1;
+        by_hand += usize::from(by_hand_agrees(line.as_bytes()));
+    }
+    // Many mutations land in a value and leave a line bench could have written: those are read by
+    // hand, so both outcomes are exercised.
+    assert!(by_hand > tried / 50 && by_hand < tried, "{by_hand} of {tried} read by hand");
+}
+
+/// A JSON number of `digits` significant digits, a point somewhere or none, maybe an exponent.
+fn number(rng: &mut Rng) -> String {
+    let digits = 1 + rng.below(25);
+    let mut text = String::new();
+    if rng.below(4) == 0 {
+        text.push('-');
+    }
+    for i in 0..digits {
+        let d = if i == 0 && digits > 1 { 1 + rng.below(9) } else { rng.below(10) };
+        text.push(char::from(b'0' + d as u8));
+        if i + 1 < digits && rng.below(digits) == 0 && !text.contains('.') {
+            text.push('.');
+        }
+    }
+    if rng.below(3) == 0 {
+        text.push(['e', 'E'][rng.below(2)]);
+        if rng.below(2) == 0 {
+            text.push(['-', '+'][rng.below(2)]);
+        }
+        text.push_str(&rng.below(340).to_string());
+    }
+    text
+}
+
+#[test]
+fn every_kind_of_number_converts_as_serde_json_converts_it() {
+    let line = written_lines()
+        .into_iter()
+        .find(|l| l.contains("\"ttft_ms\":") && l.contains("\"token_offsets_ms\":["))
+        .unwrap();
+    let mut rng = Rng::new(7);
+    let mut by_hand = 0;
+    for _ in 0..20_000 {
+        let n = number(&mut rng);
+        let (head, tail) = line.split_once("\"ttft_ms\":").unwrap();
+        let rest = &tail[tail.find(',').unwrap()..];
+        let in_ttft = format!("{head}\"ttft_ms\":{n}{rest}");
+        let (head, tail) = line.split_once("\"token_offsets_ms\":[").unwrap();
+        let in_offsets = format!("{head}\"token_offsets_ms\":[{n},{n}{}", &tail[tail.find(']').unwrap()..]);
+        for line in [in_ttft, in_offsets] {
+            by_hand += usize::from(by_hand_agrees(line.as_bytes()));
+        }
+    }
+    assert!(by_hand > 30_000, "{by_hand} of 40000 read by hand");
+}
