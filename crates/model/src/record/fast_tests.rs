@@ -117,7 +117,7 @@ fn lines_broken_on_purpose_are_declined_or_read_as_serde_reads_them() {
     let lines = written_lines();
     let mut rng = Rng::new(41);
     let (mut tried, mut by_hand) = (0, 0);
-    for _ in 0..30_000 {
+    for _ in 0..10_000 {
         let pick = rng.below(lines.len());
         let line = mutate(&mut rng, &lines[pick]);
         tried += 1;
@@ -160,7 +160,7 @@ fn every_kind_of_number_converts_as_serde_json_converts_it() {
         .unwrap();
     let mut rng = Rng::new(7);
     let mut by_hand = 0;
-    for _ in 0..20_000 {
+    for _ in 0..6_000 {
         let n = number(&mut rng);
         let (head, tail) = line.split_once("\"ttft_ms\":").unwrap();
         let rest = &tail[tail.find(',').unwrap()..];
@@ -171,5 +171,5 @@ fn every_kind_of_number_converts_as_serde_json_converts_it() {
             by_hand += usize::from(by_hand_agrees(line.as_bytes()));
         }
     }
-    assert!(by_hand > 30_000, "{by_hand} of 40000 read by hand");
+    assert!(by_hand > 9_000, "{by_hand} of 12000 read by hand");
 }
