@@ -108,12 +108,12 @@ fn measurement(rng: &mut Rng, run_id: &str, cell: CellKey, index: u32, group: Op
             ..Default::default()
         }),
         cache_state_confirmed: Some(true),
-        server_timings: Some(json!({
+        server_timings: Some(Box::new(json!({
             "prompt_n": input - cached, "prompt_ms": ttft * 0.95, "prompt_per_token_ms": ttft / ctx,
             "prompt_per_second": ctx / ttft * 1000.0, "predicted_n": 64, "predicted_ms": e2e - ttft,
             "predicted_per_token_ms": (e2e - ttft) / 64.0, "predicted_per_second": 64000.0 / (e2e - ttft),
             "cache_n": cached
-        })),
+        }))),
         quality_ok: true,
         thermal: Some(ThermalRecord {
             policy: ttft_model::record::PolicyKind::Probe,

@@ -154,7 +154,7 @@ fn thermal_line(t: &ThermalRecord) -> String {
     if !t.recovered {
         line.push_str(", not recovered");
     }
-    if let Some(c) = t.after.as_ref().or(t.before.as_ref()).and_then(hottest) {
+    if let Some(c) = t.after.as_deref().or(t.before.as_deref()).and_then(hottest) {
         line.push_str(&format!(", {c}"));
     }
     line

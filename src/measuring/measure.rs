@@ -531,7 +531,7 @@ pub(crate) async fn finish_then(
     let mut m = blank(ctx, &ready.cell, ready.request_index, &ready.nonce);
     m.expected_input_tokens = ready.expected_input_tokens;
     m.turns = ready.turns;
-    m.server_stats = stats;
+    m.server_stats = stats.map(Box::new);
     m.max_tokens = ready.request.max_tokens;
     if let Some(saved) = ready.saved {
         m.page_cache = Some(saved.page_cache);
@@ -598,7 +598,7 @@ pub(super) fn record_exchange(
     if let Some((before, after)) = session_state {
         m.cache_evidence = Some(with_session_state(m.cache_evidence.take(), before, after, m.input_tokens));
     }
-    m.server_metrics = metrics;
+    m.server_metrics = metrics.map(Box::new);
     // A soak repeats its prompts on purpose: whatever the server caches is not the point there.
     // A warm or hot row without evidence that the cache served it is unconfirmed; a failed
     // request is judged by its error, so only the evidence it did bring back is weighed.
@@ -608,7 +608,7 @@ pub(super) fn record_exchange(
         (_, Some(_)) => evidence.and_then(|e| ttft_results::quality::confirm_cache_state(state, e, prompt)),
         (_, None) => ttft_results::quality::cache_state_verdict(state, evidence, prompt),
     };
-    m.server_timings = ex.server_timings.clone();
+    m.server_timings = ex.server_timings.clone().map(Box::new);
     m.attempts = ex.attempts;
     m.unexpected_bytes_dropped = ex.unexpected_bytes_dropped;
     m.connection = ex.connection;
@@ -678,8 +678,8 @@ pub(crate) fn with_session_state(
             ..Default::default()
         }
     });
-    e.session_before = Some(before);
-    e.session_after = after;
+    e.session_before = Some(Box::new(before));
+    e.session_after = after.map(Box::new);
     e
 }
 

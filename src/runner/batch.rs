@@ -48,7 +48,7 @@ pub(crate) async fn concurrent(ctx: &RunContext, cell: &CellKey) -> Vec<Record> 
     }
     records.sort_by_key(|m| m.request_index);
     let mut group = group_record(&ctx.run_id, cell, &group_id, &records);
-    group.server_metrics = metrics;
+    group.server_metrics = metrics.map(Box::new);
     let mut out: Vec<Record> = records
         .into_iter()
         .map(|mut m| {

@@ -295,13 +295,13 @@ impl<'a> CellLoop<'a> {
             self.calibrate_stagger().await?;
             clock.add(Part::Priming, calibrating.elapsed());
         }
-        thermal.before = clock.time(Part::Thermal, snapshot()).await;
+        thermal.before = clock.time(Part::Thermal, snapshot()).await.map(Box::new);
         let mut records = if self.ctx.config.reuse_primes && lifecycle_key(cell).is_some() {
             lifecycle::step(self.ctx, cell, next, &mut self.lifecycle).await
         } else {
             execute(self.ctx, cell).await
         };
-        thermal.after = clock.time(Part::Thermal, snapshot()).await;
+        thermal.after = clock.time(Part::Thermal, snapshot()).await.map(Box::new);
         for r in &mut records {
             match r {
                 Record::Measurement(m) => m.thermal = Some(thermal.clone()),

@@ -451,11 +451,11 @@ impl<'a> Cursor<'a> {
                 }
                 "session_before" => {
                     seen.field(3)?;
-                    e.session_before = c.serde::<Option<SessionCache>>()?;
+                    e.session_before = c.serde::<Option<Box<SessionCache>>>()?;
                 }
                 "session_after" => {
                     seen.field(4)?;
-                    e.session_after = c.serde::<Option<SessionCache>>()?;
+                    e.session_after = c.serde::<Option<Box<SessionCache>>>()?;
                 }
                 _ => return None,
             }

@@ -115,8 +115,8 @@ impl Kept<String> for Text {
 /// and its nesting are checked as they are for a `Value`), keeping nothing.
 pub(super) struct AnyJson;
 
-impl Kept<Option<Value>> for Option<AnyJson> {
-    fn kept(self) -> Option<Value> {
+impl Kept<Option<Box<Value>>> for Option<AnyJson> {
+    fn kept(self) -> Option<Box<Value>> {
         None
     }
 }

@@ -265,12 +265,12 @@ record_types! {
         /// Whether the evidence matches the claimed cache state; null when the server gives none.
         pub cache_state_confirmed: Option<bool>,
         /// llama.cpp's `timings` object, verbatim, when present.
-        pub server_timings: Option<serde_json::Value> => K::Json,
+        pub server_timings: Option<Box<serde_json::Value>> => K::Json,
         /// What the preset's stats endpoint said after the measurement (e.g. agent-memory cache pool).
-        pub server_stats: Option<serde_json::Value> => K::Json,
+        pub server_stats: Option<Box<serde_json::Value>> => K::Json,
         /// The server's Prometheus counters, before vs after the measured request (batch 1 only).
         #[serde(default)]
-        pub server_metrics: Option<MetricsDelta>,
+        pub server_metrics: Option<Box<MetricsDelta>>,
         pub quality_ok: bool,
         pub quality_flags: Vec<QualityFlag>,
         pub thermal: Option<ThermalRecord>,
@@ -319,7 +319,7 @@ record_types! {
         pub requests_failed: u32,
         /// The server's Prometheus counters, before vs after the whole batch.
         #[serde(default)]
-        pub server_metrics: Option<MetricsDelta>,
+        pub server_metrics: Option<Box<MetricsDelta>>,
         pub error: Option<ErrorInfo>,
     }
 
@@ -472,10 +472,10 @@ pub struct CacheEvidence {
     /// reads none. With it, the verdict also needs the tier the claimed state implies
     /// (`quality::confirm_cache_state`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_before: Option<SessionCache>,
+    pub session_before: Option<Box<SessionCache>>,
     /// The same record just after the measured request, before the session's cleanup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_after: Option<SessionCache>,
+    pub session_after: Option<Box<SessionCache>>,
 }
 
 /// One session's cache as the server's own state listed it at one instant.
@@ -533,8 +533,8 @@ pub struct ThermalRecord {
     pub probe_tps: Vec<f64>,
     pub cooldown_s: f64,
     pub recovered: bool,
-    pub before: Option<serde_json::Value>,
-    pub after: Option<serde_json::Value>,
+    pub before: Option<Box<serde_json::Value>>,
+    pub after: Option<Box<serde_json::Value>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -145,8 +145,8 @@ pub(super) fn full_records() -> Vec<Record> {
         probe_tps: vec![44.25, 1e-300],
         cooldown_s: 10.0,
         recovered: false,
-        before: Some(json!({"gpu_c": 71})),
-        after: Some(json!("x")),
+        before: Some(Box::new(json!({"gpu_c": 71}))),
+        after: Some(Box::new(json!("x"))),
     };
     let error =
         ErrorInfo { kind: ErrorKind::HttpStatus, message: "bad\nline".into(), http_status: Some(503) };
@@ -194,25 +194,25 @@ pub(super) fn full_records() -> Vec<Record> {
             source: "timings".into(),
             cached_tokens: Some(1),
             prompt_evaluated_tokens: None,
-            session_before: Some(SessionCache {
+            session_before: Some(Box::new(SessionCache {
                 tier: SessionTier::OnDisk,
                 tokens: Some(0),
                 file_bytes: Some(4096),
-            }),
-            session_after: Some(SessionCache {
+            })),
+            session_after: Some(Box::new(SessionCache {
                 tier: SessionTier::InMemory,
                 tokens: Some(9),
                 file_bytes: None,
-            }),
+            })),
         }),
         cache_state_confirmed: Some(false),
-        server_timings: Some(json!({"prompt_n": 5, "nested": {"a": [1, 2.5, "x"]}})),
-        server_stats: Some(json!([1, 2])),
-        server_metrics: Some(MetricsDelta {
+        server_timings: Some(Box::new(json!({"prompt_n": 5, "nested": {"a": [1, 2.5, "x"]}}))),
+        server_stats: Some(Box::new(json!([1, 2]))),
+        server_metrics: Some(Box::new(MetricsDelta {
             computed_tokens: Some(5.0),
             cached_tokens: None,
             counters: [("a".to_string(), 1.0)].into(),
-        }),
+        })),
         quality_ok: false,
         quality_flags: vec![flag.clone()],
         thermal: Some(thermal.clone()),
@@ -273,7 +273,7 @@ pub(super) fn full_records() -> Vec<Record> {
                 source: "session_state".into(),
                 cached_tokens: Some(0),
                 prompt_evaluated_tokens: Some(7),
-                session_before: Some(SessionCache::default()),
+                session_before: Some(Box::default()),
                 session_after: None,
             }),
             cache_state_confirmed: Some(true),

@@ -32,7 +32,7 @@ pub(super) trait Depth {
     /// The output sample.
     type Text: DeserializeOwned + Kept<String>;
     /// Server timings and stats (any JSON, or null or absent).
-    type Json: DeserializeOwned + Kept<Option<Value>>;
+    type Json: DeserializeOwned + Kept<Option<Box<Value>>>;
 }
 
 /// What a twin's field, read at some `Depth`, keeps of the record's field: the field itself, for
@@ -53,7 +53,7 @@ pub(super) struct Full;
 impl Depth for Full {
     type Offsets = Vec<f64>;
     type Text = String;
-    type Json = Option<Value>;
+    type Json = Option<Box<Value>>;
 }
 
 /// A cell key's enum (scenario, cache state, mode) read as the flattened key read it: a wrong type

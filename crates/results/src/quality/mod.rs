@@ -185,7 +185,7 @@ pub fn first_lump(m: &Measurement) -> Option<FirstLump> {
     if deltas < LUMP_MIN_FIRST_DELTAS {
         return None;
     }
-    let pace_ms = delta_pace_ms(offsets, m.server_timings.as_ref())?;
+    let pace_ms = delta_pace_ms(offsets, m.server_timings.as_deref())?;
     let ttft = m.ttft_ms.unwrap_or(at_ms);
     // Nothing was decoded before the request was sent: a pace overstated by a stall is capped there.
     let held_ms = ((deltas - 1) as f64 * pace_ms).min(ttft);
@@ -216,7 +216,7 @@ pub fn check_burst(m: &Measurement) -> Option<QualityFlag> {
     let (first, last) = (m.token_offsets_ms.first()?, m.token_offsets_ms.last()?);
     let (arrivals, in_first) = arrivals(&m.token_offsets_ms);
     let client_ms = last - first;
-    let server_ms = server_decode_ms(m.server_timings.as_ref());
+    let server_ms = server_decode_ms(m.server_timings.as_deref());
     let per_arrival = out as f64 / arrivals.max(1) as f64;
     let first_share = in_first as f64 / m.token_offsets_ms.len() as f64;
     let by_arrivals = per_arrival >= BURST_TOKENS_PER_ARRIVAL && first_share >= BURST_FIRST_SHARE;
@@ -661,8 +661,8 @@ pub fn cache_verdict_reason(
             format!(
                 "the server's own state of the session contradicts '{}' (before: {}; after: {}; {} prompt tokens)",
                 state.as_str(),
-                describe_session(e.session_before.as_ref()),
-                describe_session(e.session_after.as_ref()),
+                describe_session(e.session_before.as_deref()),
+                describe_session(e.session_after.as_deref()),
                 show(input_tokens)
             )
         }

@@ -259,7 +259,7 @@ fn a_stream_flushed_at_once_is_a_burst_and_a_paced_or_grouped_one_is_not() {
     let mut squeezed = paced.clone();
     squeezed.token_offsets_ms = (0..64).map(|i| 100.0 + 0.2 * f64::from(i)).collect();
     assert!(check_burst(&squeezed).is_none(), "without timings there is no second opinion");
-    squeezed.server_timings = Some(serde_json::json!({"predicted_n": 64, "predicted_ms": 1920.0}));
+    squeezed.server_timings = Some(Box::new(serde_json::json!({"predicted_n": 64, "predicted_ms": 1920.0})));
     let flag = check_burst(&squeezed).unwrap_or_else(|| panic!("a burst by the server's timings"));
     assert!(flag.reason.contains("the server decoded for 1890.0 ms"), "{}", flag.reason);
     paced.server_timings = squeezed.server_timings.clone();
@@ -268,7 +268,7 @@ fn a_stream_flushed_at_once_is_a_burst_and_a_paced_or_grouped_one_is_not() {
     // 60 ms decode. TTFT is true and so is the decode rate over the span: no burst.
     let mut lumped = m(Some(16), 16, 16);
     lumped.token_offsets_ms = std::iter::once(20.0).chain(std::iter::repeat_n(80.4, 15)).collect();
-    lumped.server_timings = Some(serde_json::json!({"predicted_n": 16, "predicted_ms": 64.6}));
+    lumped.server_timings = Some(Box::new(serde_json::json!({"predicted_n": 16, "predicted_ms": 64.6})));
     assert_eq!(distinct_arrivals(&lumped.token_offsets_ms), 2);
     assert!(check_burst(&lumped).is_none());
     // The same 16 tokens with the first held back among them: TTFT holds the decode.
@@ -298,7 +298,7 @@ fn a_first_arrival_that_holds_the_decode_is_a_lump_and_a_few_tokens_together_are
     let mut real =
         streamed(repeat_n(30.1, 17).chain((1..=15).map(|i| 30.1 + 19.29 * f64::from(i) / 15.0)).collect());
     real.server_timings =
-        Some(serde_json::json!({"prompt_ms": 4.4, "predicted_n": 32, "predicted_ms": 38.28}));
+        Some(Box::new(serde_json::json!({"prompt_ms": 4.4, "predicted_n": 32, "predicted_ms": 38.28})));
     let flag = check_burst(&real).unwrap_or_else(|| panic!("17 of 32 tokens with the first is a lump"));
     assert!(flag.fails_gate);
     assert!(
@@ -341,7 +341,7 @@ fn a_first_arrival_that_holds_the_decode_is_a_lump_and_a_few_tokens_together_are
 #[test]
 fn the_servers_session_state_must_show_the_claimed_tier() {
     use ttft_model::record::{SessionCache, SessionTier};
-    let at = |tier, tokens, file_bytes| Some(SessionCache { tier, tokens, file_bytes });
+    let at = |tier, tokens, file_bytes| Some(Box::new(SessionCache { tier, tokens, file_bytes }));
     let ev = |cached, before, after| CacheEvidence {
         source: "session_state".into(),
         cached_tokens: cached,

@@ -307,7 +307,7 @@ fn measurement_records(cx: &Context, cell: CellKey, r: MeasurementRow) -> Vec<Re
         prefill_tps: record::prefill_tps(input_tokens, ttft_ms),
         max_tokens: cx.max_tokens,
         output_sample: record::output_sample(r.raw_output.as_deref().unwrap_or_default()),
-        server_timings: Some(json!({ "origin": extra })),
+        server_timings: Some(Box::new(json!({ "origin": extra }))),
         quality_ok: r.quality_ok,
         quality_flags: flags,
         thermal,
@@ -401,8 +401,8 @@ fn thermal(
         cooldown_s,
         // The origin did not record recovery; a wait past its cap means it gave up waiting.
         recovered: cooldown_s <= cx.max_cooldown_s,
-        before: before.as_ref().map(|s| json!({ "thermal_state": s })),
-        after: after.as_ref().map(|s| json!({ "thermal_state": s })),
+        before: before.as_ref().map(|s| Box::new(json!({ "thermal_state": s }))),
+        after: after.as_ref().map(|s| Box::new(json!({ "thermal_state": s }))),
     })
 }
 
