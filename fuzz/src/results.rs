@@ -38,3 +38,25 @@ pub fn check_run_json(data: &[u8]) {
         assert!(e.line <= lines(data), "line {} of a {}-line file: {e:?}", e.line, lines(data));
     }
 }
+
+/// One line through the hand reading of a measurement (`record::fast`) and through serde, at both
+/// depths: where the hand reading reads the line, serde reads it too, to the same record (written
+/// out alike, so -0.0 and 0.0 differ); everything else it leaves to serde.
+pub fn check_record_line(data: &[u8]) {
+    use ttft_model::record::fast::{self, Keep};
+    use ttft_model::record::{LeanRecord, TimedRecord};
+    for keep in [Keep::Lean, Keep::Timed] {
+        let Some(hand) = fast::measurement(data, keep) else { continue };
+        let serde = match keep {
+            Keep::Lean => serde_json::from_slice::<LeanRecord>(data).map(|r| r.0),
+            Keep::Timed => serde_json::from_slice::<TimedRecord>(data).map(|r| r.0),
+        };
+        let serde = serde.unwrap_or_else(|e| panic!("read by hand ({keep:?}), refused by serde: {e}"));
+        assert_eq!(serde, hand, "{keep:?}: another record by hand");
+        assert_eq!(
+            serde_json::to_string(&serde).ok(),
+            serde_json::to_string(&hand).ok(),
+            "{keep:?}: written apart"
+        );
+    }
+}

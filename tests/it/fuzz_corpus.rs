@@ -53,6 +53,11 @@ fn h1_unframe_corpus_and_regressions_hold() {
 }
 
 #[test]
+fn record_line_corpus_and_regressions_hold() {
+    replay("record_line", results::check_record_line);
+}
+
+#[test]
 fn results_jsonl_corpus_and_regressions_hold() {
     replay("results_jsonl", |data| results::check_file("measurements.jsonl", data));
 }
