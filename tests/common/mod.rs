@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod ingest_records;
 pub mod llama;
 pub mod origin;
 pub mod runs;
