@@ -374,58 +374,38 @@ impl<'a> Cursor<'a> {
     }
 
     fn thermal(&mut self) -> Option<ThermalRecord> {
+        const KEYS: [&str; 7] =
+            ["policy", "baseline_tps", "probe_tps", "cooldown_s", "recovered", "before", "after"];
         let mut t = ThermalRecord::default();
         let mut seen = Seen::default();
         self.object(|c, key| {
-            match key {
-                "policy" => {
-                    seen.field(0)?;
-                    t.policy = c.name()?;
-                }
-                "baseline_tps" => {
-                    seen.field(1)?;
-                    t.baseline_tps = c.option(Self::f64)?;
-                }
-                "probe_tps" => {
-                    seen.field(2)?;
-                    c.array(|c| c.f64().map(|v| t.probe_tps.push(v)))?;
-                }
-                "cooldown_s" => {
-                    seen.field(3)?;
-                    t.cooldown_s = c.f64()?;
-                }
-                "recovered" => {
-                    seen.field(4)?;
-                    t.recovered = c.bool()?;
-                }
-                // Snapshots: a lean reading drops them (`Record::lean`), so they are only checked.
-                "before" => {
-                    seen.field(5)?;
-                    c.skip_value(2)?;
-                }
-                "after" => {
-                    seen.field(6)?;
-                    c.skip_value(2)?;
-                }
-                _ => return None,
+            match seen.mark(&KEYS, key)? {
+                "policy" => t.policy = c.name()?,
+                "baseline_tps" => t.baseline_tps = c.option(Self::f64)?,
+                "probe_tps" => c.array(|c| c.f64().map(|v| t.probe_tps.push(v)))?,
+                "cooldown_s" => t.cooldown_s = c.f64()?,
+                "recovered" => t.recovered = c.bool()?,
+                // The snapshots, `before` and `after`: a lean reading drops them (`Record::lean`),
+                // so they are only checked.
+                _ => c.skip_value(2)?,
             }
             Some(())
         })?;
-        seen.all(&[0, 2, 3, 4]).then_some(t)
+        seen.has_all(&KEYS, &["policy", "probe_tps", "cooldown_s", "recovered"]).then_some(t)
     }
 
     fn physics(&mut self) -> Option<PhysicsRecord> {
+        const KEYS: [&str; 4] =
+            ["decode_ceiling_tps", "decode_fraction", "prefill_ceiling_tps", "prefill_fraction"];
         let mut p = PhysicsRecord::default();
         let mut seen = Seen::default();
         self.object(|c, key| {
-            let (bit, field) = match key {
-                "decode_ceiling_tps" => (0, &mut p.decode_ceiling_tps),
-                "decode_fraction" => (1, &mut p.decode_fraction),
-                "prefill_ceiling_tps" => (2, &mut p.prefill_ceiling_tps),
-                "prefill_fraction" => (3, &mut p.prefill_fraction),
-                _ => return None,
+            let field = match seen.mark(&KEYS, key)? {
+                "decode_ceiling_tps" => &mut p.decode_ceiling_tps,
+                "decode_fraction" => &mut p.decode_fraction,
+                "prefill_ceiling_tps" => &mut p.prefill_ceiling_tps,
+                _ => &mut p.prefill_fraction,
             };
-            seen.field(bit)?;
             *field = c.option(Self::f64)?;
             Some(())
         })?;
@@ -433,35 +413,21 @@ impl<'a> Cursor<'a> {
     }
 
     fn cache_evidence(&mut self) -> Option<CacheEvidence> {
+        const KEYS: [&str; 5] =
+            ["source", "cached_tokens", "prompt_evaluated_tokens", "session_before", "session_after"];
         let mut e = CacheEvidence::default();
         let mut seen = Seen::default();
         self.object(|c, key| {
-            match key {
-                "source" => {
-                    seen.field(0)?;
-                    e.source = c.owned_string()?;
-                }
-                "cached_tokens" => {
-                    seen.field(1)?;
-                    e.cached_tokens = c.option(Self::u64)?;
-                }
-                "prompt_evaluated_tokens" => {
-                    seen.field(2)?;
-                    e.prompt_evaluated_tokens = c.option(Self::u64)?;
-                }
-                "session_before" => {
-                    seen.field(3)?;
-                    e.session_before = c.serde::<Option<Box<SessionCache>>>()?;
-                }
-                "session_after" => {
-                    seen.field(4)?;
-                    e.session_after = c.serde::<Option<Box<SessionCache>>>()?;
-                }
-                _ => return None,
+            match seen.mark(&KEYS, key)? {
+                "source" => e.source = c.owned_string()?,
+                "cached_tokens" => e.cached_tokens = c.option(Self::u64)?,
+                "prompt_evaluated_tokens" => e.prompt_evaluated_tokens = c.option(Self::u64)?,
+                "session_before" => e.session_before = c.serde::<Option<Box<SessionCache>>>()?,
+                _ => e.session_after = c.serde::<Option<Box<SessionCache>>>()?,
             }
             Some(())
         })?;
-        seen.all(&[0]).then_some(e)
+        seen.has_all(&KEYS, &["source"]).then_some(e)
     }
 
     fn measurement(&mut self, keep: Keep) -> Option<Measurement> {
@@ -730,7 +696,8 @@ const REQUIRED: [Field; 19] = [
     Field::QualityFlags,
 ];
 
-/// The fields of an object read so far, one bit each: a repeated key is left to serde.
+/// The fields of an object read so far, one bit each (a field's place in its object's list of
+/// keys): a repeated key is left to serde.
 #[derive(Default)]
 struct Seen(u64);
 
@@ -744,7 +711,15 @@ impl Seen {
         self.0 & (1u64 << bit) != 0
     }
 
-    fn all(&self, bits: &[usize]) -> bool {
-        bits.iter().all(|&bit| self.has(bit))
+    /// `key` as one of `keys`, marked read; None for a key not among them or read already.
+    fn mark<'k>(&mut self, keys: &[&'k str], key: &str) -> Option<&'k str> {
+        let place = keys.iter().position(|k| *k == key)?;
+        self.field(place)?;
+        Some(keys[place])
+    }
+
+    /// Whether every one of `required` (of `keys`) was read.
+    fn has_all(&self, keys: &[&str], required: &[&str]) -> bool {
+        required.iter().all(|r| keys.iter().position(|k| k == r).is_some_and(|place| self.has(place)))
     }
 }
