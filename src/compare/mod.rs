@@ -151,7 +151,7 @@ fn summarize(
     // Each model once, not a name per record.
     let models: BTreeSet<&str> = records.iter().map(|r| r.cell().model.as_str()).collect();
     let models: Vec<String> = models.into_iter().map(str::to_string).collect();
-    let samples = crate::report::samples(&records);
+    let samples = crate::report::samples(&records, &[]);
     let failures = failures::classify(&shown, role, &run_meta, &records, &samples, expect);
     let info = InputInfo { path: shown, kind, records: records.len(), models };
     if last {

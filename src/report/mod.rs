@@ -17,11 +17,12 @@ mod html;
 mod plot;
 mod table;
 #[cfg(test)]
-mod timed_tests;
+mod located_tests;
 
 pub use self::csv::{COLUMNS, to_csv};
 
 use std::collections::{BTreeMap, HashSet};
+use std::io;
 
 use serde::Serialize;
 
@@ -34,6 +35,7 @@ use ttft_model::record::{
 };
 use ttft_model::stats::{self, Ratio, Summary};
 use ttft_results::results::sources::{self, Detail, Source};
+use ttft_results::results::text::Text;
 use ttft_results::results::{batch, combine};
 
 /// A report's cell: a matrix point with its runs pooled. Its identity is the record's `CellKey`
@@ -140,8 +142,9 @@ pub(crate) struct CellSamples {
     pub decode: Vec<f64>,
     pub tpot: Vec<f64>,
     /// Where the cell's inter-token gaps are: the records (indices into the slice `samples` was
-    /// given) whose token offsets enter ITL. The gaps themselves are pooled one cell at a time
-    /// (`itl`), never every cell's at once: a million streamed records hold 63 million of them.
+    /// given) whose token offsets enter ITL: those holding two or more, and those read located,
+    /// whose offsets are read back from their texts. The gaps themselves are pooled one cell at a
+    /// time (`itl`), never every cell's at once: a million streamed records hold 63 million of them.
     pub itl_records: Vec<usize>,
     pub ceiling: Vec<f64>,
     pub ttft_floor: Vec<f64>,
@@ -157,8 +160,8 @@ fn sample(v: Option<f64>) -> Option<f64> {
 
 impl CellSamples {
     /// Adds one record, at `index` of the records; `used`: it passed and is not part of a partial
-    /// batch.
-    fn add(&mut self, r: &Record, index: usize, used: bool) {
+    /// batch; `located`: its token offsets are in its text, not in it.
+    fn add(&mut self, r: &Record, index: usize, used: bool, located: bool) {
         if r.cell().scenario == Scenario::Load {
             self.load_runs.insert(r.cell().run);
         }
@@ -189,7 +192,7 @@ impl CellSamples {
                 self.decode.extend(sample(decode));
                 if !bad_time {
                     self.tpot.extend(sample(tpot_ms(m.output_tokens, ttft, e2e)));
-                    if m.token_offsets_ms.len() >= 2 {
+                    if located || m.token_offsets_ms.len() >= 2 {
                         self.itl_records.push(index);
                     }
                 }
@@ -215,15 +218,23 @@ impl CellSamples {
 }
 
 /// The inter-token gaps of `records[i]` for each i of `itl_records`, pooled in that order: every
-/// gap between consecutive streamed tokens that may enter statistics.
-fn itl(records: &[Record], itl_records: &[usize]) -> Vec<f64> {
+/// gap between consecutive streamed tokens that may enter statistics. A record read located
+/// (`texts[i]`) has its offsets read back from its text, one record at a time.
+fn itl(records: &[Record], texts: &[Option<Text>], itl_records: &[usize]) -> io::Result<Vec<f64>> {
     let mut gaps = Vec::new();
+    let (mut line, mut read_back) = (Vec::new(), Vec::new());
     for &i in itl_records {
-        if let Some(Record::Measurement(m)) = records.get(i) {
-            gaps.extend(m.token_offsets_ms.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
-        }
+        let Some(Record::Measurement(m)) = records.get(i) else { continue };
+        let offsets = match texts.get(i) {
+            Some(Some(text)) => {
+                sources::read_back_token_offsets(text, &mut line, &mut read_back)?;
+                &read_back
+            }
+            _ => &m.token_offsets_ms,
+        };
+        gaps.extend(offsets.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
     }
-    gaps
+    Ok(gaps)
 }
 
 /// Time per output token after the first: (e2e - ttft) / (output_tokens - 1), ms; None with
@@ -355,7 +366,7 @@ pub fn partial_batches(records: &[Record]) -> usize {
 }
 
 /// The raw samples of every cell (runs pooled), sorted like `cells`.
-pub(crate) fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
+pub(crate) fn samples(records: &[Record], texts: &[Option<Text>]) -> BTreeMap<CellId, CellSamples> {
     let partial = in_partial_batches(records);
     let mut by_cell: BTreeMap<CellId, CellSamples> = BTreeMap::new();
     // Records come sorted by cell, runs next to each other: the previous record's cell is
@@ -363,13 +374,14 @@ pub(crate) fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
     let mut last: Option<CellId> = None;
     for (index, r) in records.iter().enumerate() {
         let used = r.is_good() && !partial.contains(&address(r));
+        let located = texts.get(index).is_some_and(Option::is_some);
         let id = match last.take() {
             Some(id) if id.holds(r) => id,
             _ => CellId::of_record(r),
         };
         match by_cell.get_mut(&id) {
-            Some(samples) => samples.add(r, index, used),
-            None => by_cell.entry(id.clone()).or_default().add(r, index, used),
+            Some(samples) => samples.add(r, index, used, located),
+            None => by_cell.entry(id.clone()).or_default().add(r, index, used, located),
         }
         last = Some(id);
     }
@@ -377,9 +389,17 @@ pub(crate) fn samples(records: &[Record]) -> BTreeMap<CellId, CellSamples> {
 }
 
 /// Statistics of every cell, sorted by (model, batch size, scenario, mode, context, dataset row,
-/// load level, cache state).
+/// load level, cache state), of records held whole (a sweep's own, its summary).
 pub fn cells(records: &[Record]) -> Vec<CellStats> {
-    let by_cell = samples(records);
+    // Nothing is read back without texts, so nothing can fail.
+    located_cells(records, &[]).unwrap_or_default()
+}
+
+/// `cells` of records read located (`texts[i]` for `records[i]`, None where a record is held
+/// whole): their token offsets are read back from the texts, one cell at a time. Fails where a
+/// text cannot be read back as it was read (the file changed since).
+pub fn located_cells(records: &[Record], texts: &[Option<Text>]) -> io::Result<Vec<CellStats>> {
+    let by_cell = samples(records, texts);
     let cold_twin = |id: &CellId| {
         let scenario = match id.scenario {
             Scenario::Warm | Scenario::Hot => Scenario::Cold,
@@ -395,7 +415,7 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
                 .flatten()
                 .filter(|cold| !cold.ttft.is_empty())
                 .map(|cold| stats::ratio_of_medians(&cold.ttft, &s.ttft));
-            CellStats {
+            Ok(CellStats {
                 id: id.clone(),
                 records: s.records,
                 warmup_records: s.warmup,
@@ -405,7 +425,7 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
                 ttft_ms: stats::summarize(&s.ttft),
                 e2e_ms: stats::summarize(&s.e2e),
                 decode_tps: stats::summarize(&s.decode),
-                itl_ms: stats::summarize(&itl(records, &s.itl_records)),
+                itl_ms: stats::summarize(&itl(records, texts, &s.itl_records)?),
                 tpot_ms: stats::summarize(&s.tpot),
                 decode_ceiling_tps: stats::median(&s.ceiling),
                 ttft_floor_ms: stats::median(&s.ttft_floor),
@@ -413,7 +433,7 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
                 system_tps: stats::summarize(&s.system_tps),
                 user_b_wait_ms: stats::summarize(&s.b_wait),
                 load_runs: s.load_runs.iter().copied().collect(),
-            }
+            })
         })
         .collect()
 }
@@ -477,9 +497,10 @@ fn pooled_note(sources: &[Source]) {
 pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     // Refused before anything is read, so nothing half-done (a page for a browser is a file).
     let settings = ReportSettings::from_args(args)?;
-    // Lean records with their token offsets (ITL is read from them), located so that a slot's
-    // candidates tie-break on their texts as whole records would.
-    let sources = sources::load_all_with(&args.inputs, Detail::Timed).map_err(Failure::from)?;
+    // Lean records, located: a slot's candidates tie-break on their texts as whole records would,
+    // and each cell's token offsets (ITL) are read back from its records' texts when its
+    // statistics are computed, so no more than one cell's are ever held.
+    let sources = sources::load_all_with(&args.inputs, Detail::Located).map_err(Failure::from)?;
     sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     pooled_note(&sources);
     let context = match settings.format {
@@ -487,9 +508,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
         _ => html::Context::default(),
     };
     let mut notes = unfinished_runs(&sources);
-    let mut combined = combine::combine(sources)?;
-    // The texts decided ties; nothing reads them again.
-    drop(std::mem::take(&mut combined.texts));
+    let combined = combine::combine(sources)?;
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
     if set_aside > 0 {
         notes.push(format!("{set_aside} duplicate records set aside by merge rules (re-runs, copies)"));
@@ -517,7 +536,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     for (reason, n) in imported {
         eprintln!("note: {n} record(s) {reason}");
     }
-    let cells = cells(&combined.records);
+    let cells = located_cells(&combined.records, &combined.texts)?;
     sources::release(combined);
     let out = match settings.format {
         Format::Table => table::render(&cells, output::TableStyle::Terminal),

@@ -55,6 +55,34 @@ pub fn measurement(line: &[u8], keep: Keep) -> Option<Record> {
     })
 }
 
+/// The token offsets of a measurement line read lean before, into `offsets` (replacing what it
+/// held); None where this walk cannot tell them (the key written with an escape, a number it would not convert): the caller reads the
+/// line `Keep::Timed` then. Only the top-level members before `token_offsets_ms` are walked (bench
+/// writes them first; they are short scalars), so this is a small part of a full reading: a report
+/// reads each cell's offsets back from its texts this way instead of holding every record's
+/// (docs/design.md, "Reading at scale"). The line must be one that read as a measurement: a key
+/// is then unique and every value well formed, and the numbers convert as `Keep::Timed` converts
+/// them (the same `f64`).
+pub fn token_offsets_ms(line: &[u8], offsets: &mut Vec<f64>) -> Option<()> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut c = Cursor { text, bytes: line, at: 0 };
+    c.eat(b'{')?;
+    loop {
+        if c.key_is("token_offsets_ms") {
+            c.eat(b':')?;
+            offsets.clear();
+            return c.array(|c| c.f64().map(|v| offsets.push(v)));
+        }
+        c.string()?;
+        c.eat(b':')?;
+        c.skip_value(1)?;
+        match c.peek()? {
+            b',' => c.at += 1,
+            _ => return None,
+        }
+    }
+}
+
 /// A JSON number's text and what its syntax says of it.
 struct Number<'a> {
     text: &'a str,

@@ -36,7 +36,21 @@ pub(super) fn by_hand_agrees(line: &[u8]) -> bool {
         }
     }
     assert_eq!(read[0], read[1], "read by hand at one depth only: {}", String::from_utf8_lossy(line));
+    offsets_read_back_agree(line);
     read[0]
+}
+
+/// Whether the offsets of a line that reads as a measurement were read back by the walk
+/// (`fast::token_offsets_ms`); panics where they are not the ones the timed reading keeps.
+fn offsets_read_back_agree(line: &[u8]) -> bool {
+    let Some(Record::Measurement(timed)) = by_serde(line, Keep::Timed) else { return false };
+    let mut offsets = vec![-1.0];
+    if fast::token_offsets_ms(line, &mut offsets).is_none() {
+        return false;
+    }
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+    assert_eq!(bits(&offsets), bits(&timed.token_offsets_ms), "{}", String::from_utf8_lossy(line));
+    true
 }
 
 /// Measurement lines as bench writes them: the fixtures' records (every kind of field filled
@@ -60,7 +74,10 @@ fn every_measurement_bench_writes_is_read_by_hand_as_serde_reads_it() {
     assert!(lines.len() >= 50, "{} measurement lines", lines.len());
     for line in &lines {
         assert!(by_hand_agrees(line.as_bytes()), "not read by hand: {line}");
+        assert!(offsets_read_back_agree(line.as_bytes()), "offsets not read back: {line}");
     }
+    let with_offsets = lines.iter().filter(|l| !l.contains("\"token_offsets_ms\":[]")).count();
+    assert!(with_offsets >= 1, "no written line holds token offsets");
     // The lines hold what the hand reading passes to serde or reads by hand apart: turns, quality
     // flags, an error, counters, session evidence, thermal snapshots, escapes.
     for part in [
@@ -226,4 +243,20 @@ fn a_nested_object_without_one_of_its_members_is_read_as_serde_reads_it() {
     // Required members (thermal's policy, probe_tps, cooldown_s, recovered; the evidence's source)
     // are refused without; optional ones read as None.
     assert!(tried > 200 && refused > 50 && refused < tried, "{refused} refused of {tried}");
+}
+
+/// The walk that reads a line's token offsets back declines what it cannot tell (the key written
+/// with an escape, the key absent), so the caller reads the line whole then; it never reads another
+/// member's array (a nested `token_offsets_ms`, as a hot turn could hold) for it.
+#[test]
+fn offsets_are_read_back_from_the_top_level_key_only() {
+    let line = written_lines().into_iter().find(|l| !l.contains("\"token_offsets_ms\":[]")).unwrap();
+    let escaped = line.replacen("\"token_offsets_ms\"", "\"token_offsets_m\\u0073\"", 1);
+    let mut offsets = Vec::new();
+    assert_eq!(fast::token_offsets_ms(escaped.as_bytes(), &mut offsets), None, "{escaped}");
+    let absent = line.replacen("\"token_offsets_ms\"", "\"token_offsets_gone\"", 1);
+    assert_eq!(fast::token_offsets_ms(absent.as_bytes(), &mut offsets), None, "{absent}");
+    let nested = line.replacen("{", "{\"first\":{\"token_offsets_ms\":[1,2]},", 1);
+    assert!(fast::token_offsets_ms(nested.as_bytes(), &mut offsets).is_some());
+    assert!(offsets.len() > 2, "the top-level offsets, not the nested pair: {offsets:?}");
 }

@@ -1,6 +1,9 @@
 //! How much of each record a reader keeps: below every reader (a records file read in parts, a
 //! JSON document, the loader that chooses between them), which all read to the detail asked.
 
+use std::io;
+
+use super::text::Text;
 use crate::store::{self, LineError};
 use ttft_model::record::fast::{self, Keep};
 use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION, TimedRecord};
@@ -68,4 +71,23 @@ impl Detail {
     pub(super) fn unlocated(self) -> Detail {
         if self.locates() { Detail::Full } else { self }
     }
+}
+
+/// The token offsets of a measurement read located (`Detail::Located` drops them), read back from
+/// its text into `offsets` exactly as `Detail::Timed` would have kept them; `line` is a buffer
+/// reused from one call to the next. Fails where the text cannot be read back as it was read
+/// (`Text::append_to`).
+pub fn read_back_token_offsets(text: &Text, line: &mut Vec<u8>, offsets: &mut Vec<f64>) -> io::Result<()> {
+    line.clear();
+    text.append_to(line)?;
+    if fast::token_offsets_ms(line, offsets).is_some() {
+        return Ok(());
+    }
+    offsets.clear();
+    match Detail::Timed.parse(line) {
+        Ok(Record::Measurement(m)) => offsets.extend_from_slice(&m.token_offsets_ms),
+        Ok(_) => {}
+        Err(e) => return Err(io::Error::other(format!("a record that read before does not read back: {e:?}"))),
+    }
+    Ok(())
 }

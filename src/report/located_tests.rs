@@ -1,5 +1,6 @@
-//! report reads records timed (`Record::timed`: lean, token offsets kept) and located: every cell's
-//! statistics must be the ones whole records give, duplicates and ties among inputs included.
+//! report reads records lean and located, and each cell's token offsets back from its records'
+//! texts: every cell's statistics must be the ones whole records give, duplicates and ties among
+//! inputs included.
 
 use std::path::{Path, PathBuf};
 
@@ -9,11 +10,11 @@ use ttft_results::results::sources::{Detail, load_with};
 fn report(inputs: &[PathBuf], detail: Detail) -> serde_json::Value {
     let sources: Vec<Source> = inputs.iter().map(|p| load_with(p, detail).unwrap()).collect();
     let combined = combine::combine(sources).unwrap();
-    serde_json::to_value(cells(&combined.records)).unwrap()
+    serde_json::to_value(located_cells(&combined.records, &combined.texts).unwrap()).unwrap()
 }
 
 #[test]
-fn timed_records_give_the_statistics_whole_records_give() {
+fn located_records_give_the_statistics_whole_records_give() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let verify = root.join("tests/fixtures/verify");
     let mut fixtures: Vec<PathBuf> = std::fs::read_dir(&verify)
@@ -36,7 +37,7 @@ fn timed_records_give_the_statistics_whole_records_give() {
     let mut itl = 0;
     for inputs in cases {
         let whole = report(&inputs, Detail::Full);
-        assert_eq!(report(&inputs, Detail::Timed), whole, "{inputs:?}");
+        assert_eq!(report(&inputs, Detail::Located), whole, "{inputs:?}");
         itl += whole.as_array().unwrap().iter().map(|c| c["itl_ms"]["n"].as_u64().unwrap_or(0)).sum::<u64>();
     }
     assert!(itl > 1000, "the inputs carry token offsets ({itl} gaps)");
