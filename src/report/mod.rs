@@ -14,10 +14,10 @@
 
 mod csv;
 mod html;
-mod plot;
-mod table;
 #[cfg(test)]
 mod located_tests;
+mod plot;
+mod table;
 
 pub use self::csv::{COLUMNS, to_csv};
 
@@ -35,7 +35,7 @@ use ttft_model::record::{
 };
 use ttft_model::stats::{self, Ratio, Summary};
 use ttft_results::results::sources::{self, Detail, Source};
-use ttft_results::results::text::Text;
+use ttft_results::results::text::{self, Text};
 use ttft_results::results::{batch, combine};
 
 /// A report's cell: a matrix point with its runs pooled. Its identity is the record's `CellKey`
@@ -217,23 +217,28 @@ impl CellSamples {
     }
 }
 
-/// The inter-token gaps of `records[i]` for each i of `itl_records`, pooled in that order: every
-/// gap between consecutive streamed tokens that may enter statistics. A record read located
-/// (`texts[i]`) has its offsets read back from its text, one record at a time.
+/// The inter-token gaps of `records[i]` for each i of `itl_records`, pooled: every gap between
+/// consecutive streamed tokens that may enter statistics, in no particular order (statistics sort
+/// them). A record read located (`texts[i]`) has its offsets read back from its text; the cell's
+/// texts are read in the order they lie in their files, neighbours together (`text::read_each`).
 fn itl(records: &[Record], texts: &[Option<Text>], itl_records: &[usize]) -> io::Result<Vec<f64>> {
     let mut gaps = Vec::new();
-    let (mut line, mut read_back) = (Vec::new(), Vec::new());
+    let mut pool =
+        |offsets: &[f64]| gaps.extend(offsets.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
+    let mut located = Vec::new();
     for &i in itl_records {
-        let Some(Record::Measurement(m)) = records.get(i) else { continue };
-        let offsets = match texts.get(i) {
-            Some(Some(text)) => {
-                sources::read_back_token_offsets(text, &mut line, &mut read_back)?;
-                &read_back
-            }
-            _ => &m.token_offsets_ms,
-        };
-        gaps.extend(offsets.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
+        match (records.get(i), texts.get(i)) {
+            (Some(Record::Measurement(_)), Some(Some(text))) => located.push(text),
+            (Some(Record::Measurement(m)), _) => pool(&m.token_offsets_ms),
+            _ => {}
+        }
     }
+    let mut offsets = Vec::new();
+    text::read_each(&located, |_, line| {
+        sources::token_offsets_read_back(line, &mut offsets)?;
+        pool(&offsets);
+        Ok(())
+    })?;
     Ok(gaps)
 }
 

@@ -230,6 +230,10 @@ fn order_rank(models: &Models, r: &Record) -> (u8, CellRank, u32) {
 /// run and group that make one batch.
 type Place<'a> = ((bool, u8, CellRank, u32), usize, &'a str, &'a str);
 
+fn entry_place<'a>(models: &Models, e: &'a Entry) -> Place<'a> {
+    place(models, e.source, &e.record)
+}
+
 fn place<'a>(models: &Models, source: usize, record: &'a Record) -> Place<'a> {
     let (slot, group) = slot_of(record);
     let cell = models.rank(record.cell());
@@ -241,12 +245,39 @@ fn place<'a>(models: &Models, source: usize, record: &'a Record) -> Place<'a> {
     }
 }
 
-/// `items` reordered by `key`, ties in their order.
-fn sorted_by<T, K: Ord>(items: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
-    let mut order: Vec<(K, usize)> = items.iter().enumerate().map(|(i, t)| (key(t), i)).collect();
-    order.sort_unstable();
-    let mut items: Vec<Option<T>> = items.into_iter().map(Some).collect();
-    order.into_iter().filter_map(|(_, i)| items[i].take()).collect()
+/// The order that sorts `items` by `key` (`order[k]`: the index of the k-th), ties in their order;
+/// `then` compares what `key` leaves tied (borrowed, so no key holds a copy of it).
+fn order_by<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K, then: impl Fn(&T, &T) -> Ordering) -> Vec<usize> {
+    let keys: Vec<K> = items.iter().map(key).collect();
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        keys[a].cmp(&keys[b]).then_with(|| then(&items[a], &items[b])).then(a.cmp(&b))
+    });
+    order
+}
+
+/// `items` put in `order` (`order_by`) in place: a million records are moved, not copied into a
+/// second vector beside the first.
+fn reorder<T>(items: &mut [T], order: &[usize]) {
+    let mut done = vec![false; items.len()];
+    for start in 0..items.len() {
+        let mut at = start;
+        while !done[at] {
+            done[at] = true;
+            let from = order[at];
+            if from == start {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
+        }
+    }
+}
+
+/// `items` sorted by `key`, ties in their order.
+fn sort_by<T, K: Ord>(items: &mut [T], key: impl Fn(&T) -> K) {
+    let order = order_by(items, key, |_, _| Ordering::Equal);
+    reorder(items, &order);
 }
 
 /// One record per slot from `sources` (consumed: records are moved, never copied). Fails only
@@ -264,24 +295,31 @@ pub fn combine(mut sources: Vec<Source>) -> io::Result<Combined> {
         let mut texts = s.texts.iter().flat_map(|t| t.each());
         all.extend(s.records.into_iter().map(|record| Entry { source, text: texts.next(), record }));
     }
-    let all = sorted_by(all, |e| {
-        let ((batch, kind, cell, index), source, run_id, group) = place(&models, e.source, &e.record);
-        // Owned for the sort; the strings are empty except in batches.
-        ((batch, kind, cell, index), source, run_id.to_string(), group.to_string())
-    });
+    // Sorted by place: by its numbers, then (records of batches) by run and group.
+    let order = order_by(
+        &all,
+        |e| (entry_place(&models, e).0, e.source),
+        |a, b| {
+            let ((.., run_a, group_a), (.., run_b, group_b)) =
+                (entry_place(&models, a), entry_place(&models, b));
+            (run_a, group_a).cmp(&(run_b, group_b))
+        },
+    );
+    reorder(&mut all, &order);
+    drop(order);
     // Each slot: its candidates' sizes (a single record, or one batch of one source and run), and
     // its label where there is more than one candidate.
-    let places: Vec<Place> = all.iter().map(|e| place(&models, e.source, &e.record)).collect();
     let mut slots: Vec<(Vec<usize>, String)> = Vec::new();
     let mut i = 0;
     while i < all.len() {
-        let slot = places[i].0;
+        let slot = entry_place(&models, &all[i]).0;
         let mut sizes = Vec::new();
         let mut j = i;
-        while j < all.len() && places[j].0 == slot {
+        while j < all.len() && entry_place(&models, &all[j]).0 == slot {
             let mut end = j + 1;
             if slot.0 {
-                while end < all.len() && places[end] == places[j] {
+                let batch = entry_place(&models, &all[j]);
+                while end < all.len() && entry_place(&models, &all[end]) == batch {
                     end += 1;
                 }
             }
@@ -292,7 +330,6 @@ pub fn combine(mut sources: Vec<Source>) -> io::Result<Combined> {
         slots.push((sizes, label));
         i = j;
     }
-    drop(places);
     let mut kept_by_source = vec![0usize; paths.len()];
     let mut decided_by_content = false;
     let mut provenance = Provenance::default();
@@ -330,7 +367,8 @@ pub fn combine(mut sources: Vec<Source>) -> io::Result<Combined> {
     for (path, n) in paths.into_iter().zip(kept_by_source).filter(|(_, n)| *n > 0) {
         *provenance.kept_by_source.entry(path).or_default() += n;
     }
-    let (records, texts) = sorted_by(kept, |(r, _)| order_rank(&models, r)).into_iter().unzip();
+    sort_by(&mut kept, |(r, _)| order_rank(&models, r));
+    let (records, texts) = kept.into_iter().unzip();
     Ok(Combined { records, texts, provenance, decided_by_content })
 }
 

@@ -3,7 +3,6 @@
 
 use std::io;
 
-use super::text::Text;
 use crate::store::{self, LineError};
 use ttft_model::record::fast::{self, Keep};
 use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION, TimedRecord};
@@ -73,13 +72,9 @@ impl Detail {
     }
 }
 
-/// The token offsets of a measurement read located (`Detail::Located` drops them), read back from
-/// its text into `offsets` exactly as `Detail::Timed` would have kept them; `line` is a buffer
-/// reused from one call to the next. Fails where the text cannot be read back as it was read
-/// (`Text::append_to`).
-pub fn read_back_token_offsets(text: &Text, line: &mut Vec<u8>, offsets: &mut Vec<f64>) -> io::Result<()> {
-    line.clear();
-    text.append_to(line)?;
+/// The token offsets of a measurement read located (`Detail::Located` drops them), from its text
+/// read back (`text::read_each`) into `offsets`, exactly as `Detail::Timed` would have kept them.
+pub fn token_offsets_read_back(line: &[u8], offsets: &mut Vec<f64>) -> io::Result<()> {
     if fast::token_offsets_ms(line, offsets).is_some() {
         return Ok(());
     }
@@ -87,7 +82,9 @@ pub fn read_back_token_offsets(text: &Text, line: &mut Vec<u8>, offsets: &mut Ve
     match Detail::Timed.parse(line) {
         Ok(Record::Measurement(m)) => offsets.extend_from_slice(&m.token_offsets_ms),
         Ok(_) => {}
-        Err(e) => return Err(io::Error::other(format!("a record that read before does not read back: {e:?}"))),
+        Err(e) => {
+            return Err(io::Error::other(format!("a record that read before does not read back: {e:?}")));
+        }
     }
     Ok(())
 }

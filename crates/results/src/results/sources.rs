@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::canonical::Conflict;
-pub use super::detail::{Detail, read_back_token_offsets};
+pub use super::detail::{Detail, token_offsets_read_back};
 use super::import;
 pub use super::kind::SourceKind;
 use super::parts::Parsed;
