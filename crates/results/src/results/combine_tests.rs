@@ -86,7 +86,29 @@ fn ranks_order_as_the_records_do() {
     }
     let mut by_key = records.clone();
     by_key.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
-    assert_eq!(sorted_by(records, |r| order_rank(&models, r)), by_key, "the same order, ties kept");
+    let mut sorted = records;
+    sort_by(&mut sorted, |r| order_rank(&models, r));
+    assert_eq!(sorted, by_key, "the same order, ties kept");
+}
+
+/// Records are put in order in place, following the permutation's cycles: every permutation of
+/// up to 40 items (cycles of every length, fixed points, one long cycle) ends as a copy would.
+#[test]
+fn reordering_in_place_is_a_copy_in_that_order() {
+    let mut rng = ttft_model::stats::Rng::new(7);
+    for n in 0..40 {
+        for _ in 0..20 {
+            let mut order: Vec<usize> = (0..n).collect();
+            for i in (1..n).rev() {
+                order.swap(i, rng.below(i + 1));
+            }
+            let items: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
+            let copy: Vec<String> = order.iter().map(|&i| items[i].clone()).collect();
+            let mut moved = items;
+            reorder(&mut moved, &order);
+            assert_eq!(moved, copy, "{order:?}");
+        }
+    }
 }
 
 #[test]
