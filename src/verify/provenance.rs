@@ -28,16 +28,17 @@ use ttft_results::results::batch::{batches, in_batch};
 use ttft_results::results::run_meta::{RunMetaView, SourceMeta};
 use ttft_results::results::sources::Source;
 
-/// What makes two records the same slot: a single record, or a whole batch.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum UnitKey {
-    Single { record_type: &'static str, cell: CellKey, request_index: u32 },
-    Batch(CellKey),
+/// What makes two records the same slot: a single record, or a whole batch. Borrowed from the
+/// records: a million of them are keyed without a copy of a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum UnitKey<'a> {
+    Single { record_type: &'static str, cell: &'a CellKey, request_index: u32 },
+    Batch(&'a CellKey),
 }
 
 /// One record, or one batch's group record and members.
 struct Unit<'a> {
-    key: UnitKey,
+    key: UnitKey<'a>,
     cell: &'a CellKey,
     run_id: &'a str,
     started_at: &'a str,
@@ -55,7 +56,7 @@ fn units(records: &[Record]) -> Vec<Unit<'_>> {
         let started_at = b.group.map(|g| g.started_at.as_str());
         let started_at = started_at.or(b.members.first().map(|m| m.started_at.as_str())).unwrap_or("");
         out.push(Unit {
-            key: UnitKey::Batch(b.cell.clone()),
+            key: UnitKey::Batch(b.cell),
             cell: b.cell,
             run_id: b.run_id,
             started_at,
@@ -71,7 +72,7 @@ fn units(records: &[Record]) -> Vec<Unit<'_>> {
             _ => 0,
         };
         out.push(Unit {
-            key: UnitKey::Single { record_type: r.record_type(), cell: r.cell().clone(), request_index },
+            key: UnitKey::Single { record_type: r.record_type(), cell: r.cell(), request_index },
             cell: r.cell(),
             run_id: r.run_id(),
             started_at: r.started_at(),
@@ -289,15 +290,16 @@ impl<'a> Audit<'a> {
 }
 
 fn trace<'a>(published: &'a Source, sources: &'a [Source]) -> Vec<Trace<'a>> {
-    let mut index: BTreeMap<UnitKey, Vec<(usize, Unit)>> = BTreeMap::new();
-    for (i, s) in sources.iter().enumerate() {
-        for u in units(&s.records) {
-            index.entry(u.key.clone()).or_default().push((i, u));
-        }
-    }
+    // Every source's units sorted by key (stable: a key's candidates in source order, then in
+    // their source's order), so a key's candidates lie side by side: one vector, no map of them.
+    let mut index: Vec<(usize, Unit)> =
+        sources.iter().enumerate().flat_map(|(i, s)| units(&s.records).into_iter().map(move |u| (i, u))).collect();
+    index.sort_by(|(_, a), (_, b)| a.key.cmp(&b.key));
     let mut out = Vec::new();
     for unit in units(&published.records) {
-        let candidates = index.get(&unit.key).map(Vec::as_slice).unwrap_or_default();
+        let from = index.partition_point(|(_, c)| c.key < unit.key);
+        let to = from + index[from..].partition_point(|(_, c)| c.key == unit.key);
+        let candidates = &index[from..to];
         let mut compared: Vec<(usize, &Unit, Vec<Diff>)> =
             candidates.iter().map(|(i, c)| (*i, c, diff_units(&unit, c))).collect();
         compared.sort_by_key(|(i, c, d)| (d.len(), c.started_at != unit.started_at, *i));
