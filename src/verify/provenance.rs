@@ -19,11 +19,11 @@
 //! the decimals the published value shows (798.6 for 798.64), never the other way round (a
 //! published value more precise than its source did not come from it).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::finding::Finding;
 use super::rule::RuleId;
-use ttft_model::record::{CellKey, GroupRecord, Measurement, Record, StaggeredRecord};
+use ttft_model::record::{CellKey, CellRest, GroupRecord, Measurement, Record, StaggeredRecord};
 use ttft_results::results::batch::{batches, in_batch};
 use ttft_results::results::run_meta::{RunMetaView, SourceMeta};
 use ttft_results::results::sources::Source;
@@ -34,6 +34,34 @@ use ttft_results::results::sources::Source;
 enum UnitKey<'a> {
     Single { record_type: &'static str, cell: &'a CellKey, request_index: u32 },
     Batch(&'a CellKey),
+}
+
+/// A unit's key as numbers: what it is (a batch, or a record's type), its model's number, the rest
+/// of its cell, its request index. Two keys are equal exactly when their `UnitKey`s are.
+type Numbered = (u8, u32, CellRest, u32);
+
+/// The models met so far, each given a number.
+#[derive(Default)]
+struct Models<'a>(HashMap<&'a str, u32>);
+
+impl<'a> Models<'a> {
+    fn number(&mut self, key: &UnitKey<'a>) -> Numbered {
+        let (what, cell, request_index) = match *key {
+            UnitKey::Batch(cell) => (0, cell, 0),
+            UnitKey::Single { record_type, cell, request_index } => {
+                let what = match record_type {
+                    "measurement" => 1,
+                    "group" => 2,
+                    "staggered" => 3,
+                    _ => u8::MAX,
+                };
+                (what, cell, request_index)
+            }
+        };
+        let next = self.0.len() as u32;
+        let model = *self.0.entry(cell.model.as_str()).or_insert(next);
+        (what, model, cell.without_model(), request_index)
+    }
 }
 
 /// One record, or one batch's group record and members.
@@ -290,18 +318,24 @@ impl<'a> Audit<'a> {
 }
 
 fn trace<'a>(published: &'a Source, sources: &'a [Source]) -> Vec<Trace<'a>> {
-    // Every source's units sorted by key (stable: a key's candidates in source order, then in
-    // their source's order), so a key's candidates lie side by side: one vector, no map of them.
-    let mut index: Vec<(usize, Unit)> =
-        sources.iter().enumerate().flat_map(|(i, s)| units(&s.records).into_iter().map(move |u| (i, u))).collect();
-    index.sort_by(|(_, a), (_, b)| a.key.cmp(&b.key));
+    // Every source's units sorted by key as numbers (stable: a key's candidates in source order,
+    // then in their source's order), so a key's candidates lie side by side: one vector, no map
+    // of them, and no model name compared per lookup.
+    let mut models = Models::default();
+    let mut index: Vec<(Numbered, usize, Unit)> = sources
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| units(&s.records).into_iter().map(move |u| (i, u)))
+        .map(|(i, u)| (models.number(&u.key), i, u))
+        .collect();
+    index.sort_by_key(|(key, ..)| *key);
     let mut out = Vec::new();
     for unit in units(&published.records) {
-        let from = index.partition_point(|(_, c)| c.key < unit.key);
-        let to = from + index[from..].partition_point(|(_, c)| c.key == unit.key);
-        let candidates = &index[from..to];
+        let key = models.number(&unit.key);
+        let from = index.partition_point(|(c, ..)| *c < key);
+        let to = from + index[from..].iter().take_while(|(c, ..)| *c == key).count();
         let mut compared: Vec<(usize, &Unit, Vec<Diff>)> =
-            candidates.iter().map(|(i, c)| (*i, c, diff_units(&unit, c))).collect();
+            index[from..to].iter().map(|(_, i, c)| (*i, c, diff_units(&unit, c))).collect();
         compared.sort_by_key(|(i, c, d)| (d.len(), c.started_at != unit.started_at, *i));
         let outcome = match compared
             .iter()
