@@ -199,7 +199,13 @@ struct Models(Vec<String>);
 
 impl Models {
     fn of<'a>(records: impl Iterator<Item = &'a Record>) -> Models {
-        let mut names: Vec<&str> = records.map(|r| r.cell().model.as_str()).collect();
+        // Records of one model come in long runs: each run's name once, not a name per record.
+        let mut names: Vec<&str> = Vec::new();
+        for model in records.map(|r| r.cell().model.as_str()) {
+            if names.last() != Some(&model) {
+                names.push(model);
+            }
+        }
         names.sort_unstable();
         names.dedup();
         Models(names.into_iter().map(str::to_string).collect())
@@ -225,34 +231,32 @@ fn order_rank(models: &Models, r: &Record) -> (u8, CellRank, u32) {
     (type_rank(r), models.rank(r.cell()), request_index(r))
 }
 
-/// Where a record goes: its slot (singles before batches; then type, cell and request index, or
-/// the batch's cell: `Slot`'s order), then within the slot its source and, for batch records, the
-/// run and group that make one batch.
-type Place<'a> = ((bool, u8, CellRank, u32), usize, &'a str, &'a str);
+/// Where a record goes, as numbers: its slot (singles before batches; then type, cell and request
+/// index, or the batch's cell: `Slot`'s order), then within the slot its source. Records of a
+/// batch slot are also told apart by the run and group that make one batch (`batch_of`).
+type Place = ((bool, u8, CellRank, u32), usize);
 
-fn entry_place<'a>(models: &Models, e: &'a Entry) -> Place<'a> {
-    place(models, e.source, &e.record)
-}
-
-fn place<'a>(models: &Models, source: usize, record: &'a Record) -> Place<'a> {
-    let (slot, group) = slot_of(record);
-    let cell = models.rank(record.cell());
-    match slot {
-        Slot::Single { request_index, .. } => {
-            ((false, type_rank(record), cell, request_index), source, "", "")
-        }
-        Slot::Batch(_) => ((true, 0, cell, 0), source, record.run_id(), group),
+fn place(models: &Models, e: &Entry) -> Place {
+    let cell = models.rank(e.record.cell());
+    match slot_of(&e.record).0 {
+        Slot::Single { request_index, .. } => ((false, type_rank(&e.record), cell, request_index), e.source),
+        Slot::Batch(_) => ((true, 0, cell, 0), e.source),
     }
 }
 
-/// The order that sorts `items` by `key` (`order[k]`: the index of the k-th), ties in their order;
-/// `then` compares what `key` leaves tied (borrowed, so no key holds a copy of it).
-fn order_by<T, K: Ord>(items: &[T], key: impl Fn(&T) -> K, then: impl Fn(&T, &T) -> Ordering) -> Vec<usize> {
-    let keys: Vec<K> = items.iter().map(key).collect();
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_unstable_by(|&a, &b| {
-        keys[a].cmp(&keys[b]).then_with(|| then(&items[a], &items[b])).then(a.cmp(&b))
-    });
+/// The run and group of a batch record ("" for records outside batches).
+fn batch_of(record: &Record) -> (&str, &str) {
+    match slot_of(record) {
+        (Slot::Batch(_), group) => (record.run_id(), group),
+        (Slot::Single { .. }, _) => ("", ""),
+    }
+}
+
+/// The order that sorts by `keys` (`order[k]`: the index of the k-th), ties in their order;
+/// `then` compares (by index) what the keys leave tied, borrowed so no key holds a copy of it.
+fn order_by<K: Ord>(keys: &[K], then: impl Fn(usize, usize) -> Ordering) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]).then_with(|| then(a, b)).then(a.cmp(&b)));
     order
 }
 
@@ -276,7 +280,9 @@ fn reorder<T>(items: &mut [T], order: &[usize]) {
 
 /// `items` sorted by `key`, ties in their order.
 fn sort_by<T, K: Ord>(items: &mut [T], key: impl Fn(&T) -> K) {
-    let order = order_by(items, key, |_, _| Ordering::Equal);
+    let keys: Vec<K> = items.iter().map(key).collect();
+    let order = order_by(&keys, |_, _| Ordering::Equal);
+    drop(keys);
     reorder(items, &order);
 }
 
@@ -296,30 +302,25 @@ pub fn combine(mut sources: Vec<Source>) -> io::Result<Combined> {
         all.extend(s.records.into_iter().map(|record| Entry { source, text: texts.next(), record }));
     }
     // Sorted by place: by its numbers, then (records of batches) by run and group.
-    let order = order_by(
-        &all,
-        |e| (entry_place(&models, e).0, e.source),
-        |a, b| {
-            let ((.., run_a, group_a), (.., run_b, group_b)) =
-                (entry_place(&models, a), entry_place(&models, b));
-            (run_a, group_a).cmp(&(run_b, group_b))
-        },
-    );
+    let mut places: Vec<Place> = all.iter().map(|e| place(&models, e)).collect();
+    let order = order_by(&places, |a, b| batch_of(&all[a].record).cmp(&batch_of(&all[b].record)));
     reorder(&mut all, &order);
+    reorder(&mut places, &order);
     drop(order);
     // Each slot: its candidates' sizes (a single record, or one batch of one source and run), and
     // its label where there is more than one candidate.
+    let same_batch =
+        |a: usize, b: usize| places[a] == places[b] && batch_of(&all[a].record) == batch_of(&all[b].record);
     let mut slots: Vec<(Vec<usize>, String)> = Vec::new();
     let mut i = 0;
     while i < all.len() {
-        let slot = entry_place(&models, &all[i]).0;
+        let slot = places[i].0;
         let mut sizes = Vec::new();
         let mut j = i;
-        while j < all.len() && entry_place(&models, &all[j]).0 == slot {
+        while j < all.len() && places[j].0 == slot {
             let mut end = j + 1;
             if slot.0 {
-                let batch = entry_place(&models, &all[j]);
-                while end < all.len() && entry_place(&models, &all[end]) == batch {
+                while end < all.len() && same_batch(end, j) {
                     end += 1;
                 }
             }
@@ -330,6 +331,7 @@ pub fn combine(mut sources: Vec<Source>) -> io::Result<Combined> {
         slots.push((sizes, label));
         i = j;
     }
+    drop(places);
     let mut kept_by_source = vec![0usize; paths.len()];
     let mut decided_by_content = false;
     let mut provenance = Provenance::default();
