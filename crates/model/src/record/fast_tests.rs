@@ -245,6 +245,32 @@ fn a_nested_object_without_one_of_its_members_is_read_as_serde_reads_it() {
     assert!(tried > 200 && refused > 50 && refused < tried, "{refused} refused of {tried}");
 }
 
+/// Token offsets arrays of every shape the tight loop of a lean reading must hand back to the
+/// general one or refuse as serde does: malformed numbers, whitespace, exponents, signs, empty and
+/// doubled elements, long numbers; each alone, first, between and last.
+#[test]
+fn offsets_arrays_of_every_shape_are_read_as_serde_reads_them() {
+    let line = written_lines().into_iter().find(|l| l.contains("\"token_offsets_ms\":[")).unwrap();
+    let long = format!("1{}", "0".repeat(310));
+    let long_fraction = format!("0.{}1", "0".repeat(310));
+    let elements = [
+        "1", "0", "-0", "-0.0", "12.5", "1.", ".5", "-", "--1", "+1", "01", "-01", "00", "1e5", "1E5", "1e", "1e+",
+        "1.e5", "1e-400", "1e400", "NaN", "Infinity", "0x1", "1_0", " 1", "1 ", "\t1", "\"1\"", "null", "true",
+        "[1]", "{}", "", long.as_str(), long_fraction.as_str(),
+    ];
+    let (head, tail) = line.split_once("\"token_offsets_ms\":[").unwrap();
+    let rest = &tail[tail.find(']').unwrap() + 1..];
+    let (mut by_hand, mut tried) = (0, 0);
+    for e in elements {
+        for array in [format!("[{e}]"), format!("[{e},2.5]"), format!("[1.5,{e},2.5]"), format!("[1.5,{e}]"), format!("[1.5,{e},]")] {
+            let line = format!("{head}\"token_offsets_ms\":{array}{rest}");
+            tried += 1;
+            by_hand += usize::from(by_hand_agrees(line.as_bytes()));
+        }
+    }
+    assert!(by_hand > 30 && by_hand < tried, "{by_hand} of {tried} read by hand");
+}
+
 /// The walk that reads a line's token offsets back declines what it cannot tell (the key written
 /// with an escape, the key absent), so the caller reads the line whole then; it never reads another
 /// member's array (a nested `token_offsets_ms`, as a hot turn could hold) for it.
