@@ -254,15 +254,53 @@ fn offsets_arrays_of_every_shape_are_read_as_serde_reads_them() {
     let long = format!("1{}", "0".repeat(310));
     let long_fraction = format!("0.{}1", "0".repeat(310));
     let elements = [
-        "1", "0", "-0", "-0.0", "12.5", "1.", ".5", "-", "--1", "+1", "01", "-01", "00", "1e5", "1E5", "1e", "1e+",
-        "1.e5", "1e-400", "1e400", "NaN", "Infinity", "0x1", "1_0", " 1", "1 ", "\t1", "\"1\"", "null", "true",
-        "[1]", "{}", "", long.as_str(), long_fraction.as_str(),
+        "1",
+        "0",
+        "-0",
+        "-0.0",
+        "12.5",
+        "1.",
+        ".5",
+        "-",
+        "--1",
+        "+1",
+        "01",
+        "-01",
+        "00",
+        "1e5",
+        "1E5",
+        "1e",
+        "1e+",
+        "1.e5",
+        "1e-400",
+        "1e400",
+        "NaN",
+        "Infinity",
+        "0x1",
+        "1_0",
+        " 1",
+        "1 ",
+        "\t1",
+        "\"1\"",
+        "null",
+        "true",
+        "[1]",
+        "{}",
+        "",
+        long.as_str(),
+        long_fraction.as_str(),
     ];
     let (head, tail) = line.split_once("\"token_offsets_ms\":[").unwrap();
     let rest = &tail[tail.find(']').unwrap() + 1..];
     let (mut by_hand, mut tried) = (0, 0);
     for e in elements {
-        for array in [format!("[{e}]"), format!("[{e},2.5]"), format!("[1.5,{e},2.5]"), format!("[1.5,{e}]"), format!("[1.5,{e},]")] {
+        for array in [
+            format!("[{e}]"),
+            format!("[{e},2.5]"),
+            format!("[1.5,{e},2.5]"),
+            format!("[1.5,{e}]"),
+            format!("[1.5,{e},]"),
+        ] {
             let line = format!("{head}\"token_offsets_ms\":{array}{rest}");
             tried += 1;
             by_hand += usize::from(by_hand_agrees(line.as_bytes()));
