@@ -41,10 +41,19 @@ pub fn check_run_json(data: &[u8]) {
 
 /// One line through the hand reading of a measurement (`record::fast`) and through serde, at both
 /// depths: where the hand reading reads the line, serde reads it too, to the same record (written
-/// out alike, so -0.0 and 0.0 differ); everything else it leaves to serde.
+/// out alike, so -0.0 and 0.0 differ); everything else it leaves to serde. A line serde reads as a
+/// measurement has its token offsets read back (`fast::token_offsets_ms`, what report does with a
+/// located record's text) as the timed reading keeps them, or declined.
 pub fn check_record_line(data: &[u8]) {
     use ttft_model::record::fast::{self, Keep};
-    use ttft_model::record::{LeanRecord, TimedRecord};
+    use ttft_model::record::{LeanRecord, Record, TimedRecord};
+    if let Ok(TimedRecord(Record::Measurement(timed))) = serde_json::from_slice::<TimedRecord>(data) {
+        let mut offsets = Vec::new();
+        if fast::token_offsets_ms(data, &mut offsets).is_some() {
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+            assert_eq!(bits(&offsets), bits(&timed.token_offsets_ms), "offsets read back apart");
+        }
+    }
     for keep in [Keep::Lean, Keep::Timed] {
         let Some(hand) = fast::measurement(data, keep) else { continue };
         let serde = match keep {
