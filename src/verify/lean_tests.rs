@@ -25,7 +25,11 @@ fn report(inputs: &[PathBuf], claimed: &[PathBuf], flags: &[&str], detail: Detai
     let load =
         |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| load_with(p, detail).unwrap()).collect() };
     let (sources, claimed) = (load(inputs), load(claimed));
-    serde_json::to_value(verify_sources(&settings, &sources, &claimed)).unwrap()
+    let mut claims = Claims::default();
+    for source in claimed {
+        claims.add(source);
+    }
+    serde_json::to_value(verify_sources(&settings, &sources, &claims)).unwrap()
 }
 
 #[test]

@@ -42,6 +42,7 @@ pub(crate) use crate::config::verify::VerifySettings;
 use crate::exit::{Failure, Outcome};
 use crate::output;
 pub(crate) use finding::Finding;
+pub(crate) use provenance::Claims;
 pub(crate) use rule::Severity;
 use rule::{Input, RuleContext};
 use table::Check;
@@ -55,6 +56,15 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Clean);
     }
     let settings = VerifySettings::from_args(args)?;
+    // The claimed sources first, one at a time: each is taken down to what the audit compares and
+    // its records let go before the next file is read, so they never sit beside the inputs'.
+    let mut claims = Claims::default();
+    for path in &args.sources {
+        let source = sources::load_with(path, Detail::Lean);
+        let source = source.map_err(|e| Failure::usage(format!("--sources: {e}")))?;
+        sources::require_records(std::slice::from_ref(&source), args.allow_empty).map_err(Failure::from)?;
+        claims.add(source);
+    }
     let mut sources = Vec::new();
     for path in &args.inputs {
         // Located: a record whose lean form hints at a burst its flags do not name is read again
@@ -62,17 +72,11 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
         sources.push(sources::load_with(path, Detail::Located).map_err(Failure::from)?);
     }
     sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
-    let mut claimed = Vec::new();
-    for path in &args.sources {
-        let source = sources::load_with(path, Detail::Lean);
-        claimed.push(source.map_err(|e| Failure::usage(format!("--sources: {e}")))?);
-    }
-    sources::require_records(&claimed, args.allow_empty).map_err(Failure::from)?;
-    let mut report = verify_sources(&settings, &sources, &claimed);
+    let mut report = verify_sources(&settings, &sources, &claims);
     let failed = report.summary.errors > 0 || (args.strict && report.summary.warnings > 0);
     let outcome = Outcome::findings_if(failed);
     report.summary.exit_code = Some(outcome.exit_code());
-    sources::release((sources, claimed));
+    sources::release((sources, claims));
     match args.format {
         // Through a Value so keys come out sorted, as they always have.
         Format::Json => output::println(&serde_json::to_string_pretty(&serde_json::to_value(&report)?)?)?,
@@ -148,12 +152,16 @@ pub(crate) struct Summary {
 /// Runs every rule of `RULES` over `sources` (lean records are enough: `Record::lean` keeps every
 /// field a rule reads, and `lean_records_give_the_same_report` holds it): record rules on each record, cell rules on each
 /// input, cross-input rules on all inputs together, and provenance rules on each input against
-/// `claimed` (the `--sources`; none: skipped). Findings: most severe first, then in input order.
-pub(crate) fn verify_sources(settings: &VerifySettings, sources: &[Source], claimed: &[Source]) -> Report {
+/// `claims` (the `--sources`; none: skipped). Findings: most severe first, then in input order.
+pub(crate) fn verify_sources(settings: &VerifySettings, sources: &[Source], claims: &Claims) -> Report {
     let mut report = Report {
         verify_schema: 1,
         inputs: Vec::new(),
-        sources: claimed.iter().map(summary).collect(),
+        sources: claims
+            .sources
+            .iter()
+            .map(|c| InputSummary { path: c.path.clone(), kind: c.kind, records: c.records })
+            .collect(),
         physics: Vec::new(),
         notes: Vec::new(),
         findings: Vec::new(),
@@ -169,8 +177,8 @@ pub(crate) fn verify_sources(settings: &VerifySettings, sources: &[Source], clai
             check(&together, &mut report.findings);
         }
     }
-    for published in sources.iter().filter(|_| !claimed.is_empty()) {
-        let audit = provenance::Audit::of(published, claimed);
+    for published in sources.iter().filter(|_| !claims.sources.is_empty()) {
+        let audit = provenance::Audit::of(published, claims);
         for rule in RULES {
             if let Check::Sources(check) = rule.check {
                 check(&audit, &mut report.findings);

@@ -40,27 +40,127 @@ enum UnitKey<'a> {
 /// of its cell, its request index. Two keys are equal exactly when their `UnitKey`s are.
 type Numbered = (u8, u32, CellRest, u32);
 
-/// The models met so far, each given a number.
+/// The claimed sources' models, each given a number.
 #[derive(Default)]
-struct Models<'a>(HashMap<&'a str, u32>);
+struct Models(HashMap<String, u32>);
 
-impl<'a> Models<'a> {
-    fn number(&mut self, key: &UnitKey<'a>) -> Numbered {
-        let (what, cell, request_index) = match *key {
-            UnitKey::Batch(cell) => (0, cell, 0),
-            UnitKey::Single { record_type, cell, request_index } => {
-                let what = match record_type {
-                    "measurement" => 1,
-                    "group" => 2,
-                    "staggered" => 3,
-                    _ => u8::MAX,
-                };
-                (what, cell, request_index)
-            }
-        };
+impl Models {
+    /// `key` as numbers, its model numbered if it is new.
+    fn number(&mut self, key: &UnitKey) -> Numbered {
+        let model = key_cell(key).model.as_str();
         let next = self.0.len() as u32;
-        let model = *self.0.entry(cell.model.as_str()).or_insert(next);
-        (what, model, cell.without_model(), request_index)
+        let number = match self.0.get(model) {
+            Some(&n) => n,
+            None => *self.0.entry(model.to_string()).or_insert(next),
+        };
+        numbered(key, number)
+    }
+
+    /// `key` as numbers, None when no claimed source holds its model.
+    fn known(&self, key: &UnitKey) -> Option<Numbered> {
+        self.0.get(key_cell(key).model.as_str()).map(|&n| numbered(key, n))
+    }
+}
+
+fn key_cell<'a>(key: &UnitKey<'a>) -> &'a CellKey {
+    match *key {
+        UnitKey::Batch(cell) | UnitKey::Single { cell, .. } => cell,
+    }
+}
+
+fn numbered(key: &UnitKey, model: u32) -> Numbered {
+    let (what, cell, request_index) = match *key {
+        UnitKey::Batch(cell) => (0, cell, 0),
+        UnitKey::Single { record_type, cell, request_index } => {
+            let what = match record_type {
+                "measurement" => 1,
+                "group" => 2,
+                "staggered" => 3,
+                _ => u8::MAX,
+            };
+            (what, cell, request_index)
+        }
+    };
+    (what, model, cell.without_model(), request_index)
+}
+
+/// A claimed source as the audit names it.
+pub(crate) struct Claimed {
+    pub(crate) path: String,
+    pub(crate) kind: &'static str,
+    pub(crate) records: usize,
+    run_meta: Vec<SourceMeta>,
+}
+
+/// What the audit keeps of a claimed unit: its start and the numbers a published copy must keep
+/// (`measurement_numbers` and its kin, values only, in their order), not its records.
+struct Digest {
+    started_at: Box<str>,
+    body: DigestBody,
+}
+
+enum DigestBody {
+    Single(Box<[Value]>),
+    Batch { group: Option<Box<[Value]>>, members: BTreeMap<u32, Box<[Value]>> },
+}
+
+fn values<const N: usize>(numbers: Numbers<N>) -> Box<[Value]> {
+    numbers.into_iter().map(|(_, v)| v).collect()
+}
+
+fn record_values(r: &Record) -> Box<[Value]> {
+    match r {
+        Record::Measurement(m) => values(measurement_numbers(m)),
+        Record::Group(g) => values(group_numbers(g)),
+        Record::Staggered(s) => values(staggered_numbers(s)),
+    }
+}
+
+impl Digest {
+    fn of(unit: &Unit) -> Digest {
+        let body = match &unit.body {
+            Body::Single(r) => DigestBody::Single(record_values(r)),
+            Body::Batch { group, members } => DigestBody::Batch {
+                group: group.map(|g| values(group_numbers(g))),
+                members: members.iter().map(|(&i, m)| (i, values(measurement_numbers(m)))).collect(),
+            },
+        };
+        Digest { started_at: unit.started_at.into(), body }
+    }
+}
+
+/// The `--sources` of a verify, as the audit reads them: each source's name and metadata, and every
+/// unit's key, start and numbers, sorted by key (stable: a key's candidates in source order, then
+/// in their source's order) so a key's candidates lie side by side. A source's records are let go
+/// once it is added: the claimed side of a million records is a few hundred bytes a unit here, not
+/// a kilobyte a record beside the published side's.
+#[derive(Default)]
+pub(crate) struct Claims {
+    pub(crate) sources: Vec<Claimed>,
+    models: Models,
+    index: Vec<(Numbered, usize, Digest)>,
+}
+
+impl Claims {
+    /// Takes what the audit compares of `source`, which is dropped.
+    pub(crate) fn add(&mut self, source: Source) {
+        let at = self.sources.len();
+        for unit in units(&source.records) {
+            let key = self.models.number(&unit.key);
+            self.index.push((key, at, Digest::of(&unit)));
+        }
+        let path = source.path.display().to_string();
+        let (kind, records) = (source.kind.as_str(), source.records.len());
+        self.sources.push(Claimed { path, kind, records, run_meta: source.run_meta });
+        self.index.sort_by_key(|(key, ..)| *key);
+    }
+
+    /// Every claimed source's candidates for `key`, in order.
+    fn candidates(&self, key: &UnitKey) -> &[(Numbered, usize, Digest)] {
+        let Some(key) = self.models.known(key) else { return &[] };
+        let from = self.index.partition_point(|(c, ..)| *c < key);
+        let to = from + self.index[from..].iter().take_while(|(c, ..)| *c == key).count();
+        &self.index[from..to]
     }
 }
 
@@ -133,17 +233,13 @@ impl Value {
 /// records compared are not a million lists allocated).
 type Numbers<const N: usize> = [(&'static str, Value); N];
 
-/// The differences between two records of one type (the key tells the types apart).
-fn diff_records(published: &Record, source: &Record, out: &mut Vec<Diff>) {
-    match (published, source) {
-        (Record::Measurement(p), Record::Measurement(s)) => {
-            diff_numbers("", measurement_numbers(p), measurement_numbers(s), out);
-        }
-        (Record::Group(p), Record::Group(s)) => diff_numbers("", group_numbers(p), group_numbers(s), out),
-        (Record::Staggered(p), Record::Staggered(s)) => {
-            diff_numbers("", staggered_numbers(p), staggered_numbers(s), out);
-        }
-        _ => {}
+/// The differences between a published record and its claimed copy's values (the key tells the
+/// types apart).
+fn diff_record(published: &Record, source: &[Value], out: &mut Vec<Diff>) {
+    match published {
+        Record::Measurement(p) => diff_numbers("", measurement_numbers(p), source, out),
+        Record::Group(p) => diff_numbers("", group_numbers(p), source, out),
+        Record::Staggered(p) => diff_numbers("", staggered_numbers(p), source, out),
     }
 }
 
@@ -226,13 +322,13 @@ struct Diff {
     source: String,
 }
 
-fn diff_numbers<const N: usize>(
-    prefix: &str,
-    published: Numbers<N>,
-    source: Numbers<N>,
-    out: &mut Vec<Diff>,
-) {
-    for ((field, p), (_, s)) in published.into_iter().zip(source) {
+/// `published` against `source`'s values of the same fields (values of another record type, another
+/// count of them, are never paired: nothing is compared).
+fn diff_numbers<const N: usize>(prefix: &str, published: Numbers<N>, source: &[Value], out: &mut Vec<Diff>) {
+    if source.len() != N {
+        return;
+    }
+    for ((field, p), &s) in published.into_iter().zip(source) {
         if !same(p, s) {
             out.push(Diff { field: format!("{prefix}{field}"), published: p.show(), source: s.show() });
         }
@@ -243,13 +339,13 @@ fn presence(present: bool) -> String {
     if present { "present" } else { "absent" }.into()
 }
 
-fn diff_units(published: &Unit, source: &Unit) -> Vec<Diff> {
+fn diff_units(published: &Unit, source: &Digest) -> Vec<Diff> {
     let mut out = Vec::new();
     match (&published.body, &source.body) {
-        (Body::Single(p), Body::Single(s)) => diff_records(p, s, &mut out),
-        (Body::Batch { group: pg, members: pm }, Body::Batch { group: sg, members: sm }) => {
+        (Body::Single(p), DigestBody::Single(s)) => diff_record(p, s, &mut out),
+        (Body::Batch { group: pg, members: pm }, DigestBody::Batch { group: sg, members: sm }) => {
             match (pg, sg) {
-                (Some(p), Some(s)) => diff_numbers("group ", group_numbers(p), group_numbers(s), &mut out),
+                (Some(p), Some(s)) => diff_numbers("group ", group_numbers(p), s, &mut out),
                 (None, None) => {}
                 (p, s) => out.push(Diff {
                     field: "group record".into(),
@@ -259,12 +355,9 @@ fn diff_units(published: &Unit, source: &Unit) -> Vec<Diff> {
             }
             for index in pm.keys().chain(sm.keys()).collect::<BTreeSet<_>>() {
                 match (pm.get(index), sm.get(index)) {
-                    (Some(p), Some(s)) => diff_numbers(
-                        &format!("request {index} "),
-                        measurement_numbers(p),
-                        measurement_numbers(s),
-                        &mut out,
-                    ),
+                    (Some(p), Some(s)) => {
+                        diff_numbers(&format!("request {index} "), measurement_numbers(p), s, &mut out)
+                    }
                     (p, s) => out.push(Diff {
                         field: format!("request {index}"),
                         published: presence(p.is_some()),
@@ -305,41 +398,27 @@ struct Trace<'a> {
 /// A published input traced to its claimed sources: what every provenance rule reads.
 pub struct Audit<'a> {
     published: &'a Source,
-    sources: &'a [Source],
+    sources: &'a [Claimed],
     traces: Vec<Trace<'a>>,
 }
 
 impl<'a> Audit<'a> {
     /// Traces every unit of `published` (a million records are a million lookups: done once,
     /// not once per rule).
-    pub(crate) fn of(published: &'a Source, sources: &'a [Source]) -> Audit<'a> {
-        Audit { published, sources, traces: trace(published, sources) }
+    pub(crate) fn of(published: &'a Source, claims: &'a Claims) -> Audit<'a> {
+        Audit { published, sources: &claims.sources, traces: trace(published, claims) }
     }
 }
 
-fn trace<'a>(published: &'a Source, sources: &'a [Source]) -> Vec<Trace<'a>> {
-    // Every source's units sorted by key as numbers (stable: a key's candidates in source order,
-    // then in their source's order), so a key's candidates lie side by side: one vector, no map
-    // of them, and no model name compared per lookup.
-    let mut models = Models::default();
-    let mut index: Vec<(Numbered, usize, Unit)> = sources
-        .iter()
-        .enumerate()
-        .flat_map(|(i, s)| units(&s.records).into_iter().map(move |u| (i, u)))
-        .map(|(i, u)| (models.number(&u.key), i, u))
-        .collect();
-    index.sort_by_key(|(key, ..)| *key);
+fn trace<'a>(published: &'a Source, claims: &Claims) -> Vec<Trace<'a>> {
     let mut out = Vec::new();
     for unit in units(&published.records) {
-        let key = models.number(&unit.key);
-        let from = index.partition_point(|(c, ..)| *c < key);
-        let to = from + index[from..].iter().take_while(|(c, ..)| *c == key).count();
-        let mut compared: Vec<(usize, &Unit, Vec<Diff>)> =
-            index[from..to].iter().map(|(_, i, c)| (*i, c, diff_units(&unit, c))).collect();
-        compared.sort_by_key(|(i, c, d)| (d.len(), c.started_at != unit.started_at, *i));
+        let mut compared: Vec<(usize, &Digest, Vec<Diff>)> =
+            claims.candidates(&unit.key).iter().map(|(_, i, c)| (*i, c, diff_units(&unit, c))).collect();
+        compared.sort_by_key(|(i, c, d)| (d.len(), *c.started_at != *unit.started_at, *i));
         let outcome = match compared
             .iter()
-            .position(|(_, c, d)| d.is_empty() || c.started_at == unit.started_at)
+            .position(|(_, c, d)| d.is_empty() || *c.started_at == *unit.started_at)
         {
             Some(at) => {
                 let (source, _, diffs) = compared.swap_remove(at);
@@ -358,6 +437,10 @@ fn path(s: &Source) -> String {
     s.path.display().to_string()
 }
 
+fn claimed_path(s: &Claimed) -> String {
+    s.path.clone()
+}
+
 fn what(unit: &Unit) -> &'static str {
     match &unit.body {
         Body::Batch { .. } => "batch",
@@ -368,7 +451,7 @@ fn what(unit: &Unit) -> &'static str {
 
 pub(crate) fn no_source(audit: &Audit, out: &mut Vec<Finding>) {
     let file = path(audit.published);
-    let names: Vec<String> = audit.sources.iter().map(path).collect();
+    let names: Vec<String> = audit.sources.iter().map(claimed_path).collect();
     for t in &audit.traces {
         let Outcome::NoSource { other } = &t.outcome else { continue };
         let mut message =
@@ -389,7 +472,7 @@ pub(crate) fn numbers_differ(audit: &Audit, out: &mut Vec<Finding>) {
     let file = path(audit.published);
     for t in &audit.traces {
         let Outcome::Differs { source, diffs } = &t.outcome else { continue };
-        let name = path(&audit.sources[*source]);
+        let name = claimed_path(&audit.sources[*source]);
         let message = format!(
             "this {} of {file} (started {}) differs from the same measurement in {name}: {}",
             what(&t.unit),
@@ -473,7 +556,7 @@ pub(crate) fn metadata_conflict(audit: &Audit, out: &mut Vec<Finding>) {
         }
     }
     for (&i, &records) in &from {
-        let name = path(&audit.sources[i]);
+        let name = claimed_path(&audit.sources[i]);
         for (fact, values) in fact_sets(&audit.sources[i].run_meta) {
             let Some(said) = claimed.get(fact) else { continue };
             let unsaid: Vec<&String> = values.difference(said).collect();

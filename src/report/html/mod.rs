@@ -55,7 +55,8 @@ pub(crate) struct Context {
 
 impl Context {
     pub(crate) fn gather(sources: &[Source]) -> Context {
-        let report = verify::verify_sources(&verify::VerifySettings::default(), sources, &[]);
+        let report =
+            verify::verify_sources(&verify::VerifySettings::default(), sources, &verify::Claims::default());
         Context {
             verify: Some(report),
             inputs: sources.iter().map(meta::input_html).collect(),
