@@ -29,8 +29,8 @@ use ttft_results::results::run_meta::{RunMetaView, SourceMeta};
 use ttft_results::results::sources::Source;
 
 /// What makes two records the same slot: a single record, or a whole batch. Borrowed from the
-/// records: a million of them are keyed without a copy of a cell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// records: a million of them are keyed without a copy of a cell (and compared as `Numbered`).
+#[derive(Clone, Copy, Debug)]
 enum UnitKey<'a> {
     Single { record_type: &'static str, cell: &'a CellKey, request_index: u32 },
     Batch(&'a CellKey),
@@ -48,10 +48,13 @@ impl Models {
     /// `key` as numbers, its model numbered if it is new.
     fn number(&mut self, key: &UnitKey) -> Numbered {
         let model = key_cell(key).model.as_str();
-        let next = self.0.len() as u32;
         let number = match self.0.get(model) {
             Some(&n) => n,
-            None => *self.0.entry(model.to_string()).or_insert(next),
+            None => {
+                let next = self.0.len() as u32;
+                self.0.insert(model.to_string(), next);
+                next
+            }
         };
         numbered(key, number)
     }

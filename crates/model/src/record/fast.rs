@@ -56,8 +56,8 @@ pub fn measurement(line: &[u8], keep: Keep) -> Option<Record> {
 }
 
 /// The token offsets of a measurement line read lean before, into `offsets` (replacing what it
-/// held); None where this walk cannot tell them (the key written with an escape, a number it would not convert): the caller reads the
-/// line `Keep::Timed` then. Only the top-level members before `token_offsets_ms` are walked (bench
+/// held); None where this walk cannot tell them (the key written with an escape, a number it
+/// would not convert): the caller reads the line `Keep::Timed` then. Only the top-level members before `token_offsets_ms` are walked (bench
 /// writes them first; they are short scalars), so this is a small part of a full reading: a report
 /// reads each cell's offsets back from its texts this way instead of holding every record's
 /// (docs/design.md, "Reading at scale"). The line must be one that read as a measurement: a key

@@ -12,18 +12,15 @@ use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION, TimedRecord};
 pub enum Detail {
     /// Every field (merge writes records back).
     Full,
-    /// `Record::lean`: what verify and report read, dropped as each record streams by, so the
+    /// `Record::lean`: what verify's `--sources` read, dropped as each record streams by, so the
     /// raw samples of a large input are never all in memory at once.
     Lean,
     /// Lean, and where each record's text lies in its file (`text`): what merge reads, to copy
-    /// the texts into its output. Records that cannot be located (not read from a regular file
-    /// in parts, or not one line each) are read `Full`.
+    /// the texts into its output, and what verify, report and compare read: a slot whose
+    /// candidates tie is decided on their texts, as whole records decide it, and report reads a
+    /// cell's token offsets back from them (`token_offsets_read_back`). Records that cannot be
+    /// located (not read from a regular file in parts, or not one line each) are read `Full`.
     Located,
-    /// `Record::timed` (lean, a measurement's token offsets kept), located as `Located` is: what
-    /// report reads. Its statistics need the offsets (inter-token latency) and nothing else lean
-    /// drops; located, a slot whose candidates tie is decided on their texts, as whole records
-    /// decide it, so the statistics are the ones whole records give.
-    Timed,
 }
 
 impl Detail {
@@ -34,7 +31,6 @@ impl Detail {
         let by_hand = match self {
             Detail::Full => None,
             Detail::Lean | Detail::Located => fast::measurement(bytes, Keep::Lean),
-            Detail::Timed => fast::measurement(bytes, Keep::Timed),
         };
         if let Some(record) = by_hand {
             return Ok(record);
@@ -45,10 +41,6 @@ impl Detail {
                 Ok(LeanRecord(r)) if r.schema_version() == SCHEMA_VERSION => Ok(r),
                 _ => store::parse_record(bytes).map(Record::lean),
             },
-            Detail::Timed => match serde_json::from_slice::<TimedRecord>(bytes) {
-                Ok(TimedRecord(r)) if r.schema_version() == SCHEMA_VERSION => Ok(r),
-                _ => store::parse_record(bytes).map(Record::timed),
-            },
         }
     }
 
@@ -56,14 +48,14 @@ impl Detail {
     pub(super) fn keep(self, record: Record) -> Record {
         match self {
             // Not located: whole, so a tie among them is decided on whole records (`combine`).
-            Detail::Full | Detail::Located | Detail::Timed => record,
+            Detail::Full | Detail::Located => record,
             Detail::Lean => record.lean(),
         }
     }
 
     /// Whether records read this way are located.
     pub(super) fn locates(self) -> bool {
-        matches!(self, Detail::Located | Detail::Timed)
+        self == Detail::Located
     }
 
     /// What a reading that cannot locate its records keeps: `Located` ones are read whole.
@@ -73,18 +65,46 @@ impl Detail {
 }
 
 /// The token offsets of a measurement read located (`Detail::Located` drops them), from its text
-/// read back (`text::read_each`) into `offsets`, exactly as `Detail::Timed` would have kept them.
+/// read back (`text::read_each`) into `offsets`, exactly as a timed reading (`Record::timed`) keeps
+/// them: by the walk over the members before them, or where it cannot tell, by that reading.
 pub fn token_offsets_read_back(line: &[u8], offsets: &mut Vec<f64>) -> io::Result<()> {
     if fast::token_offsets_ms(line, offsets).is_some() {
         return Ok(());
     }
     offsets.clear();
-    match Detail::Timed.parse(line) {
-        Ok(Record::Measurement(m)) => offsets.extend_from_slice(&m.token_offsets_ms),
-        Ok(_) => {}
-        Err(e) => {
-            return Err(io::Error::other(format!("a record that read before does not read back: {e:?}")));
-        }
+    let timed = fast::measurement(line, Keep::Timed)
+        .or_else(|| serde_json::from_slice::<TimedRecord>(line).ok().map(|TimedRecord(r)| r));
+    match timed {
+        Some(Record::Measurement(m)) => offsets.extend_from_slice(&m.token_offsets_ms),
+        Some(_) => {}
+        None => return Err(io::Error::other("a record that read before does not read back")),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ttft_model::record::{Measurement, SCHEMA_VERSION};
+
+    /// Where the walk cannot tell a line's offsets (their key written with an escape), the timed
+    /// reading gives them, the same ones.
+    #[test]
+    fn offsets_read_back_from_a_line_the_walk_declines_are_the_timed_readings() {
+        let m = Measurement {
+            schema_version: SCHEMA_VERSION,
+            token_offsets_ms: vec![10.5, 31.25, 52.0],
+            ..Default::default()
+        };
+        let line = serde_json::to_string(&Record::Measurement(Box::new(m))).unwrap();
+        let escaped = line.replacen("\"token_offsets_ms\"", "\"token_offsets_m\\u0073\"", 1);
+        assert_ne!(escaped, line);
+        let mut offsets = vec![1.0];
+        assert!(fast::token_offsets_ms(escaped.as_bytes(), &mut offsets).is_none(), "the walk declines it");
+        for text in [&line, &escaped] {
+            token_offsets_read_back(text.as_bytes(), &mut offsets).unwrap();
+            assert_eq!(offsets, [10.5, 31.25, 52.0], "{text}");
+        }
+        assert!(token_offsets_read_back(b"{\"record_type\":\"measurement\"", &mut offsets).is_err());
+    }
 }

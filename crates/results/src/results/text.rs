@@ -137,16 +137,14 @@ pub fn read_each(texts: &[&Text], mut each: impl FnMut(usize, &[u8]) -> io::Resu
         }
         window.clear();
         window.resize((end - start) as usize, 0);
-        let read = read_at(&first.file.file, &mut window, start);
+        if let Err(e) = read_at(&first.file.file, &mut window, start) {
+            return first.checked(Err(e), &[]);
+        }
         for &i in &order[at..last] {
             let text = texts[i];
             let from = (text.span.offset - start) as usize;
-            let bytes = window.get(from..from + text.span.len).unwrap_or_default();
-            let read = match &read {
-                Ok(()) => Ok(()),
-                Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
-            };
-            text.checked(read, bytes)?;
+            let bytes = &window[from..from + text.span.len];
+            text.checked(Ok(()), bytes)?;
             each(i, bytes)?;
         }
         at = last;
