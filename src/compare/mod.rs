@@ -63,7 +63,7 @@ use ttft_model::stats;
 
 // The result-file layer (loading, de-duplication): one line to follow if it moves.
 use ttft_results::results::combine::combine;
-use ttft_results::results::sources::{self, Detail};
+use ttft_results::results::sources::{self, Detail, Source};
 
 pub(crate) const SCHEMA: u32 = 1;
 
@@ -142,7 +142,7 @@ fn summarize(
 ) -> Result<Summarized, Failure> {
     // Lean: compare reads no token offset, sample or server payload; located, so a slot's
     // candidates tie-break on their texts as whole records would (`combine`).
-    let source = sources::load_with(path, Detail::Located).map_err(Failure::from)?;
+    let source: Source = sources::load_with(path, Detail::Located).map_err(Failure::from)?;
     sources::require_records(std::slice::from_ref(&source), allow_empty).map_err(Failure::from)?;
     let shown = source.path.display().to_string();
     let kind = source.kind.as_str();

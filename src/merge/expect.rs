@@ -4,8 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub(crate) use crate::config::Expectation;
-use ttft_model::record::{CellKey, Record};
-use ttft_results::results::batch;
+use ttft_model::record::CellKey;
+use ttft_results::results::batch::{self, Shape};
+use ttft_results::results::slotted::Slotted;
 
 /// Reads a scenario file's matrix the way `bench sweep` would, without a server.
 pub fn from_scenario(path: &Path) -> Result<Expectation, crate::config::ConfigError> {
@@ -59,9 +60,9 @@ enum CellState {
 /// The state of every cell among `records`. A cell is ok when all of its records pass; a batch
 /// cell is judged by its batches as units: ok with a complete passing batch, failed with only
 /// complete failing ones, partial with nothing but partial batches.
-fn cell_states(records: &[Record]) -> BTreeMap<&CellKey, CellState> {
+fn cell_states<T: Slotted>(records: &[T]) -> BTreeMap<&CellKey, CellState> {
     let mut states: BTreeMap<&CellKey, CellState> = BTreeMap::new();
-    for r in records.iter().filter(|r| !batch::in_batch(r)) {
+    for r in records.iter().filter(|r| !r.in_batch()) {
         let state = states.entry(r.cell()).or_insert(CellState::Ok);
         if !r.is_good() {
             *state = CellState::Failed;
@@ -72,13 +73,15 @@ fn cell_states(records: &[Record]) -> BTreeMap<&CellKey, CellState> {
         CellState::Failed => 1,
         CellState::Partial(_) => 0,
     };
-    for b in batch::batches(records) {
-        let state = match (b.is_complete(), b.is_good()) {
+    for b in batch::batch_records(records) {
+        let cell = b[0].cell();
+        let shape = Shape::of(cell.batch_size, b.iter().copied());
+        let state = match (shape.is_complete(), b.iter().all(|r| r.is_good())) {
             (true, true) => CellState::Ok,
             (true, false) => CellState::Failed,
-            (false, _) => CellState::Partial(format!("partial batch: {}", b.gaps().join(", "))),
+            (false, _) => CellState::Partial(format!("partial batch: {}", shape.gaps().join(", "))),
         };
-        let slot = states.entry(b.cell).or_insert_with(|| state.clone());
+        let slot = states.entry(cell).or_insert_with(|| state.clone());
         if rank(&state) > rank(slot) {
             *slot = state;
         }
@@ -89,7 +92,7 @@ fn cell_states(records: &[Record]) -> BTreeMap<&CellKey, CellState> {
 /// Per model (the scenario's, or every model in the records), measured vs expected cells. A cell is
 /// measured when any record has its key (a batch cell: when it holds a complete batch); it is ok
 /// when all of its records pass.
-pub fn completeness(exp: &Expectation, records: &[Record]) -> Vec<ModelCompleteness> {
+pub fn completeness<T: Slotted>(exp: &Expectation, records: &[T]) -> Vec<ModelCompleteness> {
     let present = cell_states(records);
     let models: BTreeSet<String> = match &exp.model {
         Some(m) => BTreeSet::from([m.clone()]),

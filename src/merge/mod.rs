@@ -8,6 +8,7 @@
 //! was measured (`settings`): exit 1 and nothing written, unless `--allow-conflicts`. Incomplete
 //! (missing or failed cells) with `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
 
+pub mod digest;
 pub mod expect;
 pub(crate) mod settings;
 
@@ -17,16 +18,18 @@ use std::path::{Path, PathBuf};
 use crate::cli::MergeArgs;
 use crate::exit::{Failure, Outcome};
 use crate::output;
+use digest::Digested;
 use ttft_model::record::{Record, SCHEMA_VERSION};
 use ttft_results::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
 use ttft_results::results::combine;
+use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::{Detail, Source, SourceKind, load_all_with, require_records};
 use ttft_results::results::text::Text;
 
 /// A merge's document, and where its located records' texts are (`texts[i]` for
 /// `doc.records[i]`; see `results::text`).
-pub struct Merged {
-    pub doc: Canonical,
+pub struct Merged<T = Record> {
+    pub doc: Canonical<T>,
     pub texts: Vec<Option<Text>>,
 }
 
@@ -35,12 +38,13 @@ const DETAIL: Detail = if cfg!(unix) { Detail::Located } else { Detail::Full };
 
 /// Builds the canonical document from loaded sources (pure: no clock, no input order). The
 /// sources are consumed: their records move into the document. Fails only where a located
-/// record's text is not what was read (`results::text`).
-pub fn build(sources: Vec<Source>) -> std::io::Result<Merged> {
+/// record's text is not what was read (`results::text`). `T`: the records, or what merge keeps of
+/// each (`digest`).
+pub fn build<T: Slotted>(sources: Vec<Source<T>>) -> std::io::Result<Merged<T>> {
     let mut entries: Vec<SourceEntry> = sources
         .iter()
         .map(|s| {
-            let run_ids: BTreeSet<&str> = s.records.iter().map(Record::run_id).collect();
+            let run_ids: BTreeSet<&str> = s.records.iter().map(T::run_id).collect();
             SourceEntry {
                 path: s.path.display().to_string(),
                 kind: s.kind.as_str().to_string(),
@@ -51,7 +55,7 @@ pub fn build(sources: Vec<Source>) -> std::io::Result<Merged> {
         })
         .collect();
     entries.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.kind.cmp(&b.kind)));
-    let mut ordered: Vec<&Source> = sources.iter().collect();
+    let mut ordered: Vec<&Source<T>> = sources.iter().collect();
     ordered.sort_by_key(|s| s.path.display().to_string());
     let conflicts = settings::conflicts(&ordered);
     let combined = combine::combine(sources)?;
@@ -73,7 +77,8 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
         Some(path) => Some(expect::from_scenario(path).map_err(Failure::from)?),
         None => None,
     };
-    let sources = load_all_with(&args.inputs, DETAIL).map_err(Failure::from)?;
+    // Each record located is kept as its digest; its text is what is written.
+    let sources: Vec<Source<Digested>> = load_all_with(&args.inputs, DETAIL).map_err(Failure::from)?;
     require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     refuse_output_over_inputs(&args.output, &sources)?;
     let Merged { doc, texts } = build(sources).map_err(|e| Failure::usage(e.to_string()))?;
@@ -118,7 +123,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<Outcome> {
 /// inputs (a records file, an origin file) or land inside a run directory: the run could no
 /// longer be verified or resumed. Paths are compared resolved, symlinks included. An existing
 /// canonical file may be the output: it is replaced whole, after its records were read.
-fn refuse_output_over_inputs(output: &Path, sources: &[Source]) -> Result<(), Failure> {
+fn refuse_output_over_inputs<T>(output: &Path, sources: &[Source<T>]) -> Result<(), Failure> {
     let out = resolved(output);
     let refuse = |why: String| {
         Err(Failure::usage(format!(
@@ -164,9 +169,9 @@ fn resolved(path: &Path) -> PathBuf {
 }
 
 /// With `--expect`: the completeness table, and exit 1 when cells are missing or failed.
-fn check_expectation(
+fn check_expectation<T: Slotted>(
     args: &MergeArgs,
-    doc: &Canonical,
+    doc: &Canonical<T>,
     expectation: Option<expect::Expectation>,
 ) -> anyhow::Result<Outcome> {
     let Some(expectation) = expectation else {

@@ -29,6 +29,7 @@ use serde_json::{Number, Value, json};
 
 use ttft_results::results::canonical::{Conflict, ConflictValue};
 use ttft_results::results::run_meta::{RunMetaView, ThermalView};
+use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::{Source, SourceKind};
 
 /// (setting, value) pairs one metadata document states.
@@ -132,7 +133,7 @@ fn text(v: &Value) -> Option<String> {
 
 /// Every setting with more than one value among the sources of one model, each value with who
 /// stated it; by model, then setting.
-pub(crate) fn conflicts(sources: &[&Source]) -> Vec<Conflict> {
+pub(crate) fn conflicts<T: Slotted>(sources: &[&Source<T>]) -> Vec<Conflict> {
     type Values = BTreeMap<String, BTreeSet<String>>;
     let mut seen: BTreeMap<Option<&str>, BTreeMap<&'static str, Values>> = BTreeMap::new();
     for source in sources {
@@ -182,9 +183,12 @@ const RUN_JSON_MISSING: &str = "missing: records without their run.json state no
 /// Per model whose records come from more than one source, where any of those sources holds bench's
 /// own records without their run.json: each source's word on it (missing, or present). A model
 /// measured by one source alone pools nothing and is left out.
-fn unstated<'a>(sources: &[&'a Source]) -> BTreeMap<Option<&'a str>, BTreeMap<String, BTreeSet<String>>> {
-    let bare = |s: &Source| s.run_meta.is_empty() && matches!(s.kind, SourceKind::RunDir | SourceKind::Jsonl);
-    let mut by_model: BTreeMap<&str, Vec<&Source>> = BTreeMap::new();
+fn unstated<'a, T: Slotted>(
+    sources: &[&'a Source<T>],
+) -> BTreeMap<Option<&'a str>, BTreeMap<String, BTreeSet<String>>> {
+    let bare =
+        |s: &Source<T>| s.run_meta.is_empty() && matches!(s.kind, SourceKind::RunDir | SourceKind::Jsonl);
+    let mut by_model: BTreeMap<&str, Vec<&Source<T>>> = BTreeMap::new();
     for source in sources {
         let models: BTreeSet<&str> = source.records.iter().map(|r| r.cell().model.as_str()).collect();
         for model in models {
@@ -230,12 +234,12 @@ pub(crate) fn describe(conflict: &Conflict) -> String {
 
 /// The runs `sources` hold, one label each (run id, model, server, preset), in source order: what
 /// a report of several runs pools. A source without metadata contributes its records' run ids.
-pub(crate) fn pooled(sources: &[&Source]) -> Vec<String> {
+pub(crate) fn pooled<T: Slotted>(sources: &[&Source<T>]) -> Vec<String> {
     let mut out = Vec::new();
     for source in sources {
         let path = source.path.display().to_string();
         if source.run_meta.is_empty() {
-            let ids: BTreeSet<&str> = source.records.iter().map(ttft_model::record::Record::run_id).collect();
+            let ids: BTreeSet<&str> = source.records.iter().map(T::run_id).collect();
             out.extend(ids.into_iter().map(|id| format!("{id} ({path}: server not stated)")));
             continue;
         }

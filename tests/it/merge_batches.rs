@@ -5,10 +5,13 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use ttft_bench::merge;
+use ttft_bench::merge::digest::Digested;
 use ttft_model::record::{
     CacheState, CellKey, GroupRecord, Measurement, Mode, QualityFlag, Record, SCHEMA_VERSION, Scenario,
 };
-use ttft_results::results::sources;
+use ttft_results::results::canonical::Canonical;
+use ttft_results::results::slotted::Slotted;
+use ttft_results::results::sources::{self, Detail};
 
 fn cell(run: u32) -> CellKey {
     CellKey {
@@ -78,6 +81,26 @@ fn complete_then_half_written(dir: &Path) -> (PathBuf, PathBuf) {
     (early, late)
 }
 
+/// The document merge builds of `inputs` from whole records. The binary reads each record located
+/// and keeps its digest (`merge::digest`): that reading must keep the same records, in the same
+/// order, and give the same account of what it set aside.
+fn build(inputs: &[PathBuf]) -> Canonical {
+    let whole = merge::build(sources::load_all(inputs).unwrap()).unwrap().doc;
+    let digested: Vec<sources::Source<Digested>> = sources::load_all_with(inputs, Detail::Located).unwrap();
+    let located = merge::build(digested).unwrap().doc;
+    assert_eq!(located.provenance, whole.provenance);
+    assert_eq!(slots(&located.records), slots(&whole.records));
+    whole
+}
+
+/// Each record's type, run, request and cell.
+fn slots<T: Slotted>(records: &[T]) -> Vec<(&'static str, String, u32, CellKey)> {
+    records
+        .iter()
+        .map(|r| (r.record_type(), r.run_id().to_string(), r.request_index(), r.cell().clone()))
+        .collect()
+}
+
 fn cell_records(records: &[Record]) -> Vec<&Record> {
     records.iter().filter(|r| r.cell() == &cell(1)).collect()
 }
@@ -86,7 +109,7 @@ fn cell_records(records: &[Record]) -> Vec<&Record> {
 fn a_half_written_batch_never_beats_an_earlier_complete_one() {
     let dir = tempfile::tempdir().unwrap();
     let (early, late) = complete_then_half_written(dir.path());
-    let doc = merge::build(sources::load_all(&[late, early]).unwrap()).unwrap().doc;
+    let doc = build(&[late, early]);
     let kept = cell_records(&doc.records);
     assert_eq!(kept.len(), 3, "both members and the group record: {kept:?}");
     assert!(kept.iter().all(|r| r.run_id() == "early"), "{kept:?}");
@@ -127,7 +150,7 @@ fn a_complete_failing_batch_beats_a_newer_partial_passing_one() {
     // Group record and one member, the other member lost.
     let partial =
         write_run(dir.path(), "partial", &[member("partial", 0, LATE, true), group("partial", LATE, true)]);
-    let doc = merge::build(sources::load_all(&[partial, failed]).unwrap()).unwrap().doc;
+    let doc = build(&[partial, failed]);
     let kept = cell_records(&doc.records);
     assert!(kept.iter().all(|r| r.run_id() == "failed") && kept.len() == 3, "{kept:?}");
     assert!(doc.provenance.replaced[0].losers[0].reason.contains("partial batch: 1 of 2 member requests"));
@@ -151,9 +174,9 @@ fn among_complete_batches_passing_beats_failing_then_newest_wins() {
         "c",
         &[member("c", 0, LATE, true), member("c", 1, LATE, true), group("c", LATE, true)],
     );
-    let doc = merge::build(sources::load_all(&[pass_old.clone(), fail_new.clone()]).unwrap()).unwrap().doc;
+    let doc = build(&[pass_old.clone(), fail_new.clone()]);
     assert!(cell_records(&doc.records).iter().all(|r| r.run_id() == "a"));
-    let doc = merge::build(sources::load_all(&[pass_old, fail_new, pass_new]).unwrap()).unwrap().doc;
+    let doc = build(&[pass_old, fail_new, pass_new]);
     assert!(cell_records(&doc.records).iter().all(|r| r.run_id() == "c"));
 }
 

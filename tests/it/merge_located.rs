@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use ttft_bench::merge;
+use ttft_bench::merge::digest::Digested;
 use ttft_bench::meta::{RunMeta, ServerInfo};
 use ttft_model::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
 use ttft_results::results::canonical;
@@ -118,7 +119,7 @@ fn a_record_changed_after_it_was_read_is_refused_naming_its_file() {
         [1024, 2048, 4096].iter().map(|&c| record(c, 1, "2026-02-05T21:30:00.000Z", vec![1.5])).collect();
     let (run, _) = run_dir(dir.path(), "run", &records);
     let jsonl = run.join("measurements.jsonl");
-    let sources = sources::load_all_with(std::slice::from_ref(&run), Detail::Located).unwrap();
+    let sources = sources::load_all_with::<Digested>(std::slice::from_ref(&run), Detail::Located).unwrap();
     assert!(sources[0].texts.is_some(), "a run directory's records are located");
     // The same length, one digit other: only the checksum can tell.
     let text = std::fs::read_to_string(&jsonl).unwrap();
@@ -141,7 +142,8 @@ fn located_duplicates_are_decided_as_whole_ones_are() {
     let (a, _) = run_dir(dir.path(), "a", &[record(1024, 1, t, vec![1.0]), record(2048, 1, t, vec![2.0])]);
     let (b, _) = run_dir(dir.path(), "b", &[record(1024, 1, t, vec![1.0]), record(2048, 1, t, vec![3.0])]);
     let inputs = [a.clone(), b.clone()];
-    let located = merge::build(sources::load_all_with(&inputs, Detail::Located).unwrap()).unwrap();
+    let located =
+        merge::build(sources::load_all_with::<Digested>(&inputs, Detail::Located).unwrap()).unwrap();
     let whole = merge::build(sources::load_all(&inputs).unwrap()).unwrap();
     assert_eq!(located.doc.provenance, whole.doc.provenance);
     let reasons: Vec<&str> =

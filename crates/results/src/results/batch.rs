@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use ttft_model::record::{CellKey, GroupRecord, Measurement, Record, Scenario};
+use super::slotted::{Slotted, is_aggregate_stand_in};
+use ttft_model::record::{CellKey, GroupRecord, Measurement, Record};
 
 /// One stored batch: the records that share a group id (or, for members that lost theirs, a run
 /// and a cell).
@@ -23,20 +24,7 @@ impl Batch<'_> {
     /// imported origin batch keeps one aggregate stand-in instead of B members: its group record
     /// carries the batch, so it is complete with that alone.
     pub fn is_complete(&self) -> bool {
-        let Some(_) = self.group else { return false };
-        if self.members.iter().any(|m| is_aggregate_stand_in(m)) {
-            return true;
-        }
-        self.members_are_each_request_once()
-    }
-
-    /// Request indices 0..B, each exactly once.
-    fn members_are_each_request_once(&self) -> bool {
-        let b = self.cell.batch_size;
-        let mut seen: Vec<u32> = self.members.iter().map(|m| m.request_index).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        seen.len() == self.members.len() && seen == (0..b).collect::<Vec<u32>>()
+        self.shape().is_complete()
     }
 
     /// Complete, and every member and the group record passed.
@@ -48,14 +36,67 @@ impl Batch<'_> {
 
     /// What is missing, for messages: "group record missing", "1 of 2 members".
     pub fn gaps(&self) -> Vec<String> {
+        self.shape().gaps()
+    }
+
+    fn shape(&self) -> Shape {
+        Shape {
+            batch_size: self.cell.batch_size,
+            has_group: self.group.is_some(),
+            stand_in: self.members.iter().any(|m| is_aggregate_stand_in(m)),
+            requests: self.members.iter().map(|m| m.request_index).collect(),
+        }
+    }
+}
+
+/// A batch as counted: whether its group record is there, its members' request indices, and
+/// whether a member is the origin importer's aggregate stand-in (one record that carries the batch's
+/// totals instead of B members).
+pub struct Shape {
+    batch_size: u32,
+    has_group: bool,
+    stand_in: bool,
+    requests: Vec<u32>,
+}
+
+impl Shape {
+    /// The shape of one batch's records (a record or a compact form of one: `Slotted`).
+    pub fn of<'a, T: Slotted + 'a>(batch_size: u32, records: impl IntoIterator<Item = &'a T>) -> Shape {
+        let mut shape = Shape { batch_size, has_group: false, stand_in: false, requests: Vec::new() };
+        for r in records {
+            if r.record_type() == "group" {
+                shape.has_group = true;
+            } else {
+                shape.stand_in |= r.is_batch_stand_in();
+                shape.requests.push(r.request_index());
+            }
+        }
+        shape
+    }
+
+    /// The group record, and every member once (or the stand-in).
+    pub fn is_complete(&self) -> bool {
+        self.has_group && (self.stand_in || self.members_are_each_request_once())
+    }
+
+    /// Request indices 0..B, each exactly once.
+    fn members_are_each_request_once(&self) -> bool {
+        let mut seen = self.requests.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        seen.len() == self.requests.len() && seen == (0..self.batch_size).collect::<Vec<u32>>()
+    }
+
+    /// What keeps it from being complete (empty when it is).
+    pub fn gaps(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.group.is_none() {
+        if !self.has_group {
             out.push("group record missing".to_string());
         }
-        let b = self.cell.batch_size as usize;
-        if !self.members.iter().any(|m| is_aggregate_stand_in(m)) {
-            if self.members.len() != b {
-                out.push(format!("{} of {b} member requests", self.members.len()));
+        let b = self.batch_size as usize;
+        if !self.stand_in {
+            if self.requests.len() != b {
+                out.push(format!("{} of {b} member requests", self.requests.len()));
             } else if !self.members_are_each_request_once() {
                 out.push(format!("member requests are not 0..{b} once each"));
             }
@@ -64,49 +105,51 @@ impl Batch<'_> {
     }
 }
 
-/// The origin importer's stand-in for a batch it only kept totals of.
-fn is_aggregate_stand_in(m: &Measurement) -> bool {
-    m.quality_flags.iter().any(|f| f.flag == super::origin::BATCH_AGGREGATE_FLAG)
-}
-
 /// Whether a record belongs to a concurrent batch (members and group records of batch cells).
 pub fn in_batch(record: &Record) -> bool {
-    record.cell().scenario == Scenario::Concurrent && !matches!(record, Record::Staggered(_))
+    Slotted::in_batch(record)
 }
 
 /// Every batch among `records`, in record order of first appearance.
 pub fn batches(records: &[Record]) -> Vec<Batch<'_>> {
-    let mut index: BTreeMap<(String, Option<CellKey>), usize> = BTreeMap::new();
-    let mut out: Vec<Batch> = Vec::new();
-    for record in records.iter().filter(|r| in_batch(r)) {
-        let (group_id, member, group) = match record {
-            Record::Measurement(m) => (m.group_id.as_deref().unwrap_or(""), Some(m.as_ref()), None),
-            Record::Group(g) => (g.group_id.as_str(), None, Some(g.as_ref())),
-            Record::Staggered(_) => continue,
-        };
-        // Members without a group id can only be told apart by run and cell.
-        let key = if group_id.is_empty() {
-            (record.run_id().to_string(), Some(record.cell().clone()))
-        } else {
-            (group_id.to_string(), None)
-        };
-        let at = *index.entry(key).or_insert_with(|| {
-            out.push(Batch {
-                cell: record.cell(),
-                run_id: record.run_id(),
-                group_id,
+    batch_records(records)
+        .into_iter()
+        .map(|records| {
+            let first = records[0];
+            let mut batch = Batch {
+                cell: first.cell(),
+                run_id: first.run_id(),
+                group_id: Slotted::group_id(first),
                 group: None,
                 members: Vec::new(),
-            });
+            };
+            for record in records {
+                match record {
+                    Record::Measurement(m) => batch.members.push(m),
+                    Record::Group(g) => batch.group = Some(g),
+                    Record::Staggered(_) => {}
+                }
+            }
+            batch
+        })
+        .collect()
+}
+
+/// The records of every batch among `records` (each batch's in record order, the batches in
+/// order of first appearance): records that share a group id, or that name none and share a run
+/// and a cell.
+pub fn batch_records<'a, T: Slotted + 'a>(records: impl IntoIterator<Item = &'a T>) -> Vec<Vec<&'a T>> {
+    let mut index: BTreeMap<(&str, Option<&CellKey>), usize> = BTreeMap::new();
+    let mut out: Vec<Vec<&T>> = Vec::new();
+    for record in records.into_iter().filter(|r| r.in_batch()) {
+        let group_id = record.group_id();
+        // Members without a group id can only be told apart by run and cell.
+        let key = if group_id.is_empty() { (record.run_id(), Some(record.cell())) } else { (group_id, None) };
+        let at = *index.entry(key).or_insert_with(|| {
+            out.push(Vec::new());
             out.len() - 1
         });
-        let batch = &mut out[at];
-        if let Some(m) = member {
-            batch.members.push(m);
-        }
-        if let Some(g) = group {
-            batch.group = Some(g);
-        }
+        out[at].push(record);
     }
     out
 }
@@ -114,7 +157,7 @@ pub fn batches(records: &[Record]) -> Vec<Batch<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ttft_model::record::{CacheState, SCHEMA_VERSION};
+    use ttft_model::record::{CacheState, SCHEMA_VERSION, Scenario};
 
     fn cell() -> CellKey {
         CellKey {

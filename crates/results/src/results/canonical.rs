@@ -41,19 +41,22 @@ use std::io::{self, Write};
 
 use serde::{Deserialize, Serialize};
 
+use super::slotted::Slotted;
 use super::text::Text;
 use ttft_model::record::Record;
 
 pub const CANONICAL_KIND: &str = "ttft-bench-canonical";
 
+/// The document: its records are `Record`s, or what merge keeps of each (`Slotted`), written from
+/// their texts.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Canonical {
+pub struct Canonical<R = Record> {
     pub schema_version: u32,
     pub kind: String,
     pub sources: Vec<SourceEntry>,
     pub conflicts: Vec<Conflict>,
     pub provenance: Provenance,
-    pub records: Vec<Record>,
+    pub records: Vec<R>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -115,13 +118,17 @@ pub struct Loser {
 }
 
 /// Writes `doc` in the canonical layout (streamed: the records are never one string in memory).
-pub fn write(doc: &Canonical, w: &mut dyn Write) -> io::Result<()> {
+pub fn write<R: Slotted + Sync>(doc: &Canonical<R>, w: &mut dyn Write) -> io::Result<()> {
     write_with_texts(doc, &[], w)
 }
 
 /// `write`, each record whose text is in `texts` (`texts[i]` for `doc.records[i]`) copied from
 /// its input instead of serialized (see `text`).
-pub fn write_with_texts(doc: &Canonical, texts: &[Option<Text>], w: &mut dyn Write) -> io::Result<()> {
+pub fn write_with_texts<R: Slotted + Sync>(
+    doc: &Canonical<R>,
+    texts: &[Option<Text>],
+    w: &mut dyn Write,
+) -> io::Result<()> {
     w.write_all(b"{\n")?;
     member(w, "schema_version", &doc.schema_version)?;
     member(w, "kind", &doc.kind)?;
@@ -139,7 +146,11 @@ const PIECE: usize = 256;
 /// The records, one per line after `[`: serialized in pieces by as many threads as the machine
 /// has cores (serializing was half of a 100,000-record merge), written in order as they come. Each
 /// thread keeps at most one finished piece waiting, so the text is never all in memory.
-fn write_records(records: &[Record], texts: &[Option<Text>], w: &mut dyn Write) -> io::Result<()> {
+fn write_records<R: Slotted + Sync>(
+    records: &[R],
+    texts: &[Option<Text>],
+    w: &mut dyn Write,
+) -> io::Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     let threads = threads.min(records.len().div_ceil(PIECE)).max(1);
     if threads == 1 {
@@ -181,9 +192,9 @@ fn write_records(records: &[Record], texts: &[Option<Text>], w: &mut dyn Write) 
 
 /// Records `first..` of the file, each after its separator, into `out` (cleared first): copied
 /// where `texts` holds its text, serialized otherwise.
-fn serialize_piece(
+fn serialize_piece<R: Slotted>(
     first: usize,
-    records: &[Record],
+    records: &[R],
     texts: &[Option<Text>],
     out: &mut Vec<u8>,
 ) -> io::Result<()> {
@@ -192,7 +203,7 @@ fn serialize_piece(
         out.extend_from_slice(if first + i == 0 { b"\n    " } else { b",\n    " });
         match texts.get(first + i) {
             Some(Some(text)) => text.append_to(out)?,
-            _ => serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?,
+            _ => record.write_json(out)?,
         }
     }
     Ok(())

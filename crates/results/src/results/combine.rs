@@ -14,15 +14,17 @@ use std::cmp::Ordering;
 use std::io;
 use std::time::SystemTime;
 
-use super::batch::batches;
+use super::batch::{Shape, batch_records};
 use super::canonical::{Candidate, Loser, Provenance, Replacement};
+use super::slotted::Slotted;
 use super::sources::Source;
 use super::text::Text;
-use ttft_model::record::{CellKey, CellRest, Record, Scenario};
+use ttft_model::record::{CellKey, CellRest, Record};
 
-pub struct Combined {
+/// The records kept (or what a verb keeps of each: `Slotted`), one per slot.
+pub struct Combined<T = Record> {
     /// Sorted by (record type, cell, request index).
-    pub records: Vec<Record>,
+    pub records: Vec<T>,
     /// Each record's text in its input, when it was read located (`texts[i]` for `records[i]`).
     pub texts: Vec<Option<Text>>,
     pub provenance: Provenance,
@@ -41,56 +43,57 @@ enum Slot<'a> {
 }
 
 /// A record on its way through: where it came from, and its text when located.
-struct Entry {
+struct Entry<T> {
     /// Index into the sources' paths.
     source: usize,
     text: Option<Text>,
-    record: Record,
+    record: T,
 }
 
-/// One candidate for a slot: a single record, or a whole batch from one source and run.
-struct Bundle {
+/// One candidate for a slot: a single record, or a whole batch from one source and run; its
+/// entries stay where they lie among all (`combine`), borrowed.
+struct Bundle<'a, T> {
     /// Index into the sources' paths.
     source: usize,
+    /// Where its entries lie among all.
+    at: usize,
     /// What a partial batch lacks ("group record missing"); empty when complete (and for singles).
     gaps: Vec<String>,
     good: bool,
     /// The records' texts end to end (serialized, or as read): they break ties and tell identical
     /// copies apart, and every loser's reason compares them.
     content: String,
-    records: Vec<Record>,
-    texts: Vec<Option<Text>>,
+    entries: &'a [Entry<T>],
 }
 
-impl Bundle {
-    fn new(mut entries: Vec<Entry>) -> io::Result<Bundle> {
-        entries.sort_by(|a, b| record_order(&a.record).cmp(&record_order(&b.record)));
+impl<'a, T: Slotted> Bundle<'a, T> {
+    /// The candidate of `entries` (at `at` among all), already in `record_order`.
+    fn new(entries: &'a [Entry<T>], at: usize) -> io::Result<Bundle<'a, T>> {
         let source = entries.first().map_or(0, |e| e.source);
-        let mut content = String::new();
-        for e in &entries {
+        let mut content = Vec::new();
+        for e in entries {
             match &e.text {
-                Some(text) => content += &text.read()?,
-                None => content += &serde_json::to_string(&e.record).unwrap_or_default(),
+                Some(text) => text.append_to(&mut content)?,
+                None => e.record.write_json(&mut content)?,
             }
         }
-        let (records, texts): (Vec<Record>, Vec<Option<Text>>) =
-            entries.into_iter().map(|e| (e.record, e.text)).unzip();
+        let content = String::from_utf8(content).map_err(io::Error::other)?;
         Ok(Bundle {
             source,
-            gaps: partial_batch_gaps(&records),
-            good: records.iter().all(Record::is_good),
+            at,
+            gaps: partial_batch_gaps(entries),
+            good: entries.iter().all(|e| e.record.is_good()),
             content,
-            records,
-            texts,
+            entries,
         })
     }
 
     fn run_id(&self) -> &str {
-        self.records.first().map_or("", Record::run_id)
+        self.entries.first().map_or("", |e| e.record.run_id())
     }
 
     fn started_at(&self) -> &str {
-        self.records.iter().map(Record::started_at).max().unwrap_or_default()
+        self.entries.iter().map(|e| e.record.started_at()).max().unwrap_or_default()
     }
 
     fn content(&self) -> &str {
@@ -107,30 +110,19 @@ impl Bundle {
     }
 }
 
-pub fn request_index(record: &Record) -> u32 {
-    match record {
-        Record::Measurement(m) => m.request_index,
-        _ => 0,
-    }
-}
-
 /// Sort key of a record in every output.
-pub fn record_order(r: &Record) -> (&'static str, &CellKey, u32) {
-    (r.record_type(), r.cell(), request_index(r))
+pub fn record_order<T: Slotted>(r: &T) -> (&'static str, &CellKey, u32) {
+    (r.record_type(), r.cell(), r.request_index())
 }
 
 /// A record's slot, and for a batch record its group id (members of one batch share it).
-fn slot_of(record: &Record) -> (Slot<'_>, &str) {
+fn slot_of<T: Slotted>(record: &T) -> (Slot<'_>, &str) {
     let cell = record.cell();
-    if cell.scenario == Scenario::Concurrent && !matches!(record, Record::Staggered(_)) {
-        let group = match record {
-            Record::Measurement(m) => m.group_id.as_deref().unwrap_or_default(),
-            Record::Group(g) => g.group_id.as_str(),
-            Record::Staggered(_) => "",
-        };
-        return (Slot::Batch(cell), group);
+    if record.in_batch() {
+        return (Slot::Batch(cell), record.group_id());
     }
-    let slot = Slot::Single { record_type: record.record_type(), cell, request_index: request_index(record) };
+    let slot =
+        Slot::Single { record_type: record.record_type(), cell, request_index: record.request_index() };
     (slot, "")
 }
 
@@ -150,7 +142,7 @@ fn instant(ts: &str) -> (Option<SystemTime>, &str) {
 }
 
 /// Ordering where `Less` means "a is preferred".
-fn prefer(paths: &[String], a: &Bundle, b: &Bundle) -> Ordering {
+fn prefer<T: Slotted>(paths: &[String], a: &Bundle<T>, b: &Bundle<T>) -> Ordering {
     b.gaps
         .is_empty()
         .cmp(&a.gaps.is_empty())
@@ -163,7 +155,7 @@ fn prefer(paths: &[String], a: &Bundle, b: &Bundle) -> Ordering {
 /// Whether the ranked `candidates`' winner was chosen by content among candidates that differ:
 /// those that tie with it on completeness, passing and start time but hold other records. (Equal
 /// copies tie harmlessly: whichever wins, the same records are kept.)
-fn content_decides(candidates: &[Bundle]) -> bool {
+fn content_decides<T: Slotted>(candidates: &[Bundle<T>]) -> bool {
     let Some((first, rest)) = candidates.split_first() else { return false };
     rest.iter()
         .take_while(|c| {
@@ -174,7 +166,7 @@ fn content_decides(candidates: &[Bundle]) -> bool {
         .any(|c| c.content() != first.content())
 }
 
-fn reason(kept: &Bundle, loser: &Bundle) -> String {
+fn reason<T: Slotted>(kept: &Bundle<T>, loser: &Bundle<T>) -> String {
     if kept.content() == loser.content() {
         "identical copy".into()
     } else if kept.gaps.is_empty() && !loser.gaps.is_empty() {
@@ -198,7 +190,7 @@ type CellRank = (u32, CellRest);
 struct Models(Vec<String>);
 
 impl Models {
-    fn of<'a>(records: impl Iterator<Item = &'a Record>) -> Models {
+    fn of<'a, T: Slotted + 'a>(records: impl Iterator<Item = &'a T>) -> Models {
         // Records of one model come in long runs: each run's name once, not a name per record.
         let mut names: Vec<&str> = Vec::new();
         for model in records.map(|r| r.cell().model.as_str()) {
@@ -217,18 +209,9 @@ impl Models {
     }
 }
 
-/// The record types in the order of their names (the order every output sorts them in).
-fn type_rank(r: &Record) -> u8 {
-    match r {
-        Record::Group(_) => 0,
-        Record::Measurement(_) => 1,
-        Record::Staggered(_) => 2,
-    }
-}
-
 /// `record_order` as numbers.
-fn order_rank(models: &Models, r: &Record) -> (u8, CellRank, u32) {
-    (type_rank(r), models.rank(r.cell()), request_index(r))
+fn order_rank<T: Slotted>(models: &Models, r: &T) -> (u8, CellRank, u32) {
+    (r.type_rank(), models.rank(r.cell()), r.request_index())
 }
 
 /// Where a record goes, as numbers: its slot (singles before batches; then type, cell and request
@@ -236,16 +219,16 @@ fn order_rank(models: &Models, r: &Record) -> (u8, CellRank, u32) {
 /// batch slot are also told apart by the run and group that make one batch (`batch_of`).
 type Place = ((bool, u8, CellRank, u32), usize);
 
-fn place(models: &Models, e: &Entry) -> Place {
+fn place<T: Slotted>(models: &Models, e: &Entry<T>) -> Place {
     let cell = models.rank(e.record.cell());
     match slot_of(&e.record).0 {
-        Slot::Single { request_index, .. } => ((false, type_rank(&e.record), cell, request_index), e.source),
+        Slot::Single { request_index, .. } => ((false, e.record.type_rank(), cell, request_index), e.source),
         Slot::Batch(_) => ((true, 0, cell, 0), e.source),
     }
 }
 
 /// The run and group of a batch record ("" for records outside batches).
-fn batch_of(record: &Record) -> (&str, &str) {
+fn batch_of<T: Slotted>(record: &T) -> (&str, &str) {
     match slot_of(record) {
         (Slot::Batch(_), group) => (record.run_id(), group),
         (Slot::Single { .. }, _) => ("", ""),
@@ -292,11 +275,11 @@ fn sort_by<T, K: Ord>(items: &mut [T], key: impl Fn(&T) -> K) {
 /// The records are put in order of `place`, so each slot's candidates, and each batch's records,
 /// lie side by side; a slot with one candidate (the usual case) is kept as it is, without
 /// building and ranking bundles.
-pub fn combine(mut sources: Vec<Source>) -> io::Result<Combined> {
+pub fn combine<T: Slotted>(mut sources: Vec<Source<T>>) -> io::Result<Combined<T>> {
     sources.sort_by_key(|s| s.path.display().to_string());
     let paths: Vec<String> = sources.iter().map(|s| s.path.display().to_string()).collect();
     let models = Models::of(sources.iter().flat_map(|s| &s.records));
-    let mut all: Vec<Entry> = Vec::with_capacity(sources.iter().map(|s| s.records.len()).sum());
+    let mut all: Vec<Entry<T>> = Vec::with_capacity(sources.iter().map(|s| s.records.len()).sum());
     for (source, s) in sources.into_iter().enumerate() {
         let mut texts = s.texts.iter().flat_map(|t| t.each());
         all.extend(s.records.into_iter().map(|record| Entry { source, text: texts.next(), record }));
@@ -335,53 +318,64 @@ pub fn combine(mut sources: Vec<Source>) -> io::Result<Combined> {
     let mut kept_by_source = vec![0usize; paths.len()];
     let mut decided_by_content = false;
     let mut provenance = Provenance::default();
-    let mut kept: Vec<(Record, Option<Text>)> = Vec::with_capacity(all.len());
-    let mut all = all.into_iter();
+    // Whether each entry is kept: every entry of a slot with one candidate, the winner's of any
+    // other. The losers are let go in place, so the kept entries need no second vector.
+    let mut keep = vec![true; all.len()];
+    let mut at = 0;
     for (sizes, label) in slots {
         if let [size] = sizes[..] {
-            for e in all.by_ref().take(size) {
-                kept_by_source[e.source] += 1;
-                kept.push((e.record, e.text));
-            }
+            kept_by_source[all[at].source] += size;
+            at += size;
             continue;
         }
-        let mut candidates: Vec<Bundle> = sizes
+        let mut starts = Vec::with_capacity(sizes.len());
+        for size in sizes {
+            all[at..at + size].sort_by(|a, b| record_order(&a.record).cmp(&record_order(&b.record)));
+            starts.push((at, size));
+            at += size;
+        }
+        let mut candidates: Vec<Bundle<T>> = starts
             .iter()
-            .map(|&size| Bundle::new(all.by_ref().take(size).collect()))
+            .map(|&(start, size)| Bundle::new(&all[start..start + size], start))
             .collect::<io::Result<_>>()?;
         candidates.sort_by(|a, b| prefer(&paths, a, b));
         decided_by_content |= content_decides(&candidates);
         let mut candidates = candidates.into_iter();
         let Some(winner) = candidates.next() else { continue };
         let losers: Vec<Loser> = candidates
-            .map(|l| Loser { candidate: l.candidate(&paths), reason: reason(&winner, &l) })
+            .map(|l| {
+                keep[l.at..l.at + l.entries.len()].fill(false);
+                Loser { candidate: l.candidate(&paths), reason: reason(&winner, &l) }
+            })
             .collect();
-        kept_by_source[winner.source] += winner.records.len();
+        kept_by_source[winner.source] += winner.entries.len();
         provenance.replaced.push(Replacement {
             slot: label,
             kept: winner.candidate(&paths),
             beat: losers.len(),
             losers,
         });
-        kept.extend(winner.records.into_iter().zip(winner.texts));
     }
+    let mut keeps = keep.into_iter();
+    all.retain(|_| keeps.next().unwrap_or(true));
     // The same path given twice is one source in the account.
     for (path, n) in paths.into_iter().zip(kept_by_source).filter(|(_, n)| *n > 0) {
         *provenance.kept_by_source.entry(path).or_default() += n;
     }
-    sort_by(&mut kept, |(r, _)| order_rank(&models, r));
-    let (records, texts) = kept.into_iter().unzip();
+    sort_by(&mut all, |e| order_rank(&models, &e.record));
+    // The texts taken out first, so the records are collected in the entries' own place.
+    let texts = all.iter_mut().map(|e| e.text.take()).collect();
+    let records = all.into_iter().map(|e| e.record).collect();
     Ok(Combined { records, texts, provenance, decided_by_content })
 }
 
 /// What keeps the batch among `records` from being whole (empty for a complete batch and for
 /// records outside batches).
-fn partial_batch_gaps(records: &[Record]) -> Vec<String> {
-    let found = batches(records);
+fn partial_batch_gaps<T: Slotted>(entries: &[Entry<T>]) -> Vec<String> {
+    let found = batch_records(entries.iter().map(|e| &e.record));
     match found.as_slice() {
         [] => Vec::new(),
-        [one] if one.is_complete() => Vec::new(),
-        [one] => one.gaps(),
+        [one] => Shape::of(one[0].cell().batch_size, one.iter().copied()).gaps(),
         _ => vec![format!("{} batches in one slot", found.len())],
     }
 }

@@ -3,7 +3,7 @@
 use super::*;
 use crate::results::sources::SourceKind;
 use std::collections::BTreeMap;
-use ttft_model::record::{Measurement, SCHEMA_VERSION};
+use ttft_model::record::{Measurement, SCHEMA_VERSION, Scenario};
 
 fn record(started_at: &str, ttft: f64, offsets: Vec<f64>) -> Record {
     let mut m = Measurement {

@@ -23,11 +23,30 @@ pub enum Detail {
     Located,
 }
 
+/// What a reader keeps of each record it reads: the record, or a verb's compact form of it (merge's
+/// `digest::Digested`), made as each record is read so the records themselves are never all held.
+pub trait FromRecord: Sized + Send {
+    /// `record`, read to `detail`: located (its text's place kept beside it) when
+    /// `detail.locates()`, whole otherwise.
+    fn from_record(record: Record, detail: Detail) -> Self;
+}
+
+impl FromRecord for Record {
+    fn from_record(record: Record, _: Detail) -> Record {
+        record
+    }
+}
+
 impl Detail {
+    /// One record's JSON text, read to this detail and kept as `T`.
+    pub(super) fn parse<T: FromRecord>(self, bytes: &[u8]) -> Result<T, LineError> {
+        self.parse_record(bytes).map(|record| T::from_record(record, self))
+    }
+
     /// One record's JSON text, read to this detail; fails exactly where `store::parse_record`
     /// fails, with its error (a lean reading that fails is done again in full for the message).
     /// A measurement as bench writes it is read by hand (`record::fast`), anything else by serde.
-    pub(super) fn parse(self, bytes: &[u8]) -> Result<Record, LineError> {
+    fn parse_record(self, bytes: &[u8]) -> Result<Record, LineError> {
         let by_hand = match self {
             Detail::Full => None,
             Detail::Lean | Detail::Located => fast::measurement(bytes, Keep::Lean),
@@ -44,17 +63,18 @@ impl Detail {
         }
     }
 
-    /// A record read otherwise (converted from another format), to this detail.
-    pub(super) fn keep(self, record: Record) -> Record {
-        match self {
+    /// A record read otherwise (converted from another format), to this detail, kept as `T`.
+    pub(super) fn keep<T: FromRecord>(self, record: Record) -> T {
+        let record = match self {
             // Not located: whole, so a tie among them is decided on whole records (`combine`).
             Detail::Full | Detail::Located => record,
             Detail::Lean => record.lean(),
-        }
+        };
+        T::from_record(record, self.unlocated())
     }
 
     /// Whether records read this way are located.
-    pub(super) fn locates(self) -> bool {
+    pub fn locates(self) -> bool {
         self == Detail::Located
     }
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::canonical::{CANONICAL_KIND, Conflict};
-use super::detail::Detail;
+use super::detail::{Detail, FromRecord};
 use super::kind::SourceKind;
 use super::origin;
 use super::parts::{self, Parsed};
@@ -34,12 +34,12 @@ struct Captured {
 
 /// A document read.
 #[derive(Debug)]
-pub struct Read {
+pub struct Read<T = Record> {
     pub kind: SourceKind,
     /// The metadata of its runs.
     pub run_meta: Vec<SourceMeta>,
     /// Its records (located only where the threads read them: `parts::canonical_records`).
-    pub parsed: Parsed,
+    pub parsed: Parsed<T>,
     /// A canonical file's `conflicts` (merge's; none for an origin file).
     pub conflicts: Vec<Conflict>,
 }
@@ -48,13 +48,13 @@ pub struct Read {
 /// `detail` what each record keeps. `parallel`: a canonical file's records are parsed by several
 /// threads (`parts::canonical_records`); None then means "read it again without": a record did not
 /// parse where it was found, and only one pass names the first error as it should.
-pub fn read<R: BufRead>(
+pub fn read<R: BufRead, T: FromRecord>(
     reader: R,
     file: &str,
     run_id: &str,
     detail: Detail,
     parallel: bool,
-) -> Result<Option<Read>, InputError> {
+) -> Result<Option<Read<T>>, InputError> {
     let mut sc = ObjectScanner::new(reader, file);
     if !sc.begin()? {
         return Err(unrecognised(file));
@@ -160,7 +160,12 @@ fn canonical_conflicts(file: &str, kept: &BTreeMap<String, Captured>) -> Result<
 }
 
 /// One element of a canonical file's `records`.
-fn canonical_record(file: &str, bytes: &[u8], line: usize, detail: Detail) -> Result<Record, InputError> {
+fn canonical_record<T: FromRecord>(
+    file: &str,
+    bytes: &[u8],
+    line: usize,
+    detail: Detail,
+) -> Result<T, InputError> {
     detail.parse(bytes).map_err(|e| match e {
         LineError::Json(e) => json_error(file, line, &e),
         LineError::Version(v) => {
@@ -375,7 +380,9 @@ mod tests {
         }
         // Records over several lines are not located: the document is read again, whole.
         let pretty = text.replacen("{\"record_type\"", "{\n      \"record_type\"", 1);
-        assert!(read(pretty.as_bytes(), "c.json", "c", Detail::Located, true).unwrap().is_none());
+        assert!(
+            read::<_, Record>(pretty.as_bytes(), "c.json", "c", Detail::Located, true).unwrap().is_none()
+        );
         let Read { parsed: whole, .. } =
             read(pretty.as_bytes(), "c.json", "c", Detail::Located, false).unwrap().unwrap();
         assert!(whole.spans.is_empty());

@@ -16,5 +16,6 @@ pub mod origin;
 mod parts;
 pub mod run_meta;
 mod scan;
+pub mod slotted;
 pub mod sources;
 pub mod text;

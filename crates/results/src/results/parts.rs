@@ -15,34 +15,47 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use super::detail::Detail;
+use super::detail::{Detail, FromRecord};
 use super::scan::ObjectScanner;
 use super::text::Span;
 use crate::store::{self, InputError, TornTail};
 use ttft_model::record::Record;
 
-/// Records read, and where each one's text lies in its file when they were read `Located`
-/// (`spans[i]` for `records[i]`; empty otherwise).
-#[derive(Debug, Default)]
-pub struct Parsed {
-    pub records: Vec<Record>,
+/// Records read (what the reader keeps of each: `FromRecord`), and where each one's text lies in
+/// its file when they were read `Located` (`spans[i]` for `records[i]`; empty otherwise).
+#[derive(Debug)]
+pub struct Parsed<T = Record> {
+    pub records: Vec<T>,
     pub spans: Vec<Span>,
 }
 
-impl Parsed {
+impl<T> Default for Parsed<T> {
+    fn default() -> Self {
+        Parsed { records: Vec::new(), spans: Vec::new() }
+    }
+}
+
+impl<T> Parsed<T> {
     /// Records read whole, not located.
-    pub fn whole(records: Vec<Record>) -> Parsed {
+    pub fn whole(records: Vec<T>) -> Parsed<T> {
         Parsed { records, spans: Vec::new() }
     }
 
-    fn extend(&mut self, part: Parsed) {
-        if self.records.is_empty() {
-            // The first part: taken as it is, not copied.
-            *self = part;
-            return;
+    /// The parts end to end, in vectors of their exact length: growing one vector part by part
+    /// would leave up to twice a large input's records allocated.
+    fn concat(parts: Vec<Parsed<T>>) -> Parsed<T> {
+        if parts.len() == 1 {
+            // Taken as it is, not copied.
+            return parts.into_iter().next().unwrap_or_default();
         }
-        self.records.extend(part.records);
-        self.spans.extend(part.spans);
+        let records = parts.iter().map(|p| p.records.len()).sum();
+        let spans = parts.iter().map(|p| p.spans.len()).sum();
+        let mut all = Parsed { records: Vec::with_capacity(records), spans: Vec::with_capacity(spans) };
+        for part in parts {
+            all.records.extend(part.records);
+            all.spans.extend(part.spans);
+        }
+        all
     }
 }
 
@@ -52,7 +65,7 @@ const MAX_PARTS: usize = 8;
 const BUFFER: usize = 1 << 16;
 
 /// Every record of the records file at `path` (`name` in errors), in as many parts as pay off.
-pub fn read_records(path: &Path, name: &str, detail: Detail) -> Result<Parsed, InputError> {
+pub fn read_records<T: FromRecord>(path: &Path, name: &str, detail: Detail) -> Result<Parsed<T>, InputError> {
     let len = std::fs::metadata(path).map_err(|e| cannot(name, e))?.len();
     read_records_in(path, name, detail, (len / MIN_PART_BYTES).clamp(1, cores().min(MAX_PARTS) as u64))
 }
@@ -67,7 +80,12 @@ fn cannot(name: &str, e: std::io::Error) -> InputError {
 }
 
 /// `read_records` in (at most) `parts` parts.
-fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Result<Parsed, InputError> {
+fn read_records_in<T: FromRecord>(
+    path: &Path,
+    name: &str,
+    detail: Detail,
+    parts: u64,
+) -> Result<Parsed<T>, InputError> {
     let cannot = |_, e| cannot(name, e);
     let len = std::fs::metadata(path).map_err(|e| cannot(0, e))?.len();
     let starts = cuts(path, len, parts).map_err(|e| cannot(0, e))?;
@@ -76,7 +94,7 @@ fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Resul
         return read_part(BufReader::with_capacity(BUFFER, file), name, detail, 0);
     }
     let ends: Vec<u64> = starts.iter().skip(1).copied().chain([len]).collect();
-    let results: Vec<Result<Parsed, InputError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<Parsed<T>, InputError>> = std::thread::scope(|scope| {
         let running: Vec<_> = starts
             .iter()
             .zip(&ends)
@@ -93,10 +111,10 @@ fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Resul
             .map(|t| t.join().unwrap_or_else(|_| Err(InputError::new(name, 0, "a reading thread failed"))))
             .collect()
     });
-    let mut records = Parsed::default();
+    let mut parts = Vec::with_capacity(results.len());
     for (result, &start) in results.into_iter().zip(&starts) {
         match result {
-            Ok(part) => records.extend(part),
+            Ok(part) => parts.push(part),
             Err(mut e) => {
                 // The part counted its lines from its own start.
                 if e.line > 0 {
@@ -106,7 +124,7 @@ fn read_records_in(path: &Path, name: &str, detail: Detail, parts: u64) -> Resul
             }
         }
     }
-    Ok(records)
+    Ok(Parsed::concat(parts))
 }
 
 /// Bytes of element text handed to a parsing thread at once.
@@ -128,39 +146,34 @@ struct Batch {
 /// again in one pass, which names the first error. Worth it where `cores()` is 2 or more.
 /// `Located`: an element not taken on the quick path (not one line) sends the document back too,
 /// to be read whole.
-pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) -> Option<Parsed> {
+pub fn canonical_records<R: BufRead, T: FromRecord>(
+    sc: &mut ObjectScanner<R>,
+    detail: Detail,
+) -> Option<Parsed<T>> {
     let threads = cores().clamp(1, MAX_PARTS);
-    let parsed: Vec<(usize, Option<Parsed>)> = std::thread::scope(|scope| {
-        let (senders, workers): (Vec<_>, Vec<_>) = (0..threads)
+    std::thread::scope(|scope| {
+        // Parsed batches come back as they are done and are appended in order at once: their
+        // small vectors are let go as the reading goes, so their memory serves the next batches
+        // instead of lying unused beside the whole input's records.
+        let (done, finished) = std::sync::mpsc::channel::<(usize, Option<Parsed<T>>)>();
+        let senders: Vec<_> = (0..threads)
             .map(|_| {
                 let (send, receive) = std::sync::mpsc::sync_channel::<(usize, Batch)>(2);
-                let worker = scope.spawn(move || {
-                    let mut out = Vec::new();
+                let done = done.clone();
+                scope.spawn(move || {
                     for (index, batch) in receive {
-                        let mut records = Vec::with_capacity(batch.ends.len());
-                        let mut spans = Vec::new();
-                        let mut start = 0;
-                        for (&end, &offset) in batch.ends.iter().zip(&batch.offsets) {
-                            let text = &batch.text[start..end];
-                            match detail.parse(text) {
-                                Ok(r) => records.push(r),
-                                Err(_) => {
-                                    out.push((index, None));
-                                    return out;
-                                }
-                            }
-                            if detail.locates() {
-                                spans.push(Span::of(offset, text));
-                            }
-                            start = end;
+                        let parsed = parse_batch(&batch, detail);
+                        let failed = parsed.is_none();
+                        if done.send((index, parsed)).is_err() || failed {
+                            return;
                         }
-                        out.push((index, Some(Parsed { records, spans })));
                     }
-                    out
                 });
-                (send, worker)
+                send
             })
-            .unzip();
+            .collect();
+        drop(done);
+        let mut all = InOrder::default();
         let mut batch = Batch::default();
         let mut sent = 0;
         let mut buf = Vec::new();
@@ -201,30 +214,76 @@ pub fn canonical_records<R: BufRead>(sc: &mut ObjectScanner<R>, detail: Detail) 
                     break;
                 }
                 sent += 1;
+                all.take(finished.try_iter());
             }
         }
         if scanned && !batch.ends.is_empty() {
             scanned = senders[sent % threads].send((sent, batch)).is_ok();
+            sent += 1;
         }
         drop(senders);
-        let mut parsed: Vec<(usize, Option<Parsed>)> =
-            workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|_| vec![(0, None)])).collect();
-        if !scanned {
-            parsed.push((0, None));
+        all.take(finished.iter());
+        // Every batch sent came back parsed.
+        (scanned && !all.failed && all.next == sent).then_some(all.parsed)
+    })
+}
+
+/// One batch's elements parsed; None when any does not parse.
+fn parse_batch<T: FromRecord>(batch: &Batch, detail: Detail) -> Option<Parsed<T>> {
+    let mut records = Vec::with_capacity(batch.ends.len());
+    let mut spans = Vec::with_capacity(if detail.locates() { batch.ends.len() } else { 0 });
+    let mut start = 0;
+    for (&end, &offset) in batch.ends.iter().zip(&batch.offsets) {
+        let text = &batch.text[start..end];
+        records.push(detail.parse(text).ok()?);
+        if detail.locates() {
+            spans.push(Span::of(offset, text));
         }
-        parsed
-    });
-    let mut parsed = parsed;
-    parsed.sort_by_key(|(index, _)| *index);
-    let mut records = Parsed::default();
-    for (_, part) in parsed {
-        records.extend(part?);
+        start = end;
     }
-    Some(records)
+    Some(Parsed { records, spans })
+}
+
+/// Parsed batches put together in the order they were sent, whatever order they come back in.
+struct InOrder<T> {
+    parsed: Parsed<T>,
+    /// Batches come back before those sent earlier.
+    waiting: std::collections::BTreeMap<usize, Parsed<T>>,
+    next: usize,
+    failed: bool,
+}
+
+impl<T> Default for InOrder<T> {
+    fn default() -> Self {
+        InOrder { parsed: Parsed::default(), waiting: Default::default(), next: 0, failed: false }
+    }
+}
+
+impl<T> InOrder<T> {
+    fn take(&mut self, results: impl Iterator<Item = (usize, Option<Parsed<T>>)>) {
+        for (index, part) in results {
+            match part {
+                Some(part) => {
+                    self.waiting.insert(index, part);
+                }
+                None => self.failed = true,
+            }
+            while let Some(part) = self.waiting.remove(&self.next) {
+                self.parsed.records.extend(part.records);
+                self.parsed.spans.extend(part.spans);
+                self.next += 1;
+            }
+        }
+    }
 }
 
 /// One part's records; `start` is where the part begins in its file.
-fn read_part(reader: impl BufRead, name: &str, detail: Detail, start: u64) -> Result<Parsed, InputError> {
+fn read_part<T: FromRecord>(
+    reader: impl BufRead,
+    name: &str,
+    detail: Detail,
+    start: u64,
+) -> Result<Parsed<T>, InputError> {
     let mut spans = Vec::new();
     let records = store::read_records_at(reader, name, TornTail::Reject, start, &mut |text, at| {
         let record = detail.parse(text)?;
@@ -311,14 +370,14 @@ mod tests {
         let bytes = text.join("\n") + "\n";
         std::fs::write(&path, &bytes).unwrap();
         for parts in [1, 3] {
-            let parsed = read_records_in(&path, "m", Detail::Located, parts).unwrap();
+            let parsed: Parsed = read_records_in(&path, "m", Detail::Located, parts).unwrap();
             assert_eq!((parsed.records.len(), parsed.spans.len()), (120, 120));
             let found: Vec<&str> =
                 parsed.spans.iter().map(|s| &bytes[s.offset as usize..s.offset as usize + s.len]).collect();
             let want: Vec<&str> = text.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect();
             assert_eq!(found, want, "{parts} parts");
         }
-        assert!(read_records_in(&path, "m", Detail::Lean, 3).unwrap().spans.is_empty());
+        assert!(read_records_in::<Record>(&path, "m", Detail::Lean, 3).unwrap().spans.is_empty());
     }
 
     #[test]
@@ -329,13 +388,13 @@ mod tests {
         text.insert(50, String::new());
         std::fs::write(&path, text.join("\n") + "\n").unwrap();
         let len = std::fs::metadata(&path).unwrap().len();
-        let one =
+        let one: Vec<Record> =
             read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0).unwrap().records;
         assert_eq!(one.len(), 200);
         for parts in [2, 3, 7] {
             let starts = cuts(&path, len, parts).unwrap();
             assert_eq!(starts.len() as u64, parts);
-            let mut got = Vec::new();
+            let mut got: Vec<Record> = Vec::new();
             for (i, &start) in starts.iter().enumerate() {
                 let end = starts.get(i + 1).copied().unwrap_or(len);
                 let mut file = File::open(&path).unwrap();
@@ -349,14 +408,15 @@ mod tests {
         text[150] = "{\"record_type\": \"measurement\"}".into();
         text[180] = "not json".into();
         std::fs::write(&path, text.join("\n") + "\n").unwrap();
-        let whole = read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0).unwrap_err();
+        let whole = read_part::<Record>(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0)
+            .unwrap_err();
         assert_eq!(whole.line, 151);
         // 20 KB: below the size that pays for threads, so the parts are forced here.
-        let parts = read_records_in(&path, "m", Detail::Full, 4).unwrap_err();
+        let parts = read_records_in::<Record>(&path, "m", Detail::Full, 4).unwrap_err();
         assert_eq!(parts.to_string(), whole.to_string());
         text[150] = line(150);
         std::fs::write(&path, text.join("\n") + "\n").unwrap();
-        let parts = read_records_in(&path, "m", Detail::Full, 4).unwrap_err();
+        let parts = read_records_in::<Record>(&path, "m", Detail::Full, 4).unwrap_err();
         assert_eq!((parts.line, parts.message.starts_with("not valid JSON")), (181, true), "{parts}");
     }
 }

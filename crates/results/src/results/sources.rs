@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::canonical::Conflict;
-pub use super::detail::{Detail, token_offsets_read_back};
+pub use super::detail::{Detail, FromRecord, token_offsets_read_back};
 use super::import;
 pub use super::kind::SourceKind;
 use super::parts::Parsed;
@@ -34,16 +34,17 @@ use crate::store::{self, InputError, TornTail, json_message};
 use ttft_model::input_file::{self, Limit, ReadError};
 use ttft_model::record::Record;
 
-/// One input, loaded.
+/// One input, loaded: what the reader keeps of each record (`FromRecord`: the records, or a
+/// verb's compact form of them) and the input's own metadata.
 #[derive(Clone, Debug)]
-pub struct Source {
+pub struct Source<T = Record> {
     pub path: PathBuf,
     pub kind: SourceKind,
     /// The metadata of every run that contributed, verbatim and typed: one run.json for a run dir,
     /// several for a canonical file, for an origin file `{format, metadata, model_id, server_env,
     /// quality_summary}`.
     pub run_meta: Vec<SourceMeta>,
-    pub records: Vec<Record>,
+    pub records: Vec<T>,
     /// Where each record's text lies in the file, when read `Detail::Located` (and the records are
     /// lean); None when the records are whole.
     pub texts: Option<Texts>,
@@ -52,9 +53,9 @@ pub struct Source {
     pub conflicts: Vec<Conflict>,
 }
 
-impl Source {
+impl<T> Source<T> {
     /// A source of whole records (converted, or made by hand).
-    pub fn whole(path: PathBuf, kind: SourceKind, run_meta: Vec<SourceMeta>, records: Vec<Record>) -> Source {
+    pub fn whole(path: PathBuf, kind: SourceKind, run_meta: Vec<SourceMeta>, records: Vec<T>) -> Source<T> {
         Source { path, kind, run_meta, records, texts: None, conflicts: Vec::new() }
     }
 
@@ -63,8 +64,8 @@ impl Source {
         path: &Path,
         kind: SourceKind,
         run_meta: Vec<SourceMeta>,
-        parsed: Parsed,
-    ) -> Result<Source, InputError> {
+        parsed: Parsed<T>,
+    ) -> Result<Source<T>, InputError> {
         let name = path.display().to_string();
         let texts = if parsed.spans.is_empty() {
             None
@@ -89,8 +90,11 @@ pub fn load_all(inputs: &[PathBuf]) -> Result<Vec<Source>, InputError> {
     load_all_with(inputs, Detail::Full)
 }
 
-/// `load_all`, keeping `detail` of each record.
-pub fn load_all_with(inputs: &[PathBuf], detail: Detail) -> Result<Vec<Source>, InputError> {
+/// `load_all`, keeping `detail` of each record (as `T`).
+pub fn load_all_with<T: FromRecord>(
+    inputs: &[PathBuf],
+    detail: Detail,
+) -> Result<Vec<Source<T>>, InputError> {
     inputs.iter().map(|path| load_with(path, detail)).collect()
 }
 
@@ -110,7 +114,7 @@ pub struct EmptyInput {
 
 /// Refuses inputs that hold no record (an empty run: killed before its first record, or the wrong
 /// directory) unless they are explicitly allowed, naming the first such input.
-pub fn require_records(sources: &[Source], allow_empty: bool) -> Result<(), EmptyInput> {
+pub fn require_records<T>(sources: &[Source<T>], allow_empty: bool) -> Result<(), EmptyInput> {
     match sources.iter().find(|s| s.records.is_empty()) {
         Some(empty) if !allow_empty => Err(EmptyInput { path: empty.path.clone() }),
         _ => Ok(()),
@@ -121,8 +125,8 @@ pub fn load(path: &Path) -> Result<Source, InputError> {
     load_with(path, Detail::Full)
 }
 
-/// `load`, keeping `detail` of each record.
-pub fn load_with(path: &Path, detail: Detail) -> Result<Source, InputError> {
+/// `load`, keeping `detail` of each record (as `T`).
+pub fn load_with<T: FromRecord>(path: &Path, detail: Detail) -> Result<Source<T>, InputError> {
     let name = path.display().to_string();
     if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
         // An AIPerf output directory (`artifacts/<run>/`) is read by the file inside it that
@@ -162,7 +166,12 @@ fn is_jsonl(path: &Path) -> bool {
 }
 
 /// `regular`: `path` is a regular file that can be opened again (not stdin or a pipe).
-fn read(mut reader: impl BufRead, path: &Path, detail: Detail, regular: bool) -> Result<Source, InputError> {
+fn read<T: FromRecord>(
+    mut reader: impl BufRead,
+    path: &Path,
+    detail: Detail,
+    regular: bool,
+) -> Result<Source<T>, InputError> {
     let name = path.display().to_string();
     let source = |kind, run_meta, records| Source::whole(path.to_path_buf(), kind, run_meta, records);
     // A file given by name that holds nothing is a mistake; a run directory's empty records file is
@@ -252,7 +261,7 @@ struct Sniff {
 
 /// A run directory. An empty (or blank) measurements.jsonl is a run killed before its first
 /// record: it loads with no records (callers decide whether that is acceptable).
-fn load_run_dir(path: &Path, detail: Detail) -> Result<Source, InputError> {
+fn load_run_dir<T: FromRecord>(path: &Path, detail: Detail) -> Result<Source<T>, InputError> {
     let jsonl = path.join(store::MEASUREMENTS_FILE);
     if !jsonl.exists() {
         return Err(InputError::new(

@@ -139,27 +139,27 @@ pub fn read_records_from(
 
 /// `read_records_from`, each line read by `parse`: `parse_record`, or a reading that keeps less of
 /// each record and fails exactly where `parse_record` fails.
-pub fn read_records_with(
+pub fn read_records_with<T>(
     reader: impl BufRead,
     file: &str,
     torn: TornTail,
-    parse: &mut dyn FnMut(&[u8]) -> Result<Record, LineError>,
-) -> Result<Vec<Record>, InputError> {
+    parse: &mut dyn FnMut(&[u8]) -> Result<T, LineError>,
+) -> Result<Vec<T>, InputError> {
     read_records_at(reader, file, torn, 0, &mut |text, _| parse(text))
 }
 
-/// Reads one record's text found at an offset of its file.
-pub type ParseAt<'a> = dyn FnMut(&[u8], u64) -> Result<Record, LineError> + 'a;
+/// Reads one record's text found at an offset of its file, into what the reader keeps of it.
+pub type ParseAt<'a, T = Record> = dyn FnMut(&[u8], u64) -> Result<T, LineError> + 'a;
 
 /// `read_records_with`, `parse` also given where each record's text starts: `start` is the
 /// reader's offset in its file.
-pub fn read_records_at(
+pub fn read_records_at<T>(
     mut reader: impl BufRead,
     file: &str,
     torn: TornTail,
     start: u64,
-    parse: &mut ParseAt,
-) -> Result<Vec<Record>, InputError> {
+    parse: &mut ParseAt<T>,
+) -> Result<Vec<T>, InputError> {
     let mut records = Vec::new();
     let mut line = Vec::new();
     let mut number = 0;
