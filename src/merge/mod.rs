@@ -8,7 +8,6 @@
 //! was measured (`settings`): exit 1 and nothing written, unless `--allow-conflicts`. Incomplete
 //! (missing or failed cells) with `--expect`: exit 1, file still written; `--allow-incomplete`: 0.
 
-pub mod digest;
 pub mod expect;
 pub(crate) mod settings;
 
@@ -18,10 +17,10 @@ use std::path::{Path, PathBuf};
 use crate::cli::MergeArgs;
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use digest::Digested;
 use ttft_model::record::{Record, SCHEMA_VERSION};
 use ttft_results::results::canonical::{self, CANONICAL_KIND, Canonical, SourceEntry};
 use ttft_results::results::combine;
+use ttft_results::results::digest::Kept;
 use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::{Detail, Source, SourceKind, load_all_with, require_records};
 use ttft_results::results::text::Text;
@@ -32,6 +31,10 @@ pub struct Merged<T = Record> {
     pub doc: Canonical<T>,
     pub texts: Vec<Option<Text>>,
 }
+
+/// What merge keeps of each record: a located one's digest (its slot, run, start and verdict; its
+/// text, beside it, is what merge writes), any other whole (`results::digest`).
+pub type Digested = Kept<()>;
 
 /// How merge reads its inputs: located where the texts can be read back (unix), whole elsewhere.
 const DETAIL: Detail = if cfg!(unix) { Detail::Located } else { Detail::Full };

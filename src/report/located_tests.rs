@@ -1,14 +1,14 @@
-//! report reads records lean and located, and each cell's token offsets back from its records'
-//! texts: every cell's statistics must be the ones whole records give, duplicates and ties among
-//! inputs included.
+//! report reads records located, keeping of each its digest and the values its statistics read
+//! (`sampled`), and each cell's token offsets back from its records' texts: every cell's
+//! statistics must be the ones whole records give, duplicates and ties among inputs included.
 
 use std::path::{Path, PathBuf};
 
 use super::*;
 use ttft_results::results::sources::{Detail, load_with};
 
-fn report(inputs: &[PathBuf], detail: Detail) -> serde_json::Value {
-    let sources: Vec<Source> = inputs.iter().map(|p| load_with(p, detail).unwrap()).collect();
+fn report<T: Sampled + FromRecord>(inputs: &[PathBuf], detail: Detail) -> serde_json::Value {
+    let sources: Vec<Source<T>> = inputs.iter().map(|p| load_with(p, detail).unwrap()).collect();
     let combined = combine::combine(sources).unwrap();
     serde_json::to_value(located_cells(&combined.records, &combined.texts).unwrap()).unwrap()
 }
@@ -36,8 +36,10 @@ fn located_records_give_the_statistics_whole_records_give() {
     cases.push(vec![root.join("results/reference/gpu-reference.json")]);
     let mut itl = 0;
     for inputs in cases {
-        let whole = report(&inputs, Detail::Full);
-        assert_eq!(report(&inputs, Detail::Located), whole, "{inputs:?}");
+        let whole = report::<Record>(&inputs, Detail::Full);
+        assert_eq!(report::<Record>(&inputs, Detail::Located), whole, "{inputs:?}");
+        // What `bench report` keeps: a digest and values of each located record.
+        assert_eq!(report::<ReportRecord>(&inputs, Detail::Located), whole, "{inputs:?}");
         itl += whole.as_array().unwrap().iter().map(|c| c["itl_ms"]["n"].as_u64().unwrap_or(0)).sum::<u64>();
     }
     assert!(itl > 1000, "the inputs carry token offsets ({itl} gaps)");

@@ -17,6 +17,7 @@ mod html;
 #[cfg(test)]
 mod located_tests;
 mod plot;
+mod sampled;
 mod table;
 
 pub use self::csv::{COLUMNS, to_csv};
@@ -30,11 +31,12 @@ use crate::cli::{ReportArgs, ReportFormat as Format};
 use crate::config::report::{Destination, ReportSettings};
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use ttft_model::record::{
-    self, CacheState, CellKey, GroupRecord, Measurement, Mode, Record, Scenario, StaggeredRecord,
-};
+use sampled::{Kind, ReportRecord, Sampled, Values, sample};
+use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
 use ttft_model::stats::{self, Ratio, Summary};
-use ttft_results::results::sources::{self, Detail, Source};
+use ttft_results::results::batch::Shape;
+use ttft_results::results::slotted::Slotted;
+use ttft_results::results::sources::{self, Detail, FromRecord, Source};
 use ttft_results::results::text::{self, Text};
 use ttft_results::results::{batch, combine};
 
@@ -152,24 +154,18 @@ pub(crate) struct CellSamples {
     pub b_wait: Vec<f64>,
 }
 
-/// A time or a rate that may enter statistics: finite and not negative (a negative duration is
-/// clock misuse, which verify reports; it is never averaged in).
-fn sample(v: Option<f64>) -> Option<f64> {
-    v.filter(|x| x.is_finite() && *x >= 0.0)
-}
-
 impl CellSamples {
-    /// Adds one record, at `index` of the records; `used`: it passed and is not part of a partial
-    /// batch; `located`: its token offsets are in its text, not in it.
-    fn add(&mut self, r: &Record, index: usize, used: bool, located: bool) {
-        if r.cell().scenario == Scenario::Load {
-            self.load_runs.insert(r.cell().run);
+    /// Adds one record of `cell`, at `index` of the records; `used`: it passed and is not part of
+    /// a partial batch.
+    fn add(&mut self, cell: &CellKey, v: &Values, index: usize, used: bool) {
+        if cell.scenario == Scenario::Load {
+            self.load_runs.insert(cell.run);
         }
-        match r {
-            Record::Measurement(m) if m.warmup => self.warmup += 1,
-            Record::Measurement(m) => {
+        match v.kind {
+            Kind::Warmup => self.warmup += 1,
+            Kind::Measurement => {
                 self.records += 1;
-                match m.cache_state_confirmed {
+                match v.cache_state_confirmed {
                     Some(true) => self.confirmed += 1,
                     Some(false) => self.unconfirmed += 1,
                     None => {}
@@ -178,39 +174,23 @@ impl CellSamples {
                     return;
                 }
                 self.quality_ok += 1;
-                let (ttft, e2e) = (sample(m.ttft_ms), sample(m.e2e_ms));
-                self.ttft.extend(ttft);
-                self.e2e.extend(e2e);
-                // Recomputed from the raw times; a time that may not enter statistics makes no rate.
-                let bad_time =
-                    (m.ttft_ms.is_some() && ttft.is_none()) || (m.e2e_ms.is_some() && e2e.is_none());
-                let decode = if bad_time {
-                    None
-                } else {
-                    record::decode_tps(m.output_tokens, ttft, e2e).or(m.decode_tps)
-                };
-                self.decode.extend(sample(decode));
-                if !bad_time {
-                    self.tpot.extend(sample(tpot_ms(m.output_tokens, ttft, e2e)));
-                    if located || m.token_offsets_ms.len() >= 2 {
-                        self.itl_records.push(index);
-                    }
+                self.ttft.extend(v.ttft_ms.get());
+                self.e2e.extend(v.e2e_ms.get());
+                self.decode.extend(v.decode_tps.get());
+                self.tpot.extend(v.tpot_ms.get());
+                if v.itl {
+                    self.itl_records.push(index);
                 }
-                let physics = m.physics.as_ref();
-                self.ceiling.extend(sample(physics.and_then(|p| p.decode_ceiling_tps)));
-                let prefill_ceiling = physics.and_then(|p| p.prefill_ceiling_tps).filter(|c| *c > 0.0);
-                let floor = ttft_results::physics::computed_prompt_tokens(m)
-                    .zip(prefill_ceiling)
-                    .map(|(tokens, tps)| tokens as f64 * 1000.0 / tps);
-                self.ttft_floor.extend(sample(floor));
+                self.ceiling.extend(v.decode_ceiling_tps.get());
+                self.ttft_floor.extend(v.ttft_floor_ms.get());
             }
-            Record::Group(g) if used => self.system_tps.extend(sample(g.system_tps)),
-            Record::Group(_) => {}
-            Record::Staggered(st) => {
+            Kind::Group if used => self.system_tps.extend(v.system_tps.get()),
+            Kind::Group => {}
+            Kind::Staggered => {
                 self.records += 1;
                 if used {
                     self.quality_ok += 1;
-                    self.b_wait.extend(sample(st.user_b_ttft_from_wall_start_ms));
+                    self.b_wait.extend(v.user_b_wait_ms.get());
                 }
             }
         }
@@ -221,16 +201,15 @@ impl CellSamples {
 /// consecutive streamed tokens that may enter statistics, in no particular order (statistics sort
 /// them). A record read located (`texts[i]`) has its offsets read back from its text; the cell's
 /// texts are read in the order they lie in their files, neighbours together (`text::read_each`).
-fn itl(records: &[Record], texts: &[Option<Text>], itl_records: &[usize]) -> io::Result<Vec<f64>> {
+fn itl<T: Sampled>(records: &[T], texts: &[Option<Text>], itl_records: &[usize]) -> io::Result<Vec<f64>> {
     let mut gaps = Vec::new();
     let mut pool =
         |offsets: &[f64]| gaps.extend(offsets.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
     let mut located = Vec::new();
     for &i in itl_records {
-        match (records.get(i), texts.get(i)) {
-            (Some(Record::Measurement(_)), Some(Some(text))) => located.push(text),
-            (Some(Record::Measurement(m)), _) => pool(&m.token_offsets_ms),
-            _ => {}
+        match texts.get(i) {
+            Some(Some(text)) => located.push(text),
+            _ => pool(records.get(i).map_or(&[][..], T::token_offsets_ms)),
         }
     }
     let mut offsets = Vec::new();
@@ -242,23 +221,16 @@ fn itl(records: &[Record], texts: &[Option<Text>], itl_records: &[usize]) -> io:
     Ok(gaps)
 }
 
-/// Time per output token after the first: (e2e - ttft) / (output_tokens - 1), ms; None with
-/// fewer than two tokens or a decode time that is not positive.
-fn tpot_ms(output_tokens: Option<u64>, ttft_ms: Option<f64>, e2e_ms: Option<f64>) -> Option<f64> {
-    let (out, ttft, e2e) = (output_tokens?, ttft_ms?, e2e_ms?);
-    (out >= 2 && e2e > ttft).then(|| (e2e - ttft) / (out - 1) as f64)
-}
-
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
 impl CellId {
-    /// Whether `r` (any run) is in this cell.
-    fn holds(&self, r: &Record) -> bool {
-        let (concurrency, rate) = load_level(r);
+    /// Whether a record of `cell` (any run) with `v` is in this cell.
+    fn holds(&self, cell: &CellKey, v: &Values) -> bool {
+        let (concurrency, rate) = (v.concurrency, v.offered_rate_per_s.get().map(RatePerS));
         let CellKey { model, scenario, cache_state, mode, context_tokens, dataset_row, batch_size, run: _ } =
-            r.cell();
+            cell;
         self.model == *model
             && self.batch_size == *batch_size
             && self.scenario == *scenario
@@ -314,10 +286,11 @@ impl CellId {
         }
     }
 
-    /// The report's cell of a record: its key's, at the load level it was sent at.
-    pub(crate) fn of_record(r: &Record) -> CellId {
-        let (concurrency, offered_rate_per_s) = load_level(r);
-        CellId { concurrency, offered_rate_per_s, ..CellId::of(r.cell()) }
+    /// The report's cell of a record of `cell` with `v`: its key's, at the load level it was sent
+    /// at.
+    fn of_record(cell: &CellKey, v: &Values) -> CellId {
+        let offered_rate_per_s = v.offered_rate_per_s.get().map(RatePerS);
+        CellId { concurrency: v.concurrency, offered_rate_per_s, ..CellId::of(cell) }
     }
 
     /// The load level in words: "4 users", "1 user", "2.5/s"; None outside `bench load`.
@@ -336,57 +309,42 @@ impl CellId {
     }
 }
 
-/// The load level a record was sent at: a closed loop's users, or an open loop's offered rate.
-fn load_level(r: &Record) -> (Option<u32>, Option<RatePerS>) {
-    match r {
-        Record::Measurement(m) if m.cell.scenario == Scenario::Load => {
-            (m.concurrency, m.concurrency.is_none().then_some(m.offered_rate_per_s).flatten().map(RatePerS))
-        }
-        _ => (None, None),
-    }
-}
-
 /// Addresses of the records (members and group records) of partial batches: a batch is one unit,
 /// and a partial one (a sweep killed mid-batch) is not a measurement of its cell.
-fn in_partial_batches(records: &[Record]) -> HashSet<usize> {
+fn in_partial_batches<T: Slotted>(records: &[T]) -> HashSet<usize> {
     let mut out = HashSet::new();
-    for b in batch::batches(records).iter().filter(|b| !b.is_complete()) {
-        out.extend(b.members.iter().map(|m| std::ptr::from_ref::<Measurement>(m) as usize));
-        out.extend(b.group.map(|g| std::ptr::from_ref::<GroupRecord>(g) as usize));
+    for b in batch::batch_records(records) {
+        if !Shape::of(b[0].cell().batch_size, b.iter().copied()).is_complete() {
+            out.extend(b.iter().map(|&r| std::ptr::from_ref::<T>(r) as usize));
+        }
     }
     out
 }
 
-fn address(r: &Record) -> usize {
-    match r {
-        Record::Measurement(m) => std::ptr::from_ref::<Measurement>(m) as usize,
-        Record::Group(g) => std::ptr::from_ref::<GroupRecord>(g) as usize,
-        Record::Staggered(s) => std::ptr::from_ref::<StaggeredRecord>(s) as usize,
-    }
-}
-
 /// How many partial batches `cells` leaves out.
-pub fn partial_batches(records: &[Record]) -> usize {
-    batch::batches(records).iter().filter(|b| !b.is_complete()).count()
+pub fn partial_batches<T: Slotted>(records: &[T]) -> usize {
+    let complete = |b: &Vec<&T>| Shape::of(b[0].cell().batch_size, b.iter().copied()).is_complete();
+    batch::batch_records(records).iter().filter(|b| !complete(b)).count()
 }
 
 /// The raw samples of every cell (runs pooled), sorted like `cells`.
-pub(crate) fn samples(records: &[Record], texts: &[Option<Text>]) -> BTreeMap<CellId, CellSamples> {
+pub(crate) fn samples<T: Sampled>(records: &[T], texts: &[Option<Text>]) -> BTreeMap<CellId, CellSamples> {
     let partial = in_partial_batches(records);
     let mut by_cell: BTreeMap<CellId, CellSamples> = BTreeMap::new();
     // Records come sorted by cell, runs next to each other: the previous record's cell is
     // nearly always this one's, so a cell's id is built once, not once per record.
     let mut last: Option<CellId> = None;
     for (index, r) in records.iter().enumerate() {
-        let used = r.is_good() && !partial.contains(&address(r));
+        let used = r.is_good() && !partial.contains(&(std::ptr::from_ref::<T>(r) as usize));
         let located = texts.get(index).is_some_and(Option::is_some);
+        let values = r.values(located);
         let id = match last.take() {
-            Some(id) if id.holds(r) => id,
-            _ => CellId::of_record(r),
+            Some(id) if id.holds(r.cell(), &values) => id,
+            _ => CellId::of_record(r.cell(), &values),
         };
         match by_cell.get_mut(&id) {
-            Some(samples) => samples.add(r, index, used, located),
-            None => by_cell.entry(id.clone()).or_default().add(r, index, used, located),
+            Some(samples) => samples.add(r.cell(), &values, index, used),
+            None => by_cell.entry(id.clone()).or_default().add(r.cell(), &values, index, used),
         }
         last = Some(id);
     }
@@ -403,8 +361,18 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
 /// `cells` of records read located (`texts[i]` for `records[i]`, None where a record is held
 /// whole): their token offsets are read back from the texts, one cell at a time. Fails where a
 /// text cannot be read back as it was read (the file changed since).
-pub fn located_cells(records: &[Record], texts: &[Option<Text>]) -> io::Result<Vec<CellStats>> {
-    let by_cell = samples(records, texts);
+pub(crate) fn located_cells<T: Sampled>(records: &[T], texts: &[Option<Text>]) -> io::Result<Vec<CellStats>> {
+    statistics(&samples(records, texts), records, texts)
+}
+
+/// Every cell's statistics of its samples (`samples` of `records` and `texts`). Each cell's
+/// inter-token gaps are pooled when its statistics are computed: read back from the texts, or
+/// taken from `records` where a record is held whole (`records` may be empty where none is).
+fn statistics<T: Sampled>(
+    by_cell: &BTreeMap<CellId, CellSamples>,
+    records: &[T],
+    texts: &[Option<Text>],
+) -> io::Result<Vec<CellStats>> {
     let cold_twin = |id: &CellId| {
         let scenario = match id.scenario {
             Scenario::Warm | Scenario::Hot => Scenario::Cold,
@@ -464,7 +432,7 @@ pub(crate) const QUANTILE_METHOD: &str = "linear interpolation (type 7)";
 /// or with different settings must not read as one measurement.
 /// A note per run that did not finish (interrupted, or killed with kill -9 and read as such), so
 /// its numbers are not taken for a whole run's.
-fn unfinished_runs(sources: &[Source]) -> Vec<String> {
+fn unfinished_runs<T>(sources: &[Source<T>]) -> Vec<String> {
     let mut notes = Vec::new();
     for source in sources {
         for meta in &source.run_meta {
@@ -487,8 +455,8 @@ fn unfinished_runs(sources: &[Source]) -> Vec<String> {
     notes
 }
 
-fn pooled_note(sources: &[Source]) {
-    let mut ordered: Vec<&Source> = sources.iter().collect();
+fn pooled_note<T: Slotted>(sources: &[Source<T>]) {
+    let mut ordered: Vec<&Source<T>> = sources.iter().collect();
     ordered.sort_by_key(|s| s.path.display().to_string());
     let runs = crate::merge::settings::pooled(&ordered);
     if runs.len() > 1 {
@@ -499,19 +467,19 @@ fn pooled_note(sources: &[Source]) {
     }
 }
 
-pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
-    // Refused before anything is read, so nothing half-done (a page for a browser is a file).
-    let settings = ReportSettings::from_args(args)?;
-    // Lean records, located: a slot's candidates tie-break on their texts as whole records would,
-    // and each cell's token offsets (ITL) are read back from its records' texts when its
-    // statistics are computed, so no more than one cell's are ever held.
+/// The inputs, read located: a slot's candidates tie-break on their texts as whole records would,
+/// and each cell's token offsets (ITL) are read back from its records' texts when its statistics
+/// are computed, so no more than one cell's are ever held. A note on stderr where runs are pooled.
+fn load<T: FromRecord + Slotted>(args: &ReportArgs) -> anyhow::Result<Vec<Source<T>>> {
     let sources = sources::load_all_with(&args.inputs, Detail::Located).map_err(Failure::from)?;
     sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     pooled_note(&sources);
-    let context = match settings.format {
-        Format::Html => html::Context::gather(&sources),
-        _ => html::Context::default(),
-    };
+    Ok(sources)
+}
+
+/// Every cell's statistics of `sources`, combined with merge's rules, and the notes said of them
+/// on stderr (records set aside or left out, runs unfinished).
+fn summarise<T: Sampled>(sources: Vec<Source<T>>) -> anyhow::Result<(Vec<CellStats>, Vec<String>)> {
     let mut notes = unfinished_runs(&sources);
     let combined = combine::combine(sources)?;
     let set_aside: usize = combined.provenance.replaced.iter().map(|r| r.beat).sum();
@@ -524,7 +492,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
             "{partial} partial batch(es) left out of the statistics (members or group record missing: a sweep stopped mid-batch; `bench verify` names them)"
         ));
     }
-    let warmup = combined.records.iter().filter(|r| matches!(r, Record::Measurement(m) if m.warmup)).count();
+    let warmup = combined.records.iter().filter(|r| r.is_warmup()).count();
     if warmup > 0 {
         notes.push(format!(
             "{warmup} warm-up record(s) of closed-loop levels left out of the statistics (sent while each level's users all started at once; `warmup_records` per level)"
@@ -535,14 +503,46 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     }
     // What other tools' files cannot tell (docs/import.md), once per kind of import.
     let mut imported = BTreeMap::<&str, usize>::new();
-    for reason in combined.records.iter().filter_map(ttft_results::results::import::imported_reason) {
+    for reason in combined.records.iter().filter_map(Sampled::imported_reason) {
         *imported.entry(reason).or_default() += 1;
     }
     for (reason, n) in imported {
         eprintln!("note: {n} record(s) {reason}");
     }
-    let cells = located_cells(&combined.records, &combined.texts)?;
-    sources::release(combined);
+    let by_cell = samples(&combined.records, &combined.texts);
+    let combine::Combined { records, texts, .. } = combined;
+    // Where every record whose gaps enter ITL is read back from its text, the records are let go
+    // before the statistics (a million of them, even as digests, are 200 MB).
+    let held_whole = by_cell.values().flat_map(|s| &s.itl_records).any(|&i| texts[i].is_none());
+    let records = if held_whole {
+        records
+    } else {
+        sources::release_each(records);
+        Vec::new()
+    };
+    let cells = statistics(&by_cell, &records, &texts)?;
+    sources::release((records, texts, by_cell));
+    Ok((cells, notes))
+}
+
+pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
+    // Refused before anything is read, so nothing half-done (a page for a browser is a file).
+    let settings = ReportSettings::from_args(args)?;
+    let (cells, notes, context) = match settings.format {
+        // The page shows verify's findings too, which read the (lean) records themselves.
+        Format::Html => {
+            let sources: Vec<Source> = load(args)?;
+            let context = html::Context::gather(&sources);
+            let (cells, notes) = summarise(sources)?;
+            (cells, notes, context)
+        }
+        // Of each record only its digest and what the statistics read of it (`sampled`).
+        _ => {
+            let sources: Vec<Source<ReportRecord>> = load(args)?;
+            let (cells, notes) = summarise(sources)?;
+            (cells, notes, html::Context::default())
+        }
+    };
     let out = match settings.format {
         Format::Table => table::render(&cells, output::TableStyle::Terminal),
         Format::Markdown => table::render(&cells, output::TableStyle::Markdown),

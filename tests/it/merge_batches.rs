@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use ttft_bench::merge;
-use ttft_bench::merge::digest::Digested;
+use ttft_bench::merge::Digested;
 use ttft_model::record::{
     CacheState, CellKey, GroupRecord, Measurement, Mode, QualityFlag, Record, SCHEMA_VERSION, Scenario,
 };

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use ttft_bench::merge;
-use ttft_bench::merge::digest::Digested;
+use ttft_bench::merge::Digested;
 use ttft_bench::meta::{RunMeta, ServerInfo};
 use ttft_model::record::{CellKey, Measurement, Record, SCHEMA_VERSION};
 use ttft_results::results::canonical;

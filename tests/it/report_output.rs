@@ -407,3 +407,32 @@ fn partial_batches_are_left_out_of_statistics_and_counted_on_stderr() {
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(stderr.contains("1 partial batch"), "{stderr}");
 }
+
+/// report keeps a digest of each record read located and its values (`report::sampled`), and a
+/// record it cannot locate whole: a canonical file pretty-printed (each record over many lines)
+/// is read whole, and must give the statistics its one-line twin gives, ITL from each record's own
+/// token offsets included.
+#[test]
+fn records_held_whole_give_the_statistics_located_ones_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_dir(dir.path());
+    let canonical = dir.path().join("c.json");
+    Command::cargo_bin("bench").unwrap().arg("merge").arg(&run).arg("-o").arg(&canonical).assert().code(0);
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&canonical).unwrap()).unwrap();
+    let pretty = dir.path().join("pretty.json");
+    std::fs::write(&pretty, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    let json = |input: &Path| {
+        let out = Command::cargo_bin("bench")
+            .unwrap()
+            .args(["report", "--format", "json"])
+            .arg(input)
+            .assert()
+            .code(0);
+        serde_json::from_slice::<serde_json::Value>(&out.get_output().stdout).unwrap()
+    };
+    let (located, whole) = (json(&run), json(&pretty));
+    assert_eq!(whole, located);
+    let itl: u64 =
+        whole["cells"].as_array().unwrap().iter().map(|c| c["itl_ms"]["n"].as_u64().unwrap_or(0)).sum();
+    assert!(itl > 0, "the records' token offsets enter ITL: {whole}");
+}

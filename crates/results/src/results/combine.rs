@@ -42,20 +42,12 @@ enum Slot<'a> {
     Batch(&'a CellKey),
 }
 
-/// A record on its way through: where it came from, and its text when located.
-struct Entry<T> {
-    /// Index into the sources' paths.
-    source: usize,
-    text: Option<Text>,
-    record: T,
-}
-
 /// One candidate for a slot: a single record, or a whole batch from one source and run; its
-/// entries stay where they lie among all (`combine`), borrowed.
+/// records stay where they lie among all (`combine`), borrowed.
 struct Bundle<'a, T> {
     /// Index into the sources' paths.
     source: usize,
-    /// Where its entries lie among all.
+    /// Where its records lie among all.
     at: usize,
     /// What a partial batch lacks ("group record missing"); empty when complete (and for singles).
     gaps: Vec<String>,
@@ -63,37 +55,37 @@ struct Bundle<'a, T> {
     /// The records' texts end to end (serialized, or as read): they break ties and tell identical
     /// copies apart, and every loser's reason compares them.
     content: String,
-    entries: &'a [Entry<T>],
+    records: &'a [T],
 }
 
 impl<'a, T: Slotted> Bundle<'a, T> {
-    /// The candidate of `entries` (at `at` among all), already in `record_order`.
-    fn new(entries: &'a [Entry<T>], at: usize) -> io::Result<Bundle<'a, T>> {
-        let source = entries.first().map_or(0, |e| e.source);
+    /// The candidate of `records` with their `texts`, at `at` among all, from `source`; already in
+    /// `record_order`.
+    fn new(records: &'a [T], texts: &[Option<Text>], at: usize, source: usize) -> io::Result<Bundle<'a, T>> {
         let mut content = Vec::new();
-        for e in entries {
-            match &e.text {
+        for (record, text) in records.iter().zip(texts) {
+            match text {
                 Some(text) => text.append_to(&mut content)?,
-                None => e.record.write_json(&mut content)?,
+                None => record.write_json(&mut content)?,
             }
         }
         let content = String::from_utf8(content).map_err(io::Error::other)?;
         Ok(Bundle {
             source,
             at,
-            gaps: partial_batch_gaps(entries),
-            good: entries.iter().all(|e| e.record.is_good()),
+            gaps: partial_batch_gaps(records),
+            good: records.iter().all(T::is_good),
             content,
-            entries,
+            records,
         })
     }
 
     fn run_id(&self) -> &str {
-        self.entries.first().map_or("", |e| e.record.run_id())
+        self.records.first().map_or("", T::run_id)
     }
 
     fn started_at(&self) -> &str {
-        self.entries.iter().map(|e| e.record.started_at()).max().unwrap_or_default()
+        self.records.iter().map(T::started_at).max().unwrap_or_default()
     }
 
     fn content(&self) -> &str {
@@ -217,13 +209,13 @@ fn order_rank<T: Slotted>(models: &Models, r: &T) -> (u8, CellRank, u32) {
 /// Where a record goes, as numbers: its slot (singles before batches; then type, cell and request
 /// index, or the batch's cell: `Slot`'s order), then within the slot its source. Records of a
 /// batch slot are also told apart by the run and group that make one batch (`batch_of`).
-type Place = ((bool, u8, CellRank, u32), usize);
+type Place = ((bool, u8, CellRank, u32), u32);
 
-fn place<T: Slotted>(models: &Models, e: &Entry<T>) -> Place {
-    let cell = models.rank(e.record.cell());
-    match slot_of(&e.record).0 {
-        Slot::Single { request_index, .. } => ((false, e.record.type_rank(), cell, request_index), e.source),
-        Slot::Batch(_) => ((true, 0, cell, 0), e.source),
+fn place<T: Slotted>(models: &Models, record: &T, source: u32) -> Place {
+    let cell = models.rank(record.cell());
+    match slot_of(record).0 {
+        Slot::Single { request_index, .. } => ((false, record.type_rank(), cell, request_index), source),
+        Slot::Batch(_) => ((true, 0, cell, 0), source),
     }
 }
 
@@ -261,12 +253,10 @@ fn reorder<T>(items: &mut [T], order: &[usize]) {
     }
 }
 
-/// `items` sorted by `key`, ties in their order.
-fn sort_by<T, K: Ord>(items: &mut [T], key: impl Fn(&T) -> K) {
+/// The order that sorts `items` by `key`, ties in their order (`order_by`).
+fn sorted_order<'a, T, K: Ord>(items: &'a [T], key: impl Fn(&'a T) -> K) -> Vec<usize> {
     let keys: Vec<K> = items.iter().map(key).collect();
-    let order = order_by(&keys, |_, _| Ordering::Equal);
-    drop(keys);
-    reorder(items, &order);
+    order_by(&keys, |_, _| Ordering::Equal)
 }
 
 /// One record per slot from `sources` (consumed: records are moved, never copied). Fails only
@@ -274,43 +264,60 @@ fn sort_by<T, K: Ord>(items: &mut [T], key: impl Fn(&T) -> K) {
 ///
 /// The records are put in order of `place`, so each slot's candidates, and each batch's records,
 /// lie side by side; a slot with one candidate (the usual case) is kept as it is, without
-/// building and ranking bundles.
+/// building and ranking bundles. Records, texts and sources are three vectors moved in step, in
+/// place: the first source's records are taken as they are, and no vector of records is made
+/// beside them (a million compact records would be held twice).
 pub fn combine<T: Slotted>(mut sources: Vec<Source<T>>) -> io::Result<Combined<T>> {
     sources.sort_by_key(|s| s.path.display().to_string());
     let paths: Vec<String> = sources.iter().map(|s| s.path.display().to_string()).collect();
     let models = Models::of(sources.iter().flat_map(|s| &s.records));
-    let mut all: Vec<Entry<T>> = Vec::with_capacity(sources.iter().map(|s| s.records.len()).sum());
+    let total = sources.iter().map(|s| s.records.len()).sum();
+    let mut records: Vec<T> = Vec::new();
+    let mut texts: Vec<Option<Text>> = Vec::with_capacity(total);
+    let mut from: Vec<u32> = Vec::with_capacity(total);
     for (source, s) in sources.into_iter().enumerate() {
-        let mut texts = s.texts.iter().flat_map(|t| t.each());
-        all.extend(s.records.into_iter().map(|record| Entry { source, text: texts.next(), record }));
+        let n = s.records.len();
+        match &s.texts {
+            Some(located) => texts.extend(located.each().map(Some)),
+            None => texts.extend(std::iter::repeat_with(|| None).take(n)),
+        }
+        from.extend(std::iter::repeat_n(source as u32, n));
+        if records.is_empty() {
+            records = s.records;
+            records.reserve_exact(total - n);
+        } else {
+            records.extend(s.records);
+        }
     }
     // Sorted by place: by its numbers, then (records of batches) by run and group.
-    let mut places: Vec<Place> = all.iter().map(|e| place(&models, e)).collect();
-    let order = order_by(&places, |a, b| batch_of(&all[a].record).cmp(&batch_of(&all[b].record)));
-    reorder(&mut all, &order);
+    let mut places: Vec<Place> = records.iter().zip(&from).map(|(r, &s)| place(&models, r, s)).collect();
+    let order = order_by(&places, |a, b| batch_of(&records[a]).cmp(&batch_of(&records[b])));
+    reorder(&mut records, &order);
+    reorder(&mut texts, &order);
+    reorder(&mut from, &order);
     reorder(&mut places, &order);
     drop(order);
     // Each slot: its candidates' sizes (a single record, or one batch of one source and run), and
     // its label where there is more than one candidate.
     let same_batch =
-        |a: usize, b: usize| places[a] == places[b] && batch_of(&all[a].record) == batch_of(&all[b].record);
+        |a: usize, b: usize| places[a] == places[b] && batch_of(&records[a]) == batch_of(&records[b]);
     let mut slots: Vec<(Vec<usize>, String)> = Vec::new();
     let mut i = 0;
-    while i < all.len() {
+    while i < records.len() {
         let slot = places[i].0;
         let mut sizes = Vec::new();
         let mut j = i;
-        while j < all.len() && places[j].0 == slot {
+        while j < records.len() && places[j].0 == slot {
             let mut end = j + 1;
             if slot.0 {
-                while end < all.len() && same_batch(end, j) {
+                while end < records.len() && same_batch(end, j) {
                     end += 1;
                 }
             }
             sizes.push(end - j);
             j = end;
         }
-        let label = if sizes.len() > 1 { label(&slot_of(&all[i].record).0) } else { String::new() };
+        let label = if sizes.len() > 1 { label(&slot_of(&records[i]).0) } else { String::new() };
         slots.push((sizes, label));
         i = j;
     }
@@ -318,25 +325,31 @@ pub fn combine<T: Slotted>(mut sources: Vec<Source<T>>) -> io::Result<Combined<T
     let mut kept_by_source = vec![0usize; paths.len()];
     let mut decided_by_content = false;
     let mut provenance = Provenance::default();
-    // Whether each entry is kept: every entry of a slot with one candidate, the winner's of any
-    // other. The losers are let go in place, so the kept entries need no second vector.
-    let mut keep = vec![true; all.len()];
+    // Whether each record is kept: every record of a slot with one candidate, the winner's of any
+    // other. The losers are let go in place, so the kept records need no second vector.
+    let mut keep = vec![true; records.len()];
     let mut at = 0;
     for (sizes, label) in slots {
         if let [size] = sizes[..] {
-            kept_by_source[all[at].source] += size;
+            kept_by_source[from[at] as usize] += size;
             at += size;
             continue;
         }
         let mut starts = Vec::with_capacity(sizes.len());
         for size in sizes {
-            all[at..at + size].sort_by(|a, b| record_order(&a.record).cmp(&record_order(&b.record)));
+            let range = at..at + size;
+            let order = sorted_order(&records[range.clone()], record_order);
+            reorder(&mut records[range.clone()], &order);
+            reorder(&mut texts[range], &order);
             starts.push((at, size));
             at += size;
         }
         let mut candidates: Vec<Bundle<T>> = starts
             .iter()
-            .map(|&(start, size)| Bundle::new(&all[start..start + size], start))
+            .map(|&(start, size)| {
+                let range = start..start + size;
+                Bundle::new(&records[range.clone()], &texts[range], start, from[start] as usize)
+            })
             .collect::<io::Result<_>>()?;
         candidates.sort_by(|a, b| prefer(&paths, a, b));
         decided_by_content |= content_decides(&candidates);
@@ -344,11 +357,11 @@ pub fn combine<T: Slotted>(mut sources: Vec<Source<T>>) -> io::Result<Combined<T
         let Some(winner) = candidates.next() else { continue };
         let losers: Vec<Loser> = candidates
             .map(|l| {
-                keep[l.at..l.at + l.entries.len()].fill(false);
+                keep[l.at..l.at + l.records.len()].fill(false);
                 Loser { candidate: l.candidate(&paths), reason: reason(&winner, &l) }
             })
             .collect();
-        kept_by_source[winner.source] += winner.entries.len();
+        kept_by_source[winner.source] += winner.records.len();
         provenance.replaced.push(Replacement {
             slot: label,
             kept: winner.candidate(&paths),
@@ -356,23 +369,26 @@ pub fn combine<T: Slotted>(mut sources: Vec<Source<T>>) -> io::Result<Combined<T
             losers,
         });
     }
-    let mut keeps = keep.into_iter();
-    all.retain(|_| keeps.next().unwrap_or(true));
+    drop(from);
+    let mut keeps = keep.iter();
+    records.retain(|_| keeps.next().copied().unwrap_or(true));
+    let mut keeps = keep.iter();
+    texts.retain(|_| keeps.next().copied().unwrap_or(true));
+    drop(keep);
     // The same path given twice is one source in the account.
     for (path, n) in paths.into_iter().zip(kept_by_source).filter(|(_, n)| *n > 0) {
         *provenance.kept_by_source.entry(path).or_default() += n;
     }
-    sort_by(&mut all, |e| order_rank(&models, &e.record));
-    // The texts taken out first, so the records are collected in the entries' own place.
-    let texts = all.iter_mut().map(|e| e.text.take()).collect();
-    let records = all.into_iter().map(|e| e.record).collect();
+    let order = sorted_order(&records, |r| order_rank(&models, r));
+    reorder(&mut records, &order);
+    reorder(&mut texts, &order);
     Ok(Combined { records, texts, provenance, decided_by_content })
 }
 
 /// What keeps the batch among `records` from being whole (empty for a complete batch and for
 /// records outside batches).
-fn partial_batch_gaps<T: Slotted>(entries: &[Entry<T>]) -> Vec<String> {
-    let found = batch_records(entries.iter().map(|e| &e.record));
+fn partial_batch_gaps<T: Slotted>(records: &[T]) -> Vec<String> {
+    let found = batch_records(records);
     match found.as_slice() {
         [] => Vec::new(),
         [one] => Shape::of(one[0].cell().batch_size, one.iter().copied()).gaps(),

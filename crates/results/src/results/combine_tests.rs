@@ -87,7 +87,8 @@ fn ranks_order_as_the_records_do() {
     let mut by_key = records.clone();
     by_key.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
     let mut sorted = records;
-    sort_by(&mut sorted, |r| order_rank(&models, r));
+    let order = sorted_order(&sorted, |r| order_rank(&models, r));
+    reorder(&mut sorted, &order);
     assert_eq!(sorted, by_key, "the same order, ties kept");
 }
 

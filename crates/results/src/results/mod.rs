@@ -9,6 +9,7 @@ pub mod batch;
 pub mod canonical;
 pub mod combine;
 mod detail;
+pub mod digest;
 mod document;
 pub mod import;
 mod kind;

@@ -1,0 +1,211 @@
+//! What report's statistics read of each record (`Values`): its samples, each as it enters
+//! statistics, taken as a located record is read, so report keeps them beside the record's digest
+//! instead of the record (`results::digest`); and the view `samples` reads of a record either way
+//! (`Sampled`): a record held whole gives the same values, computed from it.
+
+use std::borrow::Cow;
+
+use ttft_model::record::{self, Record, Scenario};
+use ttft_results::results::digest::{Extract, Kept};
+use ttft_results::results::import::imported_reason;
+use ttft_results::results::slotted::Slotted;
+
+/// An optional sample in 8 bytes: a record's times and rates come from JSON, which holds no NaN,
+/// so NaN stands for "none".
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sample(f64);
+
+impl Sample {
+    fn of(v: Option<f64>) -> Sample {
+        Sample(v.unwrap_or(f64::NAN))
+    }
+
+    pub(crate) fn get(self) -> Option<f64> {
+        (!self.0.is_nan()).then_some(self.0)
+    }
+}
+
+impl Default for Sample {
+    fn default() -> Sample {
+        Sample(f64::NAN)
+    }
+}
+
+/// A time or a rate that may enter statistics: finite and not negative (a negative duration is
+/// clock misuse, which verify reports; it is never averaged in).
+pub(crate) fn sample(v: Option<f64>) -> Option<f64> {
+    v.filter(|x| x.is_finite() && *x >= 0.0)
+}
+
+/// Which of a cell's counts and samples a record feeds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Kind {
+    #[default]
+    Measurement,
+    /// A closed loop's warm-up request: counted, never sampled.
+    Warmup,
+    Group,
+    Staggered,
+}
+
+/// What report's statistics read of one record, each sample already as it enters statistics
+/// (`sample`; none where it may not).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Values {
+    pub kind: Kind,
+    pub cache_state_confirmed: Option<bool>,
+    pub ttft_ms: Sample,
+    pub e2e_ms: Sample,
+    /// Recomputed from the raw times; a time that may not enter statistics makes no rate.
+    pub decode_tps: Sample,
+    pub tpot_ms: Sample,
+    /// Its inter-token gaps enter ITL: its times may enter statistics and its offsets are there
+    /// (read back from its text, or two or more held).
+    pub itl: bool,
+    pub decode_ceiling_tps: Sample,
+    pub ttft_floor_ms: Sample,
+    pub system_tps: Sample,
+    pub user_b_wait_ms: Sample,
+    /// The load level it was sent at (`bench load`): a closed loop's users, or an open loop's rate.
+    pub concurrency: Option<u32>,
+    pub offered_rate_per_s: Sample,
+    /// What its importer could not tell (`import::imported_reason`).
+    pub imported: Option<Box<str>>,
+}
+
+impl Values {
+    /// `r`'s values; `located`: its token offsets are in its text (read back), not in it.
+    pub(crate) fn of(r: &Record, located: bool) -> Values {
+        match r {
+            Record::Measurement(m) => {
+                let (ttft, e2e) = (sample(m.ttft_ms), sample(m.e2e_ms));
+                let bad_time =
+                    (m.ttft_ms.is_some() && ttft.is_none()) || (m.e2e_ms.is_some() && e2e.is_none());
+                let (decode, tpot) = if bad_time {
+                    (None, None)
+                } else {
+                    (
+                        record::decode_tps(m.output_tokens, ttft, e2e).or(m.decode_tps),
+                        tpot_ms(m.output_tokens, ttft, e2e),
+                    )
+                };
+                let physics = m.physics.as_ref();
+                let prefill_ceiling = physics.and_then(|p| p.prefill_ceiling_tps).filter(|c| *c > 0.0);
+                let floor = ttft_results::physics::computed_prompt_tokens(m)
+                    .zip(prefill_ceiling)
+                    .map(|(tokens, tps)| tokens as f64 * 1000.0 / tps);
+                let (concurrency, offered_rate_per_s) = match m.cell.scenario {
+                    Scenario::Load => {
+                        (m.concurrency, m.concurrency.is_none().then_some(m.offered_rate_per_s).flatten())
+                    }
+                    _ => (None, None),
+                };
+                Values {
+                    kind: if m.warmup { Kind::Warmup } else { Kind::Measurement },
+                    cache_state_confirmed: m.cache_state_confirmed,
+                    ttft_ms: Sample::of(ttft),
+                    e2e_ms: Sample::of(e2e),
+                    decode_tps: Sample::of(sample(decode)),
+                    tpot_ms: Sample::of(sample(tpot)),
+                    itl: !bad_time && (located || m.token_offsets_ms.len() >= 2),
+                    decode_ceiling_tps: Sample::of(sample(physics.and_then(|p| p.decode_ceiling_tps))),
+                    ttft_floor_ms: Sample::of(sample(floor)),
+                    concurrency,
+                    offered_rate_per_s: Sample::of(offered_rate_per_s),
+                    imported: imported_reason(r).map(Box::from),
+                    ..Values::default()
+                }
+            }
+            Record::Group(g) => Values {
+                kind: Kind::Group,
+                system_tps: Sample::of(sample(g.system_tps)),
+                ..Values::default()
+            },
+            Record::Staggered(s) => Values {
+                kind: Kind::Staggered,
+                user_b_wait_ms: Sample::of(sample(s.user_b_ttft_from_wall_start_ms)),
+                ..Values::default()
+            },
+        }
+    }
+}
+
+/// Time per output token after the first: (e2e - ttft) / (output_tokens - 1), ms; None with
+/// fewer than two tokens or a decode time that is not positive.
+fn tpot_ms(output_tokens: Option<u64>, ttft_ms: Option<f64>, e2e_ms: Option<f64>) -> Option<f64> {
+    let (out, ttft, e2e) = (output_tokens?, ttft_ms?, e2e_ms?);
+    (out >= 2 && e2e > ttft).then(|| (e2e - ttft) / (out - 1) as f64)
+}
+
+/// Taken from a record read located: its offsets are read back from its text.
+impl Extract for Values {
+    fn extract(record: &Record) -> Values {
+        Values::of(record, true)
+    }
+}
+
+/// What report keeps of each record it reads: a located one's digest and values.
+pub(crate) type ReportRecord = Kept<Values>;
+
+/// What report's statistics read of a record, held whole or as its digest and values.
+pub(crate) trait Sampled: Slotted {
+    /// Its values; `located`: its text is held, its token offsets are read back from it.
+    fn values(&self, located: bool) -> Cow<'_, Values>;
+    /// Its token offsets, where it holds them (a record held whole).
+    fn token_offsets_ms(&self) -> &[f64];
+    /// A closed loop's warm-up request (`Kind::Warmup`).
+    fn is_warmup(&self) -> bool;
+    /// What its importer could not tell (`import::imported_reason`).
+    fn imported_reason(&self) -> Option<&str>;
+}
+
+impl Sampled for Record {
+    fn values(&self, located: bool) -> Cow<'_, Values> {
+        Cow::Owned(Values::of(self, located))
+    }
+
+    fn token_offsets_ms(&self) -> &[f64] {
+        match self {
+            Record::Measurement(m) => &m.token_offsets_ms,
+            _ => &[],
+        }
+    }
+
+    fn is_warmup(&self) -> bool {
+        matches!(self, Record::Measurement(m) if m.warmup)
+    }
+
+    fn imported_reason(&self) -> Option<&str> {
+        imported_reason(self)
+    }
+}
+
+impl Sampled for ReportRecord {
+    fn values(&self, located: bool) -> Cow<'_, Values> {
+        match self {
+            Kept::Located(_, values) => Cow::Borrowed(values),
+            Kept::Whole(r) => r.values(located),
+        }
+    }
+
+    fn token_offsets_ms(&self) -> &[f64] {
+        match self {
+            Kept::Located(..) => &[],
+            Kept::Whole(r) => r.token_offsets_ms(),
+        }
+    }
+
+    fn is_warmup(&self) -> bool {
+        match self {
+            Kept::Located(_, values) => values.kind == Kind::Warmup,
+            Kept::Whole(r) => r.is_warmup(),
+        }
+    }
+
+    fn imported_reason(&self) -> Option<&str> {
+        match self {
+            Kept::Located(_, values) => values.imported.as_deref(),
+            Kept::Whole(r) => Sampled::imported_reason(r),
+        }
+    }
+}
