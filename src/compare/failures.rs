@@ -20,10 +20,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Expectation;
-use crate::report::{CellId, CellSamples};
-use ttft_model::record::QualityCode;
-use ttft_model::record::{CellKey, ErrorInfo, ErrorKind, Record};
-use ttft_results::results::batch;
+use crate::report::{CellId, CellSamples, Sampled};
+use ttft_model::record::{CellKey, ErrorKind};
+use ttft_results::results::batch::{self, Shape};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -128,27 +127,17 @@ impl InputFailures {
     }
 }
 
-fn error_reason(e: &ErrorInfo, server_was_up: bool) -> Reason {
-    match e.kind {
+fn error_reason(kind: ErrorKind, http_status: Option<u16>, server_was_up: bool) -> Reason {
+    match kind {
         ErrorKind::Connect if server_was_up => Reason::ServerCrash,
         ErrorKind::Timeout => Reason::Timeout,
-        ErrorKind::HttpStatus => match e.http_status {
+        ErrorKind::HttpStatus => match http_status {
             Some(429) => Reason::RateLimited,
             Some(500..=599) => Reason::Http5xx,
             _ => Reason::OtherError,
         },
         ErrorKind::Unsupported => Reason::Unsupported,
         _ => Reason::OtherError,
-    }
-}
-
-/// The error and quality flags of a record that can fail on its own (group records are judged
-/// through their members).
-fn parts(r: &Record) -> Option<(Option<&ErrorInfo>, &[ttft_model::record::QualityFlag])> {
-    match r {
-        Record::Measurement(m) => Some((m.error.as_ref(), &m.quality_flags)),
-        Record::Staggered(s) => Some((s.error.as_ref(), &s.quality_flags)),
-        Record::Group(_) => None,
     }
 }
 
@@ -163,11 +152,11 @@ fn crashes(meta: &Value) -> usize {
 
 /// Categorises the failures of one input (`records`: after merge's de-duplication; `samples`:
 /// report's cells of those records).
-pub(crate) fn classify(
+pub(crate) fn classify<T: Sampled>(
     path: &str,
     role: &'static str,
     run_meta: &[Value],
-    records: &[Record],
+    records: &[T],
     samples: &BTreeMap<CellId, CellSamples>,
     expect: Option<&Expectation>,
 ) -> InputFailures {
@@ -179,38 +168,39 @@ pub(crate) fn classify(
     // then by place in the input) reach it? Each run's first request that did.
     let mut first_up: HashMap<&str, (&str, usize)> = HashMap::new();
     for (place, r) in records.iter().enumerate() {
-        let Some((error, _)) = parts(r) else { continue };
-        if error.is_none_or(|e| e.kind != ErrorKind::Connect) {
+        let Some(failing) = r.failing() else { continue };
+        if failing.error.is_none_or(|(kind, _)| kind != ErrorKind::Connect) {
             let sent = (r.started_at(), place);
             first_up.entry(r.run_id()).and_modify(|first| *first = (*first).min(sent)).or_insert(sent);
         }
     }
     for (place, r) in records.iter().enumerate() {
-        let Some((error, flags)) = parts(r) else { continue };
+        let Some(failing) = r.failing() else { continue };
         if r.is_good() {
             continue;
         }
         let was_up = first_up.get(r.run_id()).is_some_and(|&first| first < (r.started_at(), place));
         failed_records += 1;
         failed_cells.insert(CellId::of(r.cell()));
-        let reason = match error {
-            Some(e) => {
-                let reason = error_reason(e, was_up);
+        let reason = match failing.error {
+            Some((kind, http_status)) => {
+                let reason = error_reason(kind, http_status, was_up);
                 if reason == Reason::OtherError {
-                    *other_errors.entry(e.kind.as_str().to_string()).or_default() += 1;
+                    *other_errors.entry(kind.as_str().to_string()).or_default() += 1;
                 }
                 reason
             }
-            None if flags.iter().any(|f| f.fails_gate && f.flag == QualityCode::CacheStateUnconfirmed) => {
-                Reason::CacheStateUnconfirmed
-            }
+            None if failing.cache_state_unconfirmed => Reason::CacheStateUnconfirmed,
             None => Reason::QualityGate,
         };
         *reasons.entry(reason).or_default() += 1;
     }
-    for b in batch::batches(records).iter().filter(|b| !b.is_complete()) {
-        *reasons.entry(Reason::IncompleteBatch).or_default() += 1;
-        failed_cells.insert(CellId::of(b.cell));
+    for b in batch::batch_records(records) {
+        let cell = b[0].cell();
+        if !Shape::of(cell.batch_size, b.iter().copied()).is_complete() {
+            *reasons.entry(Reason::IncompleteBatch).or_default() += 1;
+            failed_cells.insert(CellId::of(cell));
+        }
     }
     let server_crash_events: usize = run_meta.iter().map(crashes).sum();
     let cells_unusable = samples.values().filter(|s| s.quality_ok == 0).count();
@@ -249,8 +239,8 @@ pub(crate) fn classify(
 /// (expected (cell, run) slots without a record, expected cells without any run). The matrix is
 /// expanded for the input's own models (builds under comparison name their model differently),
 /// or the scenario's model for an input without records.
-fn missing(exp: &Expectation, records: &[Record]) -> (usize, usize) {
-    let present: BTreeSet<&CellKey> = records.iter().map(Record::cell).collect();
+fn missing<T: Sampled>(exp: &Expectation, records: &[T]) -> (usize, usize) {
+    let present: BTreeSet<&CellKey> = records.iter().map(T::cell).collect();
     let mut models: BTreeSet<String> = present.iter().map(|c| c.model.clone()).collect();
     if models.is_empty() {
         models.extend(exp.model.clone());

@@ -56,13 +56,14 @@ use serde::Serialize;
 use crate::cli::{CompareArgs, CompareFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::report::{CellId, CellSamples};
+use crate::report::{CellId, CellSamples, ReportRecord};
 use cells::{Comparison, Metric};
 use failures::InputFailures;
 use ttft_model::stats;
 
 // The result-file layer (loading, de-duplication): one line to follow if it moves.
 use ttft_results::results::combine::combine;
+use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::{self, Detail, Source};
 
 pub(crate) const SCHEMA: u32 = 1;
@@ -140,9 +141,10 @@ fn summarize(
     allow_empty: bool,
     last: bool,
 ) -> Result<Summarized, Failure> {
-    // Lean: compare reads no token offset, sample or server payload; located, so a slot's
-    // candidates tie-break on their texts as whole records would (`combine`).
-    let source: Source = sources::load_with(path, Detail::Located).map_err(Failure::from)?;
+    // Of each record its digest and what report's statistics and compare's failures read
+    // (`report::sampled`); located, so a slot's candidates tie-break on their texts as whole
+    // records would (`combine`).
+    let source: Source<ReportRecord> = sources::load_with(path, Detail::Located).map_err(Failure::from)?;
     sources::require_records(std::slice::from_ref(&source), allow_empty).map_err(Failure::from)?;
     let shown = source.path.display().to_string();
     let kind = source.kind.as_str();

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use ttft_model::record::{self, Record, Scenario};
+use ttft_model::record::{self, ErrorInfo, ErrorKind, QualityCode, QualityFlag, Record, Scenario};
 use ttft_results::results::digest::{Extract, Kept};
 use ttft_results::results::import::imported_reason;
 use ttft_results::results::slotted::Slotted;
@@ -71,6 +71,37 @@ pub(crate) struct Values {
     pub offered_rate_per_s: Sample,
     /// What its importer could not tell (`import::imported_reason`).
     pub imported: Option<Box<str>>,
+    /// Why it may fail, as compare counts failures (none for a group record).
+    pub failing: Option<Failing>,
+}
+
+/// What compare reads of a record that can fail on its own (a measurement or a staggered record; a
+/// group record is judged through its members): its error's kind and HTTP status, and whether a
+/// failing cache-state flag holds it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Failing {
+    pub error: Option<(ErrorKind, Option<u16>)>,
+    pub cache_state_unconfirmed: bool,
+}
+
+impl Failing {
+    fn of(error: Option<&ErrorInfo>, flags: &[QualityFlag]) -> Failing {
+        Failing {
+            error: error.map(|e| (e.kind, e.http_status)),
+            cache_state_unconfirmed: flags
+                .iter()
+                .any(|f| f.fails_gate && f.flag == QualityCode::CacheStateUnconfirmed),
+        }
+    }
+
+    /// `r`'s, where it can fail on its own.
+    fn of_record(r: &Record) -> Option<Failing> {
+        match r {
+            Record::Measurement(m) => Some(Failing::of(m.error.as_ref(), &m.quality_flags)),
+            Record::Staggered(s) => Some(Failing::of(s.error.as_ref(), &s.quality_flags)),
+            Record::Group(_) => None,
+        }
+    }
 }
 
 impl Values {
@@ -113,6 +144,7 @@ impl Values {
                     concurrency,
                     offered_rate_per_s: Sample::of(offered_rate_per_s),
                     imported: imported_reason(r).map(Box::from),
+                    failing: Failing::of_record(r),
                     ..Values::default()
                 }
             }
@@ -124,6 +156,7 @@ impl Values {
             Record::Staggered(s) => Values {
                 kind: Kind::Staggered,
                 user_b_wait_ms: Sample::of(sample(s.user_b_ttft_from_wall_start_ms)),
+                failing: Failing::of_record(r),
                 ..Values::default()
             },
         }
@@ -157,6 +190,8 @@ pub(crate) trait Sampled: Slotted {
     fn is_warmup(&self) -> bool;
     /// What its importer could not tell (`import::imported_reason`).
     fn imported_reason(&self) -> Option<&str>;
+    /// Why it may fail (`Failing`); none for a group record.
+    fn failing(&self) -> Option<Failing>;
 }
 
 impl Sampled for Record {
@@ -177,6 +212,10 @@ impl Sampled for Record {
 
     fn imported_reason(&self) -> Option<&str> {
         imported_reason(self)
+    }
+
+    fn failing(&self) -> Option<Failing> {
+        Failing::of_record(self)
     }
 }
 
@@ -206,6 +245,13 @@ impl Sampled for ReportRecord {
         match self {
             Kept::Located(_, values) => values.imported.as_deref(),
             Kept::Whole(r) => Sampled::imported_reason(r),
+        }
+    }
+
+    fn failing(&self) -> Option<Failing> {
+        match self {
+            Kept::Located(_, values) => values.failing,
+            Kept::Whole(r) => r.failing(),
         }
     }
 }

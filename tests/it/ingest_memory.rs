@@ -165,11 +165,11 @@ fn compare_holds_one_input_at_a_time() {
 }
 
 /// 100,000 records of the ingest benchmark's shape (2.9 KB a line, 285 MB): what each reading verb
-/// may hold for them is 200 MB (the scale goal: 500 MB a million). verify and compare are held to
-/// it here (a debug build: about 145 and 165 MB). merge and report keep a digest of each record
-/// (report with the values its statistics read), not the record, and are held to 100 and 120 MB
-/// (about 80 and 100, some 40 of it the binary, its threads and buffers; holding the lean records
-/// they were about 155). `verify --sources`
+/// may hold for them is 200 MB (the scale goal: 500 MB a million). verify is held to it here (a
+/// debug build: about 145 MB). merge, report and compare keep a digest of each record (report and
+/// compare with the values their statistics and failures read), not the record, and are held to
+/// 100, 120 and 130 MB (about 80, 100 and 110, some 40 of it the binary, its threads and buffers;
+/// holding the lean records they were about 155, 155 and 165). `verify --sources`
 /// is not yet (about 225 MB): it holds the published input whole and its claimed side as digests,
 /// and is held under 275 MB, which holding the claimed records too (about 345 MB) exceeds
 /// (docs/performance.md, "Reading result files"). What each verb wrote is checked, so a verb that
@@ -258,7 +258,10 @@ fn reading_verbs_hold_100_000_records_in_200_mb() {
 
     let (code, peak) = peak_mb(&["compare", run_s, run_s, "--format", "json"], &out);
     assert_eq!(code, 0, "compare");
-    assert!(peak < GOAL_MB, "compare of {written} records against themselves peaked at {peak:.0} MB");
+    assert!(
+        peak < 130.0,
+        "compare of {written} records against themselves peaked at {peak:.0} MB: does it hold the records?"
+    );
     let compared: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let cells = compared["candidates"][0]["cells"].as_array().unwrap();
     let ttft_n = |side: &str| -> u64 {
