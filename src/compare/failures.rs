@@ -197,7 +197,7 @@ pub(crate) fn classify<T: Sampled>(
     }
     for b in batch::batch_records(records) {
         let cell = b[0].cell();
-        if !Shape::of(cell.batch_size, b.iter().copied()).is_complete() {
+        if !Shape::of(&b).is_complete() {
             *reasons.entry(Reason::IncompleteBatch).or_default() += 1;
             failed_cells.insert(CellId::of(cell));
         }

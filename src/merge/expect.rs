@@ -75,7 +75,7 @@ fn cell_states<T: Slotted>(records: &[T]) -> BTreeMap<&CellKey, CellState> {
     };
     for b in batch::batch_records(records) {
         let cell = b[0].cell();
-        let shape = Shape::of(cell.batch_size, b.iter().copied());
+        let shape = Shape::of(&b);
         let state = match (shape.is_complete(), b.iter().all(|r| r.is_good())) {
             (true, true) => CellState::Ok,
             (true, false) => CellState::Failed,

@@ -315,7 +315,7 @@ impl CellId {
 fn in_partial_batches<T: Slotted>(records: &[T]) -> HashSet<usize> {
     let mut out = HashSet::new();
     for b in batch::batch_records(records) {
-        if !Shape::of(b[0].cell().batch_size, b.iter().copied()).is_complete() {
+        if !Shape::of(&b).is_complete() {
             out.extend(b.iter().map(|&r| std::ptr::from_ref::<T>(r) as usize));
         }
     }
@@ -324,8 +324,7 @@ fn in_partial_batches<T: Slotted>(records: &[T]) -> HashSet<usize> {
 
 /// How many partial batches `cells` leaves out.
 pub fn partial_batches<T: Slotted>(records: &[T]) -> usize {
-    let complete = |b: &Vec<&T>| Shape::of(b[0].cell().batch_size, b.iter().copied()).is_complete();
-    batch::batch_records(records).iter().filter(|b| !complete(b)).count()
+    batch::batch_records(records).iter().filter(|b| !Shape::of(b).is_complete()).count()
 }
 
 /// The raw samples of every cell (runs pooled), sorted like `cells`.

@@ -60,10 +60,12 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The shape of one batch's records (a record or a compact form of one: `Slotted`).
-    pub fn of<'a, T: Slotted + 'a>(batch_size: u32, records: impl IntoIterator<Item = &'a T>) -> Shape {
+    /// The shape of one batch's records (records or compact forms of them: `Slotted`; one of
+    /// `batch_records`), of the batch size its cell says.
+    pub fn of<T: Slotted>(batch: &[&T]) -> Shape {
+        let batch_size = batch.first().map_or(0, |r| r.cell().batch_size);
         let mut shape = Shape { batch_size, has_group: false, stand_in: false, requests: Vec::new() };
-        for r in records {
+        for r in batch {
             if r.record_type() == "group" {
                 shape.has_group = true;
             } else {

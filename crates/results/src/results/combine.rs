@@ -391,7 +391,7 @@ fn partial_batch_gaps<T: Slotted>(records: &[T]) -> Vec<String> {
     let found = batch_records(records);
     match found.as_slice() {
         [] => Vec::new(),
-        [one] => Shape::of(one[0].cell().batch_size, one.iter().copied()).gaps(),
+        [one] => Shape::of(one).gaps(),
         _ => vec![format!("{} batches in one slot", found.len())],
     }
 }

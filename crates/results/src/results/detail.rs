@@ -23,8 +23,8 @@ pub enum Detail {
     Located,
 }
 
-/// What a reader keeps of each record it reads: the record, or a verb's compact form of it (merge's
-/// `digest::Digested`), made as each record is read so the records themselves are never all held.
+/// What a reader keeps of each record it reads: the record, or a verb's compact form of it
+/// (`digest::Kept`), made as each record is read so the records themselves are never all held.
 pub trait FromRecord: Sized + Send {
     /// `record`, read to `detail`: located (its text's place kept beside it) when
     /// `detail.locates()`, whole otherwise.
