@@ -132,8 +132,8 @@ pub(crate) struct Summarized {
 }
 
 /// Reads `path` and summarises it; `role` names it in `failures` ("base" or "candidate"). The
-/// records of every input but the `last` are freed before the next is read; the last one's are
-/// left to the exit (`sources::release`).
+/// records of every input but the `last` are freed before the next is read (`sources::free`); the
+/// last one's are left to the exit (`sources::release`).
 fn summarize(
     path: &Path,
     role: &'static str,
@@ -158,6 +158,8 @@ fn summarize(
     let info = InputInfo { path: shown, kind, records: records.len(), models };
     if last {
         sources::release(records);
+    } else {
+        sources::free(records);
     }
     Ok(Summarized { info, samples, failures })
 }

@@ -529,10 +529,14 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     // Refused before anything is read, so nothing half-done (a page for a browser is a file).
     let settings = ReportSettings::from_args(args)?;
     let (cells, notes, context) = match settings.format {
-        // The page shows verify's findings too, which read the (lean) records themselves.
+        // The page shows verify's findings too: the inputs are read once as verify keeps them,
+        // and let go before they are read again for the statistics, so the two never sit together.
         Format::Html => {
-            let sources: Vec<Source> = load(args)?;
-            let context = html::Context::gather(&sources);
+            let judged = sources::load_all_with(&args.inputs, Detail::Located).map_err(Failure::from)?;
+            sources::require_records(&judged, args.allow_empty).map_err(Failure::from)?;
+            let context = html::Context::gather(&judged);
+            sources::free(judged);
+            let sources: Vec<Source<ReportRecord>> = load(args)?;
             let (cells, notes) = summarise(sources)?;
             (cells, notes, context)
         }

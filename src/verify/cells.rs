@@ -3,14 +3,16 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use super::finding::Finding;
+use super::judged::{Judged, Measured};
 use super::rule::{RuleContext, RuleId};
-use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
+use ttft_model::record::{CacheState, CellKey, Mode, Scenario};
 use ttft_model::stats;
 use ttft_results::physics;
-use ttft_results::quality;
-use ttft_results::results::batch;
+use ttft_results::results::batch::{self, Shape};
+use ttft_results::results::slotted::Slotted;
 
 /// TTFTs per cache state of one cell (same model, mode, context, batch size; all runs).
 #[derive(Default)]
@@ -58,11 +60,10 @@ impl StateTimes {
 }
 
 /// Every cell of one input with its TTFTs per cache state (failed and negative times left out).
-fn state_times(records: &[Record]) -> Vec<StateTimes> {
+fn state_times(records: &[Judged]) -> Vec<StateTimes> {
     let mut cells: BTreeMap<(&str, Mode, u32, u32, bool), StateTimes> = BTreeMap::new();
-    for rec in records {
-        let Record::Measurement(m) = rec else { continue };
-        let Some(ttft) = m.ttft_ms.filter(|t| m.error.is_none() && *t >= 0.0) else { continue };
+    for m in records.iter().filter_map(Judged::measured) {
+        let Some(ttft) = m.ttft_ms().filter(|t| !m.failed && *t >= 0.0) else { continue };
         let c = &m.cell;
         let key =
             (c.model.as_str(), c.mode, c.context_tokens, c.batch_size, c.scenario == Scenario::Concurrent);
@@ -70,16 +71,12 @@ fn state_times(records: &[Record]) -> Vec<StateTimes> {
             .entry(key)
             .or_insert_with(|| StateTimes { key: CellKey { run: 0, ..c.clone() }, ..Default::default() });
         cell.ttft.entry(c.cache_state).or_default().push(ttft);
-        if let Some(n) = m.cache_evidence.as_ref().and_then(|e| e.prompt_evaluated_tokens) {
+        if let Some(n) = m.prompt_evaluated_tokens() {
             cell.computed.entry(c.cache_state).or_default().push(n as f64);
         }
         if c.cache_state == CacheState::Warm {
-            cell.warm_input.extend(m.input_tokens.map(|n| n as f64));
-            if let Some(e) = &m.cache_evidence
-                && let Some(served) = quality::confirm_cache_state(CacheState::Warm, e, m.input_tokens)
-            {
-                cell.warm_served.push((served, e.cached_tokens));
-            }
+            cell.warm_input.extend(m.input_tokens().map(|n| n as f64));
+            cell.warm_served.extend(m.warm_served());
         }
     }
     cells.into_values().collect()
@@ -99,7 +96,7 @@ fn state_times(records: &[Record]) -> Vec<StateTimes> {
 /// prompt (the server restored the slot and computed only the last tokens) is not a cache that did
 /// nothing: the reload itself is what costs, and that is `warm_slower_explained` too. "The cache
 /// did nothing" is said only where no evidence shows otherwise (the origin's 0.98x had none).
-pub(crate) fn warm_not_faster(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn warm_not_faster(ctx: &RuleContext, records: &[Judged], out: &mut Vec<Finding>) {
     for cell in state_times(records) {
         let (Some(cold), Some(warm)) =
             (cell.median_ttft(CacheState::Cold), cell.median_ttft(CacheState::Warm))
@@ -163,7 +160,7 @@ pub(crate) fn warm_not_faster(ctx: &RuleContext, records: &[Record], out: &mut V
 /// Hot's measured turn brings new tokens ("Understood." + the follow-up) that must be prefilled,
 /// while warm re-sends an identical prompt. Where the evidence shows hot computed clearly more, a
 /// fast reload (small KV, page cache) honestly beats it: `hot_slower_explained` (info).
-pub(crate) fn hot_slower_than_warm(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn hot_slower_than_warm(ctx: &RuleContext, records: &[Judged], out: &mut Vec<Finding>) {
     for cell in state_times(records) {
         let (Some(warm), Some(hot)) = (cell.median_ttft(CacheState::Warm), cell.median_ttft(CacheState::Hot))
         else {
@@ -198,21 +195,26 @@ pub(crate) fn hot_slower_than_warm(ctx: &RuleContext, records: &[Record], out: &
 /// A concurrent batch is one unit: complete only with all B member requests and its group
 /// record. A sweep killed while a batch was being appended leaves a partial one, which must never
 /// pass for a measured cell (merge keeps the complete batch of another run instead).
-pub(crate) fn batch_incomplete(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
-    for b in batch::batches(records).iter().filter(|b| !b.is_complete()) {
-        let id =
-            if b.group_id.is_empty() { "without a group id".to_string() } else { b.group_id.to_string() };
+pub(crate) fn batch_incomplete(ctx: &RuleContext, records: &[Judged], out: &mut Vec<Finding>) {
+    for b in batch::batch_records(records) {
+        let shape = Shape::of(&b);
+        if shape.is_complete() {
+            continue;
+        }
+        let first = b[0];
+        let group_id = first.group_id();
+        let id = if group_id.is_empty() { "without a group id".to_string() } else { group_id.to_string() };
         let message = format!(
             "partial batch {id} in {}: {}; a batch is one unit, so this one measures nothing (re-run the cell)",
             ctx.file,
-            b.gaps().join(", ")
+            shape.gaps().join(", ")
         );
-        out.push(Finding::new(RuleId::BatchIncomplete, ctx.file, message).at(b.run_id, b.cell));
+        out.push(Finding::new(RuleId::BatchIncomplete, ctx.file, message).at(first.run_id(), first.cell()));
     }
 }
 
 /// The ceilings use hardware other than the input's run.json or host says.
-pub(crate) fn hardware_mismatch(ctx: &RuleContext, _records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn hardware_mismatch(ctx: &RuleContext, _records: &[Judged], out: &mut Vec<Finding>) {
     let Some(used) = ctx.hardware else { return };
     let mut differs = Vec::new();
     if let Some(name) = ctx.run_json_hardware.filter(|n| *n != used.name) {
@@ -238,34 +240,60 @@ pub(crate) fn hardware_mismatch(ctx: &RuleContext, _records: &[Record], out: &mu
 /// nonce and one cache state are one measurement counted twice: a record copied, as the fastest
 /// run pasted in as new runs. Each copy after the first is named with the record it repeats.
 /// A soak repeats its prompts on purpose; imported records carry no nonce.
-pub(crate) fn nonce_reused(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
-    // Hashed: a million nonces, each looked up once; findings follow the records' order.
-    let mut first: HashMap<(&str, CacheState), &ttft_model::record::Measurement> =
-        HashMap::with_capacity(records.len());
-    for r in records {
-        let Record::Measurement(m) = r else { continue };
-        if m.nonce.is_empty() || m.cell.scenario == Scenario::Soak {
-            continue;
-        }
-        let original = match first.entry((m.nonce.as_str(), m.cell.cache_state)) {
-            Entry::Vacant(slot) => {
-                slot.insert(m);
-                continue;
-            }
-            Entry::Occupied(seen) => *seen.get(),
-        };
+pub(crate) fn nonce_reused(ctx: &RuleContext, records: &[Judged], out: &mut Vec<Finding>) {
+    let measured: Vec<&Measured> = records.iter().filter_map(Judged::measured).collect();
+    for (copy, original) in repeated_nonces(&measured) {
+        let (m, original) = (measured[copy], measured[original]);
         let message = format!(
             "nonce {} measured twice: this record (run {}, request {}, started {}) repeats run {} (request {}, \
              started {}); bench sends every request with a fresh nonce, so one of them is a copy, \
              not a measurement",
-            m.nonce,
+            m.nonce(),
             m.cell.run,
             m.request_index,
-            m.started_at,
+            m.started_at(),
             original.cell.run,
             original.request_index,
-            original.started_at,
+            original.started_at(),
         );
-        out.push(Finding::new(RuleId::NonceReused, ctx.file, message).at(&m.run_id, &m.cell));
+        out.push(Finding::new(RuleId::NonceReused, ctx.file, message).at(m.run_id(), &m.cell));
     }
+}
+
+/// Every measurement whose nonce and cache state an earlier one has, with the first that had
+/// them: (its index, the first's), in the measurements' order. A million nonces are not a million
+/// map entries: each is hashed once (16 bytes with its index), the hashes sorted, and only the
+/// measurements whose hashes agree are compared by their nonces.
+fn repeated_nonces(measured: &[&Measured]) -> Vec<(usize, usize)> {
+    let mut hashed: Vec<(u64, usize)> = measured
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| !m.nonce().is_empty() && m.cell.scenario != Scenario::Soak)
+        .map(|(i, m)| {
+            let mut hasher = DefaultHasher::new();
+            nonce_key(m).hash(&mut hasher);
+            (hasher.finish(), i)
+        })
+        .collect();
+    hashed.sort_unstable();
+    let mut repeats = Vec::new();
+    for run in hashed.chunk_by(|a, b| a.0 == b.0).filter(|run| run.len() > 1) {
+        // In the measurements' order within one hash: the first of each key is its original.
+        let mut first: HashMap<(&str, CacheState), usize> = HashMap::new();
+        for &(_, i) in run {
+            match first.entry(nonce_key(measured[i])) {
+                Entry::Vacant(slot) => {
+                    slot.insert(i);
+                }
+                Entry::Occupied(seen) => repeats.push((i, *seen.get())),
+            }
+        }
+    }
+    repeats.sort_unstable();
+    repeats
+}
+
+/// What makes two measurements one: their nonce and cache state.
+fn nonce_key(m: &Measured) -> (&str, CacheState) {
+    (m.nonce(), m.cell.cache_state)
 }

@@ -5,15 +5,10 @@
 use std::collections::BTreeMap;
 
 use super::finding::Finding;
+use super::judged::{Judged, Measured};
 use super::rule::{RuleContext, RuleId};
 use ttft_model::record::QualityCode;
-use ttft_model::record::{CacheState, Measurement, PageCache, Record};
-use ttft_results::physics;
-
-/// Whether the record was flagged `stream_burst` when it was measured.
-pub(crate) fn is_burst(m: &Measurement) -> bool {
-    m.quality_flags.iter().any(|f| f.flag == QualityCode::StreamBurst)
-}
+use ttft_model::record::{CacheState, Measurement, PageCache};
 
 /// `stream_burst`: a stream held back, whole or in part, so that its first token came only with
 /// tokens decoded after it. Its client-side decode rate can be far above the physical ceiling
@@ -21,24 +16,15 @@ pub(crate) fn is_burst(m: &Measurement) -> bool {
 /// client's. `decode_above_ceiling` leaves such a record to this rule, which says what happened in
 /// the sweep's own words (the flag's reason: a burst of N tokens in M arrivals, or the first
 /// arrival's lump and the decode it held) instead of calling the rate impossible.
-pub(crate) fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
-    let Record::Measurement(m) = rec else { return };
-    let Some(flag) = m.quality_flags.iter().find(|f| f.flag == QualityCode::StreamBurst) else { return };
-    if m.error.is_some() {
-        return;
-    }
-    let mut message = if flag.reason.is_empty() {
-        let arrivals = m.distinct_arrivals.map_or("?".into(), |n| n.to_string());
-        let tokens = m.output_tokens.map_or("?".into(), |n| n.to_string());
-        format!("stream arrived in a burst ({tokens} tokens in {arrivals} arrivals); decode not measurable")
-    } else {
-        flag.reason.clone()
-    };
+pub(crate) fn stream_burst(ctx: &RuleContext, m: &Measured, out: &mut Vec<Finding>) {
+    let Some(note) = &m.rare().burst_note else { return };
+    let mut message = note.to_string();
+    let rates = m.rates();
     let ceiling = ctx
         .hardware
         .zip((ctx.model_for)(&m.cell.model))
-        .and_then(|(hw, model)| physics::ceilings(hw, model, m).decode_ceiling_tps);
-    if let (Some(d), Some(c)) = (m.decode_tps, ceiling)
+        .and_then(|(hw, model)| rates.ceilings(hw, model).decode_ceiling_tps);
+    if let (Some(d), Some(c)) = (rates.decode_tps, ceiling)
         && d > c
     {
         message.push_str(&format!(
@@ -46,21 +32,36 @@ pub(crate) fn stream_burst(ctx: &RuleContext, rec: &Record, out: &mut Vec<Findin
         ));
     }
     message.push_str("; kept out of TTFT and decode statistics");
-    out.push(Finding::new(RuleId::StreamBurst, ctx.file, message).at(&m.run_id, &m.cell));
+    out.push(Finding::new(RuleId::StreamBurst, ctx.file, message).at(m.run_id(), &m.cell));
+}
+
+/// `stream_burst`'s message up to the ceiling's part, of a measurement flagged `stream_burst` that
+/// did not fail.
+pub(crate) fn burst_note(m: &Measurement) -> Option<String> {
+    let flag = m.quality_flags.iter().find(|f| f.flag == QualityCode::StreamBurst)?;
+    if m.error.is_some() {
+        return None;
+    }
+    Some(if flag.reason.is_empty() {
+        let arrivals = m.distinct_arrivals.map_or("?".into(), |n| n.to_string());
+        let tokens = m.output_tokens.map_or("?".into(), |n| n.to_string());
+        format!("stream arrived in a burst ({tokens} tokens in {arrivals} arrivals); decode not measurable")
+    } else {
+        flag.reason.clone()
+    })
 }
 
 /// Per run, (warm records with `page_cache` equal to `label`, warm records that say where their
 /// restore read from). Records written before bench kept the field say nothing either way and are
 /// not counted (imports and older files would otherwise all raise the rules below).
-fn warm_page_cache_counts(records: &[Record], label: PageCache) -> BTreeMap<&str, (usize, usize)> {
+fn warm_page_cache_counts(records: &[Judged], label: PageCache) -> BTreeMap<&str, (usize, usize)> {
     let mut runs: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for r in records {
-        let Record::Measurement(m) = r else { continue };
-        if m.cell.cache_state != CacheState::Warm || m.error.is_some() {
+    for m in records.iter().filter_map(Judged::measured) {
+        if m.cell.cache_state != CacheState::Warm || m.failed {
             continue;
         }
         let Some(page_cache) = m.page_cache else { continue };
-        let (matching, all) = runs.entry(&m.run_id).or_default();
+        let (matching, all) = runs.entry(m.run_id()).or_default();
         *all += 1;
         if page_cache == label {
             *matching += 1;
@@ -73,7 +74,7 @@ fn warm_page_cache_counts(records: &[Record], label: PageCache) -> BTreeMap<&str
 /// `warm_page_cache_unknown`: per run, how many warm records restored a saved session bench could
 /// not drop from the OS page cache (`page_cache: "unknown"`): such a restore may have read memory,
 /// not the disk that "warm" claims.
-pub(crate) fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Judged], out: &mut Vec<Finding>) {
     for (run_id, (unknown, all)) in warm_page_cache_counts(records, PageCache::Unknown) {
         let message = format!(
             "{unknown} of {all} warm records restored a saved session that may still have been in the OS page \
@@ -89,7 +90,7 @@ pub(crate) fn warm_page_cache_unknown(ctx: &RuleContext, records: &[Record], out
 /// `warm_read_memory`: per run, how many warm records restored a saved session that was still in
 /// memory when the restore was sent (`page_cache: "memory"`: a save directory on tmpfs or ramfs,
 /// or a drop the kernel did not carry out): "warm" claims a disk read, and these read memory.
-pub(crate) fn warm_read_memory(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn warm_read_memory(ctx: &RuleContext, records: &[Judged], out: &mut Vec<Finding>) {
     for (run_id, (memory, all)) in warm_page_cache_counts(records, PageCache::Memory) {
         let message = format!(
             "{memory} of {all} warm records restored a saved session that was still in memory (page_cache \

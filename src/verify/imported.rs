@@ -5,13 +5,12 @@
 use std::collections::BTreeMap;
 
 use super::finding::Finding;
+use super::judged::Judged;
 use super::rule::{RuleContext, RuleId};
-use ttft_model::record::Record;
-use ttft_results::results::import::imported_reason;
 
-pub(crate) fn imported_unknowns(ctx: &RuleContext, records: &[Record], out: &mut Vec<Finding>) {
+pub(crate) fn imported_unknowns(ctx: &RuleContext, records: &[Judged], out: &mut Vec<Finding>) {
     let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
-    for reason in records.iter().filter_map(imported_reason) {
+    for reason in records.iter().filter_map(|r| r.measured()?.rare().imported.as_deref()) {
         *reasons.entry(reason).or_default() += 1;
     }
     for (reason, n) in reasons {

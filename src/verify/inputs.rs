@@ -36,8 +36,8 @@ pub enum StoredCeilings {
 }
 
 /// Resolves the physics of `src`; what cannot be used is said in `notes`.
-pub(crate) fn resolve(
-    src: &Source,
+pub(crate) fn resolve<T>(
+    src: &Source<T>,
     file: &str,
     flag_hw: Option<&Hardware>,
     flag_model: Option<&ModelProfile>,

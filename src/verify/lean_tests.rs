@@ -1,5 +1,6 @@
-//! verify reads lean records (`Record::lean`: no raw samples or server payloads): every rule must
-//! find exactly what it finds on the full records, on every fixture and flag set.
+//! verify reads lean records (`Record::lean`: no raw samples or server payloads) and keeps of each
+//! what its rules read (`judged`, made as each is read): every rule must find exactly what it
+//! finds on the full records, on every fixture and flag set.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,15 @@ struct Verb {
     args: VerifyArgs,
 }
 
-fn report(inputs: &[PathBuf], claimed: &[PathBuf], flags: &[&str], detail: Detail) -> serde_json::Value {
+/// verify's report of `inputs` read to `detail`: judged as read where `as_read` (verify's own way
+/// without --sources), else judged from the records read (its way with them).
+fn report(
+    inputs: &[PathBuf],
+    claimed: &[PathBuf],
+    flags: &[&str],
+    detail: Detail,
+    as_read: bool,
+) -> serde_json::Value {
     let argv = ["verify"]
         .iter()
         .chain(flags)
@@ -24,16 +33,22 @@ fn report(inputs: &[PathBuf], claimed: &[PathBuf], flags: &[&str], detail: Detai
     let settings = VerifySettings::from_args(&verb.args).unwrap();
     let load =
         |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| load_with(p, detail).unwrap()).collect() };
-    let (sources, claimed) = (load(inputs), load(claimed));
     let mut claims = Claims::default();
-    for source in claimed {
+    for source in load(claimed) {
         claims.add(source);
     }
-    serde_json::to_value(verify_sources(&settings, &sources, &claims)).unwrap()
+    let published = load(inputs);
+    let audited = audit(&published, &claims);
+    let judged: Vec<Source<Judged>> = if as_read {
+        inputs.iter().map(|p| load_with(p, detail).unwrap()).collect()
+    } else {
+        published.into_iter().map(judged_from).collect()
+    };
+    serde_json::to_value(verify_sources(&settings, &judged, &claims, audited)).unwrap()
 }
 
 #[test]
-fn lean_records_give_the_same_report() {
+fn lean_and_judged_records_give_the_same_report() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let verify = root.join("tests/fixtures/verify");
     let mut fixtures: Vec<PathBuf> = std::fs::read_dir(&verify)
@@ -60,8 +75,10 @@ fn lean_records_give_the_same_report() {
     cases.push((vec![root.join("fuzz/corpus/results_document/canonical")], vec![], vec![]));
     let mut findings = 0;
     for (inputs, claimed, flags) in cases {
-        let full = report(&inputs, &claimed, &flags, Detail::Full);
-        assert_eq!(report(&inputs, &claimed, &flags, Detail::Lean), full, "{inputs:?} {flags:?}");
+        let full = report(&inputs, &claimed, &flags, Detail::Full, false);
+        assert_eq!(report(&inputs, &claimed, &flags, Detail::Lean, false), full, "{inputs:?} {flags:?}");
+        let located = report(&inputs, &claimed, &flags, Detail::Located, claimed.is_empty());
+        assert_eq!(located, full, "judged as read: {inputs:?} {flags:?}");
         findings += full["findings"].as_array().map_or(0, Vec::len);
     }
     assert!(findings > 20, "the fixtures exercise the rules ({findings} findings)");

@@ -25,6 +25,7 @@ mod explain;
 mod finding;
 mod imported;
 mod inputs;
+mod judged;
 #[cfg(test)]
 mod lean_tests;
 mod outlier;
@@ -42,12 +43,14 @@ pub(crate) use crate::config::verify::VerifySettings;
 use crate::exit::{Failure, Outcome};
 use crate::output;
 pub(crate) use finding::Finding;
+pub(crate) use judged::Judged;
 pub(crate) use provenance::Claims;
 pub(crate) use rule::Severity;
 use rule::{Input, RuleContext};
 use table::Check;
 pub use table::RULES;
 use ttft_results::physics::{Hardware, ModelProfile};
+use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::{self, Detail, Source};
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
@@ -65,18 +68,31 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
         sources::require_records(std::slice::from_ref(&source), args.allow_empty).map_err(Failure::from)?;
         claims.add(source);
     }
-    let mut sources = Vec::new();
-    for path in &args.inputs {
-        // Located: a record whose lean form hints at a burst its flags do not name is read again
-        // whole (`records::burst_unflagged`).
-        sources.push(sources::load_with(path, Detail::Located).map_err(Failure::from)?);
-    }
+    // Located: a record whose lean form hints at a burst its flags do not name is read again
+    // whole (`records::burst_unflagged`). Each record is judged as it is read (`judged`); only the
+    // provenance audit, with --sources, reads the published records themselves.
+    let (sources, audited) = if claims.sources.is_empty() {
+        let mut sources: Vec<Source<Judged>> = Vec::new();
+        for path in &args.inputs {
+            sources.push(sources::load_with(path, Detail::Located).map_err(Failure::from)?);
+        }
+        (sources, Vec::new())
+    } else {
+        let mut published: Vec<Source> = Vec::new();
+        for path in &args.inputs {
+            published.push(sources::load_with(path, Detail::Located).map_err(Failure::from)?);
+        }
+        sources::require_records(&published, args.allow_empty).map_err(Failure::from)?;
+        let audited = audit(&published, &claims);
+        (published.into_iter().map(judged_from).collect(), audited)
+    };
     sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
-    let mut report = verify_sources(&settings, &sources, &claims);
+    let mut report = verify_sources(&settings, &sources, &claims, audited);
+    sources::release(sources);
     let failed = report.summary.errors > 0 || (args.strict && report.summary.warnings > 0);
     let outcome = Outcome::findings_if(failed);
     report.summary.exit_code = Some(outcome.exit_code());
-    sources::release((sources, claims));
+    sources::release(claims);
     match args.format {
         // Through a Value so keys come out sorted, as they always have.
         Format::Json => output::println(&serde_json::to_string_pretty(&serde_json::to_value(&report)?)?)?,
@@ -149,11 +165,47 @@ pub(crate) struct Summary {
     pub exit_code: Option<u8>,
 }
 
-/// Runs every rule of `RULES` over `sources` (lean records are enough: `Record::lean` keeps every
-/// field a rule reads, and `lean_records_give_the_same_report` holds it): record rules on each record, cell rules on each
-/// input, cross-input rules on all inputs together, and provenance rules on each input against
-/// `claims` (the `--sources`; none: skipped). Findings: most severe first, then in input order.
-pub(crate) fn verify_sources(settings: &VerifySettings, sources: &[Source], claims: &Claims) -> Report {
+/// The provenance rules' findings of each published input (`--sources`, read whole enough for the
+/// audit to compare its numbers) against the claimed sources, in the inputs' order.
+fn audit(published: &[Source], claims: &Claims) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for published in published {
+        let audit = provenance::Audit::of(published, claims);
+        for rule in RULES {
+            if let Check::Sources(check) = rule.check {
+                check(&audit, &mut findings);
+            }
+        }
+    }
+    findings
+}
+
+/// A published input as verify keeps it, each record judged as if it had been read so, and let
+/// go as it is.
+fn judged_from(published: Source) -> Source<Judged> {
+    let detail = if published.texts.is_some() { Detail::Located } else { Detail::Full };
+    Source {
+        records: published.records.into_iter().map(|r| table::judge(r, detail)).collect(),
+        path: published.path,
+        kind: published.kind,
+        run_meta: published.run_meta,
+        texts: published.texts,
+        conflicts: published.conflicts,
+    }
+}
+
+/// Runs every rule of `RULES` over `sources` (each record as verify keeps it, `judged`; lean
+/// records are enough: `Record::lean` keeps every field a rule reads, and
+/// `lean_and_judged_records_give_the_same_report` holds it): record rules on each record, cell
+/// rules on each input, cross-input rules on all inputs together; then the provenance rules'
+/// findings (`audited`, against `claims`: none without --sources). Findings: most severe first,
+/// then in input order.
+pub(crate) fn verify_sources(
+    settings: &VerifySettings,
+    sources: &[Source<Judged>],
+    claims: &Claims,
+    audited: Vec<Finding>,
+) -> Report {
     let mut report = Report {
         verify_schema: 1,
         inputs: Vec::new(),
@@ -177,14 +229,7 @@ pub(crate) fn verify_sources(settings: &VerifySettings, sources: &[Source], clai
             check(&together, &mut report.findings);
         }
     }
-    for published in sources.iter().filter(|_| !claims.sources.is_empty()) {
-        let audit = provenance::Audit::of(published, claims);
-        for rule in RULES {
-            if let Check::Sources(check) = rule.check {
-                check(&audit, &mut report.findings);
-            }
-        }
-    }
+    report.findings.extend(audited);
     let findings = &mut report.findings;
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     let count = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
@@ -198,12 +243,12 @@ pub(crate) fn verify_sources(settings: &VerifySettings, sources: &[Source], clai
     report
 }
 
-fn summary(src: &Source) -> InputSummary {
+fn summary(src: &Source<Judged>) -> InputSummary {
     InputSummary { path: src.path.display().to_string(), kind: src.kind.as_str(), records: src.records.len() }
 }
 
 /// The record and cell rules of one input.
-fn verify_input(settings: &VerifySettings, src: &Source, report: &mut Report) {
+fn verify_input(settings: &VerifySettings, src: &Source<Judged>, report: &mut Report) {
     let file = src.path.display().to_string();
     for note in src.run_meta.iter().filter_map(|m| m.raw.get("status_note").and_then(|n| n.as_str())) {
         report.notes.push(format!("{file}: {note}; {}", crate::exit::RESUME_ADVICE));
@@ -235,10 +280,24 @@ fn verify_input(settings: &VerifySettings, src: &Source, report: &mut Report) {
         storage_gbps: settings.storage_gbps,
         stored: phys.stored,
     };
+    // Each record's findings in `RULES` order: what it found alone as it was read, then what the
+    // ceilings give now.
     for rec in &src.records {
+        let measured = rec.measured();
+        if rec.found.is_empty() && measured.is_none_or(|m| m.failed) {
+            continue;
+        }
         for rule in RULES {
-            if let Check::Record(check) = rule.check {
-                check(&ctx, rec, &mut report.findings);
+            let rated = match rule.check {
+                Check::Record(_) => None,
+                Check::Rated { rated, .. } => Some(rated),
+                _ => continue,
+            };
+            for f in rec.found.iter().filter(|f| f.rule == rule.id) {
+                report.findings.push(Finding { file: file.clone(), ..f.clone() });
+            }
+            if let (Some(check), Some(m)) = (rated, measured) {
+                check(&ctx, m, &mut report.findings);
             }
         }
     }

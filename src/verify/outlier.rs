@@ -23,6 +23,7 @@
 use std::collections::BTreeMap;
 
 use super::finding::Finding;
+use super::judged::Judged;
 use super::rule::{Input, RuleId};
 use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
 use ttft_model::stats;
@@ -199,13 +200,12 @@ type ValuesByRun<'a> = BTreeMap<RunKey<'a>, Vec<f64>>;
 fn measurement_cells<'a>(inputs: &'a [Input]) -> BTreeMap<(RunsOfCell<'a>, &'static str), ValuesByRun<'a>> {
     let mut cells: BTreeMap<(RunsOfCell<'a>, &'static str), ValuesByRun<'a>> = BTreeMap::new();
     for input in inputs {
-        for rec in input.records {
-            let Record::Measurement(m) = rec else { continue };
-            if m.error.is_some() {
+        for m in input.records.iter().filter_map(Judged::measured) {
+            if m.failed {
                 continue;
             }
-            let run = (input.file.as_str(), m.run_id.as_str());
-            for (metric, value) in [("ttft_ms", m.ttft_ms), ("decode_tps", m.decode_tps)] {
+            let run = (input.file.as_str(), m.run_id());
+            for (metric, value) in [("ttft_ms", m.ttft_ms()), ("decode_tps", m.decode_tps())] {
                 if let Some(v) = value.filter(|v| v.is_finite() && *v >= 0.0) {
                     let key = (RunsOfCell::of(&m.cell), metric);
                     cells.entry(key).or_default().entry(run).or_default().push(v);
@@ -270,7 +270,7 @@ type RecordKey = (String, String, CellKey);
 fn record_cells(inputs: &[Input]) -> BTreeMap<(CellKey, &'static str), Vec<(RecordKey, f64)>> {
     let mut cells: BTreeMap<(CellKey, &'static str), Vec<(RecordKey, f64)>> = BTreeMap::new();
     for input in inputs {
-        for rec in input.records.iter().filter(|r| r.is_good()) {
+        for rec in input.records.iter().filter_map(Judged::other).filter(|r| r.is_good()) {
             let metrics: Vec<(&'static str, Option<f64>)> = match rec {
                 Record::Group(g) => vec![
                     ("avg_ttft_ms", g.avg_ttft_ms),
@@ -362,26 +362,31 @@ mod tests {
         out
     }
 
-    fn flagged(records: &[Record]) -> Vec<String> {
+    fn judged(records: Vec<Record>) -> Vec<Judged> {
+        records.into_iter().map(|r| super::super::records::kept(r, false, Vec::new())).collect()
+    }
+
+    fn flagged(records: Vec<Record>) -> Vec<String> {
+        let records = judged(records);
         let mut out = Vec::new();
-        run_outlier(&[Input { file: "f".into(), records }], &mut out);
+        run_outlier(&[Input { file: "f".into(), records: &records }], &mut out);
         out.into_iter().filter_map(|f| f.run_id).collect()
     }
 
     #[test]
     fn the_paper_run_is_flagged_and_the_post_reboot_run_is_not() {
-        let flagged = flagged(&runs(&[16016.0, 15269.0, 3894.0, 15407.0, 15394.0, 16829.0]));
+        let flagged = flagged(runs(&[16016.0, 15269.0, 3894.0, 15407.0, 15394.0, 16829.0]));
         assert_eq!(flagged, vec!["r2".to_string()], "the post-reboot 16,829 ms run is drift, not an outlier");
     }
 
     #[test]
     fn too_few_runs_or_ordinary_spread_flag_nothing() {
-        assert!(flagged(&runs(&[16016.0, 3894.0, 15407.0])).is_empty(), "three runs cannot outvote one");
+        assert!(flagged(runs(&[16016.0, 3894.0, 15407.0])).is_empty(), "three runs cannot outvote one");
         assert!(
-            flagged(&runs(&[15000.0, 15000.0, 15000.0, 16400.0])).is_empty(),
+            flagged(runs(&[15000.0, 15000.0, 15000.0, 16400.0])).is_empty(),
             "9% off identical runs is drift"
         );
-        assert_eq!(flagged(&runs(&[15000.0, 15000.0, 15000.0, 30000.0])), vec!["r3".to_string()]);
+        assert_eq!(flagged(runs(&[15000.0, 15000.0, 15000.0, 30000.0])), vec!["r3".to_string()]);
     }
 
     fn groups(avg_ttft: &[f64]) -> Vec<Record> {
@@ -407,7 +412,7 @@ mod tests {
 
     #[test]
     fn a_batch_far_from_its_two_siblings_is_flagged_alone() {
-        let records = groups(&[1837.6, 798.6, 1920.9]);
+        let records = judged(groups(&[1837.6, 798.6, 1920.9]));
         let mut out = Vec::new();
         run_outlier(&[Input { file: "gemma.json".into(), records: &records }], &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
@@ -419,18 +424,18 @@ mod tests {
             out[0].message
         );
         // Ordinary spread among three runs is not an outlier; two runs have no verdict.
-        assert!(flagged(&groups(&[1837.6, 1500.0, 1920.9])).is_empty());
-        assert!(flagged(&groups(&[1837.6, 798.6])).is_empty());
+        assert!(flagged(groups(&[1837.6, 1500.0, 1920.9])).is_empty());
+        assert!(flagged(groups(&[1837.6, 798.6])).is_empty());
     }
 
     #[test]
     fn two_siblings_judge_no_spread_and_flag_only_a_twofold_gap() {
         // The GPU reference's hot batch of 4 (26.3 ms beside two runs near 19.3; here 27.0, z 3.9 by the
         // 10% floor alone) is one member a decode step behind, not another machine.
-        assert!(flagged(&groups(&[19.1, 27.0, 19.5])).is_empty());
-        assert_eq!(flagged(&groups(&[19.1, 40.0, 19.5])).len(), 1, "twice the others' median");
+        assert!(flagged(groups(&[19.1, 27.0, 19.5])).is_empty());
+        assert_eq!(flagged(groups(&[19.1, 40.0, 19.5])).len(), 1, "twice the others' median");
         // With three siblings the spread is estimated and the same gap is judged by it.
-        assert_eq!(flagged(&groups(&[19.1, 27.0, 19.5, 19.3])).len(), 1);
+        assert_eq!(flagged(groups(&[19.1, 27.0, 19.5, 19.3])).len(), 1);
     }
 
     #[test]
@@ -485,9 +490,9 @@ mod tests {
     fn a_few_ms_on_a_sub_10_ms_ttft_is_jitter_not_an_outlier() {
         // Sub-10 ms TTFTs that agree to a tenth of a ms: a run 4 ms slower in every cell is a
         // thread waking late, not another machine (`--strict` must not fail such a run).
-        assert!(flagged(&runs(&[6.0, 6.1, 6.0, 6.1, 10.0])).is_empty());
+        assert!(flagged(runs(&[6.0, 6.1, 6.0, 6.1, 10.0])).is_empty());
         // A time far past the floor still is one.
-        assert_eq!(flagged(&runs(&[6.0, 6.1, 6.0, 6.1, 60.0])), vec!["r4".to_string()]);
+        assert_eq!(flagged(runs(&[6.0, 6.1, 6.0, 6.1, 60.0])), vec!["r4".to_string()]);
         // Rates have no absolute floor: the relative one alone holds them.
         assert_eq!(absolute_floor("decode_tps"), 0.0);
         assert_eq!(absolute_floor("ttft_ms"), ABSOLUTE_FLOOR_MS);

@@ -1,15 +1,21 @@
 //! Record rules: each looks at one record alone (one function per rule; the list is `table::RULES`).
+//! Most need nothing but the record and run as it is read (their findings name no input yet: the
+//! input is named where it is judged); the ceiling rules hold what the record left for them
+//! (`judged::Measured`, made here by `measured`) against the input's hardware and model.
 //!
 //! The checks that quality already makes while measuring (usage, max_tokens, timing, input size)
 //! come from `quality`, so a record judged at sweep time and one judged later by verify agree.
 
 use super::finding::Finding;
 use super::inputs::StoredCeilings;
+use super::judged::{Judged, Kind, Made, Measured, Rare};
 use super::rule::{RuleContext, RuleId};
 use ttft_model::record::PolicyKind;
 use ttft_model::record::{CacheState, Measurement, Mode, QualityCode, Record, Scenario, StaggeredRecord};
-use ttft_results::physics;
+use ttft_results::physics::{self, Rates};
 use ttft_results::quality::{self, PromptTokens};
+use ttft_results::results::import::imported_reason;
+use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::Source;
 use ttft_results::results::text::Text;
 
@@ -27,21 +33,73 @@ fn is_stand_in(m: &Measurement) -> bool {
     m.quality_flags.iter().any(|f| f.flag == ttft_results::results::origin::BATCH_AGGREGATE_FLAG)
 }
 
-fn finding(ctx: &RuleContext, m: &Measurement, rule: RuleId, message: String) -> Finding {
-    Finding::new(rule, ctx.file, message).at(&m.run_id, &m.cell)
+/// A finding of a record alone: its input is named where the input is judged.
+fn finding(m: &Measurement, rule: RuleId, message: String) -> Finding {
+    Finding::new(rule, "", message).at(&m.run_id, &m.cell)
+}
+
+fn rated_finding(ctx: &RuleContext, m: &Measured, rule: RuleId, message: String) -> Finding {
+    Finding::new(rule, ctx.file, message).at(m.run_id(), &m.cell)
+}
+
+/// `record` as verify keeps it, with what the rules that read it alone found.
+pub(crate) fn kept(record: Record, located: bool, found: Vec<Finding>) -> Judged {
+    let kind = match record {
+        Record::Measurement(m) => Kind::Measured(measured(*m, located)),
+        other => Kind::Other(other),
+    };
+    Judged { found: found.into_boxed_slice(), kind }
+}
+
+/// What the rules that are not the record rules' own read of a measurement, and what the ceiling
+/// rules need of it, made as it is read. `located`: read lean, its text kept beside it (its
+/// arrival times dropped: a hinted burst is read again whole, `burst_unflagged`).
+fn measured(m: Measurement, located: bool) -> Measured {
+    let warm_served =
+        m.cache_evidence.as_ref().filter(|_| m.cell.cache_state == CacheState::Warm).and_then(|e| {
+            let served = quality::confirm_cache_state(CacheState::Warm, e, m.input_tokens)?;
+            Some((served, e.cached_tokens))
+        });
+    let record = Record::Measurement(Box::new(m));
+    let (good, stand_in) = (record.is_good(), record.is_batch_stand_in());
+    let imported = imported_reason(&record).map(Box::from);
+    let Record::Measurement(m) = record else { unreachable!("made a measurement above") };
+    let judged = (m.error.is_none() && !is_stand_in(&m)).then_some(&*m);
+    let hinted = judged.filter(|m| burst_hinted(m));
+    let burst_unflagged =
+        hinted.filter(|_| !located).and_then(quality::check_burst).map(|flag| flag.reason.into_boxed_str());
+    let made = Made {
+        rates: Rates::of(&m),
+        stored: m.physics.clone(),
+        warm_served,
+        failed: m.error.is_some(),
+        good,
+        stand_in,
+        burst_suspect: hinted.is_some() && located,
+        rare: Rare {
+            imported,
+            burst_unflagged,
+            burst_note: super::explain::burst_note(&m).map(String::into_boxed_str),
+            verdicts_differ: judged.map(verdicts_differ).unwrap_or_default(),
+        },
+    };
+    Measured::new(*m, made)
 }
 
 fn show(v: Option<u64>) -> String {
     v.map_or("null".into(), |n| n.to_string())
 }
 
-pub(crate) fn decode_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn decode_above_ceiling(ctx: &RuleContext, m: &Measured, out: &mut Vec<Finding>) {
     // A burst's client-side rate is no decode at all: `stream_burst` explains it.
-    let Some(m) = judged(rec).filter(|m| !super::explain::is_burst(m)) else { return };
-    let Some(d) = m.decode_tps else { return };
+    if !m.judged() || m.rare().burst_note.is_some() {
+        return;
+    }
+    let rates = m.rates();
+    let Some(d) = rates.decode_tps else { return };
     let now = ctx.hardware.zip((ctx.model_for)(&m.cell.model));
     if let Some((hw, c)) =
-        now.as_ref().and_then(|(hw, model)| Some((hw, physics::ceilings(hw, model, m).decode_ceiling_tps?)))
+        now.as_ref().and_then(|(hw, model)| Some((hw, rates.ceilings(hw, model).decode_ceiling_tps?)))
         && d > c
     {
         let message = format!(
@@ -52,17 +110,18 @@ pub(crate) fn decode_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Ve
             hw.name,
             hw.bandwidth_gbps
         );
-        out.push(finding(ctx, m, RuleId::DecodeAboveCeiling, message).numbers(d, c, "tok/s"));
+        out.push(rated_finding(ctx, m, RuleId::DecodeAboveCeiling, message).numbers(d, c, "tok/s"));
         return;
     }
-    let stored = m.physics.as_ref().and_then(|p| Some((p.decode_fraction?, p.decode_ceiling_tps?)));
+    let p = m.stored();
+    let stored = p.decode_fraction.zip(p.decode_ceiling_tps);
     if let Some((fraction, c)) = stored_above(ctx, stored) {
         let message = format!(
             "decode {d:.1} tok/s > the ceiling of {c:.1} tok/s the record stored when it was measured \
              (decode_fraction {fraction:.2}){}",
             now_says(now.is_some())
         );
-        out.push(finding(ctx, m, RuleId::DecodeAboveCeiling, message).numbers(d, c, "tok/s"));
+        out.push(rated_finding(ctx, m, RuleId::DecodeAboveCeiling, message).numbers(d, c, "tok/s"));
     }
 }
 
@@ -83,9 +142,12 @@ fn now_says(known: bool) -> &'static str {
     }
 }
 
-pub(crate) fn prefill_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
-    let Some(m) = judged(rec) else { return };
-    let Some(rate) = physics::computed_prefill_tps(m) else { return };
+pub(crate) fn prefill_above_ceiling(ctx: &RuleContext, m: &Measured, out: &mut Vec<Finding>) {
+    if !m.judged() {
+        return;
+    }
+    let rates = m.rates();
+    let Some(rate) = rates.computed_prefill_tps else { return };
     let why = if m.cell.cache_state == CacheState::Cold {
         "a 'cold' row was probably served from a cache"
     } else {
@@ -93,7 +155,7 @@ pub(crate) fn prefill_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut V
     };
     let now = ctx.hardware.zip((ctx.model_for)(&m.cell.model));
     if let Some((hw, c)) =
-        now.as_ref().and_then(|(hw, model)| Some((hw, physics::ceilings(hw, model, m).prefill_ceiling_tps?)))
+        now.as_ref().and_then(|(hw, model)| Some((hw, rates.ceilings(hw, model).prefill_ceiling_tps?)))
         && rate > c
     {
         let message = format!(
@@ -101,26 +163,27 @@ pub(crate) fn prefill_above_ceiling(ctx: &RuleContext, rec: &Record, out: &mut V
             hw.name,
             hw.tflops.unwrap_or(0.0)
         );
-        out.push(finding(ctx, m, RuleId::PrefillAboveCeiling, message).numbers(rate, c, "tok/s"));
+        out.push(rated_finding(ctx, m, RuleId::PrefillAboveCeiling, message).numbers(rate, c, "tok/s"));
         return;
     }
-    let stored = m.physics.as_ref().and_then(|p| Some((p.prefill_fraction?, p.prefill_ceiling_tps?)));
+    let p = m.stored();
+    let stored = p.prefill_fraction.zip(p.prefill_ceiling_tps);
     if let Some((fraction, c)) = stored_above(ctx, stored) {
         let message = format!(
             "prefill {rate:.0} computed tok/s > the compute ceiling of {c:.0} tok/s the record stored when it \
              was measured (prefill_fraction {fraction:.2}): {why}{}",
             now_says(now.is_some())
         );
-        out.push(finding(ctx, m, RuleId::PrefillAboveCeiling, message).numbers(rate, c, "tok/s"));
+        out.push(rated_finding(ctx, m, RuleId::PrefillAboveCeiling, message).numbers(rate, c, "tok/s"));
     }
 }
 
-pub(crate) fn max_tokens_exceeded(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn max_tokens_exceeded(rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if let Some(flag) = quality::check_max_tokens(m.output_tokens, m.max_tokens) {
         let message = format!("{}: the server ignored the limit", flag.reason);
         let value = m.output_tokens.unwrap_or(0) as f64;
-        out.push(finding(ctx, m, RuleId::MaxTokensExceeded, message).numbers(
+        out.push(finding(m, RuleId::MaxTokensExceeded, message).numbers(
             value,
             f64::from(m.max_tokens),
             "tokens",
@@ -128,15 +191,15 @@ pub(crate) fn max_tokens_exceeded(ctx: &RuleContext, rec: &Record, out: &mut Vec
     }
 }
 
-pub(crate) fn usage_missing(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn usage_missing(rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if let Some(flag) = quality::check_usage(m.input_tokens, m.output_tokens) {
         let message = format!("{}: every rate of this row is a guess", flag.reason);
-        out.push(finding(ctx, m, RuleId::UsageMissing, message));
+        out.push(finding(m, RuleId::UsageMissing, message));
     }
 }
 
-pub(crate) fn ttft_after_e2e(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn ttft_after_e2e(rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     if let Some(flag) = quality::check_timing(m.ttft_ms, m.e2e_ms) {
         let consequence = if flag.reason.starts_with("negative") {
@@ -144,7 +207,7 @@ pub(crate) fn ttft_after_e2e(ctx: &RuleContext, rec: &Record, out: &mut Vec<Find
         } else {
             "the first token came after the last"
         };
-        out.push(finding(ctx, m, RuleId::TtftAfterE2e, format!("{}: {consequence}", flag.reason)));
+        out.push(finding(m, RuleId::TtftAfterE2e, format!("{}: {consequence}", flag.reason)));
     }
 }
 
@@ -190,7 +253,7 @@ fn derived_user_verdict(s: &StaggeredRecord, c: &ttft_model::record::UserCache) 
 
 /// Staggered pairs: each user's stored cache verdict against the one its evidence gives, and an
 /// unconfirmed state, as for a measurement.
-fn staggered_cache(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>, rule: RuleId) {
+fn staggered_cache(rec: &Record, out: &mut Vec<Finding>, rule: RuleId) {
     for (user, s, c) in staggered_users(rec) {
         let derived = derived_user_verdict(s, c);
         let message = match rule {
@@ -210,17 +273,17 @@ fn staggered_cache(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>, rule
             }
             _ => continue,
         };
-        out.push(Finding::new(rule, ctx.file, message).at(&s.run_id, &s.cell));
+        out.push(Finding::new(rule, "", message).at(&s.run_id, &s.cell));
     }
 }
 
-pub(crate) fn cache_state_unconfirmed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
-    staggered_cache(ctx, rec, out, RuleId::CacheStateUnconfirmed);
+pub(crate) fn cache_state_unconfirmed(rec: &Record, out: &mut Vec<Finding>) {
+    staggered_cache(rec, out, RuleId::CacheStateUnconfirmed);
     let Some(m) = judged(rec) else { return };
     if derived_cache_verdict(m) == Some(false) {
         let message =
             quality::cache_verdict_reason(m.cell.cache_state, m.cache_evidence.as_ref(), PromptTokens::of(m));
-        out.push(finding(ctx, m, RuleId::CacheStateUnconfirmed, message));
+        out.push(finding(m, RuleId::CacheStateUnconfirmed, message));
     }
 }
 
@@ -249,14 +312,37 @@ fn show_bool(v: Option<bool>) -> &'static str {
     }
 }
 
+/// `stored_verdict_disagrees` of a staggered pair's users (a measurement's is `stored_verdicts`).
+pub(crate) fn staggered_verdicts(rec: &Record, out: &mut Vec<Finding>) {
+    staggered_cache(rec, out, RuleId::StoredVerdictDisagrees);
+}
+
 /// Every verdict a record stores that its own numbers can give again: the cache confirmation
 /// (from the evidence), `quality_ok` (against the gate-failing checks that need no output text:
 /// usage, max_tokens, timing, the cache state, and the stored flags themselves) and the physics
-/// fractions (measured rate over the stored ceiling). A stored verdict that disagrees is an edited
+/// fractions (measured rate over the stored ceiling), and the stored ceilings against the ones the
+/// input's physics give (`stored_ceilings_differ`). A stored verdict that disagrees is an edited
 /// file or a bug: verify stands by what the evidence says, not by what the record says of itself.
-pub(crate) fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
-    staggered_cache(ctx, rec, out, RuleId::StoredVerdictDisagrees);
-    let Some(m) = judged(rec) else { return };
+pub(crate) fn stored_verdicts(ctx: &RuleContext, m: &Measured, out: &mut Vec<Finding>) {
+    if !m.judged() {
+        return;
+    }
+    let mut differ = m.rare().verdicts_differ.clone();
+    differ.extend(stored_ceilings_differ(ctx, m));
+    if !differ.is_empty() {
+        let message = format!(
+            "the record's stored verdicts disagree with its own numbers (request {}, started {}): {}; an edited file or a bug",
+            m.request_index,
+            m.started_at(),
+            differ.join("; ")
+        );
+        out.push(rated_finding(ctx, m, RuleId::StoredVerdictDisagrees, message));
+    }
+}
+
+/// The stored verdicts a judged measurement's own numbers contradict, each said (what
+/// `stored_verdicts` finds without the input's physics).
+fn verdicts_differ(m: &Measurement) -> Vec<String> {
     let mut differ = Vec::new();
     let derived = derived_cache_verdict(m);
     let stored = m.cache_state_confirmed;
@@ -318,26 +404,17 @@ pub(crate) fn stored_verdict_disagrees(ctx: &RuleContext, rec: &Record, out: &mu
             ));
         }
     }
-    differ.extend(stored_ceilings_differ(ctx, m));
-    if !differ.is_empty() {
-        let message = format!(
-            "the record's stored verdicts disagree with its own numbers (request {}, started {}): {}; an edited file or a bug",
-            m.request_index,
-            m.started_at,
-            differ.join("; ")
-        );
-        out.push(finding(ctx, m, RuleId::StoredVerdictDisagrees, message));
-    }
+    differ
 }
 
 /// The ceilings a record stored against the ones the input's physics give now, where both are the
 /// run's own (`StoredCeilings::Same`): the same formula over the same numbers, so anything beyond
 /// rounding is run.json's physics or the record edited (the bandwidth and TFLOPS multiplied, a
 /// stored ceiling raised to pull a fraction under 1).
-fn stored_ceilings_differ(ctx: &RuleContext, m: &Measurement) -> Vec<String> {
-    let (Some(stored), StoredCeilings::Same) = (&m.physics, ctx.stored) else { return Vec::new() };
+fn stored_ceilings_differ(ctx: &RuleContext, m: &Measured) -> Vec<String> {
+    let (stored, StoredCeilings::Same) = (m.stored(), ctx.stored) else { return Vec::new() };
     let Some(now) =
-        ctx.hardware.zip((ctx.model_for)(&m.cell.model)).map(|(hw, model)| physics::ceilings(hw, model, m))
+        ctx.hardware.zip((ctx.model_for)(&m.cell.model)).map(|(hw, model)| m.rates().ceilings(hw, model))
     else {
         return Vec::new();
     };
@@ -366,7 +443,7 @@ fn show_f(v: Option<f64>) -> String {
     v.map_or("null".into(), |x| format!("{x:.4}"))
 }
 
-pub(crate) fn input_tokens_off_nominal(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn input_tokens_off_nominal(rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     // Hot prompts carry the conversation on top of the nominal context, and staggered prompts
     // are sized for their own context, so only an explicit expectation is checked for them.
@@ -377,11 +454,11 @@ pub(crate) fn input_tokens_off_nominal(ctx: &RuleContext, rec: &Record, out: &mu
     if let Some(flag) = quality::check_input_tokens(m.input_tokens, expected) {
         let message = format!("{}: the prompt was not sized to its context", flag.reason);
         let (input, nominal) = (m.input_tokens.unwrap_or(0) as f64, expected.unwrap_or(0) as f64);
-        out.push(finding(ctx, m, RuleId::InputTokensOffNominal, message).numbers(input, nominal, "tokens"));
+        out.push(finding(m, RuleId::InputTokensOffNominal, message).numbers(input, nominal, "tokens"));
     }
 }
 
-pub(crate) fn thermal_not_recovered(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn thermal_not_recovered(rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec) else { return };
     // Only a probe judges recovery; fixed and off have nothing to say.
     let Some(t) = m.thermal.as_ref().filter(|t| t.policy == PolicyKind::Probe && !t.recovered) else {
@@ -393,10 +470,10 @@ pub(crate) fn thermal_not_recovered(ctx: &RuleContext, rec: &Record, out: &mut V
         t.baseline_tps.map_or("unknown".into(), |b| format!("{b:.1} tok/s")),
         t.cooldown_s
     );
-    out.push(finding(ctx, m, RuleId::ThermalNotRecovered, message));
+    out.push(finding(m, RuleId::ThermalNotRecovered, message));
 }
 
-pub(crate) fn measurement_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn measurement_failed(rec: &Record, out: &mut Vec<Finding>) {
     let (what, e) = match rec {
         Record::Measurement(m) if !is_stand_in(m) => ("", m.error.as_ref()),
         Record::Group(g) => ("group: ", g.error.as_ref()),
@@ -405,16 +482,16 @@ pub(crate) fn measurement_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<
     };
     if let Some(e) = e {
         let message = format!("failed measurement ({what}{}: {})", e.kind.as_str(), e.message);
-        out.push(Finding::new(RuleId::MeasurementFailed, ctx.file, message).at(rec.run_id(), rec.cell()));
+        out.push(Finding::new(RuleId::MeasurementFailed, "", message).at(rec.run_id(), rec.cell()));
     }
 }
 
-pub(crate) fn quality_gate_failed(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn quality_gate_failed(rec: &Record, out: &mut Vec<Finding>) {
     let Some(m) = judged(rec).filter(|m| !m.quality_ok) else { return };
     let failing: Vec<&str> =
         m.quality_flags.iter().filter(|f| f.fails_gate).map(|f| f.flag.as_str()).collect();
     let why = if failing.is_empty() { "no flag says why".into() } else { failing.join(", ") };
-    out.push(finding(ctx, m, RuleId::QualityGateFailed, format!("quality_ok is false ({why})")));
+    out.push(finding(m, RuleId::QualityGateFailed, format!("quality_ok is false ({why})")));
 }
 
 /// (overlapped, overlap ms) of a staggered pair: as recorded, or for files written before it was
@@ -426,7 +503,7 @@ pub(crate) fn overlap(s: &StaggeredRecord) -> Option<(bool, f64)> {
     quality::staggered_overlap(s.user_b_arrival_ms, s.user_a_e2e_ms, s.user_b_e2e_ms)
 }
 
-pub(crate) fn staggered_not_overlapped(ctx: &RuleContext, rec: &Record, out: &mut Vec<Finding>) {
+pub(crate) fn staggered_not_overlapped(rec: &Record, out: &mut Vec<Finding>) {
     let Record::Staggered(s) = rec else { return };
     // A sequential twin is meant not to overlap; a failed pair is measurement_failed's.
     if s.cell.scenario != Scenario::StaggeredBatched || s.error.is_some() {
@@ -440,54 +517,54 @@ pub(crate) fn staggered_not_overlapped(ctx: &RuleContext, rec: &Record, out: &mu
         show_ms(s.user_b_arrival_ms),
         show_ms(s.user_a_e2e_ms)
     );
-    let mut f = Finding::new(RuleId::StaggeredNotOverlapped, ctx.file, message).at(&s.run_id, &s.cell);
+    let mut f = Finding::new(RuleId::StaggeredNotOverlapped, "", message).at(&s.run_id, &s.cell);
     if let (Some(b), Some(a)) = (s.user_b_arrival_ms, s.user_a_e2e_ms) {
         f = f.numbers(b, a, "ms");
     }
     out.push(f);
 }
 
+/// Whether a judged measurement's counts hint at a burst its flags do not name: streaming, with
+/// fewer distinct arrivals than deltas (every burst check needs deltas that arrived together),
+/// and no `stream_burst` flag.
+fn burst_hinted(m: &Measurement) -> bool {
+    let grouped = m.distinct_arrivals.is_some_and(|d| d < m.delta_count);
+    m.cell.mode == Mode::Streaming
+        && grouped
+        && !m.quality_flags.iter().any(|f| f.flag == QualityCode::StreamBurst)
+}
+
 /// `burst_unflagged`: a streaming record that carries no `stream_burst` flag, yet whose own
 /// arrival times show one (`quality::check_burst`, the sweep's own function): the flag was removed
 /// (an edited file) or never set (a bug), and its TTFT and decode would count as good. A lean
-/// record keeps no arrival times, so the records whose counts hint at grouping (fewer distinct
-/// arrivals than deltas: every burst check needs deltas that arrived together) are read again
-/// whole from their file; a stream whose every delta came alone is no burst of the kinds the
-/// sweep flags by arrivals.
-pub(crate) fn burst_unflagged(ctx: &RuleContext, src: &Source, out: &mut Vec<Finding>) {
+/// record keeps no arrival times, so the records whose counts hint at grouping (`burst_hinted`)
+/// are read again whole from their file; a record read whole was checked as it was read
+/// (`measured`); a stream whose every delta came alone is no burst of the kinds the sweep flags
+/// by arrivals.
+pub(crate) fn burst_unflagged(ctx: &RuleContext, src: &Source<Judged>, out: &mut Vec<Finding>) {
     let texts: Vec<Option<Text>> = match &src.texts {
         Some(t) => t.each().map(Some).collect(),
         None => vec![None; src.records.len()],
     };
     let mut buf = Vec::new();
     for (rec, text) in src.records.iter().zip(texts) {
-        let Some(m) = judged(rec) else { continue };
-        let grouped = m.distinct_arrivals.is_some_and(|d| d < m.delta_count);
-        if m.cell.mode != Mode::Streaming
-            || !grouped
-            || m.quality_flags.iter().any(|f| f.flag == QualityCode::StreamBurst)
-        {
-            continue;
-        }
-        let whole = match text {
-            None => None,
-            Some(text) => {
+        let Some(m) = rec.measured() else { continue };
+        let reason = match (&m.rare().burst_unflagged, m.burst_suspect, text) {
+            (Some(reason), _, _) => reason.to_string(),
+            (None, true, Some(text)) => {
                 buf.clear();
-                match text.append_to(&mut buf).ok().and_then(|_| ttft_results::store::parse_record(&buf).ok())
-                {
-                    Some(Record::Measurement(whole)) => Some(whole),
-                    _ => continue,
-                }
-            }
-        };
-        let full = whole.as_deref().unwrap_or(m);
-        if let Some(flag) = quality::check_burst(full) {
-            let message = format!(
-                "no stream_burst flag, but its own arrival times show one ({}); an edited file or a bug: \
-                 its TTFT and decode are not the server's",
+                let whole =
+                    text.append_to(&mut buf).ok().and_then(|_| ttft_results::store::parse_record(&buf).ok());
+                let Some(Record::Measurement(whole)) = whole else { continue };
+                let Some(flag) = quality::check_burst(&whole) else { continue };
                 flag.reason
-            );
-            out.push(finding(ctx, m, RuleId::BurstUnflagged, message));
-        }
+            }
+            (None, _, _) => continue,
+        };
+        let message = format!(
+            "no stream_burst flag, but its own arrival times show one ({reason}); an edited file or a bug: \
+             its TTFT and decode are not the server's"
+        );
+        out.push(rated_finding(ctx, m, RuleId::BurstUnflagged, message));
     }
 }

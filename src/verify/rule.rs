@@ -9,7 +9,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::inputs::StoredCeilings;
-use ttft_model::record::Record;
+use super::judged::Judged;
 use ttft_results::physics::{Hardware, ModelProfile, Profile};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -155,7 +155,7 @@ pub struct RuleContext<'a> {
 /// One input given to verify: its name and records.
 pub struct Input<'a> {
     pub file: String,
-    pub records: &'a [Record],
+    pub records: &'a [Judged],
 }
 
 #[cfg(test)]

@@ -5,22 +5,30 @@
 //! holds that every id has exactly one entry.
 
 use super::finding::Finding;
+use super::judged::{Judged, Measured};
 use super::provenance::Audit;
 use super::rule::{Input, RuleContext, RuleId, Severity};
 use super::{cells, explain, imported, outlier, provenance, records};
 use ttft_model::record::Record;
-use ttft_results::results::sources::Source;
+use ttft_results::results::sources::{Detail, FromRecord, Source};
 
 /// Where a rule looks and the function that checks it.
 #[derive(Clone, Copy)]
 pub enum Check {
-    /// Each record alone.
-    Record(fn(&RuleContext, &Record, &mut Vec<Finding>)),
+    /// Each record alone, as it is read (`judge`).
+    Record(fn(&Record, &mut Vec<Finding>)),
+    /// Each measurement against the ceilings of its input's hardware and model, from what the
+    /// record left for them (`judged::Rated`); `alone`: what the rule finds in a record alone, run as
+    /// it is read.
+    Rated {
+        alone: Option<fn(&Record, &mut Vec<Finding>)>,
+        rated: fn(&RuleContext, &Measured, &mut Vec<Finding>),
+    },
     /// The cells of one input (several records together).
-    Cell(fn(&RuleContext, &[Record], &mut Vec<Finding>)),
+    Cell(fn(&RuleContext, &[Judged], &mut Vec<Finding>)),
     /// One input with its file: a record read lean can be read again whole where its rule needs
     /// what the lean reading drops (its arrival times).
-    Input(fn(&RuleContext, &Source, &mut Vec<Finding>)),
+    Input(fn(&RuleContext, &Source<Judged>, &mut Vec<Finding>)),
     /// All inputs together.
     CrossInput(fn(&[Input], &mut Vec<Finding>)),
     /// One input (a published file) against the sources it claims (`--sources`), each of its
@@ -55,19 +63,22 @@ macro_rules! rule {
 
 /// Every rule: record rules, then cell rules, then cross-input rules; errors first in each.
 pub const RULES: &[Rule] = &[
-    rule!(DecodeAboveCeiling, Check::Record(records::decode_above_ceiling)),
-    rule!(PrefillAboveCeiling, Check::Record(records::prefill_above_ceiling)),
+    rule!(DecodeAboveCeiling, Check::Rated { alone: None, rated: records::decode_above_ceiling }),
+    rule!(PrefillAboveCeiling, Check::Rated { alone: None, rated: records::prefill_above_ceiling }),
     rule!(MaxTokensExceeded, Check::Record(records::max_tokens_exceeded)),
     rule!(UsageMissing, Check::Record(records::usage_missing)),
     rule!(TtftAfterE2e, Check::Record(records::ttft_after_e2e)),
     rule!(CacheStateUnconfirmed, Check::Record(records::cache_state_unconfirmed)),
-    rule!(StoredVerdictDisagrees, Check::Record(records::stored_verdict_disagrees)),
+    rule!(
+        StoredVerdictDisagrees,
+        Check::Rated { alone: Some(records::staggered_verdicts), rated: records::stored_verdicts }
+    ),
     rule!(InputTokensOffNominal, Check::Record(records::input_tokens_off_nominal)),
     rule!(ThermalNotRecovered, Check::Record(records::thermal_not_recovered)),
     rule!(MeasurementFailed, Check::Record(records::measurement_failed)),
     rule!(QualityGateFailed, Check::Record(records::quality_gate_failed)),
     rule!(StaggeredNotOverlapped, Check::Record(records::staggered_not_overlapped)),
-    rule!(StreamBurst, Check::Record(explain::stream_burst)),
+    rule!(StreamBurst, Check::Rated { alone: None, rated: explain::stream_burst }),
     rule!(BurstUnflagged, Check::Input(records::burst_unflagged)),
     rule!(WarmNotFaster, Check::Cell(cells::warm_not_faster)),
     rule!(WarmSlowerExplained, Check::OutcomeOf(RuleId::WarmNotFaster)),
@@ -114,12 +125,32 @@ impl Rule {
     /// Where the rule looks (an outcome looks where the rule that raises it does).
     pub(crate) fn scope(&self) -> Scope {
         match self.check {
-            Check::Record(_) | Check::Input(_) => Scope::Record,
+            Check::Record(_) | Check::Rated { .. } | Check::Input(_) => Scope::Record,
             Check::Cell(_) => Scope::Cell,
             Check::CrossInput(_) => Scope::CrossInput,
             Check::Sources(_) => Scope::Sources,
             Check::OutcomeOf(parent) => of(parent).scope(),
         }
+    }
+}
+
+/// `record` as verify keeps it (`judged`), the rules that need nothing but the record run on it
+/// there and then (`Check::Record`, and the `alone` part of `Check::Rated`), in `RULES` order.
+pub(crate) fn judge(record: Record, detail: Detail) -> Judged {
+    let mut found = Vec::new();
+    for rule in RULES {
+        match rule.check {
+            Check::Record(check) | Check::Rated { alone: Some(check), .. } => check(&record, &mut found),
+            _ => {}
+        }
+    }
+    records::kept(record, detail.locates(), found)
+}
+
+/// Each record is judged as it is read, in the reading threads.
+impl FromRecord for Judged {
+    fn from_record(record: Record, detail: Detail) -> Judged {
+        judge(record, detail)
     }
 }
 

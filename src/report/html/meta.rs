@@ -106,7 +106,7 @@ fn run_meta_html(meta: &SourceMeta) -> Markup {
 }
 
 /// One input: its path, kind and record count, then each of its runs' metadata.
-pub(crate) fn input_html(src: &Source) -> Markup {
+pub(crate) fn input_html<T>(src: &Source<T>) -> Markup {
     let n = src.run_meta.len();
     html! {
         section.input {
@@ -134,14 +134,16 @@ pub(crate) struct ConflictSet {
 
 /// Every set of conflicts: each canonical input's recorded ones, then (with several inputs) those
 /// between the inputs, as `bench merge` of the same inputs would record them.
-pub(crate) fn conflict_sets(sources: &[Source]) -> Vec<ConflictSet> {
+pub(crate) fn conflict_sets<T: ttft_results::results::slotted::Slotted>(
+    sources: &[Source<T>],
+) -> Vec<ConflictSet> {
     let mut sets = Vec::new();
     for src in sources.iter().filter(|s| !s.conflicts.is_empty()) {
         let origin = format!("recorded in {} by bench merge", src.path.display());
         sets.push(ConflictSet { origin, conflicts: src.conflicts.clone() });
     }
     if sources.len() > 1 {
-        let mut ordered: Vec<&Source> = sources.iter().collect();
+        let mut ordered: Vec<&Source<T>> = sources.iter().collect();
         ordered.sort_by_key(|s| s.path.display().to_string());
         let conflicts = crate::merge::settings::conflicts(&ordered);
         if !conflicts.is_empty() {

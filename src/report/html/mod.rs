@@ -54,9 +54,9 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    pub(crate) fn gather(sources: &[Source]) -> Context {
-        let report =
-            verify::verify_sources(&verify::VerifySettings::default(), sources, &verify::Claims::default());
+    pub(crate) fn gather(sources: &[Source<verify::Judged>]) -> Context {
+        let settings = verify::VerifySettings::default();
+        let report = verify::verify_sources(&settings, sources, &verify::Claims::default(), Vec::new());
         Context {
             verify: Some(report),
             inputs: sources.iter().map(meta::input_html).collect(),

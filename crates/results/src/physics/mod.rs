@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 pub use error::{PhysicsError, PhysicsInput};
 pub use hardware::{Profile, suggest_hardware};
 pub use model::ModelProfile;
-use ttft_model::record::{CacheState, Measurement, PhysicsRecord};
+use ttft_model::record::{CacheState, CellKey, Measurement, PhysicsRecord};
 
 /// The hardware numbers ceilings are computed from (a table profile or numbers given by hand).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -152,19 +152,56 @@ pub fn computed_prefill_tps(m: &Measurement) -> Option<f64> {
     Some(computed_prompt_tokens(m)? as f64 / ttft_s)
 }
 
+/// What the ceilings of a measurement depend on (`Rates::of`): a verb that holds many records
+/// keeps this beside them instead of the records, and judges them once the hardware is known.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    /// The context the decode reads: the server's prompt count, else the cell's nominal one.
+    pub context_tokens: u64,
+    pub batch_size: u32,
+    /// `computed_prompt_tokens`.
+    pub computed_prompt_tokens: Option<u64>,
+    pub decode_tps: Option<f64>,
+    /// `computed_prefill_tps`.
+    pub computed_prefill_tps: Option<f64>,
+}
+
+impl Rates {
+    pub fn of(m: &Measurement) -> Rates {
+        Rates {
+            context_tokens: Rates::context_of(m.input_tokens, &m.cell),
+            batch_size: m.cell.batch_size,
+            computed_prompt_tokens: computed_prompt_tokens(m),
+            decode_tps: m.decode_tps,
+            computed_prefill_tps: computed_prefill_tps(m),
+        }
+    }
+
+    /// The context a measurement's decode reads: the server's prompt count (`input_tokens`), else
+    /// its cell's nominal context.
+    pub fn context_of(input_tokens: Option<u64>, cell: &CellKey) -> u64 {
+        input_tokens.filter(|&n| n > 0).unwrap_or(u64::from(cell.context_tokens))
+    }
+
+    /// The ceilings at these rates, and the measured fraction of each.
+    pub fn ceilings(&self, hw: &Hardware, model: &ModelProfile) -> PhysicsRecord {
+        let context = self.context_tokens;
+        let decode_ceiling = decode_ceiling_tps(hw, model, context, self.batch_size);
+        let prefill_ceiling = self
+            .computed_prompt_tokens
+            .and_then(|c| prefill_ceiling_tps(hw, model, context.saturating_sub(c), context));
+        PhysicsRecord {
+            decode_ceiling_tps: Some(decode_ceiling),
+            decode_fraction: self.decode_tps.map(|d| d / decode_ceiling),
+            prefill_ceiling_tps: prefill_ceiling,
+            prefill_fraction: self.computed_prefill_tps.zip(prefill_ceiling).map(|(r, c)| r / c),
+        }
+    }
+}
+
 /// Ceilings of one measurement, and the measured fraction of each.
 pub fn ceilings(hw: &Hardware, model: &ModelProfile, m: &Measurement) -> PhysicsRecord {
-    let context = m.input_tokens.filter(|&n| n > 0).unwrap_or(u64::from(m.cell.context_tokens));
-    let decode_ceiling = decode_ceiling_tps(hw, model, context, m.cell.batch_size);
-    let computed = computed_prompt_tokens(m);
-    let prefill_ceiling =
-        computed.and_then(|c| prefill_ceiling_tps(hw, model, context.saturating_sub(c), context));
-    PhysicsRecord {
-        decode_ceiling_tps: Some(decode_ceiling),
-        decode_fraction: m.decode_tps.map(|d| d / decode_ceiling),
-        prefill_ceiling_tps: prefill_ceiling,
-        prefill_fraction: computed_prefill_tps(m).zip(prefill_ceiling).map(|(r, c)| r / c),
-    }
+    Rates::of(m).ceilings(hw, model)
 }
 
 /// Time to read the KV cache of `context_tokens` from storage, in ms; None without KV bytes.

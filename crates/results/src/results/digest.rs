@@ -9,6 +9,7 @@
 use std::io;
 
 use super::detail::{Detail, FromRecord};
+use super::packed::Packed;
 use super::slotted::{RECORD_TYPES, Slotted};
 use ttft_model::record::{CellKey, Record};
 
@@ -37,9 +38,8 @@ pub struct Digest {
     type_rank: u8,
     cell: CellKey,
     request_index: u32,
-    group_id: Box<str>,
-    run_id: Box<str>,
-    started_at: Box<str>,
+    /// Its group id (empty when none), run id and start time.
+    names: Packed<3>,
     good: bool,
     stand_in: bool,
 }
@@ -66,9 +66,7 @@ impl Digest {
             type_rank,
             cell,
             request_index,
-            group_id: group_id.into_boxed_str(),
-            run_id: run_id.into_boxed_str(),
-            started_at: started_at.into_boxed_str(),
+            names: Packed::new([&group_id, &run_id, &started_at]),
             good,
             stand_in,
         }
@@ -116,21 +114,21 @@ impl<V> Slotted for Kept<V> {
 
     fn group_id(&self) -> &str {
         match self {
-            Kept::Located(d, _) => &d.group_id,
+            Kept::Located(d, _) => d.names.get(0),
             Kept::Whole(r) => Slotted::group_id(r),
         }
     }
 
     fn run_id(&self) -> &str {
         match self {
-            Kept::Located(d, _) => &d.run_id,
+            Kept::Located(d, _) => d.names.get(1),
             Kept::Whole(r) => r.run_id(),
         }
     }
 
     fn started_at(&self) -> &str {
         match self {
-            Kept::Located(d, _) => &d.started_at,
+            Kept::Located(d, _) => d.names.get(2),
             Kept::Whole(r) => r.started_at(),
         }
     }

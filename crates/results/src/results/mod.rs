@@ -14,6 +14,7 @@ mod document;
 pub mod import;
 mod kind;
 pub mod origin;
+pub mod packed;
 mod parts;
 pub mod run_meta;
 mod scan;

@@ -41,21 +41,83 @@ impl<T> Parsed<T> {
         Parsed { records, spans: Vec::new() }
     }
 
-    /// The parts end to end, in vectors of their exact length: growing one vector part by part
-    /// would leave up to twice a large input's records allocated.
-    fn concat(parts: Vec<Parsed<T>>) -> Parsed<T> {
-        if parts.len() == 1 {
-            // Taken as it is, not copied.
-            return parts.into_iter().next().unwrap_or_default();
+    /// The parts end to end, in vectors of their exact length, each chunk let go as soon as it is
+    /// moved: the parts are never all held beside the vector they are moved into (a million
+    /// records' vector is a few hundred MB, whatever a verb keeps of each).
+    fn concat(parts: Vec<Chunks<T>>) -> Parsed<T> {
+        if let [part] = &parts[..]
+            && part.records.len() <= 1
+            && part.spans.len() <= 1
+        {
+            // One part alone, one vector each: taken as they are, not copied.
+            let part = parts.into_iter().next().map(|p| (p.records, p.spans));
+            let (mut records, mut spans) = part.unwrap_or_default();
+            return Parsed {
+                records: records.pop().unwrap_or_default(),
+                spans: spans.pop().unwrap_or_default(),
+            };
         }
-        let records = parts.iter().map(|p| p.records.len()).sum();
-        let spans = parts.iter().map(|p| p.spans.len()).sum();
+        let records = parts.iter().flat_map(|p| &p.records).map(Vec::len).sum();
+        let spans = parts.iter().flat_map(|p| &p.spans).map(Vec::len).sum();
         let mut all = Parsed { records: Vec::with_capacity(records), spans: Vec::with_capacity(spans) };
         for part in parts {
-            all.records.extend(part.records);
-            all.spans.extend(part.spans);
+            for chunk in part.records {
+                all.records.extend(chunk);
+            }
+            for chunk in part.spans {
+                all.spans.extend(chunk);
+            }
         }
         all
+    }
+}
+
+/// One part's records (and where their texts lie) in chunks (`Chunks::push`).
+struct Chunks<T> {
+    records: Vec<Vec<T>>,
+    spans: Vec<Vec<Span>>,
+    /// Bytes a chunk holds and reserves: one part alone grows one vector (`usize::MAX`, 0).
+    filled_bytes: usize,
+    reserved_bytes: usize,
+}
+
+/// What a chunk of one of several parts holds: each is moved into the whole input's vector and
+/// let go at once, so the parts are never all held beside it (half a million records' vector is a
+/// hundred MB and more). A chunk reserves more than it fills, above the 64 MB that glibc gives a
+/// thread's heap at most, so that it is always mapped on its own and unmapped the moment it is let
+/// go (a chunk inside a heap would leave its pages there, free but held); what it does not fill is
+/// never touched, so never resident.
+const CHUNK_FILLED_BYTES: usize = 16 << 20;
+const CHUNK_RESERVED_BYTES: usize = 80 << 20;
+
+impl<T> Chunks<T> {
+    /// `several`: one of several parts, moved into one vector as the last is done.
+    fn new(several: bool) -> Chunks<T> {
+        let (filled_bytes, reserved_bytes) =
+            if several { (CHUNK_FILLED_BYTES, CHUNK_RESERVED_BYTES) } else { (usize::MAX, 0) };
+        Chunks { records: Vec::new(), spans: Vec::new(), filled_bytes, reserved_bytes }
+    }
+
+    fn push(&mut self, record: T, span: Option<Span>) {
+        let (filled, reserved) = (self.filled_bytes, self.reserved_bytes);
+        push_chunked(&mut self.records, record, filled, reserved);
+        if let Some(span) = span {
+            push_chunked(&mut self.spans, span, filled, reserved);
+        }
+    }
+}
+
+/// `item` pushed to the last of `chunks`, a new chunk begun (`reserved_bytes` reserved) where the
+/// last holds `filled_bytes`.
+fn push_chunked<T>(chunks: &mut Vec<Vec<T>>, item: T, filled_bytes: usize, reserved_bytes: usize) {
+    let size = size_of::<T>().max(1);
+    match chunks.last_mut() {
+        Some(last) if last.len() < (filled_bytes / size).max(1) => last.push(item),
+        _ => {
+            let mut chunk = Vec::with_capacity(reserved_bytes / size);
+            chunk.push(item);
+            chunks.push(chunk);
+        }
     }
 }
 
@@ -91,10 +153,11 @@ fn read_records_in<T: FromRecord>(
     let starts = cuts(path, len, parts).map_err(|e| cannot(0, e))?;
     if starts.len() == 1 {
         let file = File::open(path).map_err(|e| cannot(0, e))?;
-        return read_part(BufReader::with_capacity(BUFFER, file), name, detail, 0);
+        let part = read_part(BufReader::with_capacity(BUFFER, file), name, detail, 0, false)?;
+        return Ok(Parsed::concat(vec![part]));
     }
     let ends: Vec<u64> = starts.iter().skip(1).copied().chain([len]).collect();
-    let results: Vec<Result<Parsed<T>, InputError>> = std::thread::scope(|scope| {
+    let results: Vec<Result<Chunks<T>, InputError>> = std::thread::scope(|scope| {
         let running: Vec<_> = starts
             .iter()
             .zip(&ends)
@@ -102,7 +165,8 @@ fn read_records_in<T: FromRecord>(
                 scope.spawn(move || {
                     let mut file = File::open(path).map_err(|e| cannot(0, e))?;
                     file.seek(SeekFrom::Start(start)).map_err(|e| cannot(0, e))?;
-                    read_part(BufReader::with_capacity(BUFFER, file.take(end - start)), name, detail, start)
+                    let reader = BufReader::with_capacity(BUFFER, file.take(end - start));
+                    read_part(reader, name, detail, start, true)
                 })
             })
             .collect();
@@ -277,22 +341,21 @@ impl<T> InOrder<T> {
     }
 }
 
-/// One part's records; `start` is where the part begins in its file.
+/// One part's records; `start` is where the part begins in its file; `several`: one of several.
 fn read_part<T: FromRecord>(
     reader: impl BufRead,
     name: &str,
     detail: Detail,
     start: u64,
-) -> Result<Parsed<T>, InputError> {
-    let mut spans = Vec::new();
-    let records = store::read_records_at(reader, name, TornTail::Reject, start, &mut |text, at| {
-        let record = detail.parse(text)?;
-        if detail.locates() {
-            spans.push(Span::of(at, text));
-        }
-        Ok(record)
+    several: bool,
+) -> Result<Chunks<T>, InputError> {
+    let mut part = Chunks::new(several);
+    // Each record goes to the part's chunks as it is read (the reader itself collects nothing).
+    store::read_records_at(reader, name, TornTail::Reject, start, &mut |text, at| {
+        part.push(detail.parse(text)?, detail.locates().then(|| Span::of(at, text)));
+        Ok(())
     })?;
-    Ok(Parsed { records, spans })
+    Ok(part)
 }
 
 /// Where each part starts: 0, then just past the first newline at or after each share's offset
@@ -361,6 +424,21 @@ mod tests {
     }
 
     #[test]
+    fn chunks_are_put_together_in_order() {
+        let mut part = Chunks::new(true);
+        let size = size_of::<u64>();
+        (part.filled_bytes, part.reserved_bytes) = (3 * size, 5 * size);
+        for i in 0..10u64 {
+            part.push(i, (i % 2 == 0).then(|| Span { offset: i, len: 1, crc: 0 }));
+        }
+        assert_eq!(part.records.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
+        let alone = Chunks::new(false);
+        let all = Parsed::concat(vec![part, alone]);
+        assert_eq!(all.records, (0..10).collect::<Vec<u64>>());
+        assert_eq!(all.spans.iter().map(|s| s.offset).collect::<Vec<_>>(), [0, 2, 4, 6, 8]);
+    }
+
+    #[test]
     fn located_parts_find_each_line_where_it_is() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.jsonl");
@@ -388,8 +466,10 @@ mod tests {
         text.insert(50, String::new());
         std::fs::write(&path, text.join("\n") + "\n").unwrap();
         let len = std::fs::metadata(&path).unwrap().len();
-        let one: Vec<Record> =
-            read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0).unwrap().records;
+        let one: Vec<Record> = Parsed::concat(vec![
+            read_part(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0, false).unwrap(),
+        ])
+        .records;
         assert_eq!(one.len(), 200);
         for parts in [2, 3, 7] {
             let starts = cuts(&path, len, parts).unwrap();
@@ -399,8 +479,8 @@ mod tests {
                 let end = starts.get(i + 1).copied().unwrap_or(len);
                 let mut file = File::open(&path).unwrap();
                 file.seek(SeekFrom::Start(start)).unwrap();
-                let part = read_part(BufReader::new(file.take(end - start)), "m", Detail::Full, start);
-                got.extend(part.unwrap().records);
+                let part = read_part(BufReader::new(file.take(end - start)), "m", Detail::Full, start, true);
+                got.extend(Parsed::concat(vec![part.unwrap()]).records);
             }
             assert_eq!(got, one, "{parts} parts");
         }
@@ -408,8 +488,10 @@ mod tests {
         text[150] = "{\"record_type\": \"measurement\"}".into();
         text[180] = "not json".into();
         std::fs::write(&path, text.join("\n") + "\n").unwrap();
-        let whole = read_part::<Record>(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0)
-            .unwrap_err();
+        let whole =
+            read_part::<Record>(BufReader::new(File::open(&path).unwrap()), "m", Detail::Full, 0, false)
+                .err()
+                .unwrap();
         assert_eq!(whole.line, 151);
         // 20 KB: below the size that pays for threads, so the parts are forced here.
         let parts = read_records_in::<Record>(&path, "m", Detail::Full, 4).unwrap_err();
