@@ -429,7 +429,7 @@ mod tests {
         let size = size_of::<u64>();
         (part.filled_bytes, part.reserved_bytes) = (3 * size, 5 * size);
         for i in 0..10u64 {
-            part.push(i, (i % 2 == 0).then(|| Span { offset: i, len: 1, crc: 0 }));
+            part.push(i, (i % 2 == 0).then_some(Span { offset: i, len: 1, crc: 0 }));
         }
         assert_eq!(part.records.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
         let alone = Chunks::new(false);
