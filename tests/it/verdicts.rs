@@ -384,7 +384,7 @@ fn a_removed_stream_burst_flag_is_caught_from_the_records_own_arrivals() {
     assert_eq!(findings(&report, "burst_unflagged").len(), 2, "{report:#}");
     // Pretty-printed, its records are not one line each: read whole, each judged as it is read.
     let pretty = dir.path().join("pretty.json");
-    let document: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    let document: Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
     std::fs::write(&pretty, serde_json::to_string_pretty(&document).unwrap()).unwrap();
     let (code, report) = verify_json(&pretty);
     assert_eq!(code, 1, "{report:#}");
