@@ -2,7 +2,8 @@
 //! threads), so a million records are never held whole. The rules that need nothing but the record
 //! have run by then and left their findings; of a measurement only what the other rules read is
 //! kept (`Measured`: its place, times, cache evidence's verdicts, and what the ceiling rules need,
-//! which wait for the input's hardware and model: a canonical file states them after its records).
+//! which wait for the input's hardware and model: its metadata is known only once it is read, a
+//! document's members coming in any order and a run directory's run.json being its own file).
 //! Group and staggered records, one per batch or pair, are kept whole.
 
 use std::io;
