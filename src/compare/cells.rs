@@ -44,6 +44,25 @@ impl Metric {
         matches!(self, Metric::TtftMs | Metric::E2eMs | Metric::UserBWaitMs)
     }
 
+    /// `s` as compare holds a base while the candidate is read: each metric's samples, to their
+    /// length, and its counts; what no metric reads (TPOT, the physics' ceilings and floors, where
+    /// the inter-token gaps are) let go.
+    pub(crate) fn keep_compared(s: CellSamples) -> CellSamples {
+        let mut kept = CellSamples {
+            tpot: Vec::new(),
+            itl_records: Vec::new(),
+            ceiling: Vec::new(),
+            ttft_floor: Vec::new(),
+            ..s
+        };
+        for samples in
+            [&mut kept.ttft, &mut kept.e2e, &mut kept.b_wait, &mut kept.system_tps, &mut kept.decode]
+        {
+            samples.shrink_to_fit();
+        }
+        kept
+    }
+
     fn samples(self, s: &CellSamples) -> &[f64] {
         match self {
             Metric::TtftMs => &s.ttft,
@@ -292,6 +311,31 @@ fn default_primary(id: &CellId) -> Metric {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_base_keeps_is_every_sample_a_metric_compares() {
+        let full = || CellSamples {
+            records: 4,
+            quality_ok: 3,
+            ttft: vec![1.0, 2.0],
+            e2e: vec![3.0],
+            decode: vec![4.0, 5.0],
+            tpot: vec![6.0],
+            itl_records: vec![0, 1],
+            ceiling: vec![7.0],
+            ttft_floor: vec![8.0],
+            system_tps: vec![9.0],
+            b_wait: vec![10.0],
+            ..CellSamples::default()
+        };
+        let kept = Metric::keep_compared(full());
+        let all = full();
+        for m in Metric::ALL {
+            assert_eq!(m.samples(&kept), m.samples(&all), "{m:?}");
+        }
+        assert_eq!((kept.records, kept.quality_ok), (4, 3), "its counts, which failures read");
+        assert!(kept.tpot.is_empty() && kept.itl_records.is_empty(), "what no metric reads is let go");
+    }
 
     #[test]
     fn verdicts_follow_the_interval_and_the_direction() {

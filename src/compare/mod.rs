@@ -155,6 +155,8 @@ fn summarize(
     let models: Vec<String> = models.into_iter().map(str::to_string).collect();
     let samples = crate::report::samples(&records, &[]);
     let failures = failures::classify(&shown, role, &run_meta, &records, &samples, expect);
+    // A base's samples are held while the candidate is read: only what compare compares.
+    let samples = samples.into_iter().map(|(id, s)| (id, Metric::keep_compared(s))).collect();
     let info = InputInfo { path: shown, kind, records: records.len(), models };
     if last {
         sources::release(records);
