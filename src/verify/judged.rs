@@ -30,7 +30,8 @@ pub enum Kind {
 }
 
 /// What verify's cell, cross-input and ceiling rules read of a measurement: about 200 bytes and
-/// two allocations (its model's name, its other names `Packed`), its optional numbers packed (`Maybe`, `Counts`).
+/// two allocations (its model's name, its other names `Packed`), its optional numbers packed
+/// (`Maybe`, `Counts`).
 pub struct Measured {
     pub cell: CellKey,
     /// Its run id, group id (empty when none), start time and nonce.
