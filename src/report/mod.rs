@@ -469,11 +469,10 @@ fn pooled_note<T: Slotted>(sources: &[Source<T>]) {
 
 /// The inputs, read located: a slot's candidates tie-break on their texts as whole records would,
 /// and each cell's token offsets (ITL) are read back from its records' texts when its statistics
-/// are computed, so no more than one cell's are ever held. A note on stderr where runs are pooled.
-fn load<T: FromRecord + Slotted>(args: &ReportArgs) -> anyhow::Result<Vec<Source<T>>> {
+/// are computed, so no more than one cell's are ever held.
+fn load<T: FromRecord>(args: &ReportArgs) -> anyhow::Result<Vec<Source<T>>> {
     let sources = sources::load_all_with(&args.inputs, Detail::Located).map_err(Failure::from)?;
     sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
-    pooled_note(&sources);
     Ok(sources)
 }
 
@@ -528,25 +527,22 @@ fn summarise<T: Sampled>(sources: Vec<Source<T>>) -> anyhow::Result<(Vec<CellSta
 pub fn run(args: &ReportArgs) -> anyhow::Result<Outcome> {
     // Refused before anything is read, so nothing half-done (a page for a browser is a file).
     let settings = ReportSettings::from_args(args)?;
-    let (cells, notes, context) = match settings.format {
-        // The page shows verify's findings too: the inputs are read once as verify keeps them,
-        // and let go before they are read again for the statistics, so the two never sit together.
+    // The page shows verify's findings too: the inputs are read once as verify keeps them, and
+    // freed before they are read again for the statistics, so the two never sit together.
+    let context = match settings.format {
         Format::Html => {
-            let judged = sources::load_all_with(&args.inputs, Detail::Located).map_err(Failure::from)?;
-            sources::require_records(&judged, args.allow_empty).map_err(Failure::from)?;
+            let judged = load(args)?;
             let context = html::Context::gather(&judged);
             sources::free(judged);
-            let sources: Vec<Source<ReportRecord>> = load(args)?;
-            let (cells, notes) = summarise(sources)?;
-            (cells, notes, context)
+            context
         }
-        // Of each record only its digest and what the statistics read of it (`sampled`).
-        _ => {
-            let sources: Vec<Source<ReportRecord>> = load(args)?;
-            let (cells, notes) = summarise(sources)?;
-            (cells, notes, html::Context::default())
-        }
+        _ => html::Context::default(),
     };
+    // Of each record only its digest and what the statistics read of it (`sampled`); a note on
+    // stderr where runs are pooled.
+    let sources: Vec<Source<ReportRecord>> = load(args)?;
+    pooled_note(&sources);
+    let (cells, notes) = summarise(sources)?;
     let out = match settings.format {
         Format::Table => table::render(&cells, output::TableStyle::Terminal),
         Format::Markdown => table::render(&cells, output::TableStyle::Markdown),

@@ -8,28 +8,8 @@ use std::borrow::Cow;
 use ttft_model::record::{self, ErrorInfo, ErrorKind, QualityCode, QualityFlag, Record, Scenario};
 use ttft_results::results::digest::{Extract, Kept};
 use ttft_results::results::import::imported_reason;
+use ttft_results::results::packed::OptF64;
 use ttft_results::results::slotted::Slotted;
-
-/// An optional sample in 8 bytes: a record's times and rates come from JSON, which holds no NaN,
-/// so NaN stands for "none".
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Sample(f64);
-
-impl Sample {
-    fn of(v: Option<f64>) -> Sample {
-        Sample(v.unwrap_or(f64::NAN))
-    }
-
-    pub(crate) fn get(self) -> Option<f64> {
-        (!self.0.is_nan()).then_some(self.0)
-    }
-}
-
-impl Default for Sample {
-    fn default() -> Sample {
-        Sample(f64::NAN)
-    }
-}
 
 /// A time or a rate that may enter statistics: finite and not negative (a negative duration is
 /// clock misuse, which verify reports; it is never averaged in).
@@ -54,21 +34,21 @@ pub(crate) enum Kind {
 pub(crate) struct Values {
     pub kind: Kind,
     pub cache_state_confirmed: Option<bool>,
-    pub ttft_ms: Sample,
-    pub e2e_ms: Sample,
+    pub ttft_ms: OptF64,
+    pub e2e_ms: OptF64,
     /// Recomputed from the raw times; a time that may not enter statistics makes no rate.
-    pub decode_tps: Sample,
-    pub tpot_ms: Sample,
+    pub decode_tps: OptF64,
+    pub tpot_ms: OptF64,
     /// Its inter-token gaps enter ITL: its times may enter statistics and its offsets are there
     /// (read back from its text, or two or more held).
     pub itl: bool,
-    pub decode_ceiling_tps: Sample,
-    pub ttft_floor_ms: Sample,
-    pub system_tps: Sample,
-    pub user_b_wait_ms: Sample,
+    pub decode_ceiling_tps: OptF64,
+    pub ttft_floor_ms: OptF64,
+    pub system_tps: OptF64,
+    pub user_b_wait_ms: OptF64,
     /// The load level it was sent at (`bench load`): a closed loop's users, or an open loop's rate.
     pub concurrency: Option<u32>,
-    pub offered_rate_per_s: Sample,
+    pub offered_rate_per_s: OptF64,
     /// What its importer could not tell (`import::imported_reason`).
     pub imported: Option<Box<str>>,
     /// Why it may fail, as compare counts failures (none for a group record).
@@ -134,15 +114,15 @@ impl Values {
                 Values {
                     kind: if m.warmup { Kind::Warmup } else { Kind::Measurement },
                     cache_state_confirmed: m.cache_state_confirmed,
-                    ttft_ms: Sample::of(ttft),
-                    e2e_ms: Sample::of(e2e),
-                    decode_tps: Sample::of(sample(decode)),
-                    tpot_ms: Sample::of(sample(tpot)),
+                    ttft_ms: OptF64::of(ttft),
+                    e2e_ms: OptF64::of(e2e),
+                    decode_tps: OptF64::of(sample(decode)),
+                    tpot_ms: OptF64::of(sample(tpot)),
                     itl: !bad_time && (located || m.token_offsets_ms.len() >= 2),
-                    decode_ceiling_tps: Sample::of(sample(physics.and_then(|p| p.decode_ceiling_tps))),
-                    ttft_floor_ms: Sample::of(sample(floor)),
+                    decode_ceiling_tps: OptF64::of(sample(physics.and_then(|p| p.decode_ceiling_tps))),
+                    ttft_floor_ms: OptF64::of(sample(floor)),
                     concurrency,
-                    offered_rate_per_s: Sample::of(offered_rate_per_s),
+                    offered_rate_per_s: OptF64::of(offered_rate_per_s),
                     imported: imported_reason(r).map(Box::from),
                     failing: Failing::of_record(r),
                     ..Values::default()
@@ -150,12 +130,12 @@ impl Values {
             }
             Record::Group(g) => Values {
                 kind: Kind::Group,
-                system_tps: Sample::of(sample(g.system_tps)),
+                system_tps: OptF64::of(sample(g.system_tps)),
                 ..Values::default()
             },
             Record::Staggered(s) => Values {
                 kind: Kind::Staggered,
-                user_b_wait_ms: Sample::of(sample(s.user_b_ttft_from_wall_start_ms)),
+                user_b_wait_ms: OptF64::of(sample(s.user_b_ttft_from_wall_start_ms)),
                 failing: Failing::of_record(r),
                 ..Values::default()
             },

@@ -11,7 +11,7 @@ use std::io;
 use super::finding::Finding;
 use ttft_model::record::{CellKey, Measurement, PageCache, PhysicsRecord, Record};
 use ttft_results::physics::Rates;
-use ttft_results::results::packed::Packed;
+use ttft_results::results::packed::{OptF64, Packed};
 use ttft_results::results::slotted::{RECORD_TYPES, Slotted};
 
 /// One record as verify keeps it.
@@ -31,17 +31,17 @@ pub enum Kind {
 
 /// What verify's cell, cross-input and ceiling rules read of a measurement: about 200 bytes and
 /// two allocations (its model's name, its other names `Packed`), its optional numbers packed
-/// (`Maybe`, `Counts`).
+/// (`OptF64`, `Counts`).
 pub struct Measured {
     pub cell: CellKey,
     /// Its run id, group id (empty when none), start time and nonce.
     names: Packed<4>,
     counts: Counts,
-    ttft_ms: Maybe,
-    decode_tps: Maybe,
-    computed_prefill_tps: Maybe,
+    ttft_ms: OptF64,
+    decode_tps: OptF64,
+    computed_prefill_tps: OptF64,
     /// The physics the record stored: decode ceiling and fraction, prefill ceiling and fraction.
-    stored: [Maybe; 4],
+    stored: [OptF64; 4],
     /// What few records carry: an import note, a burst, stored verdicts that disagree.
     rare: Option<Box<Rare>>,
     pub request_index: u32,
@@ -98,18 +98,12 @@ pub struct Rare {
     pub verdicts_differ: Vec<String>,
 }
 
-/// An optional number in 8 bytes: NaN stands for none (JSON holds no NaN, and no rate computed
-/// from JSON's finite numbers is one).
-#[derive(Clone, Copy)]
-struct Maybe(f64);
-
-impl Maybe {
-    fn of(v: Option<f64>) -> Maybe {
-        Maybe(v.unwrap_or(f64::NAN))
-    }
-
-    fn get(self) -> Option<f64> {
-        (!self.0.is_nan()).then_some(self.0)
+impl Rare {
+    fn is_empty(&self) -> bool {
+        self.imported.is_none()
+            && self.burst_unflagged.is_none()
+            && self.burst_note.is_none()
+            && self.verdicts_differ.is_empty()
     }
 }
 
@@ -128,16 +122,7 @@ pub struct Made {
 impl Measured {
     /// `m`'s own fields (consumed) with what was made of it.
     pub fn new(m: Measurement, made: Made) -> Measured {
-        let stored = made.stored.unwrap_or(PhysicsRecord {
-            decode_ceiling_tps: None,
-            decode_fraction: None,
-            prefill_ceiling_tps: None,
-            prefill_fraction: None,
-        });
-        let has_rare = made.rare.imported.is_some()
-            || made.rare.burst_unflagged.is_some()
-            || made.rare.burst_note.is_some()
-            || !made.rare.verdicts_differ.is_empty();
+        let stored = made.stored.unwrap_or_default();
         let group_id = m.group_id.as_deref().unwrap_or_default();
         Measured {
             names: Packed::new([&m.run_id, group_id, &m.started_at, &m.nonce]),
@@ -147,17 +132,17 @@ impl Measured {
                 made.warm_served.and_then(|(_, c)| c),
                 made.rates.computed_prompt_tokens,
             ]),
-            ttft_ms: Maybe::of(m.ttft_ms),
-            decode_tps: Maybe::of(made.rates.decode_tps),
-            computed_prefill_tps: Maybe::of(made.rates.computed_prefill_tps),
+            ttft_ms: OptF64::of(m.ttft_ms),
+            decode_tps: OptF64::of(made.rates.decode_tps),
+            computed_prefill_tps: OptF64::of(made.rates.computed_prefill_tps),
             stored: [
                 stored.decode_ceiling_tps,
                 stored.decode_fraction,
                 stored.prefill_ceiling_tps,
                 stored.prefill_fraction,
             ]
-            .map(Maybe::of),
-            rare: has_rare.then(|| Box::new(made.rare)),
+            .map(OptF64::of),
+            rare: (!made.rare.is_empty()).then(|| Box::new(made.rare)),
             request_index: m.request_index,
             page_cache: m.page_cache,
             warm_served: made.warm_served.map(|(served, _)| served),
@@ -218,7 +203,7 @@ impl Measured {
     /// rule reads each pair only where both are there).
     pub fn stored(&self) -> PhysicsRecord {
         let [decode_ceiling_tps, decode_fraction, prefill_ceiling_tps, prefill_fraction] =
-            self.stored.map(Maybe::get);
+            self.stored.map(OptF64::get);
         PhysicsRecord { decode_ceiling_tps, decode_fraction, prefill_ceiling_tps, prefill_fraction }
     }
 

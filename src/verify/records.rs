@@ -15,7 +15,6 @@ use ttft_model::record::{CacheState, Measurement, Mode, QualityCode, Record, Sce
 use ttft_results::physics::{self, Rates};
 use ttft_results::quality::{self, PromptTokens};
 use ttft_results::results::import::imported_reason;
-use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::Source;
 use ttft_results::results::text::Text;
 
@@ -44,8 +43,9 @@ fn rated_finding(ctx: &RuleContext, m: &Measured, rule: RuleId, message: String)
 
 /// `record` as verify keeps it, with what the rules that read it alone found.
 pub(crate) fn kept(record: Record, located: bool, found: Vec<Finding>) -> Judged {
+    let (good, imported) = (record.is_good(), imported_reason(&record).map(Box::from));
     let kind = match record {
-        Record::Measurement(m) => Kind::Measured(measured(*m, located)),
+        Record::Measurement(m) => Kind::Measured(measured(*m, located, good, imported)),
         other => Kind::Other(other),
     };
     Judged { found: found.into_boxed_slice(), kind }
@@ -53,18 +53,16 @@ pub(crate) fn kept(record: Record, located: bool, found: Vec<Finding>) -> Judged
 
 /// What the rules that are not the record rules' own read of a measurement, and what the ceiling
 /// rules need of it, made as it is read. `located`: read lean, its text kept beside it (its
-/// arrival times dropped: a hinted burst is read again whole, `burst_unflagged`).
-fn measured(m: Measurement, located: bool) -> Measured {
+/// arrival times dropped: a hinted burst is read again whole, `burst_unflagged`); `good` and
+/// `imported`: what its record says of it (`Record::is_good`, `import::imported_reason`).
+fn measured(m: Measurement, located: bool, good: bool, imported: Option<Box<str>>) -> Measured {
     let warm_served =
         m.cache_evidence.as_ref().filter(|_| m.cell.cache_state == CacheState::Warm).and_then(|e| {
             let served = quality::confirm_cache_state(CacheState::Warm, e, m.input_tokens)?;
             Some((served, e.cached_tokens))
         });
-    let record = Record::Measurement(Box::new(m));
-    let (good, stand_in) = (record.is_good(), record.is_batch_stand_in());
-    let imported = imported_reason(&record).map(Box::from);
-    let Record::Measurement(m) = record else { unreachable!("made a measurement above") };
-    let judged = (m.error.is_none() && !is_stand_in(&m)).then_some(&*m);
+    let stand_in = is_stand_in(&m);
+    let judged = (m.error.is_none() && !stand_in).then_some(&m);
     let hinted = judged.filter(|m| burst_hinted(m));
     let burst_unflagged =
         hinted.filter(|_| !located).and_then(quality::check_burst).map(|flag| flag.reason.into_boxed_str());
@@ -83,7 +81,7 @@ fn measured(m: Measurement, located: bool) -> Measured {
             verdicts_differ: judged.map(verdicts_differ).unwrap_or_default(),
         },
     };
-    Measured::new(*m, made)
+    Measured::new(m, made)
 }
 
 fn show(v: Option<u64>) -> String {
