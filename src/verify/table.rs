@@ -18,7 +18,7 @@ pub enum Check {
     /// Each record alone, as it is read (`judge`).
     Record(fn(&Record, &mut Vec<Finding>)),
     /// Each measurement against the ceilings of its input's hardware and model, from what the
-    /// record left for them (`judged::Rated`); `alone`: what the rule finds in a record alone, run as
+    /// record left for them (`judged::Measured`); `alone`: what the rule finds in a record alone, run as
     /// it is read.
     Rated {
         alone: Option<fn(&Record, &mut Vec<Finding>)>,
