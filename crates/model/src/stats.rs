@@ -21,6 +21,7 @@ use serde::Serialize;
 use statrs::distribution::{Binomial, DiscreteCDF};
 
 mod bootstrap;
+mod order;
 
 #[cfg(test)]
 use bootstrap::{BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
@@ -66,10 +67,7 @@ pub struct Samples(Vec<f64>);
 
 impl Samples {
     pub fn new(values: impl IntoIterator<Item = f64>) -> Samples {
-        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-        // Unstable is the same order: values equal under `total_cmp` are the same bits.
-        v.sort_unstable_by(f64::total_cmp);
-        Samples(v)
+        Samples(order::sorted_finite(values))
     }
 
     /// Sorted, finite.

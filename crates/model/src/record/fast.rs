@@ -115,6 +115,85 @@ fn skip_digits(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// One bit for each of the eight bytes of `x` (bit k for byte k, the lowest first) that is not an
+/// ASCII digit (no byte of valid UTF-8 is above 0xF4, so none carries into the next).
+fn non_digits(x: u64) -> u64 {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    const SIXES: u64 = 0x0606_0606_0606_0606;
+    // As in `skip_digits`: a digit's high nibble is 3 both ways; any other byte's is not.
+    let nibbles = ((x & HIGH) ^ THREES) | ((x.wrapping_add(SIXES) & HIGH) ^ THREES);
+    // Each byte's high nibble gathered into its top bit, then the eight top bits into the low byte
+    // (each lands on its own bit: the products never overlap, so nothing carries).
+    let top = (nibbles | nibbles << 1 | nibbles << 2 | nibbles << 3) & 0x8080_8080_8080_8080;
+    (top >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56
+}
+
+/// Just past the `]` of the array of numbers whose `[` is at `open`, where it is in the form bench
+/// writes (`checked_numbers`' tight loop), walked eight bytes at a time: its digits, most of its
+/// bytes, are passed over a word at a time and only the bytes between them looked at. None for
+/// anything else, and for an array that ends within a word of the text's end: that loop decides.
+pub(super) fn plain_numbers_end(bytes: &[u8], open: usize) -> Option<usize> {
+    let digit = |at: usize| bytes.get(at).is_some_and(u8::is_ascii_digit);
+    // A number begins with a digit (after a minus, if any) and no zero leads other digits.
+    let begins_well = |at: usize| {
+        let first = at + usize::from(bytes.get(at) == Some(&b'-'));
+        digit(first) && !(bytes[first] == b'0' && digit(first + 1))
+    };
+    let mut start = open + 1;
+    if !begins_well(start) {
+        return None;
+    }
+    let mut point = false;
+    let mut word = start;
+    while let Some(chunk) = bytes.get(word..word + 8) {
+        let mut others = non_digits(u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
+        while others != 0 {
+            let at = word + others.trailing_zeros() as usize;
+            others &= others - 1;
+            // A number begins with a digit and a point is followed by one: a point follows a
+            // digit, and so do a `,` and the `]`.
+            match bytes[at] {
+                b'-' if at == start => {}
+                b'.' if !point && digit(at + 1) => point = true,
+                b']' if at - start <= 300 => return Some(at + 1),
+                b',' if at - start <= 300 => {
+                    (start, point) = (at + 1, false);
+                    if !begins_well(start) {
+                        return None;
+                    }
+                }
+                _ => return None,
+            }
+        }
+        word += 8;
+    }
+    None
+}
+
+/// Where the plain run of a string's text from `i` ends: the first quote, backslash or control
+/// character (below 0x20), eight bytes at a time (one pass over a string instead of a search
+/// for the first two and a check of every byte for the third); None when the text ends first.
+pub(super) fn plain_run_end(bytes: &[u8], mut i: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    // A byte below `n` (`n` at most 0x80) has its high bit set here. A borrow runs from a byte
+    // only into the bytes above it, and only from one that is flagged: the lowest flagged byte is
+    // always a byte that stops the run.
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH_BITS;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        let stops =
+            below(x ^ (ONES * u64::from(b'"')), 1) | below(x ^ (ONES * u64::from(b'\\')), 1) | below(x, 0x20);
+        if stops != 0 {
+            return Some(i + stops.trailing_zeros() as usize / 8);
+        }
+        i += 8;
+    }
+    let rest = bytes.get(i..)?;
+    rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20).map(|at| i + at)
+}
+
 /// Two short byte strings of one length compared eight bytes at a time, inline: a key is
 /// compared with its expected name once per member, 60 times a record (a call to the C library's
 /// `memcmp` each time was a twentieth of a reading verb).
@@ -125,6 +204,40 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len()
         && a8.by_ref().zip(b8.by_ref()).all(|(x, y)| word(x) == word(y))
         && a8.remainder().iter().eq(b8.remainder())
+}
+
+/// The powers of ten an `f64` holds exactly.
+const EXACT_POWERS_OF_TEN: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+    1e19, 1e20, 1e21, 1e22,
+];
+
+/// A JSON number without an exponent (`text`) whose digits make an integer an `f64` holds exactly
+/// (at most 2^53) with its point at most 22 places from the end: that integer divided by a power of
+/// ten, both exact, and one division is correctly rounded, so this is the `f64` any correctly
+/// rounded reading gives (Clinger's fast path). None for any other number (about half of the
+/// 17-digit texts Rust writes), which the standard reading converts. Its own digit walk is what
+/// saves time: the standard reading scans the text again.
+fn exact_decimal(text: &str, negative: bool) -> Option<f64> {
+    let digits = &text.as_bytes()[usize::from(negative)..];
+    // At most 19 digits: the integer fits a u64.
+    if digits.len() > 19 {
+        return None;
+    }
+    let (mut mantissa, mut fraction_digits, mut point) = (0u64, 0, false);
+    for &b in digits {
+        if b == b'.' {
+            point = true;
+        } else {
+            mantissa = mantissa * 10 + u64::from(b - b'0');
+            fraction_digits += usize::from(point);
+        }
+    }
+    if mantissa > 1 << 53 || fraction_digits >= EXACT_POWERS_OF_TEN.len() {
+        return None;
+    }
+    let v = mantissa as f64 / EXACT_POWERS_OF_TEN[fraction_digits];
+    Some(if negative { -v } else { v })
 }
 
 struct Cursor<'a> {
@@ -192,9 +305,8 @@ impl<'a> Cursor<'a> {
         let mut owned: Option<String> = None;
         let mut run = start;
         loop {
-            let end = run + memchr::memchr2(b'"', b'\\', &self.bytes[run..])?;
-            let plain = &self.bytes[run..end];
-            if plain.iter().fold(false, |control, &b| control | (b < 0x20)) {
+            let end = plain_run_end(self.bytes, run)?;
+            if self.bytes[end] < 0x20 {
                 return None;
             }
             if self.bytes[end] == b'"' {
@@ -280,6 +392,11 @@ impl<'a> Cursor<'a> {
                 return Some(v as f64);
             }
         }
+        if !n.exponent
+            && let Some(v) = exact_decimal(n.text, n.negative)
+        {
+            return Some(v);
+        }
         let v: f64 = n.text.parse().ok()?;
         v.is_finite().then_some(v)
     }
@@ -309,6 +426,10 @@ impl<'a> Cursor<'a> {
         let mut i = open + 1;
         if bytes.get(i) == Some(&b']') {
             self.at = i + 1;
+            return Some(());
+        }
+        if let Some(end) = plain_numbers_end(bytes, open) {
+            self.at = end;
             return Some(());
         }
         loop {

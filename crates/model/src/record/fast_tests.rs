@@ -324,3 +324,54 @@ fn offsets_are_read_back_from_the_top_level_key_only() {
     assert!(fast::token_offsets_ms(nested.as_bytes(), &mut offsets).is_some());
     assert!(offsets.len() > 2, "the top-level offsets, not the nested pair: {offsets:?}");
 }
+
+#[test]
+fn a_string_s_plain_run_ends_at_its_first_quote_backslash_or_control_character() {
+    let stops = [b'"', b'\\', 0x00, 0x1F, b'\n'];
+    let plain = [b' ', b'a', b'!', b'#', b'[', b']', 0x7F, 0x80, 0xC3, 0xA9, 0xFF, 0x21, 0x5D];
+    let naive =
+        |bytes: &[u8], from: usize| bytes[from..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20);
+    let mut rng = Rng::new(3);
+    for _ in 0..20_000 {
+        let len = rng.below(40);
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                if rng.below(12) == 0 { stops[rng.below(stops.len())] } else { plain[rng.below(plain.len())] }
+            })
+            .collect();
+        for from in 0..=len {
+            let expected = naive(&bytes, from).map(|at| from + at);
+            assert_eq!(fast::plain_run_end(&bytes, from), expected, "{bytes:?} from {from}");
+        }
+    }
+}
+
+#[test]
+fn an_array_walked_a_word_at_a_time_is_one_serde_reads_and_ends_where_serde_ends_it() {
+    let mut rng = Rng::new(11);
+    let alphabet = ["0", "1", "7", "9", ".", ",", "-", "]", "e", " ", "00", "3.25", "10"];
+    let padding = "}".repeat(16);
+    let mut walked = 0;
+    for round in 0..200_000 {
+        // Bench's own arrays (numbers as Rust writes them) and arrays of broken pieces.
+        let body: String = if round % 4 == 0 {
+            let n = 1 + rng.below(40);
+            let v: Vec<String> =
+                (0..n).map(|_| format!("{}", (rng.unit() - 0.1) * 10f64.powi(rng.below(6) as i32))).collect();
+            v.join(",") + "]"
+        } else {
+            (0..1 + rng.below(30)).map(|_| alphabet[rng.below(alphabet.len())]).collect()
+        };
+        let text = format!("[{body}{padding}");
+        let Some(end) = fast::plain_numbers_end(text.as_bytes(), 0) else {
+            assert!(round % 4 != 0, "bench's own array not walked: {text}");
+            continue;
+        };
+        walked += 1;
+        let close = text.find(']').unwrap();
+        assert_eq!(end, close + 1, "{text}");
+        let read: Result<Vec<f64>, _> = serde_json::from_str(&text[..end]);
+        assert!(read.is_ok(), "walked an array serde refuses: {}", &text[..end]);
+    }
+    assert!(walked > 50_000, "{walked} walked");
+}
