@@ -206,21 +206,19 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
         && a8.remainder().iter().eq(b8.remainder())
 }
 
-/// The powers of ten an `f64` holds exactly.
-const EXACT_POWERS_OF_TEN: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
-    1e19, 1e20, 1e21, 1e22,
-];
+/// The powers of ten up to 10^18, each of which an `f64` holds exactly.
+const EXACT_POWERS_OF_TEN: [f64; 19] =
+    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18];
 
 /// A JSON number without an exponent (`text`) whose digits make an integer an `f64` holds exactly
-/// (at most 2^53) with its point at most 22 places from the end: that integer divided by a power of
-/// ten, both exact, and one division is correctly rounded, so this is the `f64` any correctly
-/// rounded reading gives (Clinger's fast path). None for any other number (about half of the
-/// 17-digit texts Rust writes), which the standard reading converts. Its own digit walk is what
-/// saves time: the standard reading scans the text again.
+/// (at most 2^53): that integer divided by a power of ten, both exact, and one division is
+/// correctly rounded, so this is the `f64` any correctly rounded reading gives (Clinger's fast
+/// path). None for any other number (about half of the 17-digit texts Rust writes), which the
+/// standard reading converts. Its own digit walk is what saves time: the standard reading scans
+/// the text again.
 fn exact_decimal(text: &str, negative: bool) -> Option<f64> {
     let digits = &text.as_bytes()[usize::from(negative)..];
-    // At most 19 digits: the integer fits a u64.
+    // At most 19 bytes: at most 19 digits, whose integer fits a u64, and at most 18 after a point.
     if digits.len() > 19 {
         return None;
     }
@@ -233,7 +231,7 @@ fn exact_decimal(text: &str, negative: bool) -> Option<f64> {
             fraction_digits += usize::from(point);
         }
     }
-    if mantissa > 1 << 53 || fraction_digits >= EXACT_POWERS_OF_TEN.len() {
+    if mantissa > 1 << 53 {
         return None;
     }
     let v = mantissa as f64 / EXACT_POWERS_OF_TEN[fraction_digits];

@@ -1,11 +1,12 @@
 //! Sorting a sample: every statistic reads its values in `f64::total_cmp` order. A cell's
-//! inter-token gaps are a million values and more: a comparison sort took most of a report's
-//! statistics time there, so a large sample is sorted by its bits instead (a least significant
-//! digit radix sort, a byte a pass). Values equal under `total_cmp` are the same bits, so every
-//! correct sort of a sample gives the same array: the two ways give the same statistics, bit for
-//! bit.
+//! inter-token gaps are a million values and more: sorting floats by `total_cmp` took most of a
+//! report's statistics time there, so each value is made an unsigned number in that order once,
+//! and a large sample's numbers are sorted by their bytes (a least significant digit radix sort,
+//! a byte a pass; the same numbers sorted by comparison took half as long again). Values equal
+//! under `total_cmp` are the same bits, so every correct sort of a sample gives the same array:
+//! the statistics are bit for bit those of a sort by `total_cmp`.
 
-/// Below this many values the comparison sort is the quicker (and needs no second buffer).
+/// Below this many values sorting by comparison is the quicker (and needs no second buffer).
 const RADIX_MIN_LEN: usize = 4096;
 
 /// `values`' finite values, sorted in `f64::total_cmp` order.

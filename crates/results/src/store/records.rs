@@ -161,8 +161,9 @@ pub fn read_records_at<T>(
     parse: &mut ParseAt<T>,
 ) -> Result<Vec<T>, InputError> {
     let mut records = Vec::new();
-    // A line is read where it lies in the reader's buffer; one that runs past the buffer's end is
-    // put together here (copying every line was a twentieth of a reading verb).
+    // A line is read where it lies in the reader's buffer, its newline found by the vectorized
+    // search; one that runs past the buffer's end is put together here (`read_until` copied every
+    // line and searched a byte at a time: the search alone was 4% of a verify).
     let mut long_line = Vec::new();
     let mut number = 0;
     let mut line_start = start;
