@@ -92,18 +92,21 @@ struct Number<'a> {
     exponent: bool,
 }
 
-/// The end of the run of ASCII digits from `i`, eight bytes at a time (token offsets are mostly
-/// digits).
-fn skip_digits(bytes: &[u8], mut i: usize) -> usize {
+/// A nonzero high nibble in each byte of `x` that is not an ASCII digit, zero in each that is: a
+/// digit is 0x30..=0x39, whose high nibble is 3 and still 3 with 6 added. (No byte carries into
+/// the next: valid UTF-8 holds no byte above 0xF4.)
+fn not_digit_nibbles(x: u64) -> u64 {
     const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
     const THREES: u64 = 0x3030_3030_3030_3030;
     const SIXES: u64 = 0x0606_0606_0606_0606;
+    ((x & HIGH) ^ THREES) | ((x.wrapping_add(SIXES) & HIGH) ^ THREES)
+}
+
+/// The end of the run of ASCII digits from `i`, eight bytes at a time (token offsets are mostly
+/// digits).
+fn skip_digits(bytes: &[u8], mut i: usize) -> usize {
     while let Some(chunk) = bytes.get(i..i + 8) {
-        let x = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-        // A byte is a digit when it is 0x30..=0x3F and still below 0x40 with 6 added: its high
-        // nibble is 3 both ways. The lowest byte that is not has a bit set here. (No byte carries
-        // into the next: valid UTF-8 holds no byte above 0xF4.)
-        let not_digit = ((x & HIGH) ^ THREES) | ((x.wrapping_add(SIXES) & HIGH) ^ THREES);
+        let not_digit = not_digit_nibbles(u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
         if not_digit != 0 {
             return i + not_digit.trailing_zeros() as usize / 8;
         }
@@ -116,13 +119,9 @@ fn skip_digits(bytes: &[u8], mut i: usize) -> usize {
 }
 
 /// One bit for each of the eight bytes of `x` (bit k for byte k, the lowest first) that is not an
-/// ASCII digit (no byte of valid UTF-8 is above 0xF4, so none carries into the next).
+/// ASCII digit.
 fn non_digits(x: u64) -> u64 {
-    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
-    const THREES: u64 = 0x3030_3030_3030_3030;
-    const SIXES: u64 = 0x0606_0606_0606_0606;
-    // As in `skip_digits`: a digit's high nibble is 3 both ways; any other byte's is not.
-    let nibbles = ((x & HIGH) ^ THREES) | ((x.wrapping_add(SIXES) & HIGH) ^ THREES);
+    let nibbles = not_digit_nibbles(x);
     // Each byte's high nibble gathered into its top bit, then the eight top bits into the low byte
     // (each lands on its own bit: the products never overlap, so nothing carries).
     let top = (nibbles | nibbles << 1 | nibbles << 2 | nibbles << 3) & 0x8080_8080_8080_8080;

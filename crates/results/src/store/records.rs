@@ -193,36 +193,27 @@ pub fn read_records_at<T>(
         let body = line.trim_ascii();
         if !body.is_empty() {
             let leading = line.len() - line.trim_ascii_start().len();
-            match parse(body, at + leading as u64) {
-                Ok(record) => records.push(record),
+            let failed = match parse(body, at + leading as u64) {
+                Ok(record) => {
+                    records.push(record);
+                    None
+                }
                 Err(LineError::Json(e)) if !complete && torn == TornTail::Skip => {
                     eprintln!("warning: {file}:{number}: skipping a torn last line ({})", json_message(&e));
+                    None
                 }
                 Err(LineError::Json(e)) if !complete => {
-                    let message = format!("truncated JSON line (interrupted write?): {}", json_message(&e));
-                    return Err(InputError::new(file, number, message));
+                    Some(format!("truncated JSON line (interrupted write?): {}", json_message(&e)))
                 }
-                Err(LineError::Json(e)) => {
-                    return Err(InputError::new(
-                        file,
-                        number,
-                        format!("not valid JSON: {}", json_message(&e)),
-                    ));
-                }
-                Err(LineError::Version(v)) => {
-                    let message = format!(
-                        "schema_version {} is not supported (this bench reads {SCHEMA_VERSION})",
-                        shown(v)
-                    );
-                    return Err(InputError::new(file, number, message));
-                }
-                Err(LineError::Shape(e)) => {
-                    return Err(InputError::new(
-                        file,
-                        number,
-                        format!("not a bench record: {}", json_message(&e)),
-                    ));
-                }
+                Err(LineError::Json(e)) => Some(format!("not valid JSON: {}", json_message(&e))),
+                Err(LineError::Version(v)) => Some(format!(
+                    "schema_version {} is not supported (this bench reads {SCHEMA_VERSION})",
+                    shown(v)
+                )),
+                Err(LineError::Shape(e)) => Some(format!("not a bench record: {}", json_message(&e))),
+            };
+            if let Some(message) = failed {
+                return Err(InputError::new(file, number, message));
             }
         }
         reader.consume(used);
