@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Parser;
 
 use super::*;
+use ttft_model::record::Record;
 use ttft_results::results::sources::{Detail, load_with};
 
 #[derive(Parser)]
@@ -15,8 +16,9 @@ struct Verb {
     args: VerifyArgs,
 }
 
-/// verify's report of `inputs` read to `detail`: judged as read where `as_read` (verify's own way
-/// without --sources), else judged from the records read (its way with them).
+/// verify's report of `inputs` read to `detail`: judged as read where `as_read` (verify's own way),
+/// else judged from the records read; audited against `claimed`, each side held as read to
+/// `detail`.
 fn report(
     inputs: &[PathBuf],
     claimed: &[PathBuf],
@@ -31,19 +33,32 @@ fn report(
         .chain(inputs.iter().map(|p| p.display().to_string()));
     let verb = Verb::try_parse_from(argv).unwrap();
     let settings = VerifySettings::from_args(&verb.args).unwrap();
-    let load =
-        |paths: &[PathBuf]| -> Vec<Source> { paths.iter().map(|p| load_with(p, detail).unwrap()).collect() };
     let mut claims = Claims::default();
-    for source in load(claimed) {
-        claims.add(source);
+    for p in claimed {
+        claims.add(load_with(p, detail).unwrap());
     }
-    let published = load(inputs);
-    let audited = audit(&published, &claims);
-    let judged: Vec<Source<Judged>> = if as_read {
-        inputs.iter().map(|p| load_with(p, detail).unwrap()).collect()
-    } else {
-        published.into_iter().map(judged_from).collect()
-    };
+    let mut audited = Vec::new();
+    let mut judged: Vec<Source<Judged>> = Vec::new();
+    for p in inputs {
+        let published: Source<Held> = load_with(p, detail).unwrap();
+        if !claimed.is_empty() {
+            audit(&published, &claims, &mut audited).unwrap();
+        }
+        judged.push(if as_read {
+            load_with(p, detail).unwrap()
+        } else {
+            let read: Source<Record> = load_with(p, detail).unwrap();
+            let judge_as = if read.texts.is_some() { Detail::Located } else { Detail::Full };
+            Source {
+                records: read.records.into_iter().map(|r| table::judge(r, judge_as)).collect(),
+                path: read.path,
+                kind: read.kind,
+                run_meta: read.run_meta,
+                texts: read.texts,
+                conflicts: read.conflicts,
+            }
+        });
+    }
     serde_json::to_value(verify_sources(&settings, &judged, &claims, audited)).unwrap()
 }
 

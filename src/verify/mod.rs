@@ -44,7 +44,7 @@ use crate::exit::{Failure, Outcome};
 use crate::output;
 pub(crate) use finding::Finding;
 pub(crate) use judged::Judged;
-pub(crate) use provenance::Claims;
+pub(crate) use provenance::{Claims, Held};
 pub(crate) use rule::Severity;
 use rule::{Input, RuleContext};
 use table::Check;
@@ -52,6 +52,7 @@ pub use table::RULES;
 use ttft_results::physics::{Hardware, ModelProfile};
 use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::{self, Detail, Source};
+use ttft_results::store::InputError;
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
     if args.list_rules {
@@ -59,32 +60,40 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Clean);
     }
     let settings = VerifySettings::from_args(args)?;
-    // The claimed sources first, one at a time: each is taken down to what the audit compares and
-    // its records let go before the next file is read, so they never sit beside the inputs'.
+    // The claimed sources first, one at a time, each held as hashes (`provenance::Held`); then
+    // each published input, held so, audited against them and let go. Verify then reads its
+    // inputs as it does without --sources: never the audit's records beside its own.
     let mut claims = Claims::default();
     for path in &args.sources {
-        let source = sources::load_with(path, Detail::Lean);
+        let source = sources::load_with(path, Detail::Located);
         let source = source.map_err(|e| Failure::usage(format!("--sources: {e}")))?;
         sources::require_records(std::slice::from_ref(&source), args.allow_empty).map_err(Failure::from)?;
         claims.add(source);
     }
+    let mut audited = Vec::new();
+    let mut kept: Vec<Option<Source<Judged>>> = Vec::new();
+    for path in args.inputs.iter().filter(|_| !claims.sources.is_empty()) {
+        let published: Source<Held> = sources::load_with(path, Detail::Located).map_err(Failure::from)?;
+        audit(&published, &claims, &mut audited).map_err(Failure::from)?;
+        // Records kept whole (not located: a pipe, another format) are judged from these: a pipe
+        // cannot be read twice.
+        kept.push(if published.records.iter().all(|h| h.whole.is_some()) {
+            Some(judged_from(published))
+        } else {
+            sources::free(published);
+            None
+        });
+    }
+    claims.free_held();
     // Located: a record whose lean form hints at a burst its flags do not name is read again
-    // whole (`records::burst_unflagged`). Each record is judged as it is read (`judged`); only the
-    // provenance audit, with --sources, reads the published records themselves.
-    let (sources, audited) = if claims.sources.is_empty() {
-        let mut sources: Vec<Source<Judged>> = Vec::new();
-        for path in &args.inputs {
-            sources.push(sources::load_with(path, Detail::Located).map_err(Failure::from)?);
+    // whole (`records::burst_unflagged`). Each record is judged as it is read (`judged`).
+    let mut sources: Vec<Source<Judged>> = Vec::new();
+    for (at, path) in args.inputs.iter().enumerate() {
+        match kept.get_mut(at).and_then(Option::take) {
+            Some(judged) => sources.push(judged),
+            None => sources.push(sources::load_with(path, Detail::Located).map_err(Failure::from)?),
         }
-        (sources, Vec::new())
-    } else {
-        let mut published: Vec<Source> = Vec::new();
-        for path in &args.inputs {
-            published.push(sources::load_with(path, Detail::Located).map_err(Failure::from)?);
-        }
-        let audited = audit(&published, &claims);
-        (published.into_iter().map(judged_from).collect(), audited)
-    };
+    }
     sources::require_records(&sources, args.allow_empty).map_err(Failure::from)?;
     let mut report = verify_sources(&settings, &sources, &claims, audited);
     sources::release(sources);
@@ -164,27 +173,27 @@ pub(crate) struct Summary {
     pub exit_code: Option<u8>,
 }
 
-/// The provenance rules' findings of each published input (`--sources`, read whole enough for the
-/// audit to compare its numbers) against the claimed sources, in the inputs' order.
-fn audit(published: &[Source], claims: &Claims) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    for published in published {
-        let audit = provenance::Audit::of(published, claims);
-        for rule in RULES {
-            if let Check::Sources(check) = rule.check {
-                check(&audit, &mut findings);
-            }
+/// The provenance rules' findings of a published input (`--sources`, held as hashes) against the
+/// claimed sources, added to `findings`. An error: a text that cannot be read again.
+fn audit(published: &Source<Held>, claims: &Claims, findings: &mut Vec<Finding>) -> Result<(), InputError> {
+    let audit = provenance::Audit::of(published, claims)?;
+    for rule in RULES {
+        if let Check::Sources(check) = rule.check {
+            check(&audit, findings);
         }
     }
-    findings
+    Ok(())
 }
 
-/// A published input as verify keeps it, each record judged as if it had been read so, and let
-/// go as it is.
-fn judged_from(published: Source) -> Source<Judged> {
-    let detail = if published.texts.is_some() { Detail::Located } else { Detail::Full };
+/// A published input held whole as verify keeps it, each record judged as read whole.
+fn judged_from(published: Source<Held>) -> Source<Judged> {
     Source {
-        records: published.records.into_iter().map(|r| table::judge(r, detail)).collect(),
+        records: published
+            .records
+            .into_iter()
+            .filter_map(|h| h.whole)
+            .map(|r| table::judge(r, Detail::Full))
+            .collect(),
         path: published.path,
         kind: published.kind,
         run_meta: published.run_meta,

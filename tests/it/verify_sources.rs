@@ -233,3 +233,27 @@ fn the_origin_gemma_merged_file_holds_a_warm_batch_found_in_neither_input() {
     let meta = findings(&report, "provenance_metadata_conflict");
     assert_eq!(meta.len(), 2, "{meta:#?}");
 }
+
+/// Two sources hold the same measurement: the first rounded (1000.04 where the published copy
+/// says 1000.0), the second exactly. The published copy comes from the first, as the audit has
+/// always read it (the first source that holds it), so its metadata, the first's, conflicts with
+/// nothing; taken from the exact copy (the second, whose metadata says tolerance 0.2), it would.
+#[test]
+fn a_copy_is_traced_to_the_first_source_that_holds_it_even_rounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = read_json(&fixture("small_first.json"));
+    let mut rounded = first.clone();
+    rounded["measurements"][0]["ttft_ms"] = json!(1000.04);
+    let rounded = write_json(dir.path(), "rounded.json", &rounded);
+    let mut exact = first.clone();
+    exact["metadata"] = read_json(&fixture("small_rerun.json"))["metadata"].clone();
+    let exact = write_json(dir.path(), "exact.json", &exact);
+    let published = write_json(dir.path(), "published.json", &first);
+    let (code, report) = audit(&published, &[&rounded, &exact]);
+    assert_eq!(provenance(&report), Vec::<Value>::new(), "{report:#}");
+    assert_eq!(code, 0);
+    // The exact copy first: every record comes from it, under other metadata.
+    let (code, report) = audit(&published, &[&exact, &rounded]);
+    assert_eq!(findings(&report, "provenance_metadata_conflict").len(), 2, "{report:#}");
+    assert_eq!(code, 1);
+}

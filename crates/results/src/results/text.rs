@@ -58,6 +58,11 @@ impl Texts {
     pub fn each(&self) -> impl Iterator<Item = Text> + '_ {
         self.spans.iter().map(|&span| Text { file: Arc::clone(&self.file), span })
     }
+
+    /// The text of record `i` (None past the last).
+    pub fn text(&self, i: usize) -> Option<Text> {
+        self.spans.get(i).map(|&span| Text { file: Arc::clone(&self.file), span })
+    }
 }
 
 /// One record's text, to be copied.
