@@ -129,7 +129,7 @@ fn a_record_changed_after_it_was_read_is_refused_naming_its_file() {
     let err = canonical::write_with_texts(&merged.doc, &merged.texts, &mut out).unwrap_err();
     let fault = InputFault::of(&err).expect("the input's fault");
     assert!(
-        fault.to_string().starts_with(&format!("{}: changed while it was being merged", jsonl.display())),
+        fault.to_string().starts_with(&format!("{}: changed while it was being read", jsonl.display())),
         "{fault}"
     );
 }
@@ -217,7 +217,7 @@ fn the_binary_refuses_an_input_changed_while_it_merges_and_writes_nothing() {
     let seen = String::from_utf8_lossy(&seen);
     let tail = &seen[seen.len().saturating_sub(2000)..];
     assert_eq!(status.code(), Some(2), "{tail}");
-    assert!(tail.contains(&format!("{}: changed while it was being merged", jsonl.display())), "{tail}");
+    assert!(tail.contains(&format!("{}: changed while it was being read", jsonl.display())), "{tail}");
     let left: Vec<_> = std::fs::read_dir(out.parent().unwrap()).map_or(vec![], |d| d.collect());
     assert!(left.is_empty(), "nothing written, no temp file: {left:?}");
 }

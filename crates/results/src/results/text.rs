@@ -86,8 +86,8 @@ impl Text {
     fn checked(&self, read: io::Result<()>, bytes: &[u8]) -> io::Result<()> {
         let changed = || {
             InputFault::error(format!(
-                "{}: changed while it was being merged (the record at byte {} is not the one read); \
-                 nothing was written: merge it again",
+                "{}: changed while it was being read (the record at byte {} is not the one read before); \
+                 nothing was written: run the command again",
                 self.file.name, self.span.offset
             ))
         };
@@ -202,7 +202,7 @@ mod tests {
         // Changed in place (same length, other bytes), then cut short.
         std::fs::write(&path, b"{\"a\":1}\n  {\"b\":3}\n").unwrap();
         let err = texts.each().nth(1).unwrap().read().unwrap_err();
-        assert!(err.to_string().starts_with("m.jsonl: changed while it was being merged"), "{err}");
+        assert!(err.to_string().starts_with("m.jsonl: changed while it was being read"), "{err}");
         assert!(err.to_string().contains("byte 10"), "{err}");
         std::fs::write(&path, b"{\"a\":1}\n").unwrap();
         let err = texts.each().nth(1).unwrap().read().unwrap_err();
