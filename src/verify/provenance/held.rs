@@ -68,8 +68,27 @@ pub(crate) struct Held {
     pub(crate) whole: Option<Record>,
 }
 
+/// A published record: one not located is kept as read, to be judged as verify judges it.
 impl FromRecord for Held {
     fn from_record(record: Record, detail: Detail) -> Held {
+        Held::of(record, detail, |r| r)
+    }
+}
+
+/// A claimed source's record, which is only ever compared: one not located is kept lean (its
+/// compared numbers are all a lean record's), not whole (a claimed pipe of a million records
+/// would be held whole otherwise).
+pub(crate) struct HeldLean(Held);
+
+impl FromRecord for HeldLean {
+    fn from_record(record: Record, detail: Detail) -> HeldLean {
+        HeldLean(Held::of(record, detail, Record::lean))
+    }
+}
+
+impl Held {
+    /// `record`'s hashes, and `keep(record)` where it was not read located.
+    fn of(record: Record, detail: Detail, keep: fn(Record) -> Record) -> Held {
         let (cell, request_index) = (record.cell(), Slotted::request_index(&record));
         let in_batch = Slotted::in_batch(&record);
         let unit = match in_batch {
@@ -92,7 +111,7 @@ impl FromRecord for Held {
             request_index,
             is_group: record.record_type() == "group",
             in_batch,
-            whole: (!detail.locates()).then_some(record),
+            whole: (!detail.locates()).then(|| keep(record)),
         }
     }
 }
@@ -206,17 +225,18 @@ pub(crate) struct Claims {
 
 impl Claims {
     /// Takes what the audit compares of `source`, which is let go.
-    pub(crate) fn add(&mut self, source: Source<Held>) {
+    pub(crate) fn add(&mut self, source: Source<HeldLean>) {
         let at = self.sources.len();
-        let units = Units::of(&source.records);
+        let held: Vec<Held> = source.records.into_iter().map(|HeldLean(h)| h).collect();
+        let units = Units::of(&held);
         self.index.extend(units.units.iter().map(|&unit| Candidate { source: at, unit }));
         self.index.sort_by_key(|c| c.unit.key);
         let path = source.path.display().to_string();
-        let (kind, records) = (source.kind.as_str(), source.records.len());
+        let (kind, records) = (source.kind.as_str(), held.len());
         self.rereadable.push(Rereadable {
             name: path.clone(),
             texts: source.texts,
-            whole: source.records.into_iter().map(|h| h.whole).collect(),
+            whole: held.into_iter().map(|h| h.whole).collect(),
             indices: units.indices,
         });
         self.sources.push(Claimed { path, kind, records, run_meta: source.run_meta });

@@ -484,7 +484,7 @@ mod tests {
     fn audited(published: &Path, sources: &[&Path]) -> (usize, Vec<&'static str>) {
         let mut claims = Claims::default();
         for source in sources {
-            claims.add(held(source));
+            claims.add(load_with(source, Detail::Located).unwrap());
         }
         let published = held(published);
         let audit = Audit::of(&published, &claims).unwrap();
@@ -542,7 +542,7 @@ mod tests {
         let batches = fixture("verify/batch_outlier.jsonl");
         let copy = edited(dir.path(), &batches, 0, |r| r["ttft_ms"] = serde_json::json!(12345.5));
         let mut claims = Claims::default();
-        claims.add(held(&batches));
+        claims.add(load_with(&batches, Detail::Located).unwrap());
         let published = held(&copy);
         let text = std::fs::read_to_string(&copy).unwrap();
         std::fs::write(&copy, text.replacen("12345.5", "54321.5", 1)).unwrap();
