@@ -78,7 +78,7 @@ impl FromRecord for Held {
 /// A claimed source's record, which is only ever compared: one not located is kept lean (its
 /// compared numbers are all a lean record's), not whole (a claimed pipe of a million records
 /// would be held whole otherwise).
-pub(crate) struct HeldLean(Held);
+pub(crate) struct HeldLean(pub(super) Held);
 
 impl FromRecord for HeldLean {
     fn from_record(record: Record, detail: Detail) -> HeldLean {

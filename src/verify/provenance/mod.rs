@@ -534,6 +534,27 @@ mod tests {
         }
     }
 
+    /// A claimed record that was not located (a pipe, another format) is kept lean: its token
+    /// offsets and payloads are not held for the audit; a published one is kept as read, for
+    /// verify to judge.
+    #[test]
+    fn a_claimed_record_kept_whole_is_kept_lean() {
+        use ttft_results::results::sources::FromRecord;
+        let text = std::fs::read_to_string(fixture("verify/batch_outlier.jsonl")).unwrap();
+        let mut record: Record = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        if let Record::Measurement(m) = &mut record {
+            m.token_offsets_ms = vec![10.0, 20.0, 30.0];
+        }
+        let offsets = |r: &Option<Record>| match r {
+            Some(Record::Measurement(m)) => m.token_offsets_ms.len(),
+            _ => usize::MAX,
+        };
+        let claimed = held::HeldLean::from_record(record.clone(), Detail::Full);
+        assert_eq!(offsets(&claimed.0.whole), 0);
+        assert_eq!(offsets(&Held::from_record(record.clone(), Detail::Full).whole), 3);
+        assert!(held::HeldLean::from_record(record, Detail::Located).0.whole.is_none());
+    }
+
     /// A published file changed between its reading and the audit's reading it again is named,
     /// never compared as it is now.
     #[test]
