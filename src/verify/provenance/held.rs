@@ -122,8 +122,8 @@ impl Held {
 pub(super) struct HeldUnit {
     pub(super) key: Hash128,
     pub(super) start: Hash128,
-    /// A batch's: whether it has a group record, the last one's numbers, each request's last
-    /// member's numbers.
+    /// Its record's numbers; a batch's: whether it has a group record, the last one's numbers,
+    /// each request's last member's numbers.
     numbers: Hash128,
     records: (u32, u32),
 }
