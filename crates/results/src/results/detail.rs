@@ -12,8 +12,9 @@ use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION, TimedRecord};
 pub enum Detail {
     /// Every field (merge writes records back).
     Full,
-    /// `Record::lean`: what verify's `--sources` read, dropped as each record streams by, so the
-    /// raw samples of a large input are never all in memory at once.
+    /// `Record::lean`, not located: the raw samples dropped as each record streams by, so they
+    /// are never all in memory at once. No verb reads so now (each reads `Located`); tests hold the
+    /// readings to one another with it (`verify::lean_tests`).
     Lean,
     /// Lean, and where each record's text lies in its file (`text`): what merge reads, to copy
     /// the texts into its output, and what verify, report and compare read: a slot whose
