@@ -31,8 +31,8 @@ use super::rule::RuleId;
 pub(crate) use held::{Claimed, Claims, Held};
 use held::{HeldUnit, Units};
 use numbers::{
-    Diff, Numbers, Value, diff_numbers, diff_record, group_numbers, measurement_numbers, presence,
-    show_diffs, staggered_numbers,
+    Diff, Numbers, Value, diff_numbers, diff_record, each_value, group_numbers, measurement_numbers,
+    presence, show_diffs,
 };
 use ttft_model::record::{CellKey, GroupRecord, Measurement, Record};
 use ttft_results::results::batch::{batches, in_batch};
@@ -68,11 +68,9 @@ fn values<const N: usize>(numbers: Numbers<N>) -> Box<[Value]> {
 }
 
 fn record_values(r: &Record) -> Box<[Value]> {
-    match r {
-        Record::Measurement(m) => values(measurement_numbers(m)),
-        Record::Group(g) => values(group_numbers(g)),
-        Record::Staggered(s) => values(staggered_numbers(s)),
-    }
+    let mut out = Vec::new();
+    each_value(r, |v| out.push(v));
+    out.into()
 }
 
 impl Digest {
