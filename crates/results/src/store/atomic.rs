@@ -1,8 +1,9 @@
 //! Documents replaced atomically: written to a temp file beside the target, fsync'd, renamed.
 //!
-//! Why our own and not `tempfile::NamedTempFile::persist` alone: a large document starts its
-//! writeback while it is written (`sync_file_range`, so the closing fsync does not wait for all of
-//! it), a signal stops a write between buffers, and temp files a killed writer left behind are
+//! Why our own and not `tempfile::NamedTempFile::persist` alone: a large document is written
+//! around the page cache, or where it cannot be, starts its writeback while it is written
+//! (`direct`, so the closing fsync does not wait for all of it), a signal stops a write between
+//! buffers, and temp files a killed writer left behind are
 //! found by their name and swept; tempfile's `persist` leaves all three to its caller.
 //!
 //! Readers see the old file or the new one, never half of one. The temp file is removed on every
@@ -10,9 +11,11 @@
 //! for the same target are swept before the next write, so failures leave no debris.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+use super::direct::DocumentFile;
 
 /// A signal arrived while a document was being written (`stop_writes_on_signal`).
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -119,9 +122,9 @@ pub fn write_atomic_with(
     let _writing = Writing::start();
     let tmp = TempFile(dir.join(format!("{}{}", temp_prefix(&name), std::process::id())));
     let file = File::create(&tmp.0).map_err(|e| WriteError::new(path, "create a temp file beside", e))?;
-    let mut out = BufWriter::new(WriteBehind::new(file));
+    let mut out = DocumentFile::new(file, &tmp.0);
     fill(&mut out).map_err(|e| WriteError::new(path, "write", e))?;
-    let file = out.into_inner().map_err(|e| WriteError::new(path, "write", e.into_error()))?.file;
+    let file = out.finish().map_err(|e| WriteError::new(path, "write", e))?;
     file.sync_all().map_err(|e| WriteError::new(path, "sync", e))?;
     drop(file);
     std::fs::rename(&tmp.0, path).map_err(|e| WriteError::new(path, "replace", e))?;
@@ -131,58 +134,6 @@ pub fn write_atomic_with(
         let _ = d.sync_all();
     }
     Ok(())
-}
-
-/// A file whose written bytes are handed to the disk as they accumulate (every `WRITE_BEHIND`
-/// bytes, without waiting), so the closing fsync finds little left to do: a 280 MB merge output
-/// spent a third of a second in its fsync when all of its writeback started there. The fsync still
-/// decides durability; this only starts the same work earlier.
-struct WriteBehind {
-    file: File,
-    /// Bytes written, and the offset up to which writeback was started.
-    written: u64,
-    started: u64,
-}
-
-const WRITE_BEHIND: u64 = 8 << 20;
-
-impl WriteBehind {
-    fn new(file: File) -> WriteBehind {
-        WriteBehind { file, written: 0, started: 0 }
-    }
-
-    #[cfg(target_os = "linux")]
-    fn start_writeback(&mut self) {
-        use std::os::fd::AsRawFd;
-        let (offset, len) = (self.started as libc::off64_t, (self.written - self.started) as libc::off64_t);
-        // SAFETY: a plain syscall on a descriptor this struct owns; no memory is passed. A failure
-        // only means the fsync does the work, so it is ignored.
-        unsafe { libc::sync_file_range(self.file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
-        self.started = self.written;
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn start_writeback(&mut self) {
-        self.started = self.written;
-    }
-}
-
-impl Write for WriteBehind {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if interrupted() {
-            return Err(io::Error::other("interrupted by a signal"));
-        }
-        let n = self.file.write(buf)?;
-        self.written += n as u64;
-        if self.written - self.started >= WRITE_BEHIND {
-            self.start_writeback();
-        }
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
-    }
 }
 
 fn temp_prefix(name: &str) -> String {
@@ -278,11 +229,11 @@ mod tests {
     }
 
     #[test]
-    fn a_write_larger_than_the_write_behind_step_is_whole() {
+    fn a_write_of_many_megabytes_is_whole() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("big.json");
-        // 2.5 steps, written in pieces that straddle the step boundaries.
-        let bytes: Vec<u8> = (0..(WRITE_BEHIND * 5 / 2) as usize).map(|i| (i % 251) as u8).collect();
+        // Five direct chunks and a part, in pieces that straddle their ends.
+        let bytes: Vec<u8> = (0..(21 << 20) + 7).map(|i| (i % 251) as u8).collect();
         write_atomic_with(&path, |w| bytes.chunks(1_000_003).try_for_each(|c| w.write_all(c))).unwrap();
         assert!(std::fs::read(&path).unwrap() == bytes, "every byte, in order");
     }

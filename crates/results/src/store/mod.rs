@@ -8,6 +8,7 @@
 
 mod atomic;
 mod bodies;
+mod direct;
 mod lock;
 mod records;
 
