@@ -34,7 +34,7 @@ use crate::output;
 use sampled::{Kind, Values, sample};
 pub(crate) use sampled::{ReportRecord, Sampled};
 use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
-use ttft_model::stats::{self, Ratio, Summary};
+use ttft_model::stats::{self, Ratio, Samples, Summary};
 use ttft_results::results::batch::Shape;
 use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::{self, Detail, FromRecord, Source};
@@ -198,12 +198,33 @@ impl CellSamples {
     }
 }
 
-/// The inter-token gaps of `records[i]` for each i of `itl_records`, pooled: every gap between
-/// consecutive streamed tokens that may enter statistics, in no particular order (statistics sort
-/// them). A record read located (`texts[i]`) has its offsets read back from its text; the cell's
-/// texts are read in the order they lie in their files, neighbours together (`text::read_each`).
-fn itl<T: Sampled>(records: &[T], texts: &[Option<Text>], itl_records: &[usize]) -> io::Result<Vec<f64>> {
-    let mut gaps = Vec::new();
+/// The statistics of the inter-token gaps `itl` pools, pooled and sorted in `gaps`, whose memory
+/// is kept for the next cell's.
+fn itl_summary<T: Sampled>(
+    records: &[T],
+    texts: &[Option<Text>],
+    itl_records: &[usize],
+    gaps: &mut Vec<f64>,
+) -> io::Result<Summary> {
+    itl(records, texts, itl_records, gaps)?;
+    let sorted = Samples::new(std::mem::take(gaps));
+    let summary = sorted.summary();
+    *gaps = sorted.into_values();
+    Ok(summary)
+}
+
+/// The inter-token gaps of `records[i]` for each i of `itl_records`, pooled into `gaps` (emptied
+/// first): every gap between consecutive streamed tokens that may enter statistics, in no
+/// particular order (statistics sort them). A record read located (`texts[i]`) has its offsets read
+/// back from its text; the cell's texts are read in the order they lie in their files, neighbours
+/// together (`text::read_each`).
+fn itl<T: Sampled>(
+    records: &[T],
+    texts: &[Option<Text>],
+    itl_records: &[usize],
+    gaps: &mut Vec<f64>,
+) -> io::Result<()> {
+    gaps.clear();
     let mut pool =
         |offsets: &[f64]| gaps.extend(offsets.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
     let mut located = Vec::new();
@@ -218,8 +239,7 @@ fn itl<T: Sampled>(records: &[T], texts: &[Option<Text>], itl_records: &[usize])
         sources::token_offsets_read_back(line, &mut offsets)?;
         pool(&offsets);
         Ok(())
-    })?;
-    Ok(gaps)
+    })
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -380,6 +400,8 @@ fn statistics<T: Sampled>(
         };
         CellId { scenario, cache_state: CacheState::Cold, ..id.clone() }
     };
+    // One buffer pools every cell's gaps in turn, sorted in place (`Samples::into_values`).
+    let mut gaps = Vec::new();
     by_cell
         .iter()
         .map(|(id, s)| {
@@ -398,7 +420,7 @@ fn statistics<T: Sampled>(
                 ttft_ms: stats::summarize(&s.ttft),
                 e2e_ms: stats::summarize(&s.e2e),
                 decode_tps: stats::summarize(&s.decode),
-                itl_ms: stats::summarize(&itl(records, texts, &s.itl_records)?),
+                itl_ms: itl_summary(records, texts, &s.itl_records, &mut gaps)?,
                 tpot_ms: stats::summarize(&s.tpot),
                 decode_ceiling_tps: stats::median(&s.ceiling),
                 ttft_floor_ms: stats::median(&s.ttft_floor),

@@ -140,9 +140,14 @@ pub fn read_each(texts: &[&Text], mut each: impl FnMut(usize, &[u8]) -> io::Resu
             end = next_end;
             last += 1;
         }
-        window.clear();
-        window.resize((end - start) as usize, 0);
-        if let Err(e) = read_at(&first.file.file, &mut window, start) {
+        // Grown, never cleared: each read fills the part it uses, so zeroing it first would be
+        // work for nothing.
+        let len = (end - start) as usize;
+        if window.len() < len {
+            window.resize(len, 0);
+        }
+        let window = &mut window[..len];
+        if let Err(e) = read_at(&first.file.file, window, start) {
             return first.checked(Err(e), &[]);
         }
         for &i in &order[at..last] {

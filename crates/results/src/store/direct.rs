@@ -92,9 +92,10 @@ impl DocumentFile {
                     Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                     Ok(n) => done += n,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    // Refused here (an alignment this file system asks more of): the rest of
-                    // the document is written cached, from where this write stopped.
-                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    // Refused here (an alignment this file system asks more of, or direct
+                    // writes it opened but does not do): the rest of the document is written
+                    // cached, from where this write stopped.
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => {
                         self.way = Way::Cached;
                         break;
                     }
