@@ -212,13 +212,13 @@ const EXACT_POWERS_OF_TEN: [f64; 19] =
 /// A JSON number without an exponent (`text`) whose digits make an integer an `f64` holds exactly
 /// (at most 2^53): that integer divided by a power of ten, both exact, and one division is
 /// correctly rounded, so this is the `f64` any correctly rounded reading gives (Clinger's fast
-/// path). None for any other number (about half of the 17-digit texts Rust writes), which the
-/// standard reading converts. Its own digit walk is what saves time: the standard reading scans
-/// the text again.
+/// path). None for any other number, which the standard reading converts. Its own digit walk is
+/// what saves time on a short decimal: the standard reading scans the text again.
 fn exact_decimal(text: &str, negative: bool) -> Option<f64> {
     let digits = &text.as_bytes()[usize::from(negative)..];
-    // At most 19 bytes: at most 19 digits, whose integer fits a u64, and at most 18 after a point.
-    if digits.len() > 19 {
+    // More than 17 bytes are 17 digits or more (one byte at most is the point), an integer of at
+    // least 10^16 > 2^53: not walked (every 17-digit text Rust writes), read the standard way.
+    if digits.len() > 17 {
         return None;
     }
     let (mut mantissa, mut fraction_digits, mut point) = (0u64, 0, false);
