@@ -3,13 +3,12 @@
 //!
 //! Why: a document is fsync'd before it is renamed into place, so its writer waits for the disk
 //! either way; written through the page cache, every byte is first copied into cache pages the
-//! kernel allocates and accounts, and at a million records (2.9 GB) that copy cost 2.4-6.4 CPU-s
-//! of kernel time against 0.4-0.9 written around it, the same minutes (docs/performance.md).
+//! kernel allocates and accounts, which cost a large merge most of its time (docs/performance.md,
+//! "Writing a large document"). The first verb to read the file afterwards fills the cache instead.
 //! A small document (under one chunk) never opens the file that way: it is one ordinary write.
 
 use std::fs::File;
-use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// Bytes a direct write carries: a multiple of every block size a file system aligns direct I/O
@@ -70,9 +69,10 @@ impl DocumentFile {
     }
 
     /// What is left written, as usual: the file, to be synced.
-    pub(super) fn finish(self) -> io::Result<File> {
+    pub(super) fn finish(mut self) -> io::Result<File> {
         let rest = self.start..self.start + self.filled;
-        self.file.write_all_at(&self.buf[rest], self.written)?;
+        self.file.seek(SeekFrom::Start(self.written))?;
+        self.file.write_all(&self.buf[rest])?;
         Ok(self.file)
     }
 
@@ -85,25 +85,17 @@ impl DocumentFile {
             };
         }
         let chunk = &self.buf[self.start..self.start + CHUNK];
-        let mut done = 0;
-        if let Way::Direct(direct) = &self.way {
-            while done < CHUNK {
-                match direct.write_at(&chunk[done..], self.written + done as u64) {
-                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                    Ok(n) => done += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    // Refused here (an alignment this file system asks more of, or direct
-                    // writes it opened but does not do): the rest of the document is written
-                    // cached, from where this write stopped.
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => {
-                        self.way = Way::Cached;
-                        break;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
+        let done = match &self.way {
+            Way::Direct(direct) => write_direct(direct, chunk, self.written)?,
+            _ => 0,
+        };
+        if done < CHUNK {
+            // Refused (or never tried): the rest of the document is written cached, from where
+            // the direct writes stopped.
+            self.way = Way::Cached;
+            self.file.seek(SeekFrom::Start(self.written + done as u64))?;
+            self.file.write_all(&chunk[done..])?;
         }
-        self.file.write_all_at(&chunk[done..], self.written + done as u64)?;
         self.written += CHUNK as u64;
         self.filled = 0;
         if matches!(self.way, Way::Cached) && self.written - self.writeback_from >= WRITE_BEHIND {
@@ -142,6 +134,31 @@ impl DocumentFile {
     fn start_writeback(&mut self) {
         self.writeback_from = self.written;
     }
+}
+
+/// Writes `chunk` at `offset` through `direct`; the bytes written before the file system refused
+/// the rest (an alignment it asks more of, or direct writes it opened but does not do), all of
+/// them where it took the whole chunk.
+#[cfg(target_os = "linux")]
+fn write_direct(direct: &File, chunk: &[u8], offset: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    while done < chunk.len() {
+        match direct.write_at(&chunk[done..], offset + done as u64) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Never called: only Linux opens a file to be written around its cache (`open_direct`).
+#[cfg(not(target_os = "linux"))]
+fn write_direct(_: &File, _: &[u8], _: u64) -> io::Result<usize> {
+    Ok(0)
 }
 
 impl Write for DocumentFile {
