@@ -203,6 +203,18 @@ struct Batch {
     offsets: Vec<u64>,
 }
 
+impl Batch {
+    /// The next batch to fill: one a worker has parsed and sent back, emptied, its memory kept;
+    /// a new one where none has come back yet.
+    fn next(returned: &std::sync::mpsc::Receiver<Batch>) -> Batch {
+        let mut batch = returned.try_recv().unwrap_or_default();
+        batch.text.clear();
+        batch.ends.clear();
+        batch.offsets.clear();
+        batch
+    }
+}
+
 /// The rest of a canonical file's records array (begun by `sc.array_begin`), parsed by other
 /// threads while this one finds the elements (with `ObjectScanner::next_element`'s quick path,
 /// which takes a line to its last `}` on trust: a parse that fails tells it was not one element).
@@ -220,10 +232,14 @@ pub fn canonical_records<R: BufRead, T: FromRecord>(
         // small vectors are let go as the reading goes, so their memory serves the next batches
         // instead of lying unused beside the whole input's records.
         let (done, finished) = std::sync::mpsc::channel::<(usize, Option<Parsed<T>>)>();
+        // A parsed batch's emptied buffers come back to be filled again: the document's text is
+        // copied into the few batches in flight over and over, not into fresh memory (pages the
+        // kernel must find and zero) batch after batch.
+        let (emptied, returned) = std::sync::mpsc::channel::<Batch>();
         let senders: Vec<_> = (0..threads)
             .map(|_| {
                 let (send, receive) = std::sync::mpsc::sync_channel::<(usize, Batch)>(2);
-                let done = done.clone();
+                let (done, emptied) = (done.clone(), emptied.clone());
                 scope.spawn(move || {
                     for (index, batch) in receive {
                         let parsed = parse_batch(&batch, detail);
@@ -231,12 +247,13 @@ pub fn canonical_records<R: BufRead, T: FromRecord>(
                         if done.send((index, parsed)).is_err() || failed {
                             return;
                         }
+                        let _ = emptied.send(batch);
                     }
                 });
                 send
             })
             .collect();
-        drop(done);
+        drop((done, emptied));
         let mut all = InOrder::default();
         let mut batch = Batch::default();
         let mut sent = 0;
@@ -273,7 +290,8 @@ pub fn canonical_records<R: BufRead, T: FromRecord>(
             }
             if batch.text.len() >= BATCH_BYTES {
                 // A worker gone (it stopped on a bad element) means the pass is moot.
-                if senders[sent % threads].send((sent, std::mem::take(&mut batch))).is_err() {
+                let next = Batch::next(&returned);
+                if senders[sent % threads].send((sent, std::mem::replace(&mut batch, next))).is_err() {
                     scanned = false;
                     break;
                 }
@@ -421,6 +439,27 @@ mod tests {
         let text = std::fs::read(&path).unwrap();
         assert!(starts.iter().skip(1).all(|&s| text[s as usize - 1] == b'\n'));
         assert_eq!(lines_before(&path, 9).unwrap(), 3);
+    }
+
+    #[test]
+    fn a_batch_sent_back_is_filled_again_from_empty_with_its_memory() {
+        let (emptied, returned) = std::sync::mpsc::channel();
+        assert!(Batch::next(&returned).ends.is_empty(), "none sent back: a new one");
+        let text = [line(1), line(2)].concat();
+        let parsed =
+            Batch { ends: vec![line(1).len(), text.len()], offsets: vec![0, 10], text: text.into_bytes() };
+        assert_eq!(parse_batch::<Record>(&parsed, Detail::Full).unwrap().records.len(), 2);
+        let capacity = parsed.text.capacity();
+        emptied.send(parsed).unwrap();
+        let mut again = Batch::next(&returned);
+        assert!(again.text.is_empty() && again.ends.is_empty() && again.offsets.is_empty());
+        assert_eq!(again.text.capacity(), capacity, "its memory kept");
+        // Filled with one record, it parses as that record alone.
+        again.text.extend_from_slice(line(3).as_bytes());
+        again.ends.push(again.text.len());
+        again.offsets.push(0);
+        let records = parse_batch::<Record>(&again, Detail::Full).unwrap().records;
+        assert!(matches!(&records[..], [Record::Measurement(m)] if m.request_index == 3));
     }
 
     #[test]
