@@ -134,15 +134,7 @@ impl Samples {
         let ss: f64 = self.0.iter().map(|x| ((x - mean) / scale).powi(2)).sum();
         Some(scale * (ss / (n - 1) as f64).sqrt()).filter(|s| s.is_finite())
     }
-}
 
-/// Summarises finite values; NaN and infinities are ignored (they are not measurements). Every
-/// field is finite or None: a statistic that would overflow is not reported.
-pub fn summarize(values: &[f64]) -> Summary {
-    Samples::new(values.iter().copied()).summary()
-}
-
-impl Samples {
     /// `summarize` of these values.
     pub fn summary(&self) -> Summary {
         let n = self.len();
@@ -171,6 +163,12 @@ impl Samples {
     pub fn into_values(self) -> Vec<f64> {
         self.0
     }
+}
+
+/// Summarises finite values; NaN and infinities are ignored (they are not measurements). Every
+/// field is finite or None: a statistic that would overflow is not reported.
+pub fn summarize(values: &[f64]) -> Summary {
+    Samples::new(values.iter().copied()).summary()
 }
 
 /// The ranks (1-based) k and n + 1 - k of the median's interval over n values and its exact

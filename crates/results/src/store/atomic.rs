@@ -3,8 +3,8 @@
 //! Why our own and not `tempfile::NamedTempFile::persist` alone: a large document is written
 //! around the page cache, or where it cannot be, starts its writeback while it is written
 //! (`direct`, so the closing fsync does not wait for all of it), a signal stops a write between
-//! buffers, and temp files a killed writer left behind are
-//! found by their name and swept; tempfile's `persist` leaves all three to its caller.
+//! buffers, and temp files a killed writer left behind are found by their name and swept;
+//! tempfile's `persist` leaves all three to its caller.
 //!
 //! Readers see the old file or the new one, never half of one. The temp file is removed on every
 //! error path (a failed write, fsync or rename), and temp files that killed writers left behind
