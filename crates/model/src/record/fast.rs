@@ -66,6 +66,11 @@ pub fn measurement(line: &[u8], keep: Keep) -> Option<Record> {
 pub fn token_offsets_ms(line: &[u8], offsets: &mut Vec<f64>) -> Option<()> {
     let text = std::str::from_utf8(line).ok()?;
     let mut c = Cursor { text, bytes: line, at: 0 };
+    if let Some(at) = top_level_offsets_key(line) {
+        c.at = at;
+        offsets.clear();
+        return c.array(|c| c.f64().map(|v| offsets.push(v)));
+    }
     c.eat(b'{')?;
     loop {
         if c.key_is("token_offsets_ms") {
@@ -81,6 +86,26 @@ pub fn token_offsets_ms(line: &[u8], offsets: &mut Vec<f64>) -> Option<()> {
             _ => return None,
         }
     }
+}
+
+/// Where the array of the top-level key `token_offsets_ms` begins in `line` (a line that read as a
+/// measurement), found by a search for the key as bench writes it instead of a walk over the
+/// members before it; None where the search cannot be sure (the walk decides then). The first
+/// `"token_offsets_ms":[` is that key when no `{` or `[` comes before it but the line's first:
+/// every member before it is then a scalar of the top-level object, and its quote, not escaped
+/// (no backslash before it), cannot be inside a string (whose quotes are all escaped) nor close
+/// one (a closing quote is followed by `,`, `:`, `}` or whitespace in a well-formed line), so it
+/// opens a key. A key is unique in a line that read as a measurement.
+fn top_level_offsets_key(line: &[u8]) -> Option<usize> {
+    const KEY: &[u8] = b"\"token_offsets_ms\":";
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(KEY));
+    let at = FINDER.find(line)?;
+    let before = line.get(1..at)?;
+    let plain = line.first() == Some(&b'{')
+        && before.last() != Some(&b'\\')
+        && memchr::memchr2(b'{', b'[', before).is_none();
+    plain.then_some(at + KEY.len())
 }
 
 /// A JSON number's text and what its syntax says of it.

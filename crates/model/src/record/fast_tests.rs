@@ -325,6 +325,29 @@ fn offsets_are_read_back_from_the_top_level_key_only() {
     assert!(offsets.len() > 2, "the top-level offsets, not the nested pair: {offsets:?}");
 }
 
+/// The search that finds the top-level key without walking to it is never fooled by the key's
+/// text where it is not that key: in a longer key (its quote escaped), inside a string value, after
+/// a nested object or array; and it finds the key where bench writes it. Each line's offsets read
+/// back are the timed reading's (`offsets_read_back_agree`).
+#[test]
+fn offsets_found_by_search_are_the_top_level_key_s() {
+    let line = written_lines()
+        .into_iter()
+        .find(|l| l.contains("\"token_offsets_ms\":[") && !l.contains("\"token_offsets_ms\":[]"))
+        .unwrap();
+    let (head, tail) = line.split_once(",\"").unwrap();
+    let lines = [
+        line.clone(),
+        format!("{head},\"x\\\"token_offsets_ms\":[1,2],\"{tail}"),
+        format!("{head},\"y\":\"\\\"token_offsets_ms\\\":[3,4]\",\"{tail}"),
+        format!("{head},\"z\":[\"token_offsets_ms\",5],\"{tail}"),
+        format!("{head},\"w\":{{\"token_offsets_ms\":[6]}},\"{tail}"),
+    ];
+    for l in &lines {
+        assert!(offsets_read_back_agree(l.as_bytes()), "not read back: {l}");
+    }
+}
+
 #[test]
 fn a_string_s_plain_run_ends_at_its_first_quote_backslash_or_control_character() {
     let stops = [b'"', b'\\', 0x00, 0x1F, b'\n'];
