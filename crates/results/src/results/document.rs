@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
+use std::path::Path;
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -16,7 +17,7 @@ use super::canonical::{CANONICAL_KIND, Conflict};
 use super::detail::{Detail, FromRecord};
 use super::kind::SourceKind;
 use super::origin;
-use super::parts::{self, Parsed};
+use super::parts::{self, Declined, Parsed};
 use super::run_meta::SourceMeta;
 use super::scan::ObjectScanner;
 use crate::store::{InputError, LineError, json_message, shown};
@@ -46,14 +47,17 @@ pub struct Read<T = Record> {
 
 /// Reads a document that starts with `{`; `run_id` names the run of an origin file's records,
 /// `detail` what each record keeps. `parallel`: a canonical file's records are parsed by several
-/// threads (`parts::canonical_records`); None then means "read it again without": a record did not
-/// parse where it was found, and only one pass names the first error as it should.
+/// threads, its records array read in parts from `path` where it is in merge's form
+/// (`parts::canonical_array`: the document ends there), else found by the scanner
+/// (`parts::canonical_records`); None then means "read it again without": a record did not parse
+/// where it was found, and only one pass names the first error as it should.
 pub fn read<R: BufRead, T: FromRecord>(
     reader: R,
     file: &str,
     run_id: &str,
     detail: Detail,
     parallel: bool,
+    path: Option<&Path>,
 ) -> Result<Option<Read<T>>, InputError> {
     let mut sc = ObjectScanner::new(reader, file);
     if !sc.begin()? {
@@ -67,6 +71,9 @@ pub fn read<R: BufRead, T: FromRecord>(
     let mut records = Vec::new();
     let mut spans = Vec::new();
     let mut buf = Vec::new();
+    // The records array was read in parts to the document's end, checked there to hold nothing
+    // else (`parts::canonical_array`).
+    let mut read_to_end = false;
     while let Some(key) = sc.next_key()? {
         let streamed = matches!(key.as_str(), "records" | "measurements" | "staggered");
         if streamed && sc.array_begin()? {
@@ -76,6 +83,18 @@ pub fn read<R: BufRead, T: FromRecord>(
             records.clear();
             spans.clear();
             if parse_now && parallel {
+                if let Some(path) = path {
+                    match parts::canonical_array(path, file, sc.offset(), detail) {
+                        Ok(parsed) => {
+                            (records, spans) = (parsed.records, parsed.spans);
+                            arrays.insert(key, raw);
+                            read_to_end = true;
+                            break;
+                        }
+                        Err(Declined::Element) => return Ok(None),
+                        Err(Declined::Form) => {}
+                    }
+                }
                 let Some(parsed) = parts::canonical_records(&mut sc, detail) else { return Ok(None) };
                 (records, spans) = (parsed.records, parsed.spans);
                 arrays.insert(key, raw);
@@ -106,7 +125,9 @@ pub fn read<R: BufRead, T: FromRecord>(
             kept.remove(&key);
         }
     }
-    sc.end()?;
+    if !read_to_end {
+        sc.end()?;
+    }
     if kind.as_deref() == Some(CANONICAL_KIND) {
         for raw in arrays.remove("records").unwrap_or_default() {
             records.push(canonical_record(file, &raw.bytes, raw.line, whole)?);
@@ -324,7 +345,7 @@ mod tests {
     const BATCH: usize = 1 << 21;
 
     fn read_text(text: &str, parallel: bool) -> Result<Option<Read>, InputError> {
-        read(text.as_bytes(), "c.json", "c", Detail::Full, parallel)
+        read(text.as_bytes(), "c.json", "c", Detail::Full, parallel, None)
     }
 
     #[test]
@@ -366,7 +387,8 @@ mod tests {
         // A buffer shorter than a record: every element is copied, none taken from its line.
         for capacity in [64, 1000, 1 << 16] {
             let reader = std::io::BufReader::with_capacity(capacity, text.as_bytes());
-            let Read { parsed, .. } = read(reader, "c.json", "c", Detail::Located, true).unwrap().unwrap();
+            let Read { parsed, .. } =
+                read(reader, "c.json", "c", Detail::Located, true, None).unwrap().unwrap();
             assert_eq!(parsed.spans.len(), 300, "capacity {capacity}");
             let found: Vec<&str> =
                 parsed.spans.iter().map(|s| &text[s.offset as usize..s.offset as usize + s.len]).collect();
@@ -381,10 +403,12 @@ mod tests {
         // Records over several lines are not located: the document is read again, whole.
         let pretty = text.replacen("{\"record_type\"", "{\n      \"record_type\"", 1);
         assert!(
-            read::<_, Record>(pretty.as_bytes(), "c.json", "c", Detail::Located, true).unwrap().is_none()
+            read::<_, Record>(pretty.as_bytes(), "c.json", "c", Detail::Located, true, None)
+                .unwrap()
+                .is_none()
         );
         let Read { parsed: whole, .. } =
-            read(pretty.as_bytes(), "c.json", "c", Detail::Located, false).unwrap().unwrap();
+            read(pretty.as_bytes(), "c.json", "c", Detail::Located, false, None).unwrap().unwrap();
         assert!(whole.spans.is_empty());
         assert_eq!(whole.records.len(), 300);
         assert!(matches!(&whole.records[0], Record::Measurement(m) if m.token_offsets_ms.len() == 40));

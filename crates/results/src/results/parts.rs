@@ -7,9 +7,12 @@
 //! would be (`store::read_records_with`); the records come back in file order and the first error
 //! in file order wins, its line counted from the file's start: what one pass would give.
 //!
-//! A canonical file's records array is cut by its scanner instead (`canonical_records`): one
-//! thread finds the elements, the others parse them. Any element that does not parse sends the
-//! whole document back to be read in one pass, so an error is the one that pass names.
+//! A canonical file's records array, where it is in the form merge writes it (one element a line,
+//! the array the document's last member: `canonical_array`), is cut the same way and each part
+//! read as lines, each line one element and its comma. Anything else in the array's place, and any
+//! element that does not parse, declines: the array is then cut by the document's scanner instead
+//! (`canonical_records`; one thread finds the elements, the others parse them), or the whole
+//! document is read again in one pass, so an error is the one that pass names.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -18,7 +21,7 @@ use std::path::Path;
 use super::detail::{Detail, FromRecord};
 use super::scan::ObjectScanner;
 use super::text::Span;
-use crate::store::{self, InputError, TornTail};
+use crate::store::{self, InputError, LineError, TornTail};
 use ttft_model::record::Record;
 
 /// Records read (what the reader keeps of each: `FromRecord`), and where each one's text lies in
@@ -150,7 +153,7 @@ fn read_records_in<T: FromRecord>(
 ) -> Result<Parsed<T>, InputError> {
     let cannot = |_, e| cannot(name, e);
     let len = std::fs::metadata(path).map_err(|e| cannot(0, e))?.len();
-    let starts = cuts(path, len, parts).map_err(|e| cannot(0, e))?;
+    let starts = cuts(path, 0..len, parts).map_err(|e| cannot(0, e))?;
     if starts.len() == 1 {
         let file = File::open(path).map_err(|e| cannot(0, e))?;
         let part = read_part(BufReader::with_capacity(BUFFER, file), name, detail, 0, false)?;
@@ -187,6 +190,127 @@ fn read_records_in<T: FromRecord>(
                 return Err(e);
             }
         }
+    }
+    Ok(Parsed::concat(parts))
+}
+
+/// Why `canonical_array` did not read an array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Declined {
+    /// The document is not in the form it reads (the array not its last member, or not one element
+    /// a line with its comma): the scanner reads the array (`canonical_records`).
+    Form,
+    /// An element did not parse, or a part could not be read: one pass names the error.
+    Element,
+}
+
+/// How much of a document's end is looked at for the records array's closing bracket.
+const TAIL_BYTES: u64 = 1 << 16;
+
+/// Where the closing bracket of a document's last member is, in the file at `path` (`len` bytes):
+/// the document ends with `]`, then `}`, whitespace around each. None for any other end.
+fn last_array_end(path: &Path, len: u64) -> std::io::Result<Option<u64>> {
+    let from = len.saturating_sub(TAIL_BYTES);
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(from))?;
+    let mut tail = Vec::new();
+    file.take(len - from).read_to_end(&mut tail)?;
+    let Some(body) = tail.trim_ascii_end().strip_suffix(b"}") else { return Ok(None) };
+    let body = body.trim_ascii_end();
+    Ok(body.ends_with(b"]").then(|| from + body.len() as u64 - 1))
+}
+
+/// The records of a canonical file's records array, whose `[` ends at `array_start` of the file at
+/// `path` (`name` in errors), read in as many parts as pay off, like a records file's lines: where
+/// the array is the document's last member (`last_array_end`) and each of its lines holds one
+/// element and the comma after it (none after the last element). What is read here is what the
+/// document's scanner would find: a line holds nothing else, so each element is the whole line
+/// (its comma and whitespace aside), located where its `{` is.
+pub fn canonical_array<T: FromRecord>(
+    path: &Path,
+    name: &str,
+    array_start: u64,
+    detail: Detail,
+) -> Result<Parsed<T>, Declined> {
+    let len = std::fs::metadata(path).map_err(|_| Declined::Element)?.len();
+    let end = last_array_end(path, len).map_err(|_| Declined::Element)?.ok_or(Declined::Form)?;
+    if end < array_start {
+        return Err(Declined::Form);
+    }
+    let parts = ((end - array_start) / MIN_PART_BYTES).clamp(1, cores().min(MAX_PARTS) as u64);
+    canonical_array_in(path, name, array_start..end, detail, parts)
+}
+
+/// One part of an array read as lines: its records, and whether its last element had no comma
+/// after it (an array's last element), None where it has no element.
+struct ArrayPart<T> {
+    records: Chunks<T>,
+    open: Option<bool>,
+}
+
+/// `canonical_array` of the array's bytes `range` (its `[` and `]` outside) in (at most) `parts`
+/// parts.
+fn canonical_array_in<T: FromRecord>(
+    path: &Path,
+    name: &str,
+    range: std::ops::Range<u64>,
+    detail: Detail,
+    parts: u64,
+) -> Result<Parsed<T>, Declined> {
+    let starts = cuts(path, range.clone(), parts).map_err(|_| Declined::Element)?;
+    let ends: Vec<u64> = starts.iter().skip(1).copied().chain([range.end]).collect();
+    let several = starts.len() > 1;
+    let read = |start: u64, end: u64| -> Result<ArrayPart<T>, Declined> {
+        let mut file = File::open(path).map_err(|_| Declined::Element)?;
+        file.seek(SeekFrom::Start(start)).map_err(|_| Declined::Element)?;
+        let reader = BufReader::with_capacity(BUFFER, file.take(end - start));
+        let mut part = ArrayPart { records: Chunks::new(several), open: None };
+        let mut form = true;
+        let read = store::read_records_at(reader, name, TornTail::Reject, start, &mut |body, at| {
+            // After an element without its comma (the array's last), nothing more may come.
+            if part.open == Some(true) || !body.starts_with(b"{") {
+                form = false;
+                return Err(LineError::Shape(serde::de::Error::custom("not an element line")));
+            }
+            let (text, comma) = match body.strip_suffix(b",") {
+                Some(text) => (text.trim_ascii_end(), true),
+                None => (body, false),
+            };
+            part.open = Some(!comma);
+            part.records.push(detail.parse(text)?, detail.locates().then(|| Span::of(at, text)));
+            Ok(())
+        });
+        match read {
+            Ok(_) => Ok(part),
+            Err(_) if !form => Err(Declined::Form),
+            Err(_) => Err(Declined::Element),
+        }
+    };
+    let results: Vec<Result<ArrayPart<T>, Declined>> = if several {
+        std::thread::scope(|scope| {
+            let running: Vec<_> = starts
+                .iter()
+                .zip(&ends)
+                .map(|(&start, &end)| scope.spawn(move || read(start, end)))
+                .collect();
+            running.into_iter().map(|t| t.join().unwrap_or(Err(Declined::Element))).collect()
+        })
+    } else {
+        vec![read(range.start, range.end)]
+    };
+    let mut parts = Vec::with_capacity(results.len());
+    let mut open = None;
+    for result in results {
+        let part = result?;
+        // An element without its comma before another element, or a comma after the last.
+        if open == Some(true) && part.open.is_some() {
+            return Err(Declined::Form);
+        }
+        open = part.open.or(open);
+        parts.push(part.records);
+    }
+    if open == Some(false) {
+        return Err(Declined::Form);
     }
     Ok(Parsed::concat(parts))
 }
@@ -376,26 +500,28 @@ fn read_part<T: FromRecord>(
     Ok(part)
 }
 
-/// Where each part starts: 0, then just past the first newline at or after each share's offset
-/// (a part can be empty where one line spans several shares; only non-empty parts are kept).
-fn cuts(path: &Path, len: u64, parts: u64) -> std::io::Result<Vec<u64>> {
-    let mut starts = vec![0];
+/// Where each part of the file's bytes `range` starts: its start, then just past the first newline
+/// at or after each share's offset (a part can be empty where one line spans several shares; only
+/// non-empty parts are kept).
+fn cuts(path: &Path, range: std::ops::Range<u64>, parts: u64) -> std::io::Result<Vec<u64>> {
+    let mut starts = vec![range.start];
     if parts < 2 {
         return Ok(starts);
     }
     let mut reader = BufReader::with_capacity(BUFFER, File::open(path)?);
     let mut skipped = Vec::new();
+    let share = (range.end - range.start) / parts;
     for k in 1..parts {
-        let at = len / parts * k;
-        let last = *starts.last().unwrap_or(&0);
+        let at = range.start + share * k;
+        let last = *starts.last().unwrap_or(&range.start);
         if at <= last {
             continue;
         }
         reader.seek(SeekFrom::Start(at))?;
         skipped.clear();
-        let n = reader.read_until(b'\n', &mut skipped)? as u64;
+        let n = (&mut reader).take(range.end - at).read_until(b'\n', &mut skipped)? as u64;
         let start = at + n;
-        if skipped.last() == Some(&b'\n') && start < len && start > last {
+        if skipped.last() == Some(&b'\n') && start < range.end && start > last {
             starts.push(start);
         }
     }
@@ -427,14 +553,141 @@ mod tests {
         serde_json::to_string(&Record::Measurement(Box::new(m))).unwrap()
     }
 
+    /// A canonical document in merge's form holding `elements` (each line of its records array).
+    fn canonical(elements: &[String]) -> String {
+        format!(
+            "{{\n  \"schema_version\": 1,\n  \"kind\": \"ttft-bench-canonical\",\n  \"sources\": [],\n  \
+             \"conflicts\": [],\n  \"provenance\": {{\"kept_by_source\": {{}}, \"replaced\": []}},\n  \
+             \"records\": [\n{}\n  ]\n}}\n",
+            elements.iter().map(|e| format!("    {e}")).collect::<Vec<_>>().join(",\n")
+        )
+    }
+
+    /// A document's records and spans, None where it is sent back to be read in one pass, or the
+    /// error that names what is wrong.
+    type Reading = Result<Option<(Vec<Record>, Vec<Span>)>, String>;
+
+    /// The document at `path` read as a reading verb reads it (its records array in parts where it
+    /// can be), and in one pass.
+    fn read_both(path: &Path, detail: Detail) -> [Reading; 2] {
+        [(true, Some(path)), (false, None)].map(|(parallel, at)| {
+            let reader = BufReader::new(File::open(path).unwrap());
+            super::super::document::read::<_, Record>(reader, "c.json", "c", detail, parallel, at)
+                .map(|read| read.map(|r| (r.parsed.records, r.parsed.spans)))
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    /// Where the records array of the document at `path` begins and ends (past its `[`, at its `]`).
+    fn array_of(path: &Path) -> std::ops::Range<u64> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let start = text.find("\"records\": [").unwrap() + "\"records\": [".len();
+        start as u64..text.rfind(']').unwrap() as u64
+    }
+
+    #[test]
+    fn a_canonical_array_in_merge_s_form_is_read_in_parts_as_one_pass_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        let lines: Vec<String> = (0..120).map(line).collect();
+        let text = canonical(&lines);
+        std::fs::write(&path, &text).unwrap();
+        let range = array_of(&path);
+        assert_eq!(last_array_end(&path, text.len() as u64).unwrap(), Some(range.end));
+        let one = read_both(&path, Detail::Full)[1].clone().unwrap().unwrap().0;
+        assert_eq!(one.len(), 120);
+        for parts in [1, 3, 7] {
+            let full: Parsed =
+                canonical_array_in(&path, "c.json", range.clone(), Detail::Full, parts).unwrap();
+            assert_eq!(full.records, one, "{parts} parts");
+            let located: Parsed =
+                canonical_array_in(&path, "c.json", range.clone(), Detail::Located, parts).unwrap();
+            let found: Vec<&str> =
+                located.spans.iter().map(|s| &text[s.offset as usize..s.offset as usize + s.len]).collect();
+            assert_eq!(found, lines, "{parts} parts: each element where it is, without its comma");
+            assert!(located.spans.iter().zip(&lines).all(|(s, l)| s.crc == crc32fast::hash(l.as_bytes())));
+        }
+        // As a verb reads it: the same records, and where their texts are.
+        let [parallel, one_pass] = read_both(&path, Detail::Full);
+        assert_eq!(parallel, one_pass);
+        let (_, spans) = read_both(&path, Detail::Located)[0].clone().unwrap().unwrap();
+        assert_eq!(spans.len(), 120);
+        // An empty array.
+        std::fs::write(&path, canonical(&[]).replace("[\n\n  ]", "[]")).unwrap();
+        assert_eq!(read_both(&path, Detail::Full)[0].clone().unwrap().unwrap().0, []);
+    }
+
+    /// Whatever is not merge's form declines (the scanner or one pass reads it, as before), and
+    /// what is not JSON is refused as one pass refuses it: a comma after the last element, none
+    /// between two, members after the array, two elements on a line or one over several.
+    #[test]
+    fn a_canonical_array_in_another_form_is_read_as_one_pass_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        let lines: Vec<String> = (0..60).map(line).collect();
+        let form = canonical(&lines);
+        let last = form.rfind("}\n  ]").unwrap() + 1;
+        let middle = form.find(&format!("{},", lines[30])).unwrap() + lines[30].len();
+        let cases = [
+            (
+                "a comma after the last element",
+                format!("{},{}", &form[..last], &form[last..]),
+                Declined::Form,
+            ),
+            (
+                "no comma between two elements",
+                format!("{}{}", &form[..middle], &form[middle + 1..]),
+                Declined::Form,
+            ),
+            (
+                "a member after the array",
+                form.replace("\n  ]\n}", "\n  ],\n  \"extra\": [1]\n}"),
+                Declined::Form,
+            ),
+            ("two elements on a line", form.replacen(",\n    ", ", ", 1), Declined::Element),
+            (
+                "an element over two lines",
+                form.replacen("{\"record_type\"", "{\n      \"record_type\"", 1),
+                Declined::Element,
+            ),
+        ];
+        for (what, text, declined) in cases {
+            std::fs::write(&path, &text).unwrap();
+            let range = array_of(&path);
+            for parts in [1, 3] {
+                let got = canonical_array_in::<Record>(&path, "c.json", range.clone(), Detail::Full, parts);
+                if what != "a member after the array" {
+                    assert_eq!(got.err(), Some(declined), "{what}, {parts} parts");
+                }
+            }
+            let [parallel, one_pass] = read_both(&path, Detail::Full);
+            // Sent back (None), the document is read in one pass: that reading is the verb's.
+            if parallel != Ok(None) {
+                assert_eq!(parallel, one_pass, "{what}");
+            }
+            if what.starts_with("a comma") || what.starts_with("no comma") {
+                assert!(one_pass.is_err(), "{what}: not JSON");
+            }
+        }
+        // A comma missing after any element, at the end of a part or inside one.
+        for (i, element) in lines.iter().enumerate().take(lines.len() - 1) {
+            let at = form.find(&format!("{element},")).unwrap() + element.len();
+            std::fs::write(&path, format!("{}{}", &form[..at], &form[at + 1..])).unwrap();
+            for parts in [2, 3] {
+                let got = canonical_array_in::<Record>(&path, "c.json", array_of(&path), Detail::Full, parts);
+                assert_eq!(got.err(), Some(Declined::Form), "no comma after element {i}, {parts} parts");
+            }
+        }
+    }
+
     #[test]
     fn cuts_fall_after_newlines_and_skip_empty_parts() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.jsonl");
         std::fs::write(&path, "aaaa\nbb\n\ncccccccccccccccccccc\nd\n").unwrap();
         let len = std::fs::metadata(&path).unwrap().len();
-        assert_eq!(cuts(&path, len, 1).unwrap(), [0]);
-        let starts = cuts(&path, len, 8).unwrap();
+        assert_eq!(cuts(&path, 0..len, 1).unwrap(), [0]);
+        let starts = cuts(&path, 0..len, 8).unwrap();
         assert_eq!(starts, [0, 5, 9, 30]);
         let text = std::fs::read(&path).unwrap();
         assert!(starts.iter().skip(1).all(|&s| text[s as usize - 1] == b'\n'));
@@ -511,7 +764,7 @@ mod tests {
         .records;
         assert_eq!(one.len(), 200);
         for parts in [2, 3, 7] {
-            let starts = cuts(&path, len, parts).unwrap();
+            let starts = cuts(&path, 0..len, parts).unwrap();
             assert_eq!(starts.len() as u64, parts);
             let mut got: Vec<Record> = Vec::new();
             for (i, &start) in starts.iter().enumerate() {

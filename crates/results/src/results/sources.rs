@@ -253,12 +253,12 @@ fn read<T: FromRecord>(
     }
     let reader = Cursor::new(head).chain(reader);
     let parallel = regular && parts::cores() > 1;
-    let read = match document::read(reader, &name, &run_id, detail, parallel)? {
+    let read = match document::read(reader, &name, &run_id, detail, parallel, regular.then_some(path))? {
         Some(read) => Some(read),
         // A record that did not parse where the threads found it: one pass names the error.
         None => {
             let file = File::open(path).map_err(cannot_read)?;
-            document::read(BufReader::with_capacity(1 << 16, file), &name, &run_id, detail, false)?
+            document::read(BufReader::with_capacity(1 << 16, file), &name, &run_id, detail, false, None)?
         }
     };
     let document::Read { kind, run_meta, parsed, conflicts } =
