@@ -211,6 +211,14 @@ fn order_rank<T: Slotted>(models: &Models, r: &T) -> (u8, CellRank, u32) {
 /// batch slot are also told apart by the run and group that make one batch (`batch_of`).
 type Place = ((bool, u8, CellRank, u32), u32);
 
+/// A slot held by more than one candidate: where it begins in place order, each candidate's size
+/// there (a single record, or one batch of one source and run), and its label.
+struct Contest {
+    at: usize,
+    sizes: Vec<usize>,
+    label: String,
+}
+
 fn place<T: Slotted>(models: &Models, record: &T, source: u32) -> Place {
     let cell = models.rank(record.cell());
     match slot_of(record).0 {
@@ -262,10 +270,13 @@ fn sorted_order<'a, T, K: Ord>(items: &'a [T], key: impl Fn(&'a T) -> K) -> Vec<
 /// One record per slot from `sources` (consumed: records are moved, never copied). Fails only
 /// where a located record's text cannot be read back as it was read (`Text::read`).
 ///
-/// The records are put in order of `place`, so each slot's candidates, and each batch's records,
-/// lie side by side; a slot with one candidate (the usual case) is kept as it is, without
-/// building and ranking bundles. Records, texts and sources are three vectors moved in step, in
-/// place: the first source's records are taken as they are, and no vector of records is made
+/// The slots are found in order of `place` (a permutation of indices sorted, nothing moved), so
+/// each slot's candidates, and each batch's records, come side by side; a slot with one candidate
+/// (the usual case) is kept as it is, without building and ranking bundles. Only where some slot
+/// is contested are the records put in that order, to rank its candidates side by side: an input
+/// without duplicates (a run, a canonical file) moves its records once, into record order, and not
+/// at all when they are in it already. Records, texts and sources are three vectors moved in step,
+/// in place: the first source's records are taken as they are, and no vector of records is made
 /// beside them (a million compact records would be held twice).
 pub fn combine<T: Slotted>(mut sources: Vec<Source<T>>) -> io::Result<Combined<T>> {
     sources.sort_by_key(|s| s.path.display().to_string());
@@ -290,91 +301,95 @@ pub fn combine<T: Slotted>(mut sources: Vec<Source<T>>) -> io::Result<Combined<T
         }
     }
     // Sorted by place: by its numbers, then (records of batches) by run and group.
-    let mut places: Vec<Place> = records.iter().zip(&from).map(|(r, &s)| place(&models, r, s)).collect();
+    let places: Vec<Place> = records.iter().zip(&from).map(|(r, &s)| place(&models, r, s)).collect();
     let order = order_by(&places, |a, b| batch_of(&records[a]).cmp(&batch_of(&records[b])));
-    reorder(&mut records, &order);
-    reorder(&mut texts, &order);
-    reorder(&mut from, &order);
-    reorder(&mut places, &order);
-    drop(order);
-    // Each slot: its candidates' sizes (a single record, or one batch of one source and run), and
-    // its label where there is more than one candidate.
+    // Each slot, found through `order` before anything moves: its candidates' sizes (a single
+    // record, or one batch of one source and run). A slot with one candidate (the usual case) is
+    // counted and kept where its records lie; only a contested slot (`Contest`, at its place in
+    // `order`) needs them side by side.
     let same_batch =
         |a: usize, b: usize| places[a] == places[b] && batch_of(&records[a]) == batch_of(&records[b]);
-    let mut slots: Vec<(Vec<usize>, String)> = Vec::new();
+    let mut kept_by_source = vec![0usize; paths.len()];
+    let mut contests: Vec<Contest> = Vec::new();
+    let mut sizes = Vec::new();
     let mut i = 0;
     while i < records.len() {
-        let slot = places[i].0;
-        let mut sizes = Vec::new();
+        let slot = places[order[i]].0;
+        sizes.clear();
         let mut j = i;
-        while j < records.len() && places[j].0 == slot {
+        while j < records.len() && places[order[j]].0 == slot {
             let mut end = j + 1;
             if slot.0 {
-                while end < records.len() && same_batch(end, j) {
+                while end < records.len() && same_batch(order[end], order[j]) {
                     end += 1;
                 }
             }
             sizes.push(end - j);
             j = end;
         }
-        let label = if sizes.len() > 1 { label(&slot_of(&records[i]).0) } else { String::new() };
-        slots.push((sizes, label));
+        if let [size] = sizes[..] {
+            kept_by_source[from[order[i]] as usize] += size;
+        } else {
+            contests.push(Contest {
+                at: i,
+                sizes: sizes.clone(),
+                label: label(&slot_of(&records[order[i]]).0),
+            });
+        }
         i = j;
     }
     drop(places);
-    let mut kept_by_source = vec![0usize; paths.len()];
     let mut decided_by_content = false;
     let mut provenance = Provenance::default();
-    // Whether each record is kept: every record of a slot with one candidate, the winner's of any
-    // other. The losers are let go in place, so the kept records need no second vector.
-    let mut keep = vec![true; records.len()];
-    let mut at = 0;
-    for (sizes, label) in slots {
-        if let [size] = sizes[..] {
-            kept_by_source[from[at] as usize] += size;
-            at += size;
-            continue;
+    if !contests.is_empty() {
+        reorder(&mut records, &order);
+        reorder(&mut texts, &order);
+        reorder(&mut from, &order);
+        drop(order);
+        // Whether each record is kept: every record of a slot with one candidate, the winner's of
+        // any other. The losers are let go in place, so the kept records need no second vector.
+        let mut keep = vec![true; records.len()];
+        for Contest { mut at, sizes, label } in contests {
+            let mut starts = Vec::with_capacity(sizes.len());
+            for size in sizes {
+                let range = at..at + size;
+                let order = sorted_order(&records[range.clone()], record_order);
+                reorder(&mut records[range.clone()], &order);
+                reorder(&mut texts[range], &order);
+                starts.push((at, size));
+                at += size;
+            }
+            let mut candidates: Vec<Bundle<T>> = starts
+                .iter()
+                .map(|&(start, size)| {
+                    let range = start..start + size;
+                    Bundle::new(&records[range.clone()], &texts[range], start, from[start] as usize)
+                })
+                .collect::<io::Result<_>>()?;
+            candidates.sort_by(|a, b| prefer(&paths, a, b));
+            decided_by_content |= content_decides(&candidates);
+            let mut candidates = candidates.into_iter();
+            let Some(winner) = candidates.next() else { continue };
+            let losers: Vec<Loser> = candidates
+                .map(|l| {
+                    keep[l.at..l.at + l.records.len()].fill(false);
+                    Loser { candidate: l.candidate(&paths), reason: reason(&winner, &l) }
+                })
+                .collect();
+            kept_by_source[winner.source] += winner.records.len();
+            provenance.replaced.push(Replacement {
+                slot: label,
+                kept: winner.candidate(&paths),
+                beat: losers.len(),
+                losers,
+            });
         }
-        let mut starts = Vec::with_capacity(sizes.len());
-        for size in sizes {
-            let range = at..at + size;
-            let order = sorted_order(&records[range.clone()], record_order);
-            reorder(&mut records[range.clone()], &order);
-            reorder(&mut texts[range], &order);
-            starts.push((at, size));
-            at += size;
-        }
-        let mut candidates: Vec<Bundle<T>> = starts
-            .iter()
-            .map(|&(start, size)| {
-                let range = start..start + size;
-                Bundle::new(&records[range.clone()], &texts[range], start, from[start] as usize)
-            })
-            .collect::<io::Result<_>>()?;
-        candidates.sort_by(|a, b| prefer(&paths, a, b));
-        decided_by_content |= content_decides(&candidates);
-        let mut candidates = candidates.into_iter();
-        let Some(winner) = candidates.next() else { continue };
-        let losers: Vec<Loser> = candidates
-            .map(|l| {
-                keep[l.at..l.at + l.records.len()].fill(false);
-                Loser { candidate: l.candidate(&paths), reason: reason(&winner, &l) }
-            })
-            .collect();
-        kept_by_source[winner.source] += winner.records.len();
-        provenance.replaced.push(Replacement {
-            slot: label,
-            kept: winner.candidate(&paths),
-            beat: losers.len(),
-            losers,
-        });
+        let mut keeps = keep.iter();
+        records.retain(|_| keeps.next().copied().unwrap_or(true));
+        let mut keeps = keep.iter();
+        texts.retain(|_| keeps.next().copied().unwrap_or(true));
     }
     drop(from);
-    let mut keeps = keep.iter();
-    records.retain(|_| keeps.next().copied().unwrap_or(true));
-    let mut keeps = keep.iter();
-    texts.retain(|_| keeps.next().copied().unwrap_or(true));
-    drop(keep);
     // The same path given twice is one source in the account.
     for (path, n) in paths.into_iter().zip(kept_by_source).filter(|(_, n)| *n > 0) {
         *provenance.kept_by_source.entry(path).or_default() += n;

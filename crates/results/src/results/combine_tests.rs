@@ -136,3 +136,30 @@ fn records_are_moved_in_slot_order_and_counted_by_source() {
     assert_eq!(c.provenance.kept_by_source, BTreeMap::from([("b".to_string(), 2)]));
     assert_eq!(c.provenance.replaced[0].losers[0].candidate.source, "a");
 }
+
+/// With no slot held twice, nothing is decided: every record is kept, in record order whatever
+/// order its input gave it in, and counted by its source.
+#[test]
+fn an_input_without_duplicates_is_kept_whole_in_record_order_and_counted_by_source() {
+    let t = "2026-02-05T21:30:00.000Z";
+    let at = |context: u32, ttft: f64| {
+        let mut r = record(t, ttft, vec![]);
+        if let Record::Measurement(m) = &mut r {
+            m.cell.context_tokens = context;
+        }
+        r
+    };
+    let c = combine(vec![source("b", vec![at(4096, 4.0), at(1024, 1.0)]), source("a", vec![at(2048, 2.0)])])
+        .unwrap();
+    let ttfts: Vec<Option<f64>> = c
+        .records
+        .iter()
+        .map(|r| match r {
+            Record::Measurement(m) => m.ttft_ms,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ttfts, [Some(1.0), Some(2.0), Some(4.0)]);
+    assert_eq!(c.provenance.kept_by_source, BTreeMap::from([("a".to_string(), 1), ("b".to_string(), 2)]));
+    assert!(c.provenance.replaced.is_empty() && !c.decided_by_content);
+}
