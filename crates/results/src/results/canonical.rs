@@ -42,7 +42,7 @@ use std::io::{self, Write};
 use serde::{Deserialize, Serialize};
 
 use super::slotted::Slotted;
-use super::text::Text;
+use super::text::{Text, read_in_order};
 use ttft_model::record::Record;
 
 pub const CANONICAL_KIND: &str = "ttft-bench-canonical";
@@ -191,7 +191,9 @@ fn write_records<R: Slotted + Sync>(
 }
 
 /// Records `first..` of the file, each after its separator, into `out` (cleared first): copied
-/// where `texts` holds its text, serialized otherwise.
+/// where `texts` holds its text, serialized otherwise. A piece whose every record has its text is
+/// copied a run of neighbouring texts at a time (`read_in_order`: a canonical file's records lie in
+/// the order they are written, so a merge of one reads it in large reads, not one per record).
 fn serialize_piece<R: Slotted>(
     first: usize,
     records: &[R],
@@ -199,8 +201,18 @@ fn serialize_piece<R: Slotted>(
     out: &mut Vec<u8>,
 ) -> io::Result<()> {
     out.clear();
+    let separator = |i: usize| if first + i == 0 { &b"\n    "[..] } else { &b",\n    "[..] };
+    let located: Option<Vec<&Text>> =
+        (0..records.len()).map(|i| texts.get(first + i).and_then(Option::as_ref)).collect();
+    if let Some(located) = located {
+        return read_in_order(&located, |i, bytes| {
+            out.extend_from_slice(separator(i));
+            out.extend_from_slice(bytes);
+            Ok(())
+        });
+    }
     for (i, record) in records.iter().enumerate() {
-        out.extend_from_slice(if first + i == 0 { b"\n    " } else { b",\n    " });
+        out.extend_from_slice(separator(i));
         match texts.get(first + i) {
             Some(Some(text)) => text.append_to(out)?,
             _ => record.write_json(out)?,

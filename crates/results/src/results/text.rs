@@ -116,10 +116,28 @@ const READ_WINDOW_BYTES: u64 = 4 * 1024 * 1024;
 /// checks it, in the order they lie in their files, which is the order `each` sees them in. Texts
 /// that lie near one another are read with one `pread`: a canonical file holds a cell's records
 /// side by side, so reading a cell's texts back is a few large reads, not one per record.
-pub fn read_each(texts: &[&Text], mut each: impl FnMut(usize, &[u8]) -> io::Result<()>) -> io::Result<()> {
+pub fn read_each(texts: &[&Text], each: impl FnMut(usize, &[u8]) -> io::Result<()>) -> io::Result<()> {
     let mut order: Vec<usize> = (0..texts.len()).collect();
     let place = |i: usize| (Arc::as_ptr(&texts[i].file) as usize, texts[i].span.offset);
     order.sort_unstable_by_key(|&i| place(i));
+    read_in(texts, &order, each)
+}
+
+/// Hands each of `texts` to `each` as `read_each` does, in their order in `texts`: texts that
+/// follow one another there and in their file (a canonical file's records, copied into a merge in
+/// their order) are read with one `pread`; any other is read alone.
+pub fn read_in_order(texts: &[&Text], each: impl FnMut(usize, &[u8]) -> io::Result<()>) -> io::Result<()> {
+    let order: Vec<usize> = (0..texts.len()).collect();
+    read_in(texts, &order, each)
+}
+
+/// Hands `texts[order[k]]` to `each` for k in order, reading each run of texts that lie near one
+/// another and in this order in one file with one `pread`.
+fn read_in(
+    texts: &[&Text],
+    order: &[usize],
+    mut each: impl FnMut(usize, &[u8]) -> io::Result<()>,
+) -> io::Result<()> {
     let mut window = Vec::new();
     let mut at = 0;
     while at < order.len() {
@@ -271,5 +289,35 @@ mod tests {
         let err = read_each(&given, |_, _| Ok(())).unwrap_err();
         assert!(err.to_string().starts_with("a.jsonl: changed"), "{err}");
         assert!(err.to_string().contains("byte 8"), "{err}");
+    }
+
+    /// In order: each text handed over in the order given, its own bytes, whether it follows the
+    /// one before it in its file (read together) or not (read alone), and checked.
+    #[test]
+    fn texts_read_in_order_are_handed_over_in_that_order_each_its_own_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let mut bytes = b"{\"a\":0}\n{\"a\":1}\n{\"a\":2}\n".to_vec();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = TextFile::open(&path, "a.jsonl").unwrap();
+        let line = |k: u64| Text {
+            file: Arc::clone(&file),
+            span: Span::of(8 * k, format!("{{\"a\":{k}}}").as_bytes()),
+        };
+        let texts = [line(0), line(1), line(2), line(1), line(0), line(2), line(2)];
+        let given: Vec<&Text> = texts.iter().collect();
+        let mut seen = Vec::new();
+        read_in_order(&given, |i, bytes| {
+            seen.push((i, String::from_utf8(bytes.to_vec()).unwrap()));
+            Ok(())
+        })
+        .unwrap();
+        let want: Vec<(usize, String)> =
+            texts.iter().enumerate().map(|(i, t)| (i, t.read().unwrap())).collect();
+        assert_eq!(seen, want);
+        bytes[13] = b'9';
+        std::fs::write(&path, &bytes).unwrap();
+        let err = read_in_order(&given, |_, _| Ok(())).unwrap_err();
+        assert!(err.to_string().starts_with("a.jsonl: changed"), "{err}");
     }
 }
