@@ -112,6 +112,17 @@ fn reordering_in_place_is_a_copy_in_that_order() {
     }
 }
 
+/// The TTFT of each record kept, in order: which records were kept, and where.
+fn ttfts(c: &Combined) -> Vec<Option<f64>> {
+    c.records
+        .iter()
+        .map(|r| match r {
+            Record::Measurement(m) => m.ttft_ms,
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn records_are_moved_in_slot_order_and_counted_by_source() {
     let t = "2026-02-05T21:30:00.000Z";
@@ -124,14 +135,7 @@ fn records_are_moved_in_slot_order_and_counted_by_source() {
         source("a", vec![record("2026-02-05T21:29:00.000Z", 2.0, vec![])]),
     ])
     .unwrap();
-    let ttfts: Vec<Option<f64>> = c
-        .records
-        .iter()
-        .map(|r| match r {
-            Record::Measurement(m) => m.ttft_ms,
-            _ => None,
-        })
-        .collect();
+    let ttfts = ttfts(&c);
     assert_eq!(ttfts, [Some(1.0), Some(3.0)]);
     assert_eq!(c.provenance.kept_by_source, BTreeMap::from([("b".to_string(), 2)]));
     assert_eq!(c.provenance.replaced[0].losers[0].candidate.source, "a");
@@ -151,14 +155,7 @@ fn an_input_without_duplicates_is_kept_whole_in_record_order_and_counted_by_sour
     };
     let c = combine(vec![source("b", vec![at(4096, 4.0), at(1024, 1.0)]), source("a", vec![at(2048, 2.0)])])
         .unwrap();
-    let ttfts: Vec<Option<f64>> = c
-        .records
-        .iter()
-        .map(|r| match r {
-            Record::Measurement(m) => m.ttft_ms,
-            _ => None,
-        })
-        .collect();
+    let ttfts = ttfts(&c);
     assert_eq!(ttfts, [Some(1.0), Some(2.0), Some(4.0)]);
     assert_eq!(c.provenance.kept_by_source, BTreeMap::from([("a".to_string(), 1), ("b".to_string(), 2)]));
     assert!(c.provenance.replaced.is_empty() && !c.decided_by_content);
