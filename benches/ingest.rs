@@ -55,10 +55,15 @@ struct Step {
 
 /// Runs `bench ARGS` with stdout discarded; wall time and the child's own peak RSS.
 fn step(args: &[&str], timeout: Duration) -> Step {
+    step_of(Path::new(env!("CARGO_BIN_EXE_bench")), args, timeout)
+}
+
+/// `step` of any program.
+fn step_of(program: &Path, args: &[&str], timeout: Duration) -> Step {
     let start = Instant::now();
     // Reaped below with wait4, which (unlike Child::wait) also returns the child's rusage.
     #[allow(clippy::zombie_processes)]
-    let child = Command::new(env!("CARGO_BIN_EXE_bench"))
+    let child = Command::new(program)
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -237,6 +242,22 @@ fn main() {
         write_run_dir(&into, &records(n));
         return;
     }
+    if let Some(path) = arg::<String>("--floor-read", String::new())
+        .parse()
+        .ok()
+        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
+    {
+        floor(&path, false);
+        return;
+    }
+    if let Some(path) = arg::<String>("--floor-json", String::new())
+        .parse()
+        .ok()
+        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
+    {
+        floor(&path, true);
+        return;
+    }
     let generated = Command::new(std::env::current_exe().expect("this benchmark's path"))
         .args(["--records", &n.to_string(), "--generate-into", &dir.to_string_lossy()])
         .status()
@@ -267,12 +288,32 @@ fn main() {
         ("canonical", "merge", vec!["merge", &can_s, "-o", &again]),
         ("both", "compare", vec!["compare", &run_s, &can_s]),
     ];
+    // What any reading of the records file costs, in this benchmark's own child (one thread, a
+    // 64 KiB buffer): its bytes out of the page cache; and each line checked to be JSON by
+    // serde_json, nothing converted or kept. A verb reads at least this much per input.
+    let this = std::env::current_exe().expect("this benchmark's path");
+    let jsonl_s = jsonl.to_string_lossy().to_string();
+    let floors = [("read", "--floor-read"), ("json", "--floor-json")].map(|(verb, flag)| {
+        let runs: Vec<Step> = (0..repeat).map(|_| step_of(&this, &[flag, &jsonl_s], timeout)).collect();
+        (verb, runs.into_iter().min_by(|a, b| a.cpu_s.total_cmp(&b.cpu_s)))
+    });
     let (goal_s, goal_mb) = goal(n);
     println!(
         "| {:<9} | {:<7} | {:>7} | {:>7} | {:>7} | {:>4} |  goal < {goal_s:.1} CPU s, < {goal_mb:.0} MB",
         "input", "verb", "wall s", "cpu s", "peak MB", "exit"
     );
     println!("|---|---|---|---|---|---|");
+    for (verb, s) in &floors {
+        let Some(s) = s else { continue };
+        println!(
+            "| {:<9} | {verb:<7} | {:>7.2} | {:>7.2} | {:>7.0} | {:>4} |  floor: not a verb",
+            "jsonl",
+            s.wall_s,
+            s.cpu_s,
+            s.peak_mb,
+            s.code.map_or("sig".to_string(), |c| c.to_string())
+        );
+    }
     for (input, verb, args) in steps {
         if input != "jsonl" && !canonical.exists() {
             println!("| {input:<9} | {verb:<7} | skipped: no canonical file (the merge step failed) |");
@@ -307,11 +348,47 @@ fn main() {
             );
         }
     }
+    if let (_, Some(json)) = &floors[1] {
+        println!(
+            "floor: checking the records file's JSON alone takes {:.2} CPU s; compare and --sources read two \
+             inputs, so no reading of them can take less than {:.2}",
+            json.cpu_s,
+            2.0 * json.cpu_s
+        );
+    }
     if shards > 0 {
         merge_shards(&dir, shards, timeout);
     }
     if let Some(dir) = keep {
         println!("kept: {}", dir.display());
+    }
+}
+
+/// The floor of reading the records file at `path`: its bytes read, a 64 KiB buffer at a time, and
+/// with `json` each line checked to be JSON (`serde_json`, nothing converted or kept); one thread.
+/// Exits 1 where a line is not JSON.
+fn floor(path: &Path, json: bool) {
+    use std::io::BufRead;
+    let file = File::open(path).expect("open the records file");
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut line = Vec::new();
+    loop {
+        if !json {
+            let n = reader.fill_buf().expect("read").len();
+            if n == 0 {
+                return;
+            }
+            reader.consume(n);
+            continue;
+        }
+        line.clear();
+        if reader.read_until(b'\n', &mut line).expect("read") == 0 {
+            return;
+        }
+        let body = line.trim_ascii();
+        if !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+            std::process::exit(1);
+        }
     }
 }
 
@@ -333,6 +410,22 @@ fn merge_shards(dir: &Path, count: u32, timeout: Duration) {
     balance("the sharded job below", &job, &[4, 16, 64, 256, count]);
 
     let made = Instant::now();
+    if let Some(path) = arg::<String>("--floor-read", String::new())
+        .parse()
+        .ok()
+        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
+    {
+        floor(&path, false);
+        return;
+    }
+    if let Some(path) = arg::<String>("--floor-json", String::new())
+        .parse()
+        .ok()
+        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
+    {
+        floor(&path, true);
+        return;
+    }
     let generated = Command::new(std::env::current_exe().expect("this benchmark's path"))
         .args(["--shards", &count.to_string(), "--shards-into", &dir.to_string_lossy()])
         .status()

@@ -160,3 +160,45 @@ fn an_input_without_duplicates_is_kept_whole_in_record_order_and_counted_by_sour
     assert_eq!(c.provenance.kept_by_source, BTreeMap::from([("a".to_string(), 1), ("b".to_string(), 2)]));
     assert!(c.provenance.replaced.is_empty() && !c.decided_by_content);
 }
+
+/// Two batches of one cell and run in one file, their records interleaved (as two writers sharing
+/// a file leave them): each batch is one candidate of the slot, its members and group record side
+/// by side, and the newer batch is kept whole.
+#[test]
+fn interleaved_batches_of_one_slot_are_told_apart_by_their_group() {
+    let member = |group: &str, started_at: &str, index: u32, ttft: f64| {
+        let mut r = record(started_at, ttft, vec![]);
+        if let Record::Measurement(m) = &mut r {
+            m.cell.scenario = Scenario::Concurrent;
+            m.cell.batch_size = 2;
+            m.group_id = Some(group.into());
+            m.request_index = index;
+        }
+        r
+    };
+    let group = |group: &str, started_at: &str| {
+        let Record::Measurement(m) = member(group, started_at, 0, 0.0) else { unreachable!() };
+        Record::Group(Box::new(ttft_model::record::GroupRecord {
+            cell: m.cell,
+            group_id: group.into(),
+            run_id: m.run_id,
+            started_at: started_at.into(),
+            ..Default::default()
+        }))
+    };
+    let (old, new) = ("2026-02-05T21:30:00.000Z", "2026-02-05T21:31:00.000Z");
+    let records = vec![
+        member("g1", old, 0, 1.0),
+        member("g2", new, 0, 3.0),
+        member("g1", old, 1, 2.0),
+        member("g2", new, 1, 4.0),
+        group("g1", old),
+        group("g2", new),
+    ];
+    let c = combine(vec![source("a", records)]).unwrap();
+    assert_eq!(c.records.len(), 3, "one batch kept: {:?}", c.records);
+    assert_eq!(ttfts(&c).into_iter().flatten().collect::<Vec<_>>(), [3.0, 4.0]);
+    assert!(c.records.iter().all(|r| r.group_id() == "g2"));
+    assert_eq!(c.provenance.replaced.len(), 1);
+    assert_eq!(c.provenance.replaced[0].beat, 1);
+}
