@@ -20,6 +20,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde::de::value::{Error as ValueError, StrDeserializer};
 
+use super::plain_array::{self, Walked};
+
 use super::{
     CacheEvidence, ErrorInfo, Measurement, MetricsDelta, PhysicsRecord, QualityFlag, Record, SCHEMA_VERSION,
     SessionCache, ThermalRecord, TurnSummary,
@@ -154,17 +156,29 @@ fn non_digits(x: u64) -> u64 {
 }
 
 /// Just past the `]` of the array of numbers whose `[` is at `open`, where it is in the form bench
-/// writes (`checked_numbers`' tight loop), walked eight bytes at a time: its digits, most of its
-/// bytes, are passed over a word at a time and only the bytes between them looked at. None for
-/// anything else, and for an array that ends within a word of the text's end: that loop decides.
+/// writes (`checked_numbers`' tight loop): walked 64 bytes at a time where it is in the form
+/// bench writes token offsets in (`plain_array`), and eight at a time from where that walk stops.
+/// None for anything else, and for an array that ends within a word of the text's end: that loop
+/// decides.
 pub(super) fn plain_numbers_end(bytes: &[u8], open: usize) -> Option<usize> {
+    match plain_array::walk(bytes, open) {
+        Some(Walked::End(end)) => Some(end),
+        Some(Walked::From(start)) => plain_numbers_end_from(bytes, start),
+        None => plain_numbers_end_from(bytes, open + 1),
+    }
+}
+
+/// `plain_numbers_end` of the array's numbers from the one beginning at `start` (just past the
+/// `[` or a `,`), walked eight bytes at a time: its digits, most of its bytes, are passed over a
+/// word at a time and only the bytes between them looked at.
+pub(super) fn plain_numbers_end_from(bytes: &[u8], start: usize) -> Option<usize> {
     let digit = |at: usize| bytes.get(at).is_some_and(u8::is_ascii_digit);
     // A number begins with a digit (after a minus, if any) and no zero leads other digits.
     let begins_well = |at: usize| {
         let first = at + usize::from(bytes.get(at) == Some(&b'-'));
         digit(first) && !(bytes[first] == b'0' && digit(first + 1))
     };
-    let mut start = open + 1;
+    let mut start = start;
     if !begins_well(start) {
         return None;
     }
@@ -196,9 +210,18 @@ pub(super) fn plain_numbers_end(bytes: &[u8], open: usize) -> Option<usize> {
 }
 
 /// Where the plain run of a string's text from `i` ends: the first quote, backslash or control
-/// character (below 0x20), eight bytes at a time (one pass over a string instead of a search
-/// for the first two and a check of every byte for the third); None when the text ends first.
+/// character (below 0x20), sixteen bytes at a time, then eight (one pass over a string instead of
+/// a search for the first two and a check of every byte for the third); None when the text ends
+/// first.
 pub(super) fn plain_run_end(bytes: &[u8], mut i: usize) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    while let Some(chunk) = bytes.get(i..i + 16) {
+        let stops = string_stops(chunk.try_into().ok()?);
+        if stops != 0 {
+            return Some(i + stops.trailing_zeros() as usize);
+        }
+        i += 16;
+    }
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
     // A byte below `n` (`n` at most 0x80) has its high bit set here. A borrow runs from a byte
@@ -216,6 +239,30 @@ pub(super) fn plain_run_end(bytes: &[u8], mut i: usize) -> Option<usize> {
     }
     let rest = bytes.get(i..)?;
     rest.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20).map(|at| i + at)
+}
+
+/// A bit for each byte of `chunk` that ends a string's plain run: a quote, a backslash or a
+/// control character (SSE2, which every x86-64 processor has).
+#[cfg(target_arch = "x86_64")]
+fn string_stops(chunk: &[u8; 16]) -> u32 {
+    // SAFETY: SSE2 is part of x86-64: every processor this build runs on has it.
+    unsafe { string_stops_sse2(chunk) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn string_stops_sse2(chunk: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::{
+        _mm_and_si128, _mm_cmpeq_epi8, _mm_cmpgt_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8,
+    };
+    // SAFETY: `chunk` is 16 bytes; the load needs no alignment.
+    let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast()) };
+    let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+    let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+    // Signed compares: a control character is 0x00..=0x1F; every byte from 0x80 is negative.
+    let control = _mm_and_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)), _mm_cmpgt_epi8(v, _mm_set1_epi8(-1)));
+    _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
 }
 
 /// Two short byte strings of one length compared eight bytes at a time, inline: a key is

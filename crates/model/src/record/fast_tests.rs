@@ -348,6 +348,20 @@ fn offsets_found_by_search_are_the_top_level_key_s() {
     }
 }
 
+/// Every byte value, at every place of the sixteen and the eight bytes looked at together, stops
+/// a string's plain run exactly where a byte-at-a-time look says it does.
+#[test]
+fn every_byte_value_stops_a_plain_run_where_a_byte_at_a_time_look_stops_it() {
+    for value in 0..=255u8 {
+        for at in 0..40 {
+            let mut bytes = vec![b'a'; 40];
+            bytes[at] = value;
+            let stops = value == b'"' || value == b'\\' || value < 0x20;
+            assert_eq!(fast::plain_run_end(&bytes, 0), stops.then_some(at), "byte {value:#x} at {at}");
+        }
+    }
+}
+
 #[test]
 fn a_string_s_plain_run_ends_at_its_first_quote_backslash_or_control_character() {
     let stops = [b'"', b'\\', 0x00, 0x1F, b'\n'];

@@ -25,6 +25,7 @@ mod lean;
 mod metrics_delta;
 #[cfg(test)]
 mod parse_tests;
+mod plain_array;
 mod policy_kind;
 mod quality_code;
 mod tagged;
