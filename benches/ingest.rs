@@ -9,6 +9,11 @@
 //! (about 2.9 KB a line). One in ten cells is a concurrent batch of 4 (members + group record) and
 //! a few are staggered pairs, so batches and every record type take part.
 //!
+//! Above the verbs, two rows that are not verbs: the floor under any reading of the records file, in
+//! this benchmark's own child process (one thread): its bytes read out of the page cache, and each
+//! line checked to be JSON by serde_json with nothing converted or kept. A verb that reads two
+//! inputs (compare, `--sources`) cannot take less than twice the second.
+//!
 //! Then the merge of a sharded sweep's N shard directories (`-- --shards N`, default 1000; 0 skips
 //! it; `-- --shards-only` skips the 100,000 records): a matrix of 1002 units (501 contexts x both
 //! modes, each with cold/warm/hot, one run) cut into N shards by bench's own partition, each shard's
