@@ -108,6 +108,11 @@ fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// The path given after `name`, if any (an empty one is none).
+fn path_arg(name: &str) -> Option<PathBuf> {
+    Some(PathBuf::from(arg::<String>(name, String::new()))).filter(|p| !p.as_os_str().is_empty())
+}
+
 fn mb(path: &Path) -> f64 {
     std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6)
 }
@@ -210,8 +215,7 @@ fn main() {
     let n: usize = arg("--records", 100_000);
     let repeat: usize = arg("--repeat", 1).max(1);
     let timeout = Duration::from_secs(arg("--timeout", 300));
-    let keep: Option<PathBuf> =
-        arg::<String>("--keep", String::new()).parse().ok().filter(|p: &PathBuf| !p.as_os_str().is_empty());
+    let keep = path_arg("--keep");
     let shards: u32 = arg("--shards", 1000);
     let shards_only = std::env::args().any(|a| a == "--shards-only");
     let tmp = tempfile::tempdir().expect("temp dir");
@@ -219,11 +223,7 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("create the output dir");
 
     // The shard directories, also made in a child process (see below for why).
-    if let Some(into) = arg::<String>("--shards-into", String::new())
-        .parse()
-        .ok()
-        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
-    {
+    if let Some(into) = path_arg("--shards-into") {
         let scenario = into.join("scenario.toml");
         std::fs::write(&scenario, shard_scenario()).expect("write the scenario");
         for index in 1..=shards {
@@ -239,27 +239,15 @@ fn main() {
     // The records are made in a child process: a child's peak memory counts its parent's peak at
     // the time it was started (Linux carries the high-water mark across exec), so this process
     // must never hold them.
-    if let Some(into) = arg::<String>("--generate-into", String::new())
-        .parse()
-        .ok()
-        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
-    {
+    if let Some(into) = path_arg("--generate-into") {
         write_run_dir(&into, &records(n));
         return;
     }
-    if let Some(path) = arg::<String>("--floor-read", String::new())
-        .parse()
-        .ok()
-        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
-    {
+    if let Some(path) = path_arg("--floor-read") {
         floor(&path, false);
         return;
     }
-    if let Some(path) = arg::<String>("--floor-json", String::new())
-        .parse()
-        .ok()
-        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
-    {
+    if let Some(path) = path_arg("--floor-json") {
         floor(&path, true);
         return;
     }
@@ -415,22 +403,6 @@ fn merge_shards(dir: &Path, count: u32, timeout: Duration) {
     balance("the sharded job below", &job, &[4, 16, 64, 256, count]);
 
     let made = Instant::now();
-    if let Some(path) = arg::<String>("--floor-read", String::new())
-        .parse()
-        .ok()
-        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
-    {
-        floor(&path, false);
-        return;
-    }
-    if let Some(path) = arg::<String>("--floor-json", String::new())
-        .parse()
-        .ok()
-        .filter(|p: &PathBuf| !p.as_os_str().is_empty())
-    {
-        floor(&path, true);
-        return;
-    }
     let generated = Command::new(std::env::current_exe().expect("this benchmark's path"))
         .args(["--shards", &count.to_string(), "--shards-into", &dir.to_string_lossy()])
         .status()
