@@ -171,14 +171,13 @@ pub(super) fn plain_numbers_end(bytes: &[u8], open: usize) -> Option<usize> {
 /// `plain_numbers_end` of the array's numbers from the one beginning at `start` (just past the
 /// `[` or a `,`), walked eight bytes at a time: its digits, most of its bytes, are passed over a
 /// word at a time and only the bytes between them looked at.
-pub(super) fn plain_numbers_end_from(bytes: &[u8], start: usize) -> Option<usize> {
+pub(super) fn plain_numbers_end_from(bytes: &[u8], mut start: usize) -> Option<usize> {
     let digit = |at: usize| bytes.get(at).is_some_and(u8::is_ascii_digit);
     // A number begins with a digit (after a minus, if any) and no zero leads other digits.
     let begins_well = |at: usize| {
         let first = at + usize::from(bytes.get(at) == Some(&b'-'));
         digit(first) && !(bytes[first] == b'0' && digit(first + 1))
     };
-    let mut start = start;
     if !begins_well(start) {
         return None;
     }

@@ -1,9 +1,9 @@
 //! An array of numbers in the form bench writes its token offsets in (`[0-9]+(\.[0-9]+)?`, no
 //! leading zero before another digit, no sign, no whitespace, `,` between them), walked 64 bytes
 //! at a time: each byte of a block is classed once (digit, `,`, `.`, `]`, `0`) into a bit mask, and
-//! the array's rules are checked on the masks, a block at a time; only the separators are visited
-//! one by one, to see that no number holds two points. The word-at-a-time walk
-//! (`fast::plain_numbers_end`) visits every byte that is not a digit, and was a tenth of a lean
+//! the array's rules are checked on the masks, a block at a time, no byte visited on its own (that
+//! no number holds two points too: `walk` says how). The word-at-a-time walk
+//! (`fast::plain_numbers_end_from`) visits every byte that is not a digit, and was a tenth of a lean
 //! reading; token offsets are four tenths of a streamed record's bytes.
 //!
 //! It never decides that an array is malformed: anything outside that form (a sign, an exponent,

@@ -239,13 +239,15 @@ fn batch_of<T: Slotted>(record: &T) -> (&str, &str) {
 /// compares (by index) what the keys leave tied, borrowed so no key holds a copy of it. Each key
 /// is sorted beside its index, not through it: a million keys compared through their indices were
 /// a random read of memory each, and sorting was a tenth of a merge.
-fn sorted_keys<K: Ord>(keys: Vec<(K, usize)>, then: impl Fn(usize, usize) -> Ordering) -> Vec<(K, usize)> {
-    let mut keys = keys;
+fn sorted_keys<K: Ord>(
+    mut keys: Vec<(K, usize)>,
+    then: impl Fn(usize, usize) -> Ordering,
+) -> Vec<(K, usize)> {
     keys.sort_unstable_by(|(a, i), (b, j)| a.cmp(b).then_with(|| then(*i, *j)).then(i.cmp(j)));
     keys
 }
 
-/// `items` put in `order` (`order_by`) in place: a million records are moved, not copied into a
+/// `items` put in `order` (`sorted_order`, or the indices of `sorted_keys`) in place: a million records are moved, not copied into a
 /// second vector beside the first.
 fn reorder<T>(items: &mut [T], order: &[usize]) {
     let mut done = vec![false; items.len()];
@@ -263,7 +265,7 @@ fn reorder<T>(items: &mut [T], order: &[usize]) {
     }
 }
 
-/// The order that sorts `items` by `key`, ties in their order (`order_by`).
+/// The order that sorts `items` by `key`, ties in their order (`sorted_keys`).
 fn sorted_order<'a, T, K: Ord>(items: &'a [T], key: impl Fn(&'a T) -> K) -> Vec<usize> {
     let keys: Vec<(K, usize)> = items.iter().map(key).zip(0..).collect();
     sorted_keys(keys, |_, _| Ordering::Equal).into_iter().map(|(_, i)| i).collect()
