@@ -41,7 +41,8 @@ pub fn check_run_json(data: &[u8]) {
 
 /// One line through the hand reading of a measurement (`record::fast`) and through serde, at both
 /// depths: where the hand reading reads the line, serde reads it too, to the same record (written
-/// out alike, so -0.0 and 0.0 differ); everything else it leaves to serde. A line serde reads as a
+/// out alike, so -0.0 and 0.0 differ); everything else it leaves to serde. The unconverted reading
+/// (merge's) reads the lines the lean one reads. A line serde reads as a
 /// measurement has its token offsets read back (`fast::token_offsets_ms`, what report does with a
 /// located record's text) as the timed reading keeps them, or declined.
 pub fn check_record_line(data: &[u8]) {
@@ -57,7 +58,7 @@ pub fn check_record_line(data: &[u8]) {
     for keep in [Keep::Lean, Keep::Timed] {
         let Some(hand) = fast::measurement(data, keep) else { continue };
         let serde = match keep {
-            Keep::Lean => serde_json::from_slice::<LeanRecord>(data).map(|r| r.0),
+            Keep::Lean | Keep::Unconverted => serde_json::from_slice::<LeanRecord>(data).map(|r| r.0),
             Keep::Timed => serde_json::from_slice::<TimedRecord>(data).map(|r| r.0),
         };
         let serde = serde.unwrap_or_else(|e| panic!("read by hand ({keep:?}), refused by serde: {e}"));
@@ -68,4 +69,11 @@ pub fn check_record_line(data: &[u8]) {
             "{keep:?}: written apart"
         );
     }
+    // Merge's reading, its floats unconverted: the lines the lean reading reads, and no other.
+    let unconverted = fast::measurement(data, Keep::Unconverted);
+    assert_eq!(
+        unconverted.is_some(),
+        fast::measurement(data, Keep::Lean).is_some(),
+        "read unconverted or lean only"
+    );
 }

@@ -11,7 +11,7 @@ use crate::stats::Rng;
 /// The serde reading of `line` at `keep`.
 fn by_serde(line: &[u8], keep: Keep) -> Option<Record> {
     match keep {
-        Keep::Lean => serde_json::from_slice::<LeanRecord>(line).ok().map(|r| r.0),
+        Keep::Lean | Keep::Unconverted => serde_json::from_slice::<LeanRecord>(line).ok().map(|r| r.0),
         Keep::Timed => serde_json::from_slice::<TimedRecord>(line).ok().map(|r| r.0),
     }
 }
@@ -36,8 +36,36 @@ pub(super) fn by_hand_agrees(line: &[u8]) -> bool {
         }
     }
     assert_eq!(read[0], read[1], "read by hand at one depth only: {}", String::from_utf8_lossy(line));
+    unconverted_agrees(line);
     offsets_read_back_agree(line);
     read[0]
+}
+
+/// `record` as JSON with every float 0.0: what an unconverted reading holds of it.
+fn floats_zeroed(record: &Record) -> serde_json::Value {
+    fn zero(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Number(n) if n.is_f64() => *v = serde_json::json!(0.0),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(zero),
+            serde_json::Value::Object(members) => members.values_mut().for_each(zero),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(record).unwrap();
+    zero(&mut v);
+    v
+}
+
+/// The unconverted reading (`Keep::Unconverted`) reads a line where the lean reading does, and
+/// the same record but for its floats (those it reads by hand it holds as 0.0); panics otherwise.
+fn unconverted_agrees(line: &[u8]) {
+    let (lean, unconverted) =
+        (fast::measurement(line, Keep::Lean), fast::measurement(line, Keep::Unconverted));
+    let shown = || String::from_utf8_lossy(line).into_owned();
+    assert_eq!(lean.is_some(), unconverted.is_some(), "read unconverted or lean only: {}", shown());
+    if let (Some(lean), Some(unconverted)) = (lean, unconverted) {
+        assert_eq!(floats_zeroed(&lean), floats_zeroed(&unconverted), "{}", shown());
+    }
 }
 
 /// Whether the offsets of a line that reads as a measurement were read back by the walk

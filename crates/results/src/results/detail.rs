@@ -27,6 +27,11 @@ pub enum Detail {
 /// What a reader keeps of each record it reads: the record, or a verb's compact form of it
 /// (`digest::Kept`), made as each record is read so the records themselves are never all held.
 pub trait FromRecord: Sized + Send {
+    /// Whether what is kept of a located record reads any of its floats. Where none is read
+    /// (merge's digest: where a record goes and what decides its slot), a measurement read by
+    /// hand has its floats checked, not converted (`Keep::Unconverted`).
+    const READS_FLOATS: bool = true;
+
     /// `record`, read to `detail`: located (its text's place kept beside it) when
     /// `detail.locates()`, whole otherwise.
     fn from_record(record: Record, detail: Detail) -> Self;
@@ -41,16 +46,20 @@ impl FromRecord for Record {
 impl Detail {
     /// One record's JSON text, read to this detail and kept as `T`.
     pub(super) fn parse<T: FromRecord>(self, bytes: &[u8]) -> Result<T, LineError> {
-        self.parse_record(bytes).map(|record| T::from_record(record, self))
+        // A located record is kept as `T` makes it, never whole: where `T` reads no float, none
+        // is converted.
+        let keep = if self.locates() && !T::READS_FLOATS { Keep::Unconverted } else { Keep::Lean };
+        self.parse_record(bytes, keep).map(|record| T::from_record(record, self))
     }
 
-    /// One record's JSON text, read to this detail; fails exactly where `store::parse_record`
-    /// fails, with its error (a lean reading that fails is done again in full for the message).
-    /// A measurement as bench writes it is read by hand (`record::fast`), anything else by serde.
-    fn parse_record(self, bytes: &[u8]) -> Result<Record, LineError> {
+    /// One record's JSON text, read to this detail (`keep`: what a hand reading keeps); fails
+    /// exactly where `store::parse_record` fails, with its error (a lean reading that fails is done
+    /// again in full for the message). A measurement as bench writes it is read by hand
+    /// (`record::fast`), anything else by serde.
+    fn parse_record(self, bytes: &[u8], keep: Keep) -> Result<Record, LineError> {
         let by_hand = match self {
             Detail::Full => None,
-            Detail::Lean | Detail::Located => fast::measurement(bytes, Keep::Lean),
+            Detail::Lean | Detail::Located => fast::measurement(bytes, keep),
         };
         if let Some(record) = by_hand {
             return Ok(record);

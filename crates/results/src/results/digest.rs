@@ -15,11 +15,17 @@ use ttft_model::record::{CellKey, Record};
 
 /// What a verb reads of a record beside its digest, taken as the record is read.
 pub trait Extract: Sized + Send {
+    /// Whether it reads any of the record's floats (`FromRecord::READS_FLOATS`; a digest reads
+    /// none).
+    const READS_FLOATS: bool = true;
+
     fn extract(record: &Record) -> Self;
 }
 
 /// Nothing: merge writes a located record from its text.
 impl Extract for () {
+    const READS_FLOATS: bool = false;
+
     fn extract(_: &Record) {}
 }
 
@@ -74,6 +80,8 @@ impl Digest {
 }
 
 impl<V: Extract> FromRecord for Kept<V> {
+    const READS_FLOATS: bool = V::READS_FLOATS;
+
     fn from_record(record: Record, detail: Detail) -> Kept<V> {
         if !detail.locates() {
             return Kept::Whole(record);
