@@ -42,7 +42,8 @@ use std::io::{self, Write};
 use serde::{Deserialize, Serialize};
 
 use super::slotted::Slotted;
-use super::text::{Text, read_in_order};
+use super::text::{self, Text, read_in_order};
+use crate::store::Document;
 use ttft_model::record::Record;
 
 pub const CANONICAL_KIND: &str = "ttft-bench-canonical";
@@ -119,25 +120,75 @@ pub struct Loser {
 
 /// Writes `doc` in the canonical layout (streamed: the records are never one string in memory).
 pub fn write<R: Slotted + Sync>(doc: &Canonical<R>, w: &mut dyn Write) -> io::Result<()> {
-    write_with_texts(doc, &[], w)
+    write_head(doc, w)?;
+    write_records(&doc.records, &[], w)?;
+    write_tail(doc, w)
 }
 
 /// `write`, each record whose text is in `texts` (`texts[i]` for `doc.records[i]`) copied from
-/// its input instead of serialized (see `text`).
+/// its input instead of serialized (see `text`). Where every record has its text, the texts are
+/// read in the order they lie in their files and each is placed where it goes (`copy_placed`).
 pub fn write_with_texts<R: Slotted + Sync>(
     doc: &Canonical<R>,
     texts: &[Option<Text>],
-    w: &mut dyn Write,
+    w: &mut dyn Document,
 ) -> io::Result<()> {
+    write_head(doc, w)?;
+    if !copy_placed(doc.records.len(), texts, w)? {
+        write_records(&doc.records, texts, w)?;
+    }
+    write_tail(doc, w)
+}
+
+/// Everything before the records' first separator.
+fn write_head<R>(doc: &Canonical<R>, w: &mut dyn Write) -> io::Result<()> {
     w.write_all(b"{\n")?;
     member(w, "schema_version", &doc.schema_version)?;
     member(w, "kind", &doc.kind)?;
     member(w, "sources", &doc.sources)?;
     member(w, "conflicts", &doc.conflicts)?;
     member(w, "provenance", &doc.provenance)?;
-    w.write_all(b"  \"records\": [")?;
-    write_records(&doc.records, texts, w)?;
+    w.write_all(b"  \"records\": [")
+}
+
+/// Everything after the last record.
+fn write_tail<R>(doc: &Canonical<R>, w: &mut dyn Write) -> io::Result<()> {
     w.write_all(if doc.records.is_empty() { b"]\n}\n" } else { b"\n  ]\n}\n" })
+}
+
+/// What goes before record `i` of the document.
+fn separator(i: usize) -> &'static [u8] {
+    if i == 0 { b"\n    " } else { b",\n    " }
+}
+
+/// Places from which a merge copies texts at most at once (`copy_placed`): a run's cells.
+const MOST_PLACES_AT_ONCE: usize = 128;
+
+/// The `count` records, each after its separator, copied from their texts in the order the texts
+/// lie in their files, each placed where it goes in `w`: a run's file holds its records in sweep
+/// order, a merge writes them by cell, and copied in the merge's order each would be a read of
+/// its own (a million reads a million records). Ok(false), nothing written, where a record has no
+/// text, where the texts' order in their files would place them from more than `MOST_PLACES_AT_ONCE`
+/// places at once, or where `w` takes bytes in order only.
+fn copy_placed(count: usize, texts: &[Option<Text>], w: &mut dyn Document) -> io::Result<bool> {
+    let located: Option<Vec<&Text>> = (0..count).map(|i| texts.get(i).and_then(Option::as_ref)).collect();
+    let Some(located) = located.filter(|l| !l.is_empty()) else { return Ok(false) };
+    let points = text::ascending_runs(&located);
+    if points > MOST_PLACES_AT_ONCE {
+        return Ok(false);
+    }
+    let mut places = Vec::with_capacity(located.len());
+    let mut len = 0;
+    for (i, text) in located.iter().enumerate() {
+        places.push(len);
+        len += (separator(i).len() + text.byte_len()) as u64;
+    }
+    w.write_stretch(len, points, &mut |placed| {
+        text::read_each(&located, |i, bytes| {
+            placed.write_at(places[i], separator(i))?;
+            placed.write_at(places[i] + separator(i).len() as u64, bytes)
+        })
+    })
 }
 
 /// Records per piece serialized by one thread (under a MB of text).
@@ -201,7 +252,7 @@ fn serialize_piece<R: Slotted>(
     out: &mut Vec<u8>,
 ) -> io::Result<()> {
     out.clear();
-    let separator = |i: usize| if first + i == 0 { &b"\n    "[..] } else { &b",\n    "[..] };
+    let separator = |i: usize| separator(first + i);
     let located: Option<Vec<&Text>> =
         (0..records.len()).map(|i| texts.get(first + i).and_then(Option::as_ref)).collect();
     if let Some(located) = located {
@@ -284,5 +335,70 @@ mod tests {
         let empty = written(&doc(vec![]));
         assert!(empty.ends_with("  \"records\": []\n}\n"), "{empty}");
         assert_eq!(serde_json::from_str::<Canonical>(&empty).unwrap(), doc(vec![]));
+    }
+
+    /// Fails when a run's records, held in sweep order and written by cell, are copied with a read
+    /// each (or any number of reads that grows with them), land other than in the document's
+    /// order, or are copied after their file changed.
+    #[test]
+    fn a_runs_records_held_in_sweep_order_are_copied_by_cell_in_one_pass_over_the_file() {
+        use super::super::text::{READS, Span, TextFile, Texts};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("measurements.jsonl");
+        let (runs, cells) = (300, 7);
+        // The file: run by run, every cell of a run; lines of varied lengths.
+        let line = |run: usize, cell: usize| {
+            format!(
+                "{{\"run\":{run},\"cell\":{cell},\"pad\":\"{}\"}}",
+                "x".repeat((run * 31 + cell * 7) % 900)
+            )
+        };
+        let mut file = String::new();
+        let mut spans = vec![None; runs * cells];
+        for run in 0..runs {
+            for cell in 0..cells {
+                let text = line(run, cell);
+                // The document holds cell by cell, every run of a cell.
+                spans[cell * runs + run] = Some(Span::of(file.len() as u64, text.as_bytes()));
+                file += &text;
+                file.push('\n');
+            }
+        }
+        std::fs::write(&path, &file).unwrap();
+        let texts = Texts {
+            file: TextFile::open(&path, "measurements.jsonl").unwrap(),
+            spans: spans.into_iter().map(Option::unwrap).collect(),
+        };
+        let texts: Vec<Option<Text>> = texts.each().map(Some).collect();
+        let m = Record::Measurement(Box::new(Measurement {
+            schema_version: SCHEMA_VERSION,
+            ..Default::default()
+        }));
+        let document = doc(vec![m; runs * cells]);
+
+        let out = dir.path().join("merged.json");
+        READS.set(0);
+        crate::store::write_atomic_with(&out, |w| write_with_texts(&document, &texts, w)).unwrap();
+        let reads = READS.get();
+        assert!((1..=2).contains(&reads), "{} texts copied with {reads} reads", runs * cells);
+        let written = std::fs::read_to_string(&out).unwrap();
+        let lines: Vec<&str> = written
+            .lines()
+            .filter(|l| l.starts_with("    {"))
+            .map(|l| l.trim().trim_end_matches(','))
+            .collect();
+        let want: Vec<String> = (0..cells).flat_map(|c| (0..runs).map(move |r| line(r, c))).collect();
+        assert!(lines == want, "every text once, cell by cell, each cell's runs in order");
+        // The same document as one written in order, a text at a time.
+        let mut in_order = Vec::new();
+        write_with_texts(&document, &texts, &mut in_order).unwrap();
+        assert!(written.as_bytes() == in_order, "the document written in order is the same");
+
+        // One digit of one text changed in place after it was read: an error, the output kept.
+        std::fs::write(&path, file.replacen("\"run\":123,\"cell\":4", "\"run\":124,\"cell\":4", 1)).unwrap();
+        let err =
+            crate::store::write_atomic_with(&out, |w| write_with_texts(&document, &texts, w)).unwrap_err();
+        assert!(err.to_string().contains("changed while it was being read"), "{err}");
+        assert!(std::fs::read_to_string(&out).unwrap() == written, "the earlier output stands");
     }
 }

@@ -99,6 +99,11 @@ impl Text {
         }
     }
 
+    /// Its length in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.span.len
+    }
+
     /// The text as a string (it was valid UTF-8 when it parsed).
     pub fn read(&self) -> io::Result<String> {
         let mut out = Vec::with_capacity(self.span.len);
@@ -111,6 +116,15 @@ impl Text {
 /// how much one such read takes at most.
 const READ_GAP_BYTES: u64 = 16 * 1024;
 const READ_WINDOW_BYTES: u64 = 4 * 1024 * 1024;
+
+/// How many stretches of `texts`, in their order, lie one after another in one file each: 1 for a
+/// canonical file's records copied in its order, one per cell for a run's records (held in sweep
+/// order) copied sorted by cell.
+pub fn ascending_runs(texts: &[&Text]) -> usize {
+    let place = |t: &Text| (Arc::as_ptr(&t.file) as usize, t.span.offset);
+    let descents = texts.windows(2).filter(|w| place(w[1]) < place(w[0])).count();
+    descents + usize::from(!texts.is_empty())
+}
 
 /// Hands each of `texts` to `each` (its place in `texts`, its bytes), checked as `append_to`
 /// checks it, in the order they lie in their files, which is the order `each` sees them in. Texts
@@ -199,7 +213,16 @@ impl InputFault {
 
 #[cfg(unix)]
 fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    #[cfg(test)]
+    READS.set(READS.get() + 1);
     std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The reads this thread made of texts (how a test tells one read of a run of texts from one
+    /// read each).
+    pub(crate) static READS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Elsewhere records are not located (`sources::Detail::Located` reads them whole), so this never

@@ -11,11 +11,12 @@
 //! for the same target are swept before the next write, so failures leave no debris.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use super::direct::DocumentFile;
+use super::placed::Document;
 
 /// A signal arrived while a document was being written (`stop_writes_on_signal`).
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -105,10 +106,11 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<
     write_atomic_with(path, |w| w.write_all(&json))
 }
 
-/// Streams a document into `path` atomically: `fill` writes it (buffered) into the temp file.
+/// Streams a document into `path` atomically: `fill` writes it (buffered) into the temp file, in
+/// order, and where it places a stretch of it out of order (`Document::write_stretch`), that stretch.
 pub fn write_atomic_with(
     path: &Path,
-    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    fill: impl FnOnce(&mut dyn Document) -> io::Result<()>,
 ) -> Result<(), WriteError> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| WriteError::new(dir, "create the directory", e))?;

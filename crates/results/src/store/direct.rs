@@ -11,11 +11,12 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use super::placed::{ALIGN, Blocks, Document, Placed, Stretch};
+
 /// Bytes a direct write carries: a multiple of every block size a file system aligns direct I/O
-/// to (512 B to 4 KiB), and large enough that the disk writes at its pace.
+/// to (512 B to 4 KiB, `ALIGN` in memory and in the file), and large enough that the disk writes
+/// at its pace.
 const CHUNK: usize = 4 << 20;
-/// The alignment of the chunk's place in memory and in the file.
-const ALIGN: usize = 4096;
 
 /// How the chunks are written.
 enum Way {
@@ -78,30 +79,25 @@ impl DocumentFile {
 
     /// The full chunk written, around the cache where it can be.
     fn write_chunk(&mut self) -> io::Result<()> {
-        if let Way::Undecided = self.way {
-            self.way = match self.open_direct() {
-                Ok(direct) => Way::Direct(direct),
-                Err(_) => Way::Cached,
-            };
-        }
+        self.decide_way();
         let chunk = &self.buf[self.start..self.start + CHUNK];
-        let done = match &self.way {
-            Way::Direct(direct) => write_direct(direct, chunk, self.written)?,
-            _ => 0,
-        };
-        if done < CHUNK {
-            // Refused (or never tried): the rest of the document is written cached, from where
-            // the direct writes stopped.
-            self.way = Way::Cached;
-            self.file.seek(SeekFrom::Start(self.written + done as u64))?;
-            self.file.write_all(&chunk[done..])?;
-        }
+        write_around_cache(&mut self.way, &mut self.file, chunk, self.written)?;
         self.written += CHUNK as u64;
         self.filled = 0;
         if matches!(self.way, Way::Cached) && self.written - self.writeback_from >= WRITE_BEHIND {
             self.start_writeback();
         }
         Ok(())
+    }
+
+    /// Whether chunks are written around the cache, decided at the first.
+    fn decide_way(&mut self) {
+        if let Way::Undecided = self.way {
+            self.way = match self.open_direct() {
+                Ok(direct) => Way::Direct(direct),
+                Err(_) => Way::Cached,
+            };
+        }
     }
 
     #[cfg(target_os = "linux")]
@@ -134,6 +130,22 @@ impl DocumentFile {
     fn start_writeback(&mut self) {
         self.writeback_from = self.written;
     }
+}
+
+/// Writes `blocks` (whole blocks, aligned) at `offset`, around the cache while `way` is `Direct`;
+/// what the file system refuses is written cached through `file`, and so is every later write
+/// (`way` becomes `Cached`).
+fn write_around_cache(way: &mut Way, file: &mut File, blocks: &[u8], offset: u64) -> io::Result<()> {
+    let done = match way {
+        Way::Direct(direct) => write_direct(direct, blocks, offset)?,
+        _ => 0,
+    };
+    if done < blocks.len() {
+        *way = Way::Cached;
+        file.seek(SeekFrom::Start(offset + done as u64))?;
+        file.write_all(&blocks[done..])?;
+    }
+    Ok(())
 }
 
 /// Writes `chunk` at `offset` through `direct`; the bytes written before the file system refused
@@ -179,6 +191,47 @@ impl Write for DocumentFile {
     /// Chunks are written as they fill; the last part is written by `finish`.
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// A stretch's buffers go out as the in-order chunks do: whole blocks around the cache.
+impl Blocks for DocumentFile {
+    fn write_blocks(&mut self, blocks: &[u8], at: u64) -> io::Result<()> {
+        self.decide_way();
+        write_around_cache(&mut self.way, &mut self.file, blocks, at)
+    }
+
+    fn write_cached(&mut self, bytes: &[u8], at: u64) -> io::Result<()> {
+        self.file.seek(SeekFrom::Start(at))?;
+        self.file.write_all(bytes)
+    }
+}
+
+impl Document for DocumentFile {
+    fn write_stretch(
+        &mut self,
+        len: u64,
+        points: usize,
+        fill: &mut dyn FnMut(&mut dyn Placed) -> io::Result<()>,
+    ) -> io::Result<bool> {
+        // What was written in order goes out first, cached: it ends inside a block.
+        let base = self.written + self.filled as u64;
+        self.file.seek(SeekFrom::Start(self.written))?;
+        self.file.write_all(&self.buf[self.start..self.start + self.filled])?;
+        self.filled = 0;
+        self.written = base;
+        if len < CHUNK as u64 && matches!(self.way, Way::Undecided) {
+            // A small stretch, like a small document, is never written around the cache.
+            self.way = Way::Cached;
+        }
+        let mut stretch = Stretch::new(self, base, len, points);
+        fill(&mut stretch)?;
+        stretch.finish()?;
+        self.written = base + len;
+        // The document goes on inside a block: the rest of it is written cached.
+        self.way = Way::Cached;
+        self.start_writeback();
+        Ok(true)
     }
 }
 
@@ -249,6 +302,43 @@ mod tests {
             assert!(direct, "{}: this file system takes direct writes; none was made", dir.path().display());
             // The last part (a tenth of the document) is written cached.
             assert!(share.is_none_or(|s| s < 0.5), "{share:?} of the document is in the page cache");
+        }
+    }
+
+    /// Fails when a stretch placed out of order (between bytes written in order) is not the
+    /// document the same bytes make in order, or is written through the page cache where the file
+    /// system takes direct writes.
+    #[test]
+    fn a_stretch_placed_from_several_points_is_written_whole_around_the_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.json");
+        let bytes = document(CHUNK * 3 + 12_345);
+        let (head, tail) = (1_001, bytes.len() - 777);
+        let mut out = open(&path);
+        out.write_all(&bytes[..head]).unwrap();
+        // Five points, each a fifth of the stretch, handed over a piece of each in turn.
+        let stretch = &bytes[head..tail];
+        let fifth = stretch.len().div_ceil(5);
+        let placed = out
+            .write_stretch(stretch.len() as u64, 5, &mut |placed| {
+                for from in (0..fifth).step_by(99_991) {
+                    for point in 0..5 {
+                        let start = (point * fifth + from).min(stretch.len());
+                        let end = (start + 99_991).min((point + 1) * fifth).min(stretch.len());
+                        placed.write_at(start as u64, &stretch[start..end])?;
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(placed, "a document file places a stretch");
+        out.write_all(&bytes[tail..]).unwrap();
+        let direct = takes_direct(dir.path());
+        out.finish().unwrap().sync_all().unwrap();
+        let share = cached_share(&path);
+        assert!(std::fs::read(&path).unwrap() == bytes, "every byte at its place");
+        if direct {
+            assert!(share.is_none_or(|s| s < 0.1), "{share:?} of the document is in the page cache");
         }
     }
 

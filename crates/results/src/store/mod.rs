@@ -10,6 +10,7 @@ mod atomic;
 mod bodies;
 mod direct;
 mod lock;
+mod placed;
 mod records;
 
 pub use atomic::{
@@ -17,6 +18,7 @@ pub use atomic::{
 };
 pub use bodies::{BODIES_FILE, BodyLine, BodyLog};
 pub use lock::{KILLED, LOCK_FILE, LockError, RunLock, holder_gone};
+pub use placed::{Document, Placed};
 pub use records::{
     LineError, RecordWriter, has_records, json_message, parse_record, read_records, read_records_at,
     read_records_from, read_records_with, shown, start_run,
