@@ -3,7 +3,7 @@
 //! them are there. A sweep killed while a batch was being appended leaves members without their
 //! group record (or fewer than B members); such a partial batch must never pass for a measured cell.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use super::slotted::{Slotted, is_aggregate_stand_in};
 use ttft_model::record::{CellKey, GroupRecord, Measurement, Record};
@@ -141,16 +141,23 @@ pub fn batches(records: &[Record]) -> Vec<Batch<'_>> {
 /// order of first appearance): records that share a group id, or that name none and share a run
 /// and a cell.
 pub fn batch_records<'a, T: Slotted + 'a>(records: impl IntoIterator<Item = &'a T>) -> Vec<Vec<&'a T>> {
-    let mut index: BTreeMap<(&str, Option<&CellKey>), usize> = BTreeMap::new();
+    let mut index: HashMap<(&str, Option<&CellKey>), usize> = HashMap::new();
     let mut out: Vec<Vec<&T>> = Vec::new();
+    // A batch's members lie side by side in a records file and in a canonical one: the batch of
+    // the member before is looked at first.
+    let mut last = None;
     for record in records.into_iter().filter(|r| r.in_batch()) {
         let group_id = record.group_id();
         // Members without a group id can only be told apart by run and cell.
         let key = if group_id.is_empty() { (record.run_id(), Some(record.cell())) } else { (group_id, None) };
-        let at = *index.entry(key).or_insert_with(|| {
-            out.push(Vec::new());
-            out.len() - 1
-        });
+        let at = match last {
+            Some((last_key, at)) if last_key == key => at,
+            _ => *index.entry(key).or_insert_with(|| {
+                out.push(Vec::new());
+                out.len() - 1
+            }),
+        };
+        last = Some((key, at));
         out[at].push(record);
     }
     out
