@@ -9,10 +9,12 @@
 //! (about 2.9 KB a line). One in ten cells is a concurrent batch of 4 (members + group record) and
 //! a few are staggered pairs, so batches and every record type take part.
 //!
-//! Above the verbs, two rows that are not verbs: the floor under any reading of the records file, in
-//! this benchmark's own child process (one thread): its bytes read out of the page cache, and each
-//! line checked to be JSON by serde_json with nothing converted or kept. A verb that reads two
-//! inputs (compare, `--sources`) cannot take less than twice the second.
+//! Above the verbs, three rows that are not verbs: the floor under any reading of the records file,
+//! in this benchmark's own child process (one thread): its bytes read out of the page cache; each
+//! line checked to be JSON by serde_json with nothing converted or kept; and each line read by
+//! bench's own lightest reading (merge's: by hand, floats checked and not converted), the record
+//! built and dropped. A verb that reads two inputs (compare, `--sources`) cannot take less than
+//! twice the last.
 //!
 //! Then the merge of a sharded sweep's N shard directories (`-- --shards N`, default 1000; 0 skips
 //! it; `-- --shards-only` skips the 100,000 records): a matrix of 1002 units (501 contexts x both
@@ -243,13 +245,11 @@ fn main() {
         write_run_dir(&into, &records(n));
         return;
     }
-    if let Some(path) = path_arg("--floor-read") {
-        floor(&path, false);
-        return;
-    }
-    if let Some(path) = path_arg("--floor-json") {
-        floor(&path, true);
-        return;
+    for (flag, floor_of) in FLOORS {
+        if let Some(path) = path_arg(flag) {
+            floor(&path, floor_of);
+            return;
+        }
     }
     let generated = Command::new(std::env::current_exe().expect("this benchmark's path"))
         .args(["--records", &n.to_string(), "--generate-into", &dir.to_string_lossy()])
@@ -282,13 +282,14 @@ fn main() {
         ("both", "compare", vec!["compare", &run_s, &can_s]),
     ];
     // What any reading of the records file costs, in this benchmark's own child (one thread, a
-    // 64 KiB buffer): its bytes out of the page cache; and each line checked to be JSON by
-    // serde_json, nothing converted or kept. A verb reads at least this much per input.
+    // 64 KiB buffer): its bytes out of the page cache; each line checked to be JSON by serde_json,
+    // nothing converted or kept; and each line read by bench's own lightest reading. A verb reads
+    // at least the last of them per input.
     let this = std::env::current_exe().expect("this benchmark's path");
     let jsonl_s = jsonl.to_string_lossy().to_string();
-    let floors = [("read", "--floor-read"), ("json", "--floor-json")].map(|(verb, flag)| {
+    let floors = FLOORS.map(|(flag, floor_of)| {
         let runs: Vec<Step> = (0..repeat).map(|_| step_of(&this, &[flag, &jsonl_s], timeout)).collect();
-        (verb, runs.into_iter().min_by(|a, b| a.cpu_s.total_cmp(&b.cpu_s)))
+        (floor_of.name(), runs.into_iter().min_by(|a, b| a.cpu_s.total_cmp(&b.cpu_s)))
     });
     let (goal_s, goal_mb) = goal(n);
     println!(
@@ -341,12 +342,14 @@ fn main() {
             );
         }
     }
-    if let (_, Some(json)) = &floors[1] {
+    if let [_, (_, Some(json)), (_, Some(hand))] = &floors {
         println!(
-            "floor: checking the records file's JSON alone takes {:.2} CPU s; compare and --sources read two \
-             inputs, so no reading of them can take less than {:.2}",
+            "floor: checking the records file's JSON alone takes {:.2} CPU s (serde_json), bench's own lightest \
+             reading {:.2}; compare and --sources read two inputs, so no reading of them by bench takes less \
+             than {:.2}",
             json.cpu_s,
-            2.0 * json.cpu_s
+            hand.cpu_s,
+            2.0 * hand.cpu_s
         );
     }
     if shards > 0 {
@@ -357,16 +360,42 @@ fn main() {
     }
 }
 
+/// A floor under reading the records file (`floor`).
+#[derive(Clone, Copy)]
+enum Floor {
+    /// Its bytes read.
+    Read,
+    /// Each line checked to be JSON by serde_json, nothing converted or kept.
+    Json,
+    /// Each line read by bench's own lightest reading (merge's: `fast::measurement` with
+    /// `Keep::Unconverted`, a line of another record type by serde), the record built and dropped.
+    Hand,
+}
+
+impl Floor {
+    fn name(self) -> &'static str {
+        match self {
+            Floor::Read => "read",
+            Floor::Json => "json",
+            Floor::Hand => "hand",
+        }
+    }
+}
+
+/// Each floor, by the flag that runs it in a child of this benchmark.
+const FLOORS: [(&str, Floor); 3] =
+    [("--floor-read", Floor::Read), ("--floor-json", Floor::Json), ("--floor-hand", Floor::Hand)];
+
 /// The floor of reading the records file at `path`: its bytes read, a 64 KiB buffer at a time, and
-/// with `json` each line checked to be JSON (`serde_json`, nothing converted or kept); one thread.
-/// Exits 1 where a line is not JSON.
-fn floor(path: &Path, json: bool) {
+/// each line as `floor_of` says; one thread. Exits 1 where a line does not read.
+fn floor(path: &Path, floor_of: Floor) {
     use std::io::BufRead;
+    use ttft_model::record::fast::{Keep, measurement};
     let file = File::open(path).expect("open the records file");
     let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
     let mut line = Vec::new();
     loop {
-        if !json {
+        if let Floor::Read = floor_of {
             let n = reader.fill_buf().expect("read").len();
             if n == 0 {
                 return;
@@ -379,7 +408,16 @@ fn floor(path: &Path, json: bool) {
             return;
         }
         let body = line.trim_ascii();
-        if !body.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+        let read = match floor_of {
+            _ if body.is_empty() => true,
+            Floor::Json => serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok(),
+            // A line of another record type is read as bench reads it: by serde.
+            _ => {
+                measurement(body, Keep::Unconverted).is_some()
+                    || serde_json::from_slice::<ttft_model::record::Record>(body).is_ok()
+            }
+        };
+        if !read {
             std::process::exit(1);
         }
     }
