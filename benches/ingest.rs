@@ -390,7 +390,7 @@ const FLOORS: [(&str, Floor); 3] =
 /// each line as `floor_of` says; one thread. Exits 1 where a line does not read.
 fn floor(path: &Path, floor_of: Floor) {
     use std::io::BufRead;
-    use ttft_model::record::fast::{Keep, measurement};
+    use ttft_model::record::fast::{self, Keep};
     let file = File::open(path).expect("open the records file");
     let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
     let mut line = Vec::new();
@@ -413,8 +413,8 @@ fn floor(path: &Path, floor_of: Floor) {
             Floor::Json => serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok(),
             // A line of another record type is read as bench reads it: by serde.
             _ => {
-                measurement(body, Keep::Unconverted).is_some()
-                    || serde_json::from_slice::<ttft_model::record::Record>(body).is_ok()
+                fast::measurement(body, Keep::Unconverted).is_some()
+                    || serde_json::from_slice::<Record>(body).is_ok()
             }
         };
         if !read {
