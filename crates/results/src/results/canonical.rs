@@ -161,13 +161,14 @@ fn separator(i: usize) -> &'static [u8] {
     if i == 0 { b"\n    " } else { b",\n    " }
 }
 
-/// Places from which a merge copies texts at most at once (`copy_placed`): a run's cells.
+/// The most points a merge's output may continue from at once and still be copied in the order its
+/// texts lie in their files (`copy_placed`): a run's records make one point per cell.
 const MOST_PLACES_AT_ONCE: usize = 128;
 
 /// The `count` records, each after its separator, copied from their texts in the order the texts
 /// lie in their files, each placed where it goes in `w`: a run's file holds its records in sweep
 /// order, a merge writes them by cell, and copied in the merge's order each would be a read of
-/// its own (a million reads a million records). Ok(false), nothing written, where a record has no
+/// its own (a million reads for a million records). Ok(false), nothing written, where a record has no
 /// text, where the texts' order in their files would place them from more than `MOST_PLACES_AT_ONCE`
 /// places at once, or where `w` takes bytes in order only.
 fn copy_placed(count: usize, texts: &[Option<Text>], w: &mut dyn Document) -> io::Result<bool> {

@@ -80,7 +80,7 @@ impl Point {
         self.at + self.held as u64
     }
 
-    /// The offset in `buf` of file place `at`'s byte.
+    /// How far into its block file place `at` lies: where its byte sits in `buf` from `start`.
     fn skew(&self) -> usize {
         self.at as usize % ALIGN
     }
