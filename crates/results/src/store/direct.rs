@@ -9,9 +9,10 @@
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::placed::{ALIGN, Blocks, Document, Placed, Stretch};
+use super::placed::{ALIGN, Blocks, Document, Placed, Stretch, behind};
 
 /// Bytes a direct write carries: a multiple of every block size a file system aligns direct I/O
 /// to (512 B to 4 KiB, `ALIGN` in memory and in the file), and large enough that the disk writes
@@ -196,9 +197,10 @@ impl Write for DocumentFile {
 
 /// A stretch's buffers go out as the in-order chunks do: whole blocks around the cache.
 impl Blocks for DocumentFile {
-    fn write_blocks(&mut self, blocks: &[u8], at: u64) -> io::Result<()> {
+    fn write_blocks(&mut self, buf: Vec<u8>, range: Range<usize>, at: u64) -> io::Result<Vec<u8>> {
         self.decide_way();
-        write_around_cache(&mut self.way, &mut self.file, blocks, at)
+        write_around_cache(&mut self.way, &mut self.file, &buf[range], at)?;
+        Ok(buf)
     }
 
     fn write_cached(&mut self, bytes: &[u8], at: u64) -> io::Result<()> {
@@ -224,9 +226,12 @@ impl Document for DocumentFile {
             // A small stretch, like a small document, is never written around the cache.
             self.way = Way::Cached;
         }
-        let mut stretch = Stretch::new(self, base, len, points);
-        fill(&mut stretch)?;
-        stretch.finish()?;
+        // The disk takes the full buffers while the next ones fill.
+        behind(self, |sink| {
+            let mut stretch = Stretch::new(sink, base, len, points);
+            fill(&mut stretch)?;
+            stretch.finish()
+        })?;
         self.written = base + len;
         // The document goes on inside a block: the rest of it is written cached.
         self.way = Way::Cached;

@@ -10,6 +10,8 @@
 //! where the file takes it, like the rest of the document (`direct`).
 
 use std::io::{self, Write};
+use std::ops::Range;
+use std::sync::mpsc;
 
 /// A document being written: its bytes in order, and where the writer can, a stretch of them
 /// placed out of order.
@@ -47,10 +49,77 @@ pub trait Placed {
 /// Where a stretch's buffers go: the file's blocks (`ALIGN` bytes, aligned in memory and in the
 /// file), and any bytes as usual.
 pub(super) trait Blocks {
-    /// Whole blocks at a block's place, around the page cache where the file takes it.
-    fn write_blocks(&mut self, blocks: &[u8], at: u64) -> io::Result<()>;
+    /// `buf[range]`, whole blocks, at a block's place, around the page cache where the file takes
+    /// it; gives back a buffer as long as `buf` to fill next (`buf` itself once written, or
+    /// another while `buf` is still being written: `behind`).
+    fn write_blocks(&mut self, buf: Vec<u8>, range: Range<usize>, at: u64) -> io::Result<Vec<u8>>;
     /// Any bytes at any place, through the page cache.
     fn write_cached(&mut self, bytes: &[u8], at: u64) -> io::Result<()>;
+}
+
+/// Full buffers waiting for the writing thread (`behind`) at most, beside the one it writes.
+const WAITING_BUFFERS: usize = 2;
+
+/// What the writing thread is handed.
+enum Job {
+    Blocks(Vec<u8>, Range<usize>, u64),
+    Cached(Vec<u8>, u64),
+}
+
+/// Blocks handed to a thread that writes them to `out` while the stretch goes on filling
+/// buffers (`behind`).
+pub(super) struct Behind {
+    jobs: mpsc::SyncSender<Job>,
+    written: mpsc::Receiver<Vec<u8>>,
+}
+
+impl Blocks for Behind {
+    fn write_blocks(&mut self, buf: Vec<u8>, range: Range<usize>, at: u64) -> io::Result<Vec<u8>> {
+        let len = buf.len();
+        self.jobs.send(Job::Blocks(buf, range, at)).map_err(|_| stopped())?;
+        Ok(self.written.try_recv().unwrap_or_else(|_| vec![0u8; len]))
+    }
+
+    fn write_cached(&mut self, bytes: &[u8], at: u64) -> io::Result<()> {
+        self.jobs.send(Job::Cached(bytes.to_vec(), at)).map_err(|_| stopped())
+    }
+}
+
+fn stopped() -> io::Error {
+    io::Error::other("the writing thread stopped")
+}
+
+/// `work` done with a sink (`Behind`) whose writes a thread of their own makes to `out`, in the
+/// order they are handed over: a stretch reads, copies and fills its buffers while the disk takes
+/// the full ones, where one thread waited on each direct write in turn. The writer's error, if
+/// any, is the error; else `work`'s outcome.
+pub(super) fn behind<B: Blocks + Send, T>(
+    out: &mut B,
+    work: impl FnOnce(&mut Behind) -> io::Result<T>,
+) -> io::Result<T> {
+    std::thread::scope(|scope| {
+        let (jobs, queue) = mpsc::sync_channel::<Job>(WAITING_BUFFERS);
+        let (give_back, written) = mpsc::channel();
+        let writer = scope.spawn(move || -> io::Result<()> {
+            for job in queue {
+                match job {
+                    Job::Blocks(buf, range, at) => {
+                        let buf = out.write_blocks(buf, range, at)?;
+                        // The stretch may be done with buffers: one not taken back is dropped.
+                        let _ = give_back.send(buf);
+                    }
+                    Job::Cached(bytes, at) => out.write_cached(&bytes, at)?,
+                }
+            }
+            Ok(())
+        });
+        let mut sink = Behind { jobs, written };
+        let done = work(&mut sink);
+        // Closing the queue lets the writer finish what it was handed.
+        drop(sink);
+        writer.join().map_err(|_| io::Error::other("the writing thread panicked"))??;
+        done
+    })
 }
 
 /// The block size that direct writes align to (in memory and in the file).
@@ -155,14 +224,23 @@ impl<'a, B: Blocks> Stretch<'a, B> {
             from = own;
         }
         let whole = (point.held - from) / ALIGN * ALIGN;
-        if whole > 0 {
-            let blocks = first + skew + from;
-            self.out.write_blocks(&point.buf[blocks..blocks + whole], point.at + from as u64)?;
-        }
         let done = from + whole;
         let rest = point.held - done;
-        // What is left starts a block: it moves to the front of the buffer.
-        point.buf.copy_within(first + skew + done..first + skew + point.held, first);
+        let left = first + skew + done..first + skew + point.held;
+        if whole > 0 {
+            // What is left starts a block: it goes to the front of the buffer filled next.
+            let mut kept = [0u8; ALIGN];
+            kept[..rest].copy_from_slice(&point.buf[left]);
+            let blocks = first + skew + from;
+            let buf = std::mem::take(&mut point.buf);
+            point.buf = self.out.write_blocks(buf, blocks..blocks + whole, point.at + from as u64)?;
+            point.start = point.buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+            let first = point.start;
+            point.buf[first..first + rest].copy_from_slice(&kept[..rest]);
+        } else {
+            // What is left starts a block: it moves to the front of the buffer.
+            point.buf.copy_within(left, first);
+        }
         point.at += done as u64;
         point.held = rest;
         Ok(())
@@ -235,14 +313,15 @@ mod tests {
     }
 
     impl Blocks for Recorded {
-        fn write_blocks(&mut self, blocks: &[u8], at: u64) -> io::Result<()> {
+        fn write_blocks(&mut self, buf: Vec<u8>, range: Range<usize>, at: u64) -> io::Result<Vec<u8>> {
+            let blocks = &buf[range];
             let aligned = (at as usize).is_multiple_of(ALIGN)
                 && blocks.len().is_multiple_of(ALIGN)
                 && (blocks.as_ptr() as usize).is_multiple_of(ALIGN);
             self.misaligned_blocks += usize::from(!aligned);
             self.in_blocks += blocks.len();
             self.put(blocks, at);
-            Ok(())
+            Ok(buf)
         }
 
         fn write_cached(&mut self, bytes: &[u8], at: u64) -> io::Result<()> {
@@ -268,19 +347,36 @@ mod tests {
     }
 
     /// Writes `texts` (laid out from file place `base`) in the order `order` gives, in two
-    /// pieces each, and the file it makes.
-    fn written(base: u64, texts: &[(u64, Vec<u8>)], order: &[usize], points: usize) -> Recorded {
+    /// pieces each (its buffers written by a thread of their own where `behind_a_thread`), and
+    /// the file it makes.
+    fn written(
+        base: u64,
+        texts: &[(u64, Vec<u8>)],
+        order: &[usize],
+        points: usize,
+        behind_a_thread: bool,
+    ) -> Recorded {
         let len = texts.iter().map(|(_, t)| t.len() as u64).sum();
         let mut file = Recorded::default();
         file.put(&vec![7u8; base as usize], 0);
-        let mut stretch = Stretch::new(&mut file, base, len, points);
-        for &i in order {
-            let (at, text) = &texts[i];
-            let cut = text.len() / 3;
-            stretch.write_at(*at, &text[..cut]).unwrap();
-            stretch.write_at(*at + cut as u64, &text[cut..]).unwrap();
+        fn fill<B: Blocks>(
+            mut stretch: Stretch<'_, B>,
+            texts: &[(u64, Vec<u8>)],
+            order: &[usize],
+        ) -> io::Result<()> {
+            for &i in order {
+                let (at, text) = &texts[i];
+                let cut = text.len() / 3;
+                stretch.write_at(*at, &text[..cut])?;
+                stretch.write_at(*at + cut as u64, &text[cut..])?;
+            }
+            stretch.finish()
         }
-        stretch.finish().unwrap();
+        if behind_a_thread {
+            behind(&mut file, |sink| fill(Stretch::new(sink, base, len, points), texts, order)).unwrap();
+        } else {
+            fill(Stretch::new(&mut file, base, len, points), texts, order).unwrap();
+        }
         file
     }
 
@@ -292,8 +388,8 @@ mod tests {
         // (Told of more points than there are, each buffer is its smallest and fills many times.)
         let (cells, runs) = (30, 100);
         let order: Vec<usize> = (0..runs).flat_map(|r| (0..cells).map(move |c| c * runs + r)).collect();
-        for base in [0, 1, 4095, 4096, 123_457] {
-            let file = written(base, &texts, &order, MOST_POINTS);
+        for (base, behind_a_thread) in [(0, false), (1, true), (4095, false), (4096, true), (123_457, true)] {
+            let file = written(base, &texts, &order, MOST_POINTS, behind_a_thread);
             assert_eq!(file.bytes.len(), base as usize + whole.len(), "base {base}");
             assert!(file.bytes[..base as usize].iter().all(|&b| b == 7), "base {base}: before the stretch");
             assert!(file.bytes[base as usize..] == whole[..], "base {base}: every byte at its place");
@@ -309,9 +405,35 @@ mod tests {
         let whole: Vec<u8> = texts.iter().flat_map(|(_, t)| t.clone()).collect();
         // Every text its own point, from the last to the first.
         let order: Vec<usize> = (0..texts.len()).rev().collect();
-        let file = written(10, &texts, &order, 1);
+        let file = written(10, &texts, &order, 1, true);
         assert!(file.bytes[10..] == whole[..]);
         assert_eq!(file.misaligned_blocks, 0);
+    }
+
+    /// Fails when a write the writing thread could not make is lost, or reported as anything but
+    /// its own error.
+    #[test]
+    fn the_writing_threads_error_is_the_stretchs_error() {
+        struct Full;
+        impl Blocks for Full {
+            fn write_blocks(&mut self, _: Vec<u8>, _: Range<usize>, _: u64) -> io::Result<Vec<u8>> {
+                Err(io::Error::other("no space left on device"))
+            }
+            fn write_cached(&mut self, _: &[u8], _: u64) -> io::Result<()> {
+                Err(io::Error::other("no space left on device"))
+            }
+        }
+        let texts = texts(200);
+        let len = texts.iter().map(|(_, t)| t.len() as u64).sum();
+        let err = behind(&mut Full, |sink| {
+            let mut stretch = Stretch::new(sink, 0, len, 1);
+            for (at, text) in &texts {
+                stretch.write_at(*at, text)?;
+            }
+            stretch.finish()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("no space left"), "{err}");
     }
 
     #[test]
