@@ -12,7 +12,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::placed::{ALIGN, Blocks, Document, Placed, Stretch, behind};
+use super::placed::{ALIGN, Blocks, Document, Placed, Stretch, aligned_start, behind};
 
 /// Bytes a direct write carries: a multiple of every block size a file system aligns direct I/O
 /// to (512 B to 4 KiB, `ALIGN` in memory and in the file), and large enough that the disk writes
@@ -55,7 +55,7 @@ impl DocumentFile {
     /// `file`, just created at `path` (which a second descriptor opens to write around the cache).
     pub(super) fn new(file: File, path: &Path) -> DocumentFile {
         let buf = vec![0u8; CHUNK + ALIGN];
-        let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+        let start = aligned_start(&buf);
         DocumentFile {
             file,
             path: path.to_path_buf(),

@@ -125,6 +125,11 @@ pub(super) fn behind<B: Blocks + Send, T>(
 /// The block size that direct writes align to (in memory and in the file).
 pub(super) const ALIGN: usize = 4096;
 
+/// Where `ALIGN`-aligned memory begins in `buf` (allocated `ALIGN` bytes longer than it is used).
+pub(super) fn aligned_start(buf: &[u8]) -> usize {
+    buf.as_ptr().align_offset(ALIGN).min(ALIGN)
+}
+
 /// Memory for the points' buffers together, and the most one buffer takes.
 const BUFFERS_BYTES: usize = 32 << 20;
 const MOST_BUFFER_BYTES: usize = 4 << 20;
@@ -205,7 +210,7 @@ impl<'a, B: Blocks> Stretch<'a, B> {
             self.close(oldest)?;
         }
         let buf = vec![0u8; self.buffer_bytes + ALIGN];
-        let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+        let start = aligned_start(&buf);
         self.points.push(Point { buf, start, at, held: 0, used: 0 });
         Ok(self.points.len() - 1)
     }
@@ -225,22 +230,18 @@ impl<'a, B: Blocks> Stretch<'a, B> {
         }
         let whole = (point.held - from) / ALIGN * ALIGN;
         let done = from + whole;
+        // What is left (less than a block) starts a block: it goes to the front of the buffer
+        // filled next, this one or the one the blocks' writer gives back.
         let rest = point.held - done;
-        let left = first + skew + done..first + skew + point.held;
+        let mut kept = [0u8; ALIGN];
+        kept[..rest].copy_from_slice(&point.buf[first + skew + done..first + skew + point.held]);
         if whole > 0 {
-            // What is left starts a block: it goes to the front of the buffer filled next.
-            let mut kept = [0u8; ALIGN];
-            kept[..rest].copy_from_slice(&point.buf[left]);
             let blocks = first + skew + from;
             let buf = std::mem::take(&mut point.buf);
             point.buf = self.out.write_blocks(buf, blocks..blocks + whole, point.at + from as u64)?;
-            point.start = point.buf.as_ptr().align_offset(ALIGN).min(ALIGN);
-            let first = point.start;
-            point.buf[first..first + rest].copy_from_slice(&kept[..rest]);
-        } else {
-            // What is left starts a block: it moves to the front of the buffer.
-            point.buf.copy_within(left, first);
+            point.start = aligned_start(&point.buf);
         }
+        point.buf[point.start..point.start + rest].copy_from_slice(&kept[..rest]);
         point.at += done as u64;
         point.held = rest;
         Ok(())
