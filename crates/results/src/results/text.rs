@@ -104,6 +104,12 @@ impl Text {
         self.span.len
     }
 
+    /// Where it lies: its file (as the file's address: the same file, the same address) and its
+    /// offset there; texts in this order are in file order.
+    fn place(&self) -> (usize, u64) {
+        (Arc::as_ptr(&self.file) as usize, self.span.offset)
+    }
+
     /// The text as a string (it was valid UTF-8 when it parsed).
     pub fn read(&self) -> io::Result<String> {
         let mut out = Vec::with_capacity(self.span.len);
@@ -121,8 +127,7 @@ const READ_WINDOW_BYTES: u64 = 4 * 1024 * 1024;
 /// canonical file's records copied in its order, one per cell for a run's records (held in sweep
 /// order) copied sorted by cell.
 pub fn ascending_runs(texts: &[&Text]) -> usize {
-    let place = |t: &Text| (Arc::as_ptr(&t.file) as usize, t.span.offset);
-    let descents = texts.windows(2).filter(|w| place(w[1]) < place(w[0])).count();
+    let descents = texts.windows(2).filter(|w| w[1].place() < w[0].place()).count();
     descents + usize::from(!texts.is_empty())
 }
 
@@ -145,9 +150,9 @@ pub fn read_in_order(texts: &[&Text], each: impl FnMut(usize, &[u8]) -> io::Resu
 
 /// What reading a text takes of it, beside its place in `texts`: texts taken in file order are
 /// in another order than `texts` holds them (a merge's), and reaching each through its place
-/// there was a random read of memory (a tenth of a million-record merge's user time).
+/// there would be a random read of memory each.
 struct Place {
-    /// Its file, as its address (the same file, the same address).
+    /// Its file, as its address (`Text::place`).
     file: usize,
     offset: u64,
     len: usize,
@@ -159,7 +164,7 @@ fn places(texts: &[&Text]) -> Vec<Place> {
     (0..)
         .zip(texts)
         .map(|(index, t)| Place {
-            file: Arc::as_ptr(&t.file) as usize,
+            file: t.place().0,
             offset: t.span.offset,
             len: t.span.len,
             crc: t.span.crc,
