@@ -13,6 +13,7 @@
 //! pooled; TPOT is each record's (e2e - ttft) / (output_tokens - 1).
 
 mod csv;
+mod gaps;
 mod html;
 #[cfg(test)]
 mod located_tests;
@@ -31,14 +32,15 @@ use crate::cli::{ReportArgs, ReportFormat as Format};
 use crate::config::report::{Destination, ReportSettings};
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use sampled::{Kind, Values, sample};
+use gaps::{Gaps, Gather};
+use sampled::{Kind, Values};
 pub(crate) use sampled::{ReportRecord, Sampled};
 use ttft_model::record::{CacheState, CellKey, Mode, Record, Scenario};
 use ttft_model::stats::{self, Ratio, Samples, Summary};
 use ttft_results::results::batch::Shape;
 use ttft_results::results::slotted::Slotted;
 use ttft_results::results::sources::{self, Detail, FromRecord, Source};
-use ttft_results::results::text::{self, Text};
+use ttft_results::results::text::Text;
 use ttft_results::results::{batch, combine};
 
 /// A report's cell: a matrix point with its runs pooled. Its identity is the record's `CellKey`
@@ -198,48 +200,19 @@ impl CellSamples {
     }
 }
 
-/// The statistics of the inter-token gaps `itl` pools, pooled and sorted in `gaps`, whose memory
-/// is kept for the next cell's.
+/// The statistics of the `c`th cell's inter-token gaps (`Gaps::pool`), pooled and sorted in
+/// `gaps`, whose memory is kept for the next cell's.
 fn itl_summary<T: Sampled>(
-    records: &[T],
-    texts: &[Option<Text>],
+    from: &Gaps<'_, T>,
+    c: usize,
     itl_records: &[usize],
     gaps: &mut Vec<f64>,
 ) -> io::Result<Summary> {
-    itl(records, texts, itl_records, gaps)?;
+    from.pool(c, itl_records, gaps)?;
     let sorted = Samples::new(std::mem::take(gaps));
     let summary = sorted.summary();
     *gaps = sorted.into_values();
     Ok(summary)
-}
-
-/// The inter-token gaps of `records[i]` for each i of `itl_records`, pooled into `gaps` (emptied
-/// first): every gap between consecutive streamed tokens that may enter statistics, in no
-/// particular order (statistics sort them). A record read located (`texts[i]`) has its offsets read
-/// back from its text; the cell's texts are read in the order they lie in their files, neighbours
-/// together (`text::read_each`).
-fn itl<T: Sampled>(
-    records: &[T],
-    texts: &[Option<Text>],
-    itl_records: &[usize],
-    gaps: &mut Vec<f64>,
-) -> io::Result<()> {
-    gaps.clear();
-    let mut pool =
-        |offsets: &[f64]| gaps.extend(offsets.windows(2).filter_map(|w| sample(Some(w[1] - w[0]))));
-    let mut located = Vec::new();
-    for &i in itl_records {
-        match texts.get(i) {
-            Some(Some(text)) => located.push(text),
-            _ => pool(records.get(i).map_or(&[][..], T::token_offsets_ms)),
-        }
-    }
-    let mut offsets = Vec::new();
-    text::read_each(&located, |_, line| {
-        sources::token_offsets_read_back(line, &mut offsets)?;
-        pool(&offsets);
-        Ok(())
-    })
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -382,7 +355,7 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
 /// whole): their token offsets are read back from the texts, one cell at a time. Fails where a
 /// text cannot be read back as it was read (the file changed since).
 pub(crate) fn located_cells<T: Sampled>(records: &[T], texts: &[Option<Text>]) -> io::Result<Vec<CellStats>> {
-    statistics(&samples(records, texts), records, texts)
+    statistics(&samples(records, texts), records, texts, Gather::Chosen)
 }
 
 /// Every cell's statistics of its samples (`samples` of `records` and `texts`). Each cell's
@@ -392,6 +365,7 @@ fn statistics<T: Sampled>(
     by_cell: &BTreeMap<CellId, CellSamples>,
     records: &[T],
     texts: &[Option<Text>],
+    gather: Gather,
 ) -> io::Result<Vec<CellStats>> {
     let cold_twin = |id: &CellId| {
         let scenario = match id.scenario {
@@ -400,11 +374,14 @@ fn statistics<T: Sampled>(
         };
         CellId { scenario, cache_state: CacheState::Cold, ..id.clone() }
     };
+    let itl_cells: Vec<&[usize]> = by_cell.values().map(|s| &s.itl_records[..]).collect();
+    let from = Gaps::gather(&itl_cells, records, texts, gather)?;
     // One buffer pools every cell's gaps in turn, sorted in place (`Samples::into_values`).
     let mut gaps = Vec::new();
     by_cell
         .iter()
-        .map(|(id, s)| {
+        .enumerate()
+        .map(|(c, (id, s))| {
             let speedup = (id.cache_state != CacheState::Cold && !s.ttft.is_empty())
                 .then(|| by_cell.get(&cold_twin(id)))
                 .flatten()
@@ -420,7 +397,7 @@ fn statistics<T: Sampled>(
                 ttft_ms: stats::summarize(&s.ttft),
                 e2e_ms: stats::summarize(&s.e2e),
                 decode_tps: stats::summarize(&s.decode),
-                itl_ms: itl_summary(records, texts, &s.itl_records, &mut gaps)?,
+                itl_ms: itl_summary(&from, c, &s.itl_records, &mut gaps)?,
                 tpot_ms: stats::summarize(&s.tpot),
                 decode_ceiling_tps: stats::median(&s.ceiling),
                 ttft_floor_ms: stats::median(&s.ttft_floor),
@@ -541,7 +518,7 @@ fn summarise<T: Sampled>(sources: Vec<Source<T>>) -> anyhow::Result<(Vec<CellSta
         sources::release_each(records);
         Vec::new()
     };
-    let cells = statistics(&by_cell, &records, &texts)?;
+    let cells = statistics(&by_cell, &records, &texts, Gather::Chosen)?;
     sources::release((records, texts, by_cell));
     Ok((cells, notes))
 }

@@ -436,3 +436,34 @@ fn records_held_whole_give_the_statistics_located_ones_give() {
         whole["cells"].as_array().unwrap().iter().map(|c| c["itl_ms"]["n"].as_u64().unwrap_or(0)).sum();
     assert!(itl > 0, "the records' token offsets enter ITL: {whole}");
 }
+
+/// A run's cells' records lie a sweep apart in its file, so report gathers their gaps in one pass
+/// and sets them aside in an unnamed file of the temp directory, which leaves nothing behind. Where
+/// the temp directory cannot hold that file, the gaps are read back cell by cell: the same report,
+/// the one the records give held whole.
+#[test]
+fn a_runs_report_is_the_same_where_the_temp_directory_cannot_hold_its_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = common::ingest_records::records(7000);
+    let run = common::ingest_records::write_run_dir(dir.path(), &records);
+    let temp = dir.path().join("temp");
+    std::fs::create_dir(&temp).unwrap();
+    let report_in = |tmpdir: &Path| {
+        let out = Command::cargo_bin("bench")
+            .unwrap()
+            .env("TMPDIR", tmpdir)
+            .args(["report", "--format", "json"])
+            .arg(&run)
+            .assert()
+            .code(0);
+        serde_json::from_slice::<serde_json::Value>(&out.get_output().stdout).unwrap()
+    };
+    let set_aside = report_in(&temp);
+    assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 0, "nothing left in the temp directory");
+    let cell_by_cell = report_in(&dir.path().join("no-such-directory"));
+    assert_eq!(set_aside, cell_by_cell);
+    assert_eq!(set_aside["cells"], serde_json::to_value(report::cells(&records)).unwrap());
+    let gaps: u64 =
+        set_aside["cells"].as_array().unwrap().iter().map(|c| c["itl_ms"]["n"].as_u64().unwrap()).sum();
+    assert!(gaps > 250_000, "{gaps} gaps");
+}

@@ -136,9 +136,7 @@ pub fn ascending_runs(texts: &[&Text]) -> usize {
 /// that lie near one another are read with one `pread`: a canonical file holds a cell's records
 /// side by side, so reading a cell's texts back is a few large reads, not one per record.
 pub fn read_each(texts: &[&Text], each: impl FnMut(usize, &[u8]) -> io::Result<()>) -> io::Result<()> {
-    let mut places = places(texts);
-    places.sort_unstable_by_key(|p| (p.file, p.offset));
-    read_in(texts, &places, each)
+    read_in(texts, &places_in_file_order(texts), each)
 }
 
 /// Hands each of `texts` to `each` as `read_each` does, in their order in `texts`: texts that
@@ -158,6 +156,12 @@ struct Place {
     len: usize,
     crc: u32,
     index: u32,
+}
+
+fn places_in_file_order(texts: &[&Text]) -> Vec<Place> {
+    let mut places = places(texts);
+    places.sort_unstable_by_key(|p| (p.file, p.offset));
+    places
 }
 
 fn places(texts: &[&Text]) -> Vec<Place> {
@@ -185,20 +189,7 @@ fn read_in(
     while at < places.len() {
         let first = &places[at];
         let start = first.offset;
-        let mut end = start + first.len as u64;
-        let mut last = at + 1;
-        while let Some(next) = places.get(last) {
-            let next_end = next.offset + next.len as u64;
-            let near = next.file == first.file
-                && next.offset >= end
-                && next.offset - end <= READ_GAP_BYTES
-                && next_end - start <= READ_WINDOW_BYTES;
-            if !near {
-                break;
-            }
-            end = next_end;
-            last += 1;
-        }
+        let (last, end) = one_read(places, at);
         // Grown, never cleared: each read fills the part it uses, so zeroing it first would be
         // work for nothing.
         let len = (end - start) as usize;
@@ -222,6 +213,40 @@ fn read_in(
         at = last;
     }
     Ok(())
+}
+
+/// The texts one `pread` takes from `places[at]` on: up to `places[last]`, and where that read
+/// ends in the file. Texts that lie near one another and in this order in one file share a read.
+fn one_read(places: &[Place], at: usize) -> (usize, u64) {
+    let first = &places[at];
+    let start = first.offset;
+    let mut end = start + first.len as u64;
+    let mut last = at + 1;
+    while let Some(next) = places.get(last) {
+        let next_end = next.offset + next.len as u64;
+        let near = next.file == first.file
+            && next.offset >= end
+            && next.offset - end <= READ_GAP_BYTES
+            && next_end - start <= READ_WINDOW_BYTES;
+        if !near {
+            break;
+        }
+        end = next_end;
+        last += 1;
+    }
+    (last, end)
+}
+
+/// How many reads `read_each` makes of `texts`.
+pub fn reads(texts: &[&Text]) -> usize {
+    let places = places_in_file_order(texts);
+    let mut reads = 0;
+    let mut at = 0;
+    while at < places.len() {
+        at = one_read(&places, at).0;
+        reads += 1;
+    }
+    reads
 }
 
 /// A text that could not be copied: the input's fault, not the output's (a merge says so with

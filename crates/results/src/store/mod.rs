@@ -1,5 +1,6 @@
 //! Files on disk: the append-only `measurements.jsonl` (`records`), atomically replaced JSON
-//! documents (`atomic`), and the lock that keeps one writer per run directory (`lock`).
+//! documents (`atomic`), the lock that keeps one writer per run directory (`lock`), and numbers a
+//! reading verb sets aside on disk while it reads (`spill`).
 //!
 //! A record is flushed and fsync'd as it is appended, so a crash or `kill -9` loses at most the
 //! record being measured. Documents (run.json, canonical merged files) go to a temp file that is
@@ -12,6 +13,7 @@ mod direct;
 mod lock;
 mod placed;
 mod records;
+mod spill;
 
 pub use atomic::{
     WriteError, interrupted, stop_writes_on_signal, write_atomic, write_atomic_with, write_json_atomic,
@@ -23,6 +25,7 @@ pub use records::{
     LineError, RecordWriter, has_records, json_message, parse_record, read_records, read_records_at,
     read_records_from, read_records_with, shown, start_run,
 };
+pub use spill::Spill;
 
 pub const MEASUREMENTS_FILE: &str = "measurements.jsonl";
 pub const RUN_FILE: &str = "run.json";

@@ -1,0 +1,140 @@
+//! Each cell's inter-token gaps, pooled for its statistics one cell at a time, so only one cell's
+//! gaps are ever in memory.
+//!
+//! A record held whole gives its gaps from its offsets. A record read located has its offsets read
+//! back from its text. A canonical file holds a cell's records side by side, and reading them back
+//! cell by cell is a few large reads. A run's file holds them in sweep order, a sweep apart, and
+//! read back cell by cell each text is a read of its own: a million for a million records, a third
+//! of the report. There the texts are read once in file order instead, in a few hundred large
+//! reads, and each record's gaps are set aside on disk under its cell (`store::Spill`) until the
+//! cell's statistics read them. The two ways pool the same gaps: the statistics sort them, so the
+//! order they come in does not matter.
+
+use std::io;
+
+use super::sampled::{Sampled, sample};
+use ttft_results::results::sources;
+use ttft_results::results::text::{self, Text};
+use ttft_results::store::Spill;
+
+/// Below this many reads cell by cell, reading the texts back cell by cell costs less than a file
+/// set aside.
+const SPILL_MIN_READS: usize = 4096;
+
+/// How the located records' gaps are gathered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Gather {
+    /// In one pass over the texts in file order where reading them cell by cell would take more
+    /// than twice the reads (and at least `SPILL_MIN_READS`), cell by cell otherwise.
+    Chosen,
+    #[cfg(test)]
+    CellByCell,
+    /// In one pass, wherever any record is located (the tests' way to take it on small inputs).
+    #[cfg(test)]
+    OnePass,
+}
+
+/// Where each cell's gaps come from.
+pub(super) struct Gaps<'a, T> {
+    records: &'a [T],
+    texts: &'a [Option<Text>],
+    /// The located records' gaps, bucket `c` for the `c`th cell, when gathered in one pass.
+    spilled: Option<Spill>,
+}
+
+impl<'a, T: Sampled> Gaps<'a, T> {
+    /// The gaps of `cells` (each the records whose gaps enter its ITL) of `records` and `texts`
+    /// (`texts[i]` is `records[i]`'s, None where it is held whole). Fails where a text cannot be
+    /// read back as it was read; where the file set aside cannot be written, the gaps are read back
+    /// cell by cell instead.
+    pub(super) fn gather(
+        cells: &[&[usize]],
+        records: &'a [T],
+        texts: &'a [Option<Text>],
+        gather: Gather,
+    ) -> io::Result<Gaps<'a, T>> {
+        let mut gaps = Gaps { records, texts, spilled: None };
+        let located: Vec<Vec<&Text>> = cells.iter().map(|cell| gaps.located(cell)).collect();
+        let one_pass = match gather {
+            #[cfg(test)]
+            Gather::CellByCell => false,
+            Gather::Chosen => {
+                let by_cell: usize = located.iter().map(|cell| text::reads(cell)).sum();
+                let all: Vec<&Text> = located.iter().flatten().copied().collect();
+                by_cell >= SPILL_MIN_READS && by_cell > 2 * text::reads(&all)
+            }
+            #[cfg(test)]
+            Gather::OnePass => located.iter().any(|cell| !cell.is_empty()),
+        };
+        if one_pass {
+            gaps.spilled = set_aside(&located)?;
+        }
+        Ok(gaps)
+    }
+
+    /// Whether the located records' gaps were gathered in one pass.
+    #[cfg(test)]
+    pub(super) fn in_one_pass(&self) -> bool {
+        self.spilled.is_some()
+    }
+
+    /// The texts of `cell`'s records read located.
+    fn located(&self, cell: &[usize]) -> Vec<&'a Text> {
+        let texts = self.texts;
+        cell.iter().filter_map(|&i| texts.get(i).and_then(Option::as_ref)).collect()
+    }
+
+    /// The gaps of the `c`th cell given to `gather`, whose records are `cell`, pooled into `gaps`
+    /// (emptied first), in no particular order.
+    pub(super) fn pool(&self, c: usize, cell: &[usize], gaps: &mut Vec<f64>) -> io::Result<()> {
+        gaps.clear();
+        let mut located = Vec::new();
+        for &i in cell {
+            match self.texts.get(i) {
+                Some(Some(text)) => located.push(text),
+                _ => gaps.extend(gaps_of(self.records.get(i).map_or(&[][..], T::token_offsets_ms))),
+            }
+        }
+        if let Some(spill) = &self.spilled {
+            return spill.read(c, gaps).map_err(|e| {
+                io::Error::other(format!("cannot read back the gaps set aside in the temp directory: {e}"))
+            });
+        }
+        let mut offsets = Vec::new();
+        text::read_each(&located, |_, line| {
+            sources::token_offsets_read_back(line, &mut offsets)?;
+            gaps.extend(gaps_of(&offsets));
+            Ok(())
+        })
+    }
+}
+
+/// Every gap between consecutive offsets that may enter statistics.
+fn gaps_of(offsets: &[f64]) -> impl Iterator<Item = f64> + '_ {
+    offsets.windows(2).filter_map(|w| sample(Some(w[1] - w[0])))
+}
+
+/// The gaps of each cell's located texts (`located[c]`), read in file order and set aside under
+/// `c`. None where the file set aside cannot be made or written (the disk's fault, not the input's).
+fn set_aside(located: &[Vec<&Text>]) -> io::Result<Option<Spill>> {
+    let Ok(mut spill) = Spill::new(located.len()) else { return Ok(None) };
+    let (mut all, mut bucket) = (Vec::new(), Vec::new());
+    for (c, cell) in located.iter().enumerate() {
+        all.extend_from_slice(cell);
+        bucket.extend(std::iter::repeat_n(c, cell.len()));
+    }
+    let mut offsets = Vec::new();
+    let mut unwritten = None;
+    let read = text::read_each(&all, |i, line| {
+        sources::token_offsets_read_back(line, &mut offsets)?;
+        spill.push(bucket[i], gaps_of(&offsets)).map_err(|e| {
+            unwritten = Some(e);
+            io::Error::other("the gaps set aside could not be written")
+        })
+    });
+    match (read, unwritten) {
+        (_, Some(_)) => Ok(None),
+        (Err(e), None) => Err(e),
+        (Ok(()), None) => Ok(Some(spill)),
+    }
+}
