@@ -34,9 +34,9 @@ pub struct Spill {
 
 #[derive(Default)]
 struct Bucket {
-    /// Values not written yet, as their bytes.
-    held: Vec<u8>,
-    /// Its pieces on disk, in the order they were written: offset, bytes.
+    /// Values not written yet.
+    held: Vec<f64>,
+    /// Its pieces on disk, in the order they were written: offset, values.
     pieces: Vec<(u64, usize)>,
 }
 
@@ -58,11 +58,9 @@ impl Spill {
     pub fn push(&mut self, bucket: usize, values: impl IntoIterator<Item = f64>) -> io::Result<()> {
         let held = &mut self.buckets[bucket].held;
         let before = held.len();
-        for v in values {
-            held.extend_from_slice(&v.to_ne_bytes());
-        }
-        self.held += (held.len() - before) / VALUE_BYTES;
-        if held.len() >= self.piece * VALUE_BYTES {
+        held.extend(values);
+        self.held += held.len() - before;
+        if held.len() >= self.piece {
             self.write_out(bucket)?;
         }
         if self.held > self.most_held {
@@ -82,10 +80,10 @@ impl Spill {
         // A read moves the cursor: each piece goes where the last one ended.
         let mut file = &self.file;
         file.seek(SeekFrom::Start(self.end))?;
-        file.write_all(&b.held)?;
+        file.write_all(bytemuck::cast_slice(&b.held))?;
         b.pieces.push((self.end, b.held.len()));
-        self.end += b.held.len() as u64;
-        self.held -= b.held.len() / VALUE_BYTES;
+        self.end += (b.held.len() * VALUE_BYTES) as u64;
+        self.held -= b.held.len();
         b.held.clear();
         Ok(())
     }
@@ -93,21 +91,16 @@ impl Spill {
     /// Appends `bucket`'s values to `out`, in the order they were pushed.
     pub fn read(&self, bucket: usize, out: &mut Vec<f64>) -> io::Result<()> {
         let b = &self.buckets[bucket];
-        let mut bytes = Vec::new();
         for &(offset, len) in &b.pieces {
-            bytes.resize(len, 0);
+            let start = out.len();
+            out.resize(start + len, 0.0);
             let mut file = &self.file;
             file.seek(SeekFrom::Start(offset))?;
-            file.read_exact(&mut bytes)?;
-            out.extend(values(&bytes));
+            file.read_exact(bytemuck::cast_slice_mut(&mut out[start..]))?;
         }
-        out.extend(values(&b.held));
+        out.extend_from_slice(&b.held);
         Ok(())
     }
-}
-
-fn values(bytes: &[u8]) -> impl Iterator<Item = f64> + '_ {
-    bytes.chunks_exact(VALUE_BYTES).map(|v| f64::from_ne_bytes(v.try_into().expect("a value's bytes")))
 }
 
 #[cfg(test)]
