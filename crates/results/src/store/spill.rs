@@ -73,6 +73,7 @@ impl Spill {
 
     /// Writes what `bucket` holds as its next piece.
     fn write_out(&mut self, bucket: usize) -> io::Result<()> {
+        let share = self.most_held / self.buckets.len();
         let b = &mut self.buckets[bucket];
         if b.held.is_empty() {
             return Ok(());
@@ -85,6 +86,9 @@ impl Spill {
         self.end += (b.held.len() * VALUE_BYTES) as u64;
         self.held -= b.held.len();
         b.held.clear();
+        // A bucket keeps room for its share of what may be held, no more: buckets that each
+        // filled a piece in turn would otherwise keep a piece's room each.
+        b.held.shrink_to(share);
         Ok(())
     }
 
@@ -145,5 +149,20 @@ mod tests {
             }
             assert!(spill.held <= most_held.max(piece), "held {} with pieces of {piece}", spill.held);
         }
+    }
+
+    /// Buckets that each fill a piece in turn (and write it out) keep room for their share of what
+    /// may be held, not a piece each: memory stays bounded however many cells there are.
+    #[test]
+    fn buckets_filled_in_turn_keep_room_for_their_share_only() {
+        let mut spill = Spill::with_sizes(8, 100, 400).unwrap();
+        for bucket in 0..8 {
+            spill.push(bucket, (0..100).map(f64::from)).unwrap();
+        }
+        let room: usize = spill.buckets.iter().map(|b| b.held.capacity()).sum();
+        assert!(room <= 400 + 100, "room for {room} values");
+        let mut got = Vec::new();
+        spill.read(7, &mut got).unwrap();
+        assert_eq!(got, (0..100).map(f64::from).collect::<Vec<_>>());
     }
 }
