@@ -361,6 +361,13 @@ mod tests {
         let want: Vec<(usize, String)> =
             texts.iter().enumerate().map(|(i, t)| (i, t.read().unwrap())).collect();
         assert_eq!(seen, want);
+        // Three reads (a's neighbours together, its far text, b), counted before they are made.
+        let before = READS.get();
+        read_each(&given, |_, _| Ok(())).unwrap();
+        assert_eq!(READS.get() - before, 3);
+        assert_eq!(reads(&given), 3);
+        assert_eq!(reads(&given[..1]), 1);
+        assert_eq!(reads(&[]), 0);
         // The second text of the first window changed in place.
         a[9] = b'b';
         std::fs::write(&pa, &a).unwrap();
