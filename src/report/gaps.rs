@@ -53,6 +53,17 @@ impl<'a, T: Sampled> Gaps<'a, T> {
         texts: &'a [Option<Text>],
         gather: Gather,
     ) -> io::Result<Gaps<'a, T>> {
+        Gaps::gather_into(cells, records, texts, gather, Spill::new)
+    }
+
+    /// `gather`, the gaps set aside in the spill `spill` makes for so many cells.
+    fn gather_into(
+        cells: &[&[usize]],
+        records: &'a [T],
+        texts: &'a [Option<Text>],
+        gather: Gather,
+        spill: impl FnOnce(usize) -> io::Result<Spill>,
+    ) -> io::Result<Gaps<'a, T>> {
         let mut gaps = Gaps { records, texts, spilled: None };
         let located: Vec<Vec<&Text>> = cells.iter().map(|cell| gaps.located(cell)).collect();
         let one_pass = match gather {
@@ -67,7 +78,7 @@ impl<'a, T: Sampled> Gaps<'a, T> {
             Gather::OnePass => located.iter().any(|cell| !cell.is_empty()),
         };
         if one_pass {
-            gaps.spilled = set_aside(&located)?;
+            gaps.spilled = set_aside(&located, spill(located.len()))?;
         }
         Ok(gaps)
     }
@@ -115,9 +126,9 @@ fn gaps_of(offsets: &[f64]) -> impl Iterator<Item = f64> + '_ {
 }
 
 /// The gaps of each cell's located texts (`located[c]`), read in file order and set aside under
-/// `c`. None where the file set aside cannot be made or written (the disk's fault, not the input's).
-fn set_aside(located: &[Vec<&Text>]) -> io::Result<Option<Spill>> {
-    let Ok(mut spill) = Spill::new(located.len()) else { return Ok(None) };
+/// `c` in `spill`. None where it could not be made or written (the disk's fault, not the input's).
+fn set_aside(located: &[Vec<&Text>], spill: io::Result<Spill>) -> io::Result<Option<Spill>> {
+    let Ok(mut spill) = spill else { return Ok(None) };
     let (mut all, mut bucket) = (Vec::new(), Vec::new());
     for (c, cell) in located.iter().enumerate() {
         all.extend_from_slice(cell);
@@ -136,5 +147,56 @@ fn set_aside(located: &[Vec<&Text>]) -> io::Result<Option<Spill>> {
         (_, Some(_)) => Ok(None),
         (Err(e), None) => Err(e),
         (Ok(()), None) => Ok(Some(spill)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::path::Path;
+
+    use super::*;
+    use crate::report::{ReportRecord, samples};
+    use ttft_results::results::combine;
+    use ttft_results::results::sources::{Detail, load_with};
+
+    /// Where the file set aside fills up as the gaps are written (a full disk: `/dev/full`), the
+    /// gaps are read back cell by cell: every cell's are the ones a gathering cell by cell pools.
+    #[test]
+    fn gaps_that_cannot_be_set_aside_are_read_back_cell_by_cell() {
+        let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/reference/reuse-ab-h100/off-reuse");
+        let source = load_with::<ReportRecord>(&run, Detail::Located).unwrap();
+        let combined = combine::combine(vec![source]).unwrap();
+        let (records, texts) = (&combined.records, &combined.texts);
+        let by_cell = samples(records, texts);
+        let cells: Vec<&[usize]> = by_cell.values().map(|s| &s.itl_records[..]).collect();
+        // Small pieces, so some go to disk (a few thousand gaps a cell here).
+        let small = |spill: Spill| spill.with_pieces(64, 256);
+        let full =
+            |n| Ok(small(Spill::in_file(File::options().read(true).write(true).open("/dev/full")?, n)));
+        let unwritten = Gaps::gather_into(&cells, records, texts, Gather::OnePass, full).unwrap();
+        assert!(!unwritten.in_one_pass());
+        let cell_by_cell = Gaps::gather(&cells, records, texts, Gather::CellByCell).unwrap();
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        let mut pooled = 0;
+        for (c, cell) in cells.iter().enumerate() {
+            unwritten.pool(c, cell, &mut got).unwrap();
+            cell_by_cell.pool(c, cell, &mut want).unwrap();
+            assert_eq!(got, want, "cell {c}");
+            pooled += got.len();
+        }
+        assert!(pooled > 100, "{pooled} gaps");
+        // Set aside in a file that takes them, the same gaps come back (in another order).
+        let written =
+            Gaps::gather_into(&cells, records, texts, Gather::OnePass, |n| Ok(small(Spill::new(n)?)))
+                .unwrap();
+        assert!(written.in_one_pass());
+        for (c, cell) in cells.iter().enumerate() {
+            written.pool(c, cell, &mut got).unwrap();
+            cell_by_cell.pool(c, cell, &mut want).unwrap();
+            got.sort_by(f64::total_cmp);
+            want.sort_by(f64::total_cmp);
+            assert_eq!(got, want, "cell {c}");
+        }
     }
 }

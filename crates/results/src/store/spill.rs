@@ -43,15 +43,29 @@ struct Bucket {
 impl Spill {
     /// `buckets` empty buckets, in a new unnamed file of the temp directory.
     pub fn new(buckets: usize) -> io::Result<Spill> {
-        Spill::with_sizes(buckets, PIECE_VALUES, HELD_VALUES)
+        Ok(Spill::in_file(tempfile::tempfile()?, buckets))
     }
 
-    /// `new`, writing a bucket out once it holds `piece` values, and every bucket once they hold
-    /// `most_held` together (tests write small pieces).
+    /// `buckets` empty buckets in `file`, which is empty and open to read and write (a test's
+    /// file that cannot be written).
+    pub fn in_file(file: File, buckets: usize) -> Spill {
+        Spill::sized(file, buckets, PIECE_VALUES, HELD_VALUES)
+    }
+
+    /// This spill, writing a bucket out once it holds `piece` values, and every bucket once they
+    /// hold `most_held` together (what a test sets to make a few values go to disk).
+    pub fn with_pieces(self, piece: usize, most_held: usize) -> Spill {
+        Spill { piece, most_held, ..self }
+    }
+
+    #[cfg(test)]
     fn with_sizes(buckets: usize, piece: usize, most_held: usize) -> io::Result<Spill> {
-        let file = tempfile::tempfile()?;
+        Ok(Spill::new(buckets)?.with_pieces(piece, most_held))
+    }
+
+    fn sized(file: File, buckets: usize, piece: usize, most_held: usize) -> Spill {
         let buckets = std::iter::repeat_with(Bucket::default).take(buckets).collect();
-        Ok(Spill { file, end: 0, buckets, held: 0, most_held, piece })
+        Spill { file, end: 0, buckets, held: 0, most_held, piece }
     }
 
     /// Adds `values` to `bucket`'s.
