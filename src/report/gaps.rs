@@ -4,10 +4,10 @@
 //! A record held whole gives its gaps from its offsets. A record read located has its offsets read
 //! back from its text. A canonical file holds a cell's records side by side, and reading them back
 //! cell by cell is a few large reads. A run's file holds them in sweep order, a sweep apart, and
-//! read back cell by cell each text is a read of its own: a million for a million records, a third
-//! of the report. There the texts are read once in file order instead, in a few hundred large
-//! reads, and each record's gaps are set aside on disk under its cell (`store::Spill`) until the
-//! cell's statistics read them. The two ways pool the same gaps: the statistics sort them, so the
+//! read back cell by cell each text is a read of its own: a million for a million records, over a
+//! quarter of the report. There the texts are read once in file order instead, in a few hundred
+//! large reads, and each record's gaps are set aside on disk under its cell (`store::Spill`) until
+//! the cell's statistics read them. The two ways pool the same gaps: the statistics sort them, so the
 //! order they come in does not matter.
 
 use std::io;
@@ -56,7 +56,7 @@ impl<'a, T: Sampled> Gaps<'a, T> {
         Gaps::gather_into(cells, records, texts, gather, Spill::new)
     }
 
-    /// `gather`, the gaps set aside in the spill `spill` makes for so many cells.
+    /// `gather`, setting the gaps aside (where it does) in what `spill` makes for so many cells.
     fn gather_into(
         cells: &[&[usize]],
         records: &'a [T],

@@ -3,9 +3,9 @@
 //! Why: report pools each cell's inter-token gaps to sort them, one cell at a time, so only one
 //! cell's gaps are in memory. It reads them back from the records' texts. A run's file holds its
 //! records in sweep order, so a cell's records lie a sweep apart: read back cell by cell, each text
-//! is a read of its own (a million reads for a million records, a third of the report). Read in
-//! file order, the texts are a few hundred large reads, but every cell's gaps come at once: 464 MB
-//! at a million records, more than the rest of the report. Set aside here as they come, each
+//! is a read of its own (a million reads for a million records, over a quarter of the report).
+//! Read in file order, the texts are a few hundred large reads, but every cell's gaps come at once:
+//! 464 MB at a million records, more than the rest of the report. Set aside here as they come, each
 //! cell's gaps are read back with a few large reads when its statistics are computed.
 //!
 //! The file is unnamed in the system's temp directory: the system removes it when it is closed,
