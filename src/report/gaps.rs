@@ -66,19 +66,24 @@ impl<'a, T: Sampled> Gaps<'a, T> {
     ) -> io::Result<Gaps<'a, T>> {
         let mut gaps = Gaps { records, texts, spilled: None };
         let located: Vec<Vec<&Text>> = cells.iter().map(|cell| gaps.located(cell)).collect();
+        // Every located text, and the cell it is of.
+        let (mut all, mut cell_of) = (Vec::new(), Vec::new());
+        for (c, cell) in located.iter().enumerate() {
+            all.extend_from_slice(cell);
+            cell_of.extend(std::iter::repeat_n(c, cell.len()));
+        }
         let one_pass = match gather {
             #[cfg(test)]
             Gather::CellByCell => false,
             Gather::Chosen => {
                 let by_cell: usize = located.iter().map(|cell| text::reads(cell)).sum();
-                let all: Vec<&Text> = located.iter().flatten().copied().collect();
                 by_cell >= SPILL_MIN_READS && by_cell > 2 * text::reads(&all)
             }
             #[cfg(test)]
-            Gather::OnePass => located.iter().any(|cell| !cell.is_empty()),
+            Gather::OnePass => !all.is_empty(),
         };
         if one_pass {
-            gaps.spilled = set_aside(&located, spill(located.len()))?;
+            gaps.spilled = set_aside(&all, &cell_of, spill(located.len()))?;
         }
         Ok(gaps)
     }
@@ -125,20 +130,16 @@ fn gaps_of(offsets: &[f64]) -> impl Iterator<Item = f64> + '_ {
     offsets.windows(2).filter_map(|w| sample(Some(w[1] - w[0])))
 }
 
-/// The gaps of each cell's located texts (`located[c]`), read in file order and set aside under
-/// `c` in `spill`. None where it could not be made or written (the disk's fault, not the input's).
-fn set_aside(located: &[Vec<&Text>], spill: io::Result<Spill>) -> io::Result<Option<Spill>> {
+/// The gaps of the texts `all`, read in file order, each set aside in `spill` under its cell
+/// (`cell_of[i]` for `all[i]`). None where the spill could not be made or written (the disk's
+/// fault, not the input's).
+fn set_aside(all: &[&Text], cell_of: &[usize], spill: io::Result<Spill>) -> io::Result<Option<Spill>> {
     let Ok(mut spill) = spill else { return Ok(None) };
-    let (mut all, mut bucket) = (Vec::new(), Vec::new());
-    for (c, cell) in located.iter().enumerate() {
-        all.extend_from_slice(cell);
-        bucket.extend(std::iter::repeat_n(c, cell.len()));
-    }
     let mut offsets = Vec::new();
     let mut unwritten = None;
-    let read = text::read_each(&all, |i, line| {
+    let read = text::read_each(all, |i, line| {
         sources::token_offsets_read_back(line, &mut offsets)?;
-        spill.push(bucket[i], gaps_of(&offsets)).map_err(|e| {
+        spill.push(cell_of[i], gaps_of(&offsets)).map_err(|e| {
             unwritten = Some(e);
             io::Error::other("the gaps set aside could not be written")
         })
