@@ -368,7 +368,7 @@ enum Floor {
     /// Each line checked to be JSON by serde_json, nothing converted or kept.
     Json,
     /// Each line read by bench's own lightest reading (merge's: `fast::measurement` with
-    /// `Keep::Unconverted`, a line of another record type by serde), the record built and dropped.
+    /// `Keep::Converting(Floats::NONE)`, a line of another record type by serde), the record built and dropped.
     Hand,
 }
 
@@ -390,7 +390,7 @@ const FLOORS: [(&str, Floor); 3] =
 /// each line as `floor_of` says; one thread. Exits 1 where a line does not read.
 fn floor(path: &Path, floor_of: Floor) {
     use std::io::BufRead;
-    use ttft_model::record::fast::{self, Keep};
+    use ttft_model::record::fast::{self, Floats, Keep};
     let file = File::open(path).expect("open the records file");
     let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
     let mut line = Vec::new();
@@ -413,7 +413,7 @@ fn floor(path: &Path, floor_of: Floor) {
             Floor::Json => serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok(),
             // A line of another record type is read as bench reads it: by serde.
             _ => {
-                fast::measurement(body, Keep::Unconverted).is_some()
+                fast::measurement(body, Keep::Converting(Floats::NONE)).is_some()
                     || serde_json::from_slice::<Record>(body).is_ok()
             }
         };

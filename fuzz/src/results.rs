@@ -42,11 +42,11 @@ pub fn check_run_json(data: &[u8]) {
 /// One line through the hand reading of a measurement (`record::fast`) and through serde, at both
 /// depths: where the hand reading reads the line, serde reads it too, to the same record (written
 /// out alike, so -0.0 and 0.0 differ); everything else it leaves to serde. The unconverted reading
-/// (merge's) reads the lines the lean one reads. A line serde reads as a
+/// (merge's) and one converting some read the lines the lean one reads. A line serde reads as a
 /// measurement has its token offsets read back (`fast::token_offsets_ms`, what report does with a
 /// located record's text) as the timed reading keeps them, or declined.
 pub fn check_record_line(data: &[u8]) {
-    use ttft_model::record::fast::{self, Keep};
+    use ttft_model::record::fast::{self, Floats, Keep};
     use ttft_model::record::{LeanRecord, Record, TimedRecord};
     if let Ok(TimedRecord(Record::Measurement(timed))) = serde_json::from_slice::<TimedRecord>(data) {
         let mut offsets = Vec::new();
@@ -58,7 +58,7 @@ pub fn check_record_line(data: &[u8]) {
     for keep in [Keep::Lean, Keep::Timed] {
         let Some(hand) = fast::measurement(data, keep) else { continue };
         let serde = match keep {
-            Keep::Lean | Keep::Unconverted => serde_json::from_slice::<LeanRecord>(data).map(|r| r.0),
+            Keep::Lean | Keep::Converting(_) => serde_json::from_slice::<LeanRecord>(data).map(|r| r.0),
             Keep::Timed => serde_json::from_slice::<TimedRecord>(data).map(|r| r.0),
         };
         let serde = serde.unwrap_or_else(|e| panic!("read by hand ({keep:?}), refused by serde: {e}"));
@@ -69,11 +69,11 @@ pub fn check_record_line(data: &[u8]) {
             "{keep:?}: written apart"
         );
     }
-    // Merge's reading, its floats unconverted: the lines the lean reading reads, and no other.
-    let unconverted = fast::measurement(data, Keep::Unconverted);
-    assert_eq!(
-        unconverted.is_some(),
-        fast::measurement(data, Keep::Lean).is_some(),
-        "read unconverted or lean only"
-    );
+    // Merge's reading, its floats unconverted, and one converting some: the lines the lean
+    // reading reads, and no other.
+    let lean = fast::measurement(data, Keep::Lean).is_some();
+    for floats in [Floats::NONE, Floats::of_members(&["ttft_ms", "thermal"])] {
+        let converting = fast::measurement(data, Keep::Converting(floats));
+        assert_eq!(converting.is_some(), lean, "read {floats:?} converted or lean only");
+    }
 }

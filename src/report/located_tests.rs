@@ -9,11 +9,6 @@ use std::path::{Path, PathBuf};
 use super::*;
 use ttft_results::results::sources::{Detail, load_with};
 
-// The ingest benchmark's records: a run as a sweep writes it, at any size.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../tests/common/ingest_records.rs"]
-mod ingest_records;
-
 fn report<T: Sampled + FromRecord>(inputs: &[PathBuf], detail: Detail) -> serde_json::Value {
     report_gathered::<T>(inputs, detail, Gather::Chosen).0
 }

@@ -15,6 +15,12 @@
 mod csv;
 mod gaps;
 mod html;
+// The ingest benchmark's records: a run as a sweep writes it, at any size, every float a
+// measurement holds filled.
+#[cfg(test)]
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../tests/common/ingest_records.rs"]
+mod ingest_records;
 #[cfg(test)]
 mod located_tests;
 mod plot;

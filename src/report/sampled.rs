@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 
+use ttft_model::record::fast::Floats;
 use ttft_model::record::{self, ErrorInfo, ErrorKind, QualityCode, QualityFlag, Record, Scenario};
 use ttft_results::results::digest::{Extract, Kept};
 use ttft_results::results::import::imported_reason;
@@ -152,6 +153,13 @@ fn tpot_ms(output_tokens: Option<u64>, ttft_ms: Option<f64>, e2e_ms: Option<f64>
 
 /// Taken from a record read located: its offsets are read back from its text.
 impl Extract for Values {
+    /// The members whose floats `Values::of` reads; every other float of a located measurement is
+    /// checked, not converted, and read as 0.0, which nothing here reads (a tenth of report's and
+    /// compare's reading was converting those ten: thermal probes, send lag, first byte and event,
+    /// prefill rate).
+    const CONVERTS: Floats =
+        Floats::of_members(&["offered_rate_per_s", "ttft_ms", "e2e_ms", "decode_tps", "physics"]);
+
     fn extract(record: &Record) -> Values {
         Values::of(record, true)
     }
@@ -233,5 +241,54 @@ impl Sampled for ReportRecord {
             Kept::Located(_, values) => values.failing,
             Kept::Whole(r) => r.failing(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ttft_model::record::Measurement;
+    use ttft_model::record::fast::{self, Keep};
+
+    /// A located record is read converting only the floats report keeps (`Values::CONVERTS`), every
+    /// other float read as 0.0: its values must be those of the record read whole. Fails where
+    /// `Values::of` reads a float the list leaves out (its value would then be 0.0), and where the
+    /// list converts every float (nothing saved).
+    #[test]
+    fn values_read_converting_only_their_floats_are_those_of_the_whole_record() {
+        // The ingest benchmark's records: every float a measurement holds, filled.
+        let mut measurements: Vec<Measurement> = crate::report::ingest_records::records(400)
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::Measurement(m) => Some(*m),
+                _ => None,
+            })
+            .collect();
+        assert!(measurements.len() >= 100);
+        // A rate without the tokens it is recomputed from: the record's own decode_tps is taken.
+        measurements[0].output_tokens = None;
+        // `bench load`'s records: an open loop's offered rate, a closed loop's level.
+        measurements[1].cell.scenario = Scenario::Load;
+        measurements[1].offered_rate_per_s = Some(2.5);
+        measurements[2].cell.scenario = Scenario::Load;
+        measurements[2].concurrency = Some(4);
+        let mut zeroed = 0;
+        for m in measurements {
+            let whole = Record::Measurement(Box::new(m));
+            let line = serde_json::to_vec(&whole).unwrap();
+            let read = fast::measurement(&line, Keep::Converting(<Values as Extract>::CONVERTS))
+                .expect("a line bench writes is read by hand");
+            let shown = String::from_utf8_lossy(&line).into_owned();
+            assert_eq!(
+                format!("{:?}", Values::of(&read, true)),
+                format!("{:?}", Values::of(&whole, true)),
+                "{shown}"
+            );
+            let Record::Measurement(read) = read else { unreachable!() };
+            zeroed += usize::from(
+                read.thermal.is_some_and(|t| t.baseline_tps == Some(0.0)) && read.send_lag_ms == Some(0.0),
+            );
+        }
+        assert!(zeroed >= 100, "floats report does not read were converted: {zeroed} records left them");
     }
 }

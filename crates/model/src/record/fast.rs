@@ -34,11 +34,59 @@ pub enum Keep {
     Lean,
     /// `Record::timed`: lean, the token offsets kept.
     Timed,
-    /// Lean, every float checked as the lean reading reads it but not converted: each is 0.0. Only
-    /// for a reading that keeps none of them, nor the record, only where it is and what decides
-    /// its slot (its cell, request index, names, verdict): merge's digest. Converting a record's
-    /// twenty floats was a tenth of reading it.
-    Unconverted,
+    /// Lean, only the floats of the members `Floats` names converted: every other float is checked
+    /// as the lean reading checks it (the same lines accepted, the same errors) and read as 0.0.
+    /// Only for a reading that keeps of each record what it reads of it, never the record:
+    /// merge's digest (where it is and what decides its slot) converts none, report's samples the
+    /// few its statistics read. Converting a record's twenty floats was a tenth of reading it.
+    Converting(Floats),
+}
+
+/// Which of a measurement's floats a reading converts (`Keep::Converting`): those of the members
+/// it names, nested ones included, a bit for each member's place in `FIELDS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Floats(u64);
+
+impl Floats {
+    pub const NONE: Floats = Floats(0);
+    pub const ALL: Floats = Floats(u64::MAX);
+
+    /// The floats of the members whose keys are `keys`. A key that is no measurement's member
+    /// fails the build (the constant's evaluation panics).
+    pub const fn of_members(keys: &[&str]) -> Floats {
+        let mut bits = 0u64;
+        let mut k = 0;
+        while k < keys.len() {
+            let mut place = 0;
+            while place < FIELDS.len() && !const_same_bytes(FIELDS[place].0.as_bytes(), keys[k].as_bytes()) {
+                place += 1;
+            }
+            assert!(place < FIELDS.len(), "not a measurement's member");
+            bits |= 1 << place;
+            k += 1;
+        }
+        Floats(bits)
+    }
+
+    /// Whether the member at `place` of `FIELDS` has its floats converted.
+    fn converts(self, place: usize) -> bool {
+        self.0 >> place & 1 == 1
+    }
+}
+
+/// `a == b`, where a constant is evaluated.
+const fn const_same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Nesting this deep is left to serde (whose own limit is 128 levels), so that no value read here
@@ -49,7 +97,7 @@ const MAX_DEPTH: u32 = 64;
 /// read here: the serde reading decides it then.
 pub fn measurement(line: &[u8], keep: Keep) -> Option<Record> {
     let text = std::str::from_utf8(line).ok()?;
-    let mut cursor = Cursor { text, bytes: line, at: 0, floats: keep != Keep::Unconverted };
+    let mut cursor = Cursor { text, bytes: line, at: 0, floats: true };
     let m = cursor.measurement(keep)?;
     cursor.skip_ws();
     if cursor.at != line.len() || m.schema_version != SCHEMA_VERSION {
@@ -57,7 +105,7 @@ pub fn measurement(line: &[u8], keep: Keep) -> Option<Record> {
     }
     let record = Record::Measurement(Box::new(m));
     Some(match keep {
-        Keep::Lean | Keep::Unconverted => record.lean(),
+        Keep::Lean | Keep::Converting(_) => record.lean(),
         Keep::Timed => record.timed(),
     })
 }
@@ -317,7 +365,8 @@ struct Cursor<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
-    /// Floats converted; where not (`Keep::Unconverted`), each checked and read as 0.0.
+    /// Floats converted; where not (a member `Keep::Converting` leaves out), each checked and read
+    /// as 0.0.
     floats: bool,
 }
 
@@ -742,6 +791,9 @@ impl<'a> Cursor<'a> {
             next = place + 1;
             seen.field(place)?;
             self.eat(b':')?;
+            if let Keep::Converting(floats) = keep {
+                self.floats = floats.converts(place);
+            }
             self.member(&mut m, FIELDS[place].1, keep)?;
         }
         REQUIRED.iter().all(|&field| seen.has(field as usize)).then_some(m)
@@ -780,7 +832,7 @@ impl<'a> Cursor<'a> {
             Field::TtftMs => m.ttft_ms = c.option(Self::f64)?,
             Field::E2eMs => m.e2e_ms = c.option(Self::f64)?,
             Field::TokenOffsetsMs => match keep {
-                Keep::Lean | Keep::Unconverted => c.checked_numbers()?,
+                Keep::Lean | Keep::Converting(_) => c.checked_numbers()?,
                 Keep::Timed => c.array(|c| c.f64().map(|v| m.token_offsets_ms.push(v)))?,
             },
             Field::InputTokens => m.input_tokens = c.option(Self::u64)?,

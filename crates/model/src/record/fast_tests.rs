@@ -4,14 +4,14 @@
 //! hand (else the fast path would be a path never taken), and lines broken on purpose (bytes
 //! swapped, cut, repeated; numbers of every length and exponent) must agree.
 
-use super::fast::{self, Keep};
+use super::fast::{self, Floats, Keep};
 use super::*;
 use crate::stats::Rng;
 
 /// The serde reading of `line` at `keep`.
 fn by_serde(line: &[u8], keep: Keep) -> Option<Record> {
     match keep {
-        Keep::Lean | Keep::Unconverted => serde_json::from_slice::<LeanRecord>(line).ok().map(|r| r.0),
+        Keep::Lean | Keep::Converting(_) => serde_json::from_slice::<LeanRecord>(line).ok().map(|r| r.0),
         Keep::Timed => serde_json::from_slice::<TimedRecord>(line).ok().map(|r| r.0),
     }
 }
@@ -36,7 +36,7 @@ pub(super) fn by_hand_agrees(line: &[u8]) -> bool {
         }
     }
     assert_eq!(read[0], read[1], "read by hand at one depth only: {}", String::from_utf8_lossy(line));
-    unconverted_agrees(line);
+    converting_agrees(line);
     offsets_read_back_agree(line);
     read[0]
 }
@@ -56,15 +56,31 @@ fn floats_zeroed(record: &Record) -> serde_json::Value {
     v
 }
 
-/// The unconverted reading (`Keep::Unconverted`) reads a line where the lean reading does, and
-/// the same record but for its floats (those it reads by hand it holds as 0.0); panics otherwise.
-fn unconverted_agrees(line: &[u8]) {
-    let (lean, unconverted) =
-        (fast::measurement(line, Keep::Lean), fast::measurement(line, Keep::Unconverted));
+/// The members a partial conversion converts in these tests: a top-level float and an object of
+/// them.
+const CONVERTED_MEMBERS: [&str; 2] = ["ttft_ms", "thermal"];
+
+/// A reading converting some floats or none (`Keep::Converting`) reads a line where the lean
+/// reading does, and the same record but for the floats of the members it leaves out (those it
+/// reads by hand it holds as 0.0); the members it converts are the lean reading's. Panics otherwise.
+fn converting_agrees(line: &[u8]) {
+    let lean = fast::measurement(line, Keep::Lean);
     let shown = || String::from_utf8_lossy(line).into_owned();
-    assert_eq!(lean.is_some(), unconverted.is_some(), "read unconverted or lean only: {}", shown());
-    if let (Some(lean), Some(unconverted)) = (lean, unconverted) {
-        assert_eq!(floats_zeroed(&lean), floats_zeroed(&unconverted), "{}", shown());
+    for members in [&[][..], &CONVERTED_MEMBERS[..]] {
+        let converting = fast::measurement(line, Keep::Converting(Floats::of_members(members)));
+        assert_eq!(
+            lean.is_some(),
+            converting.is_some(),
+            "read {members:?} converted or lean only: {}",
+            shown()
+        );
+        let (Some(lean), Some(converting)) = (&lean, converting) else { continue };
+        assert_eq!(floats_zeroed(lean), floats_zeroed(&converting), "{}", shown());
+        let (lean, converting) =
+            (serde_json::to_value(lean).unwrap(), serde_json::to_value(&converting).unwrap());
+        for member in members {
+            assert_eq!(lean.get(member), converting.get(member), "{member}: {}", shown());
+        }
     }
 }
 

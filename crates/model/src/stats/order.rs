@@ -1,8 +1,8 @@
 //! Sorting a sample: every statistic reads its values in `f64::total_cmp` order. A cell's
 //! inter-token gaps are a million values and more: sorting floats by `total_cmp` took most of a
 //! report's statistics time there, so each value is made an unsigned number in that order once,
-//! and a large sample's numbers are sorted by their bytes (a least significant digit radix sort,
-//! a byte a pass; the same numbers sorted by comparison took half as long again). Values equal
+//! and a large sample's numbers are sorted by their digits (a least significant digit radix sort,
+//! eleven bits a pass; the same numbers sorted by comparison took half as long again). Values equal
 //! under `total_cmp` are the same bits, so every correct sort of a sample gives the same array:
 //! the statistics are bit for bit those of a sort by `total_cmp`.
 
@@ -120,6 +120,14 @@ mod tests {
             values.extend_from_within(..len / 10);
             assert!(values.len() >= RADIX_MIN_LEN);
             assert_eq!(radix(&values), compared(&values), "{len} values");
+        }
+    }
+
+    #[test]
+    fn a_large_sample_of_one_value_moves_nothing_and_is_given_back_as_floats() {
+        for value in [2.5, -0.0, -3.75] {
+            let values = vec![value; RADIX_MIN_LEN + 10];
+            assert_eq!(radix(&values), compared(&values), "{value}");
         }
     }
 

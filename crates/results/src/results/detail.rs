@@ -4,7 +4,7 @@
 use std::io;
 
 use crate::store::{self, LineError};
-use ttft_model::record::fast::{self, Keep};
+use ttft_model::record::fast::{self, Floats, Keep};
 use ttft_model::record::{LeanRecord, Record, SCHEMA_VERSION, TimedRecord};
 
 /// How much of each record a reader keeps.
@@ -27,10 +27,10 @@ pub enum Detail {
 /// What a reader keeps of each record it reads: the record, or a verb's compact form of it
 /// (`digest::Kept`), made as each record is read so the records themselves are never all held.
 pub trait FromRecord: Sized + Send {
-    /// Whether what is kept of a located record reads any of its floats. Where none is read
-    /// (merge's digest: where a record goes and what decides its slot), a measurement read by
-    /// hand has its floats checked, not converted (`Keep::Unconverted`).
-    const READS_FLOATS: bool = true;
+    /// The floats what is kept of a located record reads. A measurement read by hand has only
+    /// those converted, every other float checked (`Keep::Converting`): merge's digest (where a
+    /// record goes and what decides its slot) reads none, report's samples a few.
+    const CONVERTS: Floats = Floats::ALL;
 
     /// `record`, read to `detail`: located (its text's place kept beside it) when
     /// `detail.locates()`, whole otherwise.
@@ -46,9 +46,12 @@ impl FromRecord for Record {
 impl Detail {
     /// One record's JSON text, read to this detail and kept as `T`.
     pub(super) fn parse<T: FromRecord>(self, bytes: &[u8]) -> Result<T, LineError> {
-        // A located record is kept as `T` makes it, never whole: where `T` reads no float, none
-        // is converted.
-        let keep = if self.locates() && !T::READS_FLOATS { Keep::Unconverted } else { Keep::Lean };
+        // A located record is kept as `T` makes it, never whole: a float `T` does not read is
+        // not converted.
+        let keep = match T::CONVERTS {
+            floats if self.locates() && floats != Floats::ALL => Keep::Converting(floats),
+            _ => Keep::Lean,
+        };
         self.parse_record(bytes, keep).map(|record| T::from_record(record, self))
     }
 

@@ -11,20 +11,20 @@ use std::io;
 use super::detail::{Detail, FromRecord};
 use super::packed::Packed;
 use super::slotted::{RECORD_TYPES, Slotted};
+use ttft_model::record::fast::Floats;
 use ttft_model::record::{CellKey, Record};
 
 /// What a verb reads of a record beside its digest, taken as the record is read.
 pub trait Extract: Sized + Send {
-    /// Whether it reads any of the record's floats (`FromRecord::READS_FLOATS`; a digest reads
-    /// none).
-    const READS_FLOATS: bool = true;
+    /// The record's floats it reads (`FromRecord::CONVERTS`; a digest reads none).
+    const CONVERTS: Floats = Floats::ALL;
 
     fn extract(record: &Record) -> Self;
 }
 
 /// Nothing: merge writes a located record from its text.
 impl Extract for () {
-    const READS_FLOATS: bool = false;
+    const CONVERTS: Floats = Floats::NONE;
 
     fn extract(_: &Record) {}
 }
@@ -80,7 +80,7 @@ impl Digest {
 }
 
 impl<V: Extract> FromRecord for Kept<V> {
-    const READS_FLOATS: bool = V::READS_FLOATS;
+    const CONVERTS: Floats = V::CONVERTS;
 
     fn from_record(record: Record, detail: Detail) -> Kept<V> {
         if !detail.locates() {
