@@ -20,9 +20,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Expectation;
-use crate::report::{CellId, CellSamples, Sampled};
+use crate::report::{CellId, CellSamples, PartialBatches, Sampled};
 use ttft_model::record::{CellKey, ErrorKind};
-use ttft_results::results::batch::{self, Shape};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -150,22 +149,9 @@ fn crashes(meta: &Value) -> usize {
     }
 }
 
-/// Categorises the failures of one input (`records`: after merge's de-duplication; `samples`:
-/// report's cells of those records).
-pub(crate) fn classify<T: Sampled>(
-    path: &str,
-    role: &'static str,
-    run_meta: &[Value],
-    records: &[T],
-    samples: &BTreeMap<CellId, CellSamples>,
-    expect: Option<&Expectation>,
-) -> InputFailures {
-    let mut reasons: BTreeMap<Reason, usize> = Reason::ALL.iter().map(|r| (*r, 0)).collect();
-    let mut other_errors: BTreeMap<String, usize> = BTreeMap::new();
-    let mut failed_cells: BTreeSet<CellId> = BTreeSet::new();
-    let mut failed_records = 0;
-    // Was the server up earlier in this run: did a request sent before this one (by start time,
-    // then by place in the input) reach it? Each run's first request that did.
+/// Was the server up before a request: did one sent earlier in its run (by start time, then by
+/// place in the input) reach it? Each run's first request that did, of `records`.
+fn first_requests_up<T: Sampled>(records: &[T]) -> HashMap<&str, (&str, usize)> {
     let mut first_up: HashMap<&str, (&str, usize)> = HashMap::new();
     for (place, r) in records.iter().enumerate() {
         let Some(failing) = r.failing() else { continue };
@@ -174,16 +160,41 @@ pub(crate) fn classify<T: Sampled>(
             first_up.entry(r.run_id()).and_modify(|first| *first = (*first).min(sent)).or_insert(sent);
         }
     }
+    first_up
+}
+
+/// Categorises the failures of one input (`records`: after merge's de-duplication; `samples`:
+/// report's cells of those records; `partial`: the partial batches among them).
+pub(crate) fn classify<T: Sampled>(
+    path: &str,
+    role: &'static str,
+    run_meta: &[Value],
+    records: &[T],
+    samples: &BTreeMap<CellId, CellSamples>,
+    partial: &PartialBatches,
+    expect: Option<&Expectation>,
+) -> InputFailures {
+    let mut reasons: BTreeMap<Reason, usize> = Reason::ALL.iter().map(|r| (*r, 0)).collect();
+    let mut other_errors: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failed_cells: BTreeSet<CellId> = BTreeSet::new();
+    let mut failed_records = 0;
+    // Each run's first request that reached the server, found at the first refused connection
+    // (only one asks whether the server was up before it).
+    let mut first_up: Option<HashMap<&str, (&str, usize)>> = None;
     for (place, r) in records.iter().enumerate() {
         let Some(failing) = r.failing() else { continue };
         if r.is_good() {
             continue;
         }
-        let was_up = first_up.get(r.run_id()).is_some_and(|&first| first < (r.started_at(), place));
         failed_records += 1;
         failed_cells.insert(CellId::of(r.cell()));
         let reason = match failing.error {
             Some((kind, http_status)) => {
+                let was_up = kind == ErrorKind::Connect
+                    && first_up
+                        .get_or_insert_with(|| first_requests_up(records))
+                        .get(r.run_id())
+                        .is_some_and(|&first| first < (r.started_at(), place));
                 let reason = error_reason(kind, http_status, was_up);
                 if reason == Reason::OtherError {
                     *other_errors.entry(kind.as_str().to_string()).or_default() += 1;
@@ -195,12 +206,9 @@ pub(crate) fn classify<T: Sampled>(
         };
         *reasons.entry(reason).or_default() += 1;
     }
-    for b in batch::batch_records(records) {
-        let cell = b[0].cell();
-        if !Shape::of(&b).is_complete() {
-            *reasons.entry(Reason::IncompleteBatch).or_default() += 1;
-            failed_cells.insert(CellId::of(cell));
-        }
+    for cell in &partial.cells {
+        *reasons.entry(Reason::IncompleteBatch).or_default() += 1;
+        failed_cells.insert(cell.clone());
     }
     let server_crash_events: usize = run_meta.iter().map(crashes).sum();
     let cells_unusable = samples.values().filter(|s| s.quality_ok == 0).count();

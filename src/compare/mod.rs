@@ -56,7 +56,7 @@ use serde::Serialize;
 use crate::cli::{CompareArgs, CompareFormat as Format};
 use crate::exit::{Failure, Outcome};
 use crate::output;
-use crate::report::{CellId, CellSamples, ReportRecord};
+use crate::report::{CellId, CellSamples, PartialBatches, ReportRecord};
 use cells::{Comparison, Metric};
 use failures::InputFailures;
 use ttft_model::stats;
@@ -153,8 +153,9 @@ fn summarize(
     // Each model once, not a name per record.
     let models: BTreeSet<&str> = records.iter().map(|r| r.cell().model.as_str()).collect();
     let models: Vec<String> = models.into_iter().map(str::to_string).collect();
-    let samples = crate::report::samples(&records, &[]);
-    let failures = failures::classify(&shown, role, &run_meta, &records, &samples, expect);
+    let partial = PartialBatches::of(&records);
+    let samples = crate::report::samples(&records, &[], &partial);
+    let failures = failures::classify(&shown, role, &run_meta, &records, &samples, &partial, expect);
     // A base's samples are held while the candidate is read: only what compare compares.
     let samples = samples.into_iter().map(|(id, s)| (id, Metric::keep_compared(s))).collect();
     let info = InputInfo { path: shown, kind, records: records.len(), models };

@@ -157,7 +157,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::report::{ReportRecord, samples};
+    use crate::report::{PartialBatches, ReportRecord, samples};
     use ttft_results::results::combine;
     use ttft_results::results::sources::{Detail, load_with};
 
@@ -169,7 +169,7 @@ mod tests {
         let source = load_with::<ReportRecord>(&run, Detail::Located).unwrap();
         let combined = combine::combine(vec![source]).unwrap();
         let (records, texts) = (&combined.records, &combined.texts);
-        let by_cell = samples(records, texts);
+        let by_cell = samples(records, texts, &PartialBatches::of(records));
         let cells: Vec<&[usize]> = by_cell.values().map(|s| &s.itl_records[..]).collect();
         // Small pieces, so some go to disk (a few thousand gaps a cell here).
         let small = |spill: Spill| spill.with_pieces(64, 256);

@@ -23,7 +23,7 @@ fn report_gathered<T: Sampled + FromRecord>(
     let sources: Vec<Source<T>> = inputs.iter().map(|p| load_with(p, detail).unwrap()).collect();
     let combined = combine::combine(sources).unwrap();
     let (records, texts) = (&combined.records, &combined.texts);
-    let by_cell = samples(records, texts);
+    let by_cell = samples(records, texts, &PartialBatches::of(records));
     let itl_cells: Vec<&[usize]> = by_cell.values().map(|s| &s.itl_records[..]).collect();
     let one_pass = Gaps::gather(&itl_cells, records, texts, gather).unwrap().in_one_pass();
     let cells = statistics(&by_cell, records, texts, gather).unwrap();

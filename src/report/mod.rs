@@ -309,32 +309,47 @@ impl CellId {
     }
 }
 
-/// Addresses of the records (members and group records) of partial batches: a batch is one unit,
-/// and a partial one (a sweep killed mid-batch) is not a measurement of its cell.
-fn in_partial_batches<T: Slotted>(records: &[T]) -> HashSet<usize> {
-    let mut out = HashSet::new();
-    for b in batch::batch_records(records) {
-        if !Shape::of(&b).is_complete() {
-            out.extend(b.iter().map(|&r| std::ptr::from_ref::<T>(r) as usize));
+/// The partial batches among some records: a batch is one unit, and a partial one (a sweep killed
+/// mid-batch) is not a measurement of its cell. Found once (`batch::batch_records`, a look at every
+/// record) for the statistics, report's notes and compare's failures.
+pub(crate) struct PartialBatches {
+    /// Addresses of their records (members and group records).
+    members: HashSet<usize>,
+    /// Each one's cell.
+    pub cells: Vec<CellId>,
+}
+
+impl PartialBatches {
+    pub(crate) fn of<T: Slotted>(records: &[T]) -> PartialBatches {
+        let mut partial = PartialBatches { members: HashSet::new(), cells: Vec::new() };
+        for b in batch::batch_records(records) {
+            if !Shape::of(&b).is_complete() {
+                partial.members.extend(b.iter().map(|&r| std::ptr::from_ref::<T>(r) as usize));
+                partial.cells.push(CellId::of(b[0].cell()));
+            }
         }
+        partial
     }
-    out
+
+    /// Whether `record` (one of the records these were found among) is in one.
+    fn holds<T>(&self, record: &T) -> bool {
+        !self.members.is_empty() && self.members.contains(&(std::ptr::from_ref::<T>(record) as usize))
+    }
 }
 
-/// How many partial batches `cells` leaves out.
-pub fn partial_batches<T: Slotted>(records: &[T]) -> usize {
-    batch::batch_records(records).iter().filter(|b| !Shape::of(b).is_complete()).count()
-}
-
-/// The raw samples of every cell (runs pooled), sorted like `cells`.
-pub(crate) fn samples<T: Sampled>(records: &[T], texts: &[Option<Text>]) -> BTreeMap<CellId, CellSamples> {
-    let partial = in_partial_batches(records);
+/// The raw samples of every cell (runs pooled), sorted like `cells`; `partial`: the partial
+/// batches among `records`.
+pub(crate) fn samples<T: Sampled>(
+    records: &[T],
+    texts: &[Option<Text>],
+    partial: &PartialBatches,
+) -> BTreeMap<CellId, CellSamples> {
     let mut by_cell: BTreeMap<CellId, CellSamples> = BTreeMap::new();
     // Records come sorted by cell, runs next to each other: the previous record's cell is
     // nearly always this one's, so a cell's id is built once, not once per record.
     let mut last: Option<CellId> = None;
     for (index, r) in records.iter().enumerate() {
-        let used = r.is_good() && !partial.contains(&(std::ptr::from_ref::<T>(r) as usize));
+        let used = r.is_good() && !partial.holds(r);
         let located = texts.get(index).is_some_and(Option::is_some);
         let values = r.values(located);
         let id = match last.take() {
@@ -361,7 +376,7 @@ pub fn cells(records: &[Record]) -> Vec<CellStats> {
 /// whole): their token offsets are read back from the texts, one cell at a time. Fails where a
 /// text cannot be read back as it was read (the file changed since).
 pub(crate) fn located_cells<T: Sampled>(records: &[T], texts: &[Option<Text>]) -> io::Result<Vec<CellStats>> {
-    statistics(&samples(records, texts), records, texts, Gather::Chosen)
+    statistics(&samples(records, texts, &PartialBatches::of(records)), records, texts, Gather::Chosen)
 }
 
 /// Every cell's statistics of its samples (`samples` of `records` and `texts`). Each cell's
@@ -490,10 +505,11 @@ fn summarise<T: Sampled>(sources: Vec<Source<T>>) -> anyhow::Result<(Vec<CellSta
     if set_aside > 0 {
         notes.push(format!("{set_aside} duplicate records set aside by merge rules (re-runs, copies)"));
     }
-    let partial = partial_batches(&combined.records);
-    if partial > 0 {
+    let partial = PartialBatches::of(&combined.records);
+    if !partial.cells.is_empty() {
         notes.push(format!(
-            "{partial} partial batch(es) left out of the statistics (members or group record missing: a sweep stopped mid-batch; `bench verify` names them)"
+            "{} partial batch(es) left out of the statistics (members or group record missing: a sweep stopped mid-batch; `bench verify` names them)",
+            partial.cells.len()
         ));
     }
     let warmup = combined.records.iter().filter(|r| r.is_warmup()).count();
@@ -513,7 +529,7 @@ fn summarise<T: Sampled>(sources: Vec<Source<T>>) -> anyhow::Result<(Vec<CellSta
     for (reason, n) in imported {
         eprintln!("note: {n} record(s) {reason}");
     }
-    let by_cell = samples(&combined.records, &combined.texts);
+    let by_cell = samples(&combined.records, &combined.texts, &partial);
     let combine::Combined { records, texts, .. } = combined;
     // Where every record whose gaps enter ITL is read back from its text, the records are let go
     // before the statistics (a million of them, even as digests, are 200 MB).
