@@ -153,10 +153,10 @@ fn tpot_ms(output_tokens: Option<u64>, ttft_ms: Option<f64>, e2e_ms: Option<f64>
 
 /// Taken from a record read located: its offsets are read back from its text.
 impl Extract for Values {
-    /// The members whose floats `Values::of` reads; every other float of a located measurement is
-    /// checked, not converted, and read as 0.0, which nothing here reads (a tenth of report's and
-    /// compare's reading was converting those ten: thermal probes, send lag, first byte and event,
-    /// prefill rate).
+    /// The members whose floats `Values::of` reads; every other float of a located measurement
+    /// (ten a record: thermal probes, send lag, first byte and event, prefill rate) is checked, not
+    /// converted, and read as 0.0, which nothing here reads (docs/performance.md, "Report and
+    /// compare").
     const CONVERTS: Floats =
         Floats::of_members(&["offered_rate_per_s", "ttft_ms", "e2e_ms", "decode_tps", "physics"]);
 
