@@ -368,7 +368,8 @@ enum Floor {
     /// Each line checked to be JSON by serde_json, nothing converted or kept.
     Json,
     /// Each line read by bench's own lightest reading (merge's: `fast::measurement` with
-    /// `Keep::Converting(Floats::NONE)`, a line of another record type by serde), the record built and dropped.
+    /// `Keep::Converting(Floats::NONE)`, a line of another record type by serde), the record built
+    /// and dropped.
     Hand,
 }
 
